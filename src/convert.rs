@@ -1,0 +1,1 @@
+//! Convert a GGUF file or HF folder into a pocket package.

@@ -1,0 +1,1 @@
+//! Plain-Rust forward pass: the oracle every GPU kernel is judged against.

@@ -1,0 +1,106 @@
+//! One error type for the whole crate. Variants are named for what the user did or has;
+//! messages say what is wrong and, where there is one, what to do about it.
+
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("{what}: not a {expected} file (magic {found:?})")]
+    BadMagic {
+        what: String,
+        expected: &'static str,
+        found: Vec<u8>,
+    },
+
+    #[error(
+        "{what}: the file is truncated: needs {needed} bytes, has {available} (re-download it)"
+    )]
+    ModelTruncated {
+        what: String,
+        needed: u64,
+        available: u64,
+    },
+
+    #[error("{what}: corrupt model file: {detail}")]
+    CorruptModel { what: String, detail: String },
+
+    #[error("{what}: unsupported {kind} {name} (supported: {supported})")]
+    Unsupported {
+        what: String,
+        kind: &'static str,
+        name: String,
+        supported: &'static str,
+    },
+
+    #[error("{what}: missing {field}")]
+    MissingField { what: String, field: String },
+
+    #[error("model has no tensor {0}")]
+    MissingTensor(String),
+
+    #[error("tensor {tensor}: shape {found:?}, expected {expected:?}")]
+    ShapeMismatch {
+        tensor: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+
+    #[error("shard {shard}: sha256 {found} does not match the manifest's {expected} (corrupt download or cache)")]
+    ShardHashMismatch {
+        shard: String,
+        expected: String,
+        found: String,
+    },
+
+    #[error("shard {shard}: {found} bytes, the manifest says {expected}")]
+    ShardSizeMismatch {
+        shard: String,
+        expected: u64,
+        found: u64,
+    },
+
+    #[error("manifest: {0}")]
+    Manifest(String),
+
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+
+    #[error("chat template: {0}")]
+    ChatTemplate(String),
+
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl Error {
+    /// Attach a path to an I/O error.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub fn corrupt(what: impl Into<String>, detail: impl Into<String>) -> Self {
+        Error::CorruptModel {
+            what: what.into(),
+            detail: detail.into(),
+        }
+    }
+
+    pub fn missing(what: impl Into<String>, field: impl Into<String>) -> Self {
+        Error::MissingField {
+            what: what.into(),
+            field: field.into(),
+        }
+    }
+}

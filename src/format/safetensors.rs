@@ -1,0 +1,1 @@
+//! HF safetensors (+ config.json) reader.

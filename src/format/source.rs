@@ -1,0 +1,36 @@
+//! `ModelSource`: one way to read a model's config and tensors, whatever file holds it
+//! (a GGUF file, an HF folder of safetensors + config.json, or a pocket package).
+//! Tensor names are canonical (llama.cpp's: `blk.N.attn_q.weight`, …); shapes row-major.
+
+use crate::config::ModelConfig;
+use crate::error::Result;
+use crate::quant::{MergeStats, Q4Tensor};
+
+/// A tensor as the source stores it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceTensor {
+    /// Canonical name.
+    pub name: String,
+    /// Row-major shape.
+    pub shape: Vec<usize>,
+    /// Stored type, for display (`Q4_K`, `bf16`, `q4g64`, …).
+    pub dtype: String,
+    /// Stored bytes.
+    pub bytes: u64,
+}
+
+pub trait ModelSource {
+    fn config(&self) -> &ModelConfig;
+    fn tensors(&self) -> &[SourceTensor];
+    /// The tensor's values as f32 (dequantized when stored quantized).
+    fn read_f32(&mut self, name: &str) -> Result<Vec<f32>>;
+    /// The tensor as Q4 g64: kept exactly when already stored so (or as Q4_1 pairs with
+    /// equal params), quantized otherwise.
+    fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)>;
+    /// An HF tokenizer.json for the model, when the source has (or can derive) one.
+    fn tokenizer_json(&mut self) -> Result<Option<String>>;
+    /// The model's Jinja chat template, if any.
+    fn chat_template(&self) -> Option<String>;
+    /// A short name of the container ("gguf v3", "safetensors", "pocket package").
+    fn container(&self) -> String;
+}

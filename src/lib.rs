@@ -1,0 +1,17 @@
+//! pocketrt: small language models on the GPU in a browser tab (wasm + WebGPU) and natively.
+//!
+//! The crate is organised by concern (see `DESIGN.md` in the shared folder):
+//! [`format`] reads and writes model files, [`quant`] holds the Q4 g64 weight format,
+//! [`config`] the model description, [`tokenizer`] text ↔ ids, [`cpu`] the reference forward
+//! pass, and [`convert`] turns GGUF / HF models into pocket packages.
+
+pub mod config;
+pub mod convert;
+pub mod cpu;
+pub mod error;
+pub mod format;
+pub mod quant;
+pub mod tokenizer;
+
+pub use config::{Arch, ModelConfig};
+pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! Byte-level BPE tokenizer (HF tokenizer.json or GGUF metadata) and chat templates.
