@@ -132,6 +132,14 @@ impl Gguf {
     pub fn parse(bytes: &[u8]) -> Result<Gguf> {
         Self::read_header(bytes, Some(bytes.len() as u64))
     }
+    pub fn open(path: &std::path::Path) -> Result<(Gguf, std::fs::File)> {
+        let _ = path;
+        todo!()
+    }
+    pub fn read_tensor_bytes(&self, file: &mut std::fs::File, t: &TensorInfo) -> Result<Vec<u8>> {
+        let _ = (file, t);
+        todo!()
+    }
     pub fn get(&self, key: &str) -> Option<&MetaValue> {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }

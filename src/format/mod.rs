@@ -2,8 +2,9 @@
 
 pub mod gguf;
 pub mod gguf_dequant;
+pub mod gguf_source;
 pub mod package;
 pub mod safetensors;
 pub mod source;
 
-pub use source::{ModelSource, SourceTensor};
+pub use source::{open, ModelSource, SourceTensor};
