@@ -53,7 +53,10 @@ fn assert_groups_within_bound(want: &[f32], got: &[f32]) {
     for (g, (w, q)) in want.chunks(GROUP).zip(got.chunks(GROUP)).enumerate() {
         let bound = group_bound(w);
         for (a, b) in w.iter().zip(q) {
-            assert!((a - b).abs() <= bound, "group {g}: {a} vs {b}, bound {bound}");
+            assert!(
+                (a - b).abs() <= bound,
+                "group {g}: {a} vs {b}, bound {bound}"
+            );
         }
     }
 }
@@ -163,7 +166,10 @@ fn quantize_error_is_at_most_half_a_step_plus_f16_rounding() {
         let (scale, _) = unpack_params(t.qparams[g]);
         for (a, b) in x.iter().zip(y) {
             let bound = scale / 2.0 + (hi - lo + lo.abs()) / 2048.0 + 1e-6 * a.abs();
-            assert!((a - b).abs() <= bound, "group {g}: {a} vs {b} (bound {bound})");
+            assert!(
+                (a - b).abs() <= bound,
+                "group {g}: {a} vs {b} (bound {bound})"
+            );
         }
     }
 }
@@ -185,9 +191,18 @@ fn bad_quantize_input_is_a_typed_error() {
     nan[5] = f32::INFINITY;
     assert!(inv(Q4Tensor::quantize(&nan, 1, 64)));
     assert!(inv(Q4Tensor::quantize(&[0.0; 96], 1, 96)), "cols % 64");
-    assert!(inv(Q4Tensor::quantize(&[0.0; 64], 2, 64)), "length mismatch");
-    assert!(inv(Q4Tensor::quantize(&[], usize::MAX, 128)), "rows*cols overflow");
-    assert!(inv(Q4Tensor::quantize(&[1e9; 64], 1, 64)), "beyond f16 range");
+    assert!(
+        inv(Q4Tensor::quantize(&[0.0; 64], 2, 64)),
+        "length mismatch"
+    );
+    assert!(
+        inv(Q4Tensor::quantize(&[], usize::MAX, 128)),
+        "rows*cols overflow"
+    );
+    assert!(
+        inv(Q4Tensor::quantize(&[1e9; 64], 1, 64)),
+        "beyond f16 range"
+    );
 }
 
 #[test]

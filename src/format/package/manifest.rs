@@ -136,7 +136,10 @@ impl Manifest {
         let mut ranges: Vec<(u64, u64, &str)> = Vec::new();
         for t in &self.tensors {
             if t.name.is_empty() || !names.insert(t.name.as_str()) {
-                return Err(bad(format!("tensor name {:?} is empty or repeated", t.name)));
+                return Err(bad(format!(
+                    "tensor name {:?} is empty or repeated",
+                    t.name
+                )));
             }
             validate_parts(t, stream_len)?;
             ranges.extend(
@@ -202,7 +205,10 @@ fn validate_parts(t: &TensorEntry, stream_len: u64) -> Result<()> {
         .map_err(|e| bad(format!("tensor {}: {e}", t.name)))?;
     let names = |parts: &mut dyn Iterator<Item = &str>| parts.collect::<Vec<_>>().join(", ");
     if expected.len() != t.parts.len()
-        || expected.iter().zip(&t.parts).any(|((n, _), p)| *n != p.name)
+        || expected
+            .iter()
+            .zip(&t.parts)
+            .any(|((n, _), p)| *n != p.name)
     {
         return Err(bad(format!(
             "tensor {} ({}) has parts [{}], expected [{}]",
@@ -230,7 +236,10 @@ fn validate_parts(t: &TensorEntry, stream_len: u64) -> Result<()> {
                 t.name
             )));
         }
-        if offset.checked_add(*stored).is_none_or(|end| end > stream_len) {
+        if offset
+            .checked_add(*stored)
+            .is_none_or(|end| end > stream_len)
+        {
             return Err(bad(format!(
                 "tensor {} part {name}: {offset}+{stored} runs past the stream end {stream_len}",
                 t.name

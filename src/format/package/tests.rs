@@ -45,16 +45,31 @@ impl Drop for TempDir {
     }
 }
 
-/// The tensors of the test package: (name, dtype, shape, parts).
-fn tensors() -> Vec<(String, DType, Vec<usize>, Vec<(&'static str, Vec<u8>)>)> {
+/// A test tensor: (name, dtype, shape, parts).
+type TestTensor = (String, DType, Vec<usize>, Vec<(&'static str, Vec<u8>)>);
+
+/// The tensors of the test package.
+fn tensors() -> Vec<TestTensor> {
     let bytes = |n: usize, seed: usize| -> Vec<u8> {
         (0..n).map(|i| ((i * 31 + seed * 7) % 251) as u8).collect()
     };
-    let vals: Vec<f32> = (0..4 * 128).map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0).collect();
+    let vals: Vec<f32> = (0..4 * 128)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect();
     let q = Q4Tensor::quantize(&vals, 4, 128).unwrap();
     vec![
-        ("a.f32".into(), DType::F32, vec![3, 50], vec![("data", bytes(600, 1))]),
-        ("b.f16".into(), DType::F16, vec![7], vec![("data", bytes(14, 2))]),
+        (
+            "a.f32".into(),
+            DType::F32,
+            vec![3, 50],
+            vec![("data", bytes(600, 1))],
+        ),
+        (
+            "b.f16".into(),
+            DType::F16,
+            vec![7],
+            vec![("data", bytes(14, 2))],
+        ),
         (
             "c.q4".into(),
             DType::Q4g64,
@@ -64,7 +79,12 @@ fn tensors() -> Vec<(String, DType, Vec<usize>, Vec<(&'static str, Vec<u8>)>)> {
                 ("qparams", q.qparams_bytes().to_vec()),
             ],
         ),
-        ("d.f32".into(), DType::F32, vec![1000], vec![("data", bytes(4000, 3))]),
+        (
+            "d.f32".into(),
+            DType::F32,
+            vec![1000],
+            vec![("data", bytes(4000, 3))],
+        ),
         ("e.f16".into(), DType::F16, vec![0], vec![("data", vec![])]),
     ]
 }
@@ -112,7 +132,14 @@ fn read_back(dir: &Path, m: &Manifest, chunk: usize) -> HashMap<(usize, usize), 
     }
     parts
         .into_iter()
-        .map(|(k, v)| (k, v.into_iter().map(|b| b.expect("byte never emitted")).collect()))
+        .map(|(k, v)| {
+            (
+                k,
+                v.into_iter()
+                    .map(|b| b.expect("byte never emitted"))
+                    .collect(),
+            )
+        })
         .collect()
 }
 
@@ -146,14 +173,25 @@ fn layout_is_aligned_and_shards_are_cut_at_the_shard_size() {
     assert!(last.bytes <= TINY_SHARD);
     for (i, s) in m.shards.iter().enumerate() {
         assert_eq!(s.file, shard_file_name(i));
-        assert_eq!(std::fs::metadata(tmp.0.join(&s.file)).unwrap().len(), s.bytes);
+        assert_eq!(
+            std::fs::metadata(tmp.0.join(&s.file)).unwrap().len(),
+            s.bytes
+        );
     }
     // The stream ends where the last part ends (no trailing padding).
-    let end = m.tensors.iter().flat_map(|t| &t.parts).map(|p| p.offset + p.bytes).max();
+    let end = m
+        .tensors
+        .iter()
+        .flat_map(|t| &t.parts)
+        .map(|p| p.offset + p.bytes)
+        .max();
     assert_eq!(end, Some(m.stream_len()));
     assert_eq!(Manifest::read(&tmp.0).unwrap(), m);
     let pkg = PackageDir::open(&tmp.0).unwrap();
-    assert_eq!(pkg.tokenizer_json().unwrap().as_deref(), Some(r#"{"model":{}}"#));
+    assert_eq!(
+        pkg.tokenizer_json().unwrap().as_deref(),
+        Some(r#"{"model":{}}"#)
+    );
     assert_eq!(m.chat_template.as_deref(), Some("{{ messages }}"));
 }
 
@@ -170,15 +208,23 @@ fn disk_helpers_return_the_original_bytes() {
     let q = m.tensor("c.q4").unwrap();
     let bytes = pkg.load_tensor("c.q4").unwrap();
     let (codes, qparams) = bytes.split_at(q.parts[0].bytes as usize);
-    let vals: Vec<f32> = (0..4 * 128).map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0).collect();
+    let vals: Vec<f32> = (0..4 * 128)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect();
     assert_eq!(
         Q4Tensor::from_parts(4, 128, codes, qparams).unwrap(),
         Q4Tensor::quantize(&vals, 4, 128).unwrap()
     );
-    assert!(matches!(pkg.load_tensor("nope"), Err(Error::MissingTensor(_))));
+    assert!(matches!(
+        pkg.load_tensor("nope"),
+        Err(Error::MissingTensor(_))
+    ));
     let mut total = 0;
     read_package(&tmp.0, |c| total += c.bytes.len()).unwrap();
-    assert_eq!(total as u64, m.tensors.iter().map(|t| t.bytes()).sum::<u64>());
+    assert_eq!(
+        total as u64,
+        m.tensors.iter().map(|t| t.bytes()).sum::<u64>()
+    );
 }
 
 #[test]
@@ -194,11 +240,18 @@ fn corrupt_shards_are_detected() {
     };
     let mut flipped = good.clone();
     flipped[500] ^= 0x01;
-    assert!(matches!(feed_all(&flipped), Err(Error::ShardHashMismatch { .. })));
+    assert!(matches!(
+        feed_all(&flipped),
+        Err(Error::ShardHashMismatch { .. })
+    ));
     let short = &good[..good.len() - 1];
     assert!(matches!(
         feed_all(short),
-        Err(Error::ShardSizeMismatch { expected: 1000, found: 999, .. })
+        Err(Error::ShardSizeMismatch {
+            expected: 1000,
+            found: 999,
+            ..
+        })
     ));
     let mut long = good.clone();
     long.push(0);
@@ -224,7 +277,10 @@ fn corrupt_shards_are_detected() {
 }
 
 /// The written manifest as JSON, edited by `f`, parsed again.
-fn parse_edited(m: &Manifest, f: impl FnOnce(&mut serde_json::Value)) -> crate::error::Result<Manifest> {
+fn parse_edited(
+    m: &Manifest,
+    f: impl FnOnce(&mut serde_json::Value),
+) -> crate::error::Result<Manifest> {
     let mut v = serde_json::to_value(m).unwrap();
     f(&mut v);
     Manifest::from_json(&v.to_string())
@@ -243,16 +299,29 @@ fn bad_manifests_give_typed_errors() {
         other => panic!("expected a manifest error with {needle:?}, got {other:?}"),
     };
     assert_eq!(parse_edited(&m, |_| {}).unwrap(), m);
-    missing(parse_edited(&m, |v| drop(v.as_object_mut().unwrap().remove("shards"))), "shards");
-    missing(parse_edited(&m, |v| drop(v.as_object_mut().unwrap().remove("format"))), "format");
     missing(
-        parse_edited(&m, |v| drop(v["tensors"][0].as_object_mut().unwrap().remove("shape"))),
+        parse_edited(&m, |v| drop(v.as_object_mut().unwrap().remove("shards"))),
+        "shards",
+    );
+    missing(
+        parse_edited(&m, |v| drop(v.as_object_mut().unwrap().remove("format"))),
+        "format",
+    );
+    missing(
+        parse_edited(&m, |v| {
+            drop(v["tensors"][0].as_object_mut().unwrap().remove("shape"))
+        }),
         "shape",
     );
-    manifest_err(parse_edited(&m, |v| v["format"] = "pocketrt/2".into()), "format");
+    manifest_err(
+        parse_edited(&m, |v| v["format"] = "pocketrt/2".into()),
+        "format",
+    );
     manifest_err(Manifest::from_json("[1, 2"), "not JSON");
     manifest_err(
-        parse_edited(&m, |v| v["tensors"][1]["parts"][0]["offset"] = 1024.into()),
+        parse_edited(&m, |v| {
+            v["tensors"][1]["parts"][0]["offset"] = (m.tensors[1].parts[0].offset + 8).into()
+        }),
         "aligned",
     );
     manifest_err(
@@ -260,11 +329,15 @@ fn bad_manifests_give_typed_errors() {
         "overlap",
     );
     manifest_err(
-        parse_edited(&m, |v| v["tensors"][3]["parts"][0]["offset"] = serde_json::json!(1u64 << 40)),
+        parse_edited(&m, |v| {
+            v["tensors"][3]["parts"][0]["offset"] = serde_json::json!(1u64 << 40)
+        }),
         "past the stream end",
     );
     manifest_err(
-        parse_edited(&m, |v| v["tensors"][0]["shape"] = serde_json::json!([1u64 << 40, 1u64 << 40])),
+        parse_edited(&m, |v| {
+            v["tensors"][0]["shape"] = serde_json::json!([1u64 << 40, 1u64 << 40])
+        }),
         "too large",
     );
     manifest_err(
@@ -272,17 +345,31 @@ fn bad_manifests_give_typed_errors() {
         "needs 256",
     );
     manifest_err(
-        parse_edited(&m, |v| v["tensors"][2]["shape"] = serde_json::json!([4, 64])),
+        parse_edited(&m, |v| {
+            v["tensors"][2]["shape"] = serde_json::json!([4, 64])
+        }),
         "needs",
     );
-    manifest_err(parse_edited(&m, |v| v["tensors"][0]["parts"][0]["name"] = "codes".into()), "parts");
-    manifest_err(parse_edited(&m, |v| v["shards"][0]["file"] = "../x.bin".into()), "plain file");
-    manifest_err(parse_edited(&m, |v| v["shards"][0]["sha256"] = "00".into()), "hex");
+    manifest_err(
+        parse_edited(&m, |v| v["tensors"][0]["parts"][0]["name"] = "codes".into()),
+        "parts",
+    );
+    manifest_err(
+        parse_edited(&m, |v| v["shards"][0]["file"] = "../x.bin".into()),
+        "plain file",
+    );
+    manifest_err(
+        parse_edited(&m, |v| v["shards"][0]["sha256"] = "00".into()),
+        "hex",
+    );
     manifest_err(
         parse_edited(&m, |v| v["shards"][0]["bytes"] = (SHARD_MAX + 1).into()),
         "bytes",
     );
-    manifest_err(parse_edited(&m, |v| v["tensors"][1]["name"] = "a.f32".into()), "repeated");
+    manifest_err(
+        parse_edited(&m, |v| v["tensors"][1]["name"] = "a.f32".into()),
+        "repeated",
+    );
 }
 
 #[test]
@@ -290,11 +377,30 @@ fn writer_rejects_mismatched_parts_and_shard_sizes() {
     let tmp = TempDir::new("writer");
     let inv = |r: crate::error::Result<()>| matches!(r, Err(Error::InvalidArgument(_)));
     let mut w = PackageWriter::create(&tmp.0, config()).unwrap();
-    assert!(inv(w.add_tensor("x", DType::F32, &[4], &[("data", &[0; 15])])));
-    assert!(inv(w.add_tensor("x", DType::Q4g64, &[1, 64], &[("data", &[0; 40])])));
-    assert!(inv(w.add_tensor("x", DType::Q4g64, &[1, 32], &[("codes", &[0; 16]), ("qparams", &[0; 2])])));
-    w.add_tensor("x", DType::F32, &[4], &[("data", &[0; 16])]).unwrap();
-    assert!(inv(w.add_tensor("x", DType::F32, &[4], &[("data", &[0; 16])])), "repeated name");
+    assert!(inv(w.add_tensor(
+        "x",
+        DType::F32,
+        &[4],
+        &[("data", &[0; 15])]
+    )));
+    assert!(inv(w.add_tensor(
+        "x",
+        DType::Q4g64,
+        &[1, 64],
+        &[("data", &[0; 40])]
+    )));
+    assert!(inv(w.add_tensor(
+        "x",
+        DType::Q4g64,
+        &[1, 32],
+        &[("codes", &[0; 16]), ("qparams", &[0; 2])]
+    )));
+    w.add_tensor("x", DType::F32, &[4], &[("data", &[0; 16])])
+        .unwrap();
+    assert!(
+        inv(w.add_tensor("x", DType::F32, &[4], &[("data", &[0; 16])])),
+        "repeated name"
+    );
     assert!(w.with_shard_size(1000).is_err(), "after data was written");
     let w = PackageWriter::create(&tmp.0, config()).unwrap();
     assert!(w.with_shard_size(SHARD_MAX + 1).is_err());
@@ -306,8 +412,12 @@ fn default_shards_never_exceed_32_mib() {
     let tmp = TempDir::new("big");
     let data = vec![0x5Au8; 70_000_000];
     let mut w = PackageWriter::create(&tmp.0, config()).unwrap();
-    w.add_tensor("big", DType::F32, &[data.len() / 4], &[("data", &data)]).unwrap();
+    w.add_tensor("big", DType::F32, &[data.len() / 4], &[("data", &data)])
+        .unwrap();
     let m = w.finish().unwrap();
     let sizes: Vec<u64> = m.shards.iter().map(|s| s.bytes).collect();
-    assert_eq!(sizes, vec![SHARD_MAX, SHARD_MAX, 70_000_000 - 2 * SHARD_MAX]);
+    assert_eq!(
+        sizes,
+        vec![SHARD_MAX, SHARD_MAX, 70_000_000 - 2 * SHARD_MAX]
+    );
 }

@@ -103,7 +103,10 @@ impl PackageWriter {
                 .all(|((n, b), (pn, pb))| n == pn && *b == pb.len() as u64);
         if !matches {
             let want: Vec<String> = expected.iter().map(|(n, b)| format!("{n}:{b}")).collect();
-            let got: Vec<String> = parts.iter().map(|(n, b)| format!("{n}:{}", b.len())).collect();
+            let got: Vec<String> = parts
+                .iter()
+                .map(|(n, b)| format!("{n}:{}", b.len()))
+                .collect();
             return Err(invalid(format!(
                 "{} {shape:?} needs parts [{}], got [{}]",
                 dtype.name(),
