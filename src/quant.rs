@@ -270,12 +270,14 @@ impl Q4Tensor {
         let batch_rows = (CONVERT_CHUNK_ELEMS / cols).max(1);
         let words_per_row = cols / 8;
         let params_per_row = cols / GROUP;
+        let mut scratch = vec![0f32; batch_rows.min(rows) * cols];
         for (i, src) in bytes.chunks(batch_rows * row_bytes).enumerate() {
             let r0 = i * batch_rows;
             let nr = src.len() / row_bytes;
-            let vals = gguf_dequant::dequantize(ty, src, nr * cols)?;
+            let vals = &mut scratch[..nr * cols];
+            gguf_dequant::dequantize_into(ty, src, vals)?;
             quantize_into(
-                &vals,
+                vals,
                 &mut t.codes[r0 * words_per_row..(r0 + nr) * words_per_row],
                 &mut t.qparams[r0 * params_per_row..(r0 + nr) * params_per_row],
             )?;

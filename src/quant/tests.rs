@@ -290,3 +290,41 @@ fn f32_batches_cover_every_row() {
     let (t, _) = Q4Tensor::from_ggml(GgmlType::F32, &bytes, rows, cols).unwrap();
     assert_eq!(t, Q4Tensor::quantize(&want, rows, cols).unwrap());
 }
+
+#[test]
+fn every_ggml_type_in_the_gguf_fixture_requantizes_within_bound() {
+    // tests/fixtures/dequant.gguf: per ggml type a 2 × 512 tensor of random blocks and its
+    // dequantization by gguf-py (`<type>.expected`); see make_gguf_fixtures.py.
+    use crate::format::gguf::Gguf;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/dequant.gguf");
+    let file = std::fs::read(path).unwrap();
+    let g = Gguf::parse(&file).unwrap();
+    let data = |name: &str| {
+        let t = g.tensor(name).unwrap();
+        let r = g.tensor_range(t).unwrap();
+        (t.ty, t.shape(), &file[r.start as usize..r.end as usize])
+    };
+    let quantized = [
+        "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K",
+    ];
+    for name in quantized {
+        let (ty, shape, bytes) = data(name);
+        let (t, stats) = Q4Tensor::from_ggml(ty, bytes, shape[0], shape[1]).unwrap();
+        assert_eq!(
+            stats.groups_requantized,
+            (shape[0] * shape[1] / GROUP) as u64
+        );
+        let (_, _, expected) = data(&format!("{name}.expected"));
+        let want: Vec<f32> = expected
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        assert_groups_within_bound(&want, &t.dequantize());
+    }
+    // The float fixtures hold ±inf (and BF16 values beyond f16): a typed error, no panic.
+    for name in ["F32", "F16", "BF16"] {
+        let (ty, shape, bytes) = data(name);
+        let r = Q4Tensor::from_ggml(ty, bytes, shape[0], shape[1]);
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{name}: {r:?}");
+    }
+}
