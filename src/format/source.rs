@@ -40,6 +40,9 @@ pub trait ModelSource {
 pub fn open(path: &std::path::Path) -> Result<Box<dyn ModelSource>> {
     use crate::error::Error;
     if path.is_dir() {
+        if path.join(super::package::MANIFEST_FILE).exists() {
+            return Ok(Box::new(super::package_source::PackageSource::open(path)?));
+        }
         if path.join("config.json").exists() {
             return Ok(Box::new(super::safetensors::HfSource::open(path)?));
         }
