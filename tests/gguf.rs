@@ -3,7 +3,7 @@
 //! every value type, and per ggml type a random tensor plus gguf-py's dequantization of it.
 
 use pocketrt::error::Error;
-use pocketrt::format::gguf::{Gguf, GgmlType, MetaValue};
+use pocketrt::format::gguf::{GgmlType, Gguf, MetaValue};
 use pocketrt::format::gguf_dequant::{dequantize, dequantize_into};
 use pocketrt::format::gguf_write::GgufWriter;
 use std::path::PathBuf;
@@ -33,7 +33,9 @@ fn fixture() -> (Vec<u8>, Gguf) {
 }
 
 fn tensor_bytes<'a>(bytes: &'a [u8], g: &Gguf, name: &str) -> &'a [u8] {
-    let t = g.tensor(name).unwrap_or_else(|| panic!("fixture lacks {name}"));
+    let t = g
+        .tensor(name)
+        .unwrap_or_else(|| panic!("fixture lacks {name}"));
     let r = g.tensor_range(t).unwrap();
     &bytes[r.start as usize..r.end as usize]
 }
@@ -77,7 +79,11 @@ fn fixture_metadata_of_every_value_type_reads_back() {
         ("test.f64", F64(1e-300)),
         (
             "test.strings",
-            Array(["a", "", "Ġb", "<|im_end|>"].map(|s| String(s.into())).to_vec()),
+            Array(
+                ["a", "", "Ġb", "<|im_end|>"]
+                    .map(|s| String(s.into()))
+                    .to_vec(),
+            ),
         ),
         ("test.u64s", Array(vec![U64(1), U64(2), U64(1 << 40)])),
         ("test.f32s", Array(vec![F32(0.5), F32(-1.5)])),
@@ -86,7 +92,10 @@ fn fixture_metadata_of_every_value_type_reads_back() {
             Array(vec![
                 Array(vec![I32(1), I32(2), I32(3)]),
                 Array(vec![I32(-4)]),
-                Array(vec![Array(vec![String("deep".into()), String("er".into())])]),
+                Array(vec![Array(vec![
+                    String("deep".into()),
+                    String("er".into()),
+                ])]),
             ]),
         ),
     ];
@@ -122,7 +131,10 @@ fn dequantization_matches_gguf_py_bit_exactly_for_every_type() {
         let ours = dequantize(ty, tensor_bytes(&bytes, &g, ty.name()), 1024).unwrap();
         let expected = f32s(tensor_bytes(&bytes, &g, &format!("{ty}.expected")));
         if let Some(i) = first_bit_mismatch(&ours, &expected) {
-            panic!("{ty}: element {i}: ours {} expected {}", ours[i], expected[i]);
+            panic!(
+                "{ty}: element {i}: ours {} expected {}",
+                ours[i], expected[i]
+            );
         }
         // The fixture is meant to exercise real values, not zeros.
         assert!(expected.iter().filter(|x| **x != 0.0).count() > 900, "{ty}");
@@ -139,7 +151,11 @@ fn dequantize_into_by_rows_equals_whole_tensor() {
         let mut row = vec![0f32; 512];
         for r in 0..2 {
             dequantize_into(ty, &data[r * row_bytes..][..row_bytes], &mut row).unwrap();
-            assert_eq!(first_bit_mismatch(&row, &whole[r * 512..][..512]), None, "{ty}");
+            assert_eq!(
+                first_bit_mismatch(&row, &whole[r * 512..][..512]),
+                None,
+                "{ty}"
+            );
         }
     }
 }
@@ -151,7 +167,10 @@ fn open_and_read_tensor_helpers_agree_with_the_byte_slices() {
     assert_eq!(g2.tensors, g.tensors);
     assert_eq!(g2.file_len, Some(bytes.len() as u64));
     let t = g2.tensor("Q6_K").unwrap();
-    assert_eq!(g2.read_tensor_bytes(&mut file, t).unwrap(), tensor_bytes(&bytes, &g, "Q6_K"));
+    assert_eq!(
+        g2.read_tensor_bytes(&mut file, t).unwrap(),
+        tensor_bytes(&bytes, &g, "Q6_K")
+    );
     let row1 = g2.read_rows(&mut file, t, 1..2).unwrap();
     assert_eq!(row1, tensor_bytes(&bytes, &g, "Q6_K")[210 * 2..]);
     assert!(matches!(
@@ -181,6 +200,9 @@ fn fixture_rewritten_by_our_writer_parses_identically() {
     assert_eq!(g2.tensors, g.tensors); // same order, sizes and alignment → same offsets
     assert_eq!(g2.data_offset % 64, 0);
     for t in &g.tensors {
-        assert_eq!(tensor_bytes(&out, &g2, &t.name), tensor_bytes(&bytes, &g, &t.name));
+        assert_eq!(
+            tensor_bytes(&out, &g2, &t.name),
+            tensor_bytes(&bytes, &g, &t.name)
+        );
     }
 }

@@ -69,7 +69,9 @@ impl Raw {
 
 /// One F32 tensor of `dims` at `offset` with `data` bytes after the header.
 fn one_tensor(dims: &[u64], type_id: u32, offset: u64, data: usize) -> Vec<u8> {
-    Raw::header(3, 1, 0).tensor("t", dims, type_id, offset).data(data)
+    Raw::header(3, 1, 0)
+        .tensor("t", dims, type_id, offset)
+        .data(data)
 }
 
 #[test]
@@ -77,7 +79,10 @@ fn a_valid_hand_built_file_parses() {
     let bytes = one_tensor(&[4, 2], 0, 0, 32);
     let g = Gguf::parse(&bytes).unwrap();
     assert_eq!(g.version, 3);
-    assert_eq!(g.tensor_range(&g.tensors[0]).unwrap().end, bytes.len() as u64);
+    assert_eq!(
+        g.tensor_range(&g.tensors[0]).unwrap().end,
+        bytes.len() as u64
+    );
     let v2 = Raw::header(2, 0, 1).kv_u32("k", 5).data(0);
     assert_eq!(Gguf::parse(&v2).unwrap().get_u64("k"), Some(5));
 }
@@ -87,14 +92,23 @@ fn wrong_magic_is_bad_magic() {
     let mut bytes = fixture();
     bytes[0] = b'X';
     assert_err!(Gguf::parse(&bytes), Error::BadMagic { .. });
-    assert_err!(Gguf::parse(b"lmggABCDEFGHIJKLMNOPQRSTUVWX"), Error::BadMagic { .. });
+    assert_err!(
+        Gguf::parse(b"lmggABCDEFGHIJKLMNOPQRSTUVWX"),
+        Error::BadMagic { .. }
+    );
 }
 
 #[test]
 fn versions_other_than_2_and_3_are_unsupported() {
     for version in [0, 1, 4, u32::MAX] {
         let bytes = Raw::header(version, 0, 0).data(0);
-        assert_err!(Gguf::parse(&bytes), Error::Unsupported { kind: "GGUF version", .. });
+        assert_err!(
+            Gguf::parse(&bytes),
+            Error::Unsupported {
+                kind: "GGUF version",
+                ..
+            }
+        );
     }
 }
 
@@ -111,8 +125,13 @@ fn every_prefix_of_the_header_is_model_truncated() {
             Ok(_) => {
                 first_streaming_ok.get_or_insert(k);
             }
-            Err(Error::ModelTruncated { needed, available, .. }) => {
-                assert!(first_streaming_ok.is_none(), "prefix {k} failed after a shorter one parsed");
+            Err(Error::ModelTruncated {
+                needed, available, ..
+            }) => {
+                assert!(
+                    first_streaming_ok.is_none(),
+                    "prefix {k} failed after a shorter one parsed"
+                );
                 assert_eq!(available, k as u64);
                 assert!(needed > available);
             }
@@ -120,15 +139,27 @@ fn every_prefix_of_the_header_is_model_truncated() {
         }
     }
     let first_ok = first_streaming_ok.expect("the full tensor table parses when streaming");
-    assert!(first_ok + 64 > data_offset, "only padding may be missing, got {first_ok}");
+    assert!(
+        first_ok + 64 > data_offset,
+        "only padding may be missing, got {first_ok}"
+    );
 }
 
 #[test]
 fn a_cut_inside_the_data_section_is_model_truncated() {
     let bytes = fixture();
     let full = Gguf::parse(&bytes).unwrap();
-    let last = full.tensors.iter().max_by_key(|t| t.offset).unwrap().clone();
-    for cut in [full.data_offset as usize + 1, bytes.len() / 2, bytes.len() - 1] {
+    let last = full
+        .tensors
+        .iter()
+        .max_by_key(|t| t.offset)
+        .unwrap()
+        .clone();
+    for cut in [
+        full.data_offset as usize + 1,
+        bytes.len() / 2,
+        bytes.len() - 1,
+    ] {
         let short = &bytes[..cut];
         assert_err!(Gguf::parse(short), Error::ModelTruncated { .. });
         // The streamed header parses; the data is then found missing.
@@ -144,7 +175,8 @@ fn a_cut_inside_the_data_section_is_model_truncated() {
 
 #[test]
 fn a_file_shrunk_after_open_is_model_truncated_on_read() {
-    let path = std::env::temp_dir().join(format!("pocketrt-gguf-shrunk-{}.gguf", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("pocketrt-gguf-shrunk-{}.gguf", std::process::id()));
     let bytes = fixture();
     std::fs::write(&path, &bytes).unwrap();
     let (g, mut file) = Gguf::open(&path).unwrap();
@@ -164,25 +196,55 @@ fn a_file_shrunk_after_open_is_model_truncated_on_read() {
 #[test]
 fn overflowing_or_misaligned_tensor_geometry_is_corrupt() {
     // Element count overflows u64 / exceeds i64.
-    assert_err!(Gguf::parse(&one_tensor(&[1 << 32, 1 << 32], 0, 0, 64)), Error::CorruptModel { .. });
-    assert_err!(Gguf::parse(&one_tensor(&[1 << 62, 2], 0, 0, 64)), Error::CorruptModel { .. });
+    assert_err!(
+        Gguf::parse(&one_tensor(&[1 << 32, 1 << 32], 0, 0, 64)),
+        Error::CorruptModel { .. }
+    );
+    assert_err!(
+        Gguf::parse(&one_tensor(&[1 << 62, 2], 0, 0, 64)),
+        Error::CorruptModel { .. }
+    );
     // Element count fits, byte count (×4) does not.
-    assert_err!(Gguf::parse(&one_tensor(&[1 << 62], 0, 0, 64)), Error::CorruptModel { .. });
+    assert_err!(
+        Gguf::parse(&one_tensor(&[1 << 62], 0, 0, 64)),
+        Error::CorruptModel { .. }
+    );
     // Row not a whole number of Q4_0 blocks.
-    assert_err!(Gguf::parse(&one_tensor(&[33], 2, 0, 64)), Error::CorruptModel { .. });
+    assert_err!(
+        Gguf::parse(&one_tensor(&[33], 2, 0, 64)),
+        Error::CorruptModel { .. }
+    );
     // Offset not a multiple of the alignment.
-    assert_err!(Gguf::parse(&one_tensor(&[4], 0, 16, 64)), Error::CorruptModel { .. });
+    assert_err!(
+        Gguf::parse(&one_tensor(&[4], 0, 16, 64)),
+        Error::CorruptModel { .. }
+    );
     // Offset + size overflow u64.
-    assert_err!(Gguf::parse(&one_tensor(&[4], 0, u64::MAX - 31, 64)), Error::CorruptModel { .. });
+    assert_err!(
+        Gguf::parse(&one_tensor(&[4], 0, u64::MAX - 31, 64)),
+        Error::CorruptModel { .. }
+    );
     // 0 and 5 dimensions.
-    assert_err!(Gguf::parse(&one_tensor(&[], 0, 0, 64)), Error::CorruptModel { .. });
-    assert_err!(Gguf::parse(&one_tensor(&[1; 5], 0, 0, 64)), Error::CorruptModel { .. });
+    assert_err!(
+        Gguf::parse(&one_tensor(&[], 0, 0, 64)),
+        Error::CorruptModel { .. }
+    );
+    assert_err!(
+        Gguf::parse(&one_tensor(&[1; 5], 0, 0, 64)),
+        Error::CorruptModel { .. }
+    );
 }
 
 #[test]
 fn tensors_past_the_end_of_the_file_are_model_truncated() {
-    assert_err!(Gguf::parse(&one_tensor(&[4, 2], 0, 0, 31)), Error::ModelTruncated { .. });
-    assert_err!(Gguf::parse(&one_tensor(&[4], 0, 1 << 40, 64)), Error::ModelTruncated { .. });
+    assert_err!(
+        Gguf::parse(&one_tensor(&[4, 2], 0, 0, 31)),
+        Error::ModelTruncated { .. }
+    );
+    assert_err!(
+        Gguf::parse(&one_tensor(&[4], 0, 1 << 40, 64)),
+        Error::ModelTruncated { .. }
+    );
 }
 
 #[test]
@@ -190,7 +252,10 @@ fn unknown_tensor_type_ids_are_unsupported() {
     for id in [4, 5, 16, 29, 99, u32::MAX] {
         assert_err!(
             Gguf::parse(&one_tensor(&[256], id, 0, 1024)),
-            Error::Unsupported { kind: "tensor type id", .. }
+            Error::Unsupported {
+                kind: "tensor type id",
+                ..
+            }
         );
     }
 }
@@ -199,7 +264,10 @@ fn unknown_tensor_type_ids_are_unsupported() {
 fn absurd_string_lengths_are_rejected_before_allocating() {
     let huge_key = Raw::header(3, 0, 1).u64(1 << 40).data(64);
     assert_err!(Gguf::parse(&huge_key), Error::CorruptModel { .. });
-    assert_err!(Gguf::read_header(&huge_key[..], None), Error::CorruptModel { .. });
+    assert_err!(
+        Gguf::read_header(&huge_key[..], None),
+        Error::CorruptModel { .. }
+    );
     // Plausible length, but longer than the file.
     let long_key = Raw::header(3, 0, 1).u64(1000).data(64);
     assert_err!(Gguf::parse(&long_key), Error::ModelTruncated { .. });
@@ -215,24 +283,44 @@ fn absurd_counts_are_rejected_before_allocating() {
             Err(Error::CorruptModel { .. } | Error::ModelTruncated { .. }) => {}
             other => panic!("counts {n_tensors}/{n_kv}: {:?}", other.map(|_| ())),
         }
-        assert_err!(Gguf::read_header(&bytes[..], None), Error::CorruptModel { .. });
+        assert_err!(
+            Gguf::read_header(&bytes[..], None),
+            Error::CorruptModel { .. }
+        );
     }
     // An array claiming 2^40 u8 elements in a 100-byte file.
-    let arr = Raw::header(3, 0, 1).str("a").u32(9).u32(0).u64(1 << 40).data(64);
+    let arr = Raw::header(3, 0, 1)
+        .str("a")
+        .u32(9)
+        .u32(0)
+        .u64(1 << 40)
+        .data(64);
     assert_err!(Gguf::parse(&arr), Error::ModelTruncated { .. });
-    assert_err!(Gguf::read_header(&arr[..], None), Error::CorruptModel { .. });
+    assert_err!(
+        Gguf::read_header(&arr[..], None),
+        Error::CorruptModel { .. }
+    );
 }
 
 #[test]
 fn bad_metadata_values_are_typed_errors() {
     let kv = |raw: Raw| raw.data(0);
     let h = || Raw::header(3, 0, 1);
-    assert_err!(Gguf::parse(&kv(h().str("b").u32(7).u8(2))), Error::CorruptModel { .. });
+    assert_err!(
+        Gguf::parse(&kv(h().str("b").u32(7).u8(2))),
+        Error::CorruptModel { .. }
+    );
     assert_err!(
         Gguf::parse(&kv(h().str("x").u32(13).u64(0))),
-        Error::Unsupported { kind: "metadata value type", .. }
+        Error::Unsupported {
+            kind: "metadata value type",
+            ..
+        }
     );
-    assert_err!(Gguf::parse(&kv(h().u64(2).bytes(&[0xC3, 0x28]).u32(0).u8(0))), Error::CorruptModel { .. });
+    assert_err!(
+        Gguf::parse(&kv(h().u64(2).bytes(&[0xC3, 0x28]).u32(0).u8(0))),
+        Error::CorruptModel { .. }
+    );
     let dup = Raw::header(3, 0, 2).kv_u32("k", 1).kv_u32("k", 2).data(0);
     assert_err!(Gguf::parse(&dup), Error::CorruptModel { .. });
     // Arrays nested `levels` deep, the innermost empty (limit: 8 levels).
@@ -246,7 +334,10 @@ fn bad_metadata_values_are_typed_errors() {
     assert!(Gguf::parse(&nested(8)).is_ok());
     assert_err!(Gguf::parse(&nested(9)), Error::CorruptModel { .. });
     // Duplicate tensor names.
-    let two = Raw::header(3, 2, 0).tensor("t", &[1], 0, 0).tensor("t", &[1], 0, 32).data(64);
+    let two = Raw::header(3, 2, 0)
+        .tensor("t", &[1], 0, 0)
+        .tensor("t", &[1], 0, 32)
+        .data(64);
     assert_err!(Gguf::parse(&two), Error::CorruptModel { .. });
 }
 
@@ -256,9 +347,15 @@ fn alignment_must_be_a_power_of_two_integer() {
         let bytes = Raw::header(3, 0, 1).kv_u32("general.alignment", a).data(0);
         assert_err!(Gguf::parse(&bytes), Error::CorruptModel { .. });
     }
-    let s = Raw::header(3, 0, 1).str("general.alignment").u32(8).str("32").data(0);
+    let s = Raw::header(3, 0, 1)
+        .str("general.alignment")
+        .u32(8)
+        .str("32")
+        .data(0);
     assert_err!(Gguf::parse(&s), Error::CorruptModel { .. });
-    let ok = Raw::header(3, 0, 1).kv_u32("general.alignment", 256).data(0);
+    let ok = Raw::header(3, 0, 1)
+        .kv_u32("general.alignment", 256)
+        .data(0);
     assert_eq!(Gguf::parse(&ok).unwrap().alignment, 256);
 }
 
@@ -297,5 +394,8 @@ fn random_byte_flips_in_the_header_never_panic() {
         }
         let _ = Gguf::read_header(&b[..header_len], None);
     }
-    assert!(ok > 0 && err > 0, "flips should hit both kinds of bytes: {ok} ok, {err} err");
+    assert!(
+        ok > 0 && err > 0,
+        "flips should hit both kinds of bytes: {ok} ok, {err} err"
+    );
 }

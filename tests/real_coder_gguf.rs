@@ -6,7 +6,7 @@
 //! gguf-py's dequantization, stored in tests/fixtures/coder_sample.gguf (made by
 //! `tests/fixtures/make_gguf_fixtures.py --coder PATH`).
 
-use pocketrt::format::gguf::{Gguf, GgmlType};
+use pocketrt::format::gguf::{GgmlType, Gguf};
 use pocketrt::format::gguf_dequant::{dequantize, is_supported};
 use std::fs::File;
 
@@ -39,11 +39,17 @@ fn coder_header_has_qwen2_shapes_and_every_tensor_inside_the_file() {
     assert_eq!(g.get_u64("qwen2.attention.head_count"), Some(14));
     assert_eq!(g.get_u64("qwen2.attention.head_count_kv"), Some(2));
     assert_eq!(g.get_f64("qwen2.rope.freq_base"), Some(1e6));
-    let tokens = g.get("tokenizer.ggml.tokens").and_then(|v| v.as_array()).unwrap();
+    let tokens = g
+        .get("tokenizer.ggml.tokens")
+        .and_then(|v| v.as_array())
+        .unwrap();
     assert_eq!(tokens.len(), 151936);
     assert!(tokens.iter().all(|t| t.as_str().is_some()));
     assert_eq!(tokens[0].as_str(), Some("!"));
-    assert!(g.get_str("tokenizer.chat_template").unwrap().contains("<|im_start|>"));
+    assert!(g
+        .get_str("tokenizer.chat_template")
+        .unwrap()
+        .contains("<|im_start|>"));
 
     assert_eq!(g.tensors.len(), 291);
     let mut ranges = Vec::new();
@@ -58,13 +64,19 @@ fn coder_header_has_qwen2_shapes_and_every_tensor_inside_the_file() {
     assert!(ranges.windows(2).all(|w| w[0].end <= w[1].start));
     let embd = g.tensor("token_embd.weight").unwrap();
     assert_eq!(embd.shape(), vec![151936, 896]);
-    assert_eq!(g.tensor("blk.23.ffn_down.weight").unwrap().shape(), vec![896, 4864]);
+    assert_eq!(
+        g.tensor("blk.23.ffn_down.weight").unwrap().shape(),
+        vec![896, 4864]
+    );
 }
 
 #[test]
 fn coder_first_rows_dequantize_exactly_as_gguf_py() {
     let (g, mut file) = open_coder();
-    let sample_path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/coder_sample.gguf");
+    let sample_path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/coder_sample.gguf"
+    );
     let sample_bytes = std::fs::read(sample_path).unwrap();
     let sample = Gguf::parse(&sample_bytes).unwrap();
     let rows = sample.get_u64("sample.rows").unwrap();
@@ -83,7 +95,12 @@ fn coder_first_rows_dequantize_exactly_as_gguf_py() {
             .position(|(a, b)| a.to_bits() != b.to_bits());
         assert_eq!(bad, None, "{name} ({}) differs from gguf-py", t.ty);
     }
-    for ty in [GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+    for ty in [
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ] {
         assert!(types.contains(&ty), "sample lacks a {ty} tensor");
     }
 }
@@ -94,7 +111,10 @@ fn coder_weights_are_finite_with_plausible_magnitude() {
     let check = |name: &str, x: &[f32], lo: f64, hi: f64| {
         assert!(x.iter().all(|v| v.is_finite()), "{name}: non-finite values");
         let mean_abs = x.iter().map(|v| v.abs() as f64).sum::<f64>() / x.len() as f64;
-        assert!((lo..hi).contains(&mean_abs), "{name}: mean |x| = {mean_abs}");
+        assert!(
+            (lo..hi).contains(&mean_abs),
+            "{name}: mean |x| = {mean_abs}"
+        );
     };
     let q = g.tensor("blk.0.attn_q.weight").unwrap();
     let x = g.read_tensor_f32(&mut file, q).unwrap();
@@ -102,7 +122,17 @@ fn coder_weights_are_finite_with_plausible_magnitude() {
     check(&q.name, &x, 1e-3, 1.0);
     let embd = g.tensor("token_embd.weight").unwrap();
     let raw = g.read_rows(&mut file, embd, 0..64).unwrap();
-    check(&embd.name, &dequantize(embd.ty, &raw, 64 * 896).unwrap(), 1e-3, 1.0);
+    check(
+        &embd.name,
+        &dequantize(embd.ty, &raw, 64 * 896).unwrap(),
+        1e-3,
+        1.0,
+    );
     let norm = g.tensor("output_norm.weight").unwrap();
-    check(&norm.name, &g.read_tensor_f32(&mut file, norm).unwrap(), 0.1, 100.0);
+    check(
+        &norm.name,
+        &g.read_tensor_f32(&mut file, norm).unwrap(),
+        0.1,
+        100.0,
+    );
 }

@@ -223,7 +223,9 @@ impl TensorInfo {
     }
     /// Element count, None on u64 overflow.
     pub fn checked_elements(&self) -> Option<u64> {
-        self.dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        self.dims
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
     }
     /// Bytes of data (whole blocks; an error on overflow or a partial block).
     pub fn n_bytes(&self) -> Result<u64> {
@@ -365,7 +367,7 @@ impl Gguf {
     ) -> Result<Vec<u8>> {
         let range = self.tensor_range(t)?;
         let row = Self::row_bytes(t)?;
-        let n_rows = if row == 0 { 0 } else { (range.end - range.start) / row };
+        let n_rows = (range.end - range.start).checked_div(row).unwrap_or(0);
         if rows.start > rows.end || rows.end > n_rows {
             return Err(Error::InvalidArgument(format!(
                 "tensor {}: rows {rows:?} out of 0..{n_rows}",
@@ -377,10 +379,17 @@ impl Gguf {
     }
 
     /// Read and dequantize a whole tensor to f32 (see `gguf_dequant` for supported types).
-    pub fn read_tensor_f32<F: Read + Seek>(&self, file: &mut F, t: &TensorInfo) -> Result<Vec<f32>> {
+    pub fn read_tensor_f32<F: Read + Seek>(
+        &self,
+        file: &mut F,
+        t: &TensorInfo,
+    ) -> Result<Vec<f32>> {
         let bytes = self.read_tensor_bytes(file, t)?;
         let n = usize::try_from(t.n_elements()).map_err(|_| {
-            Error::corrupt(format!("tensor {}", t.name), "too many elements for this platform")
+            Error::corrupt(
+                format!("tensor {}", t.name),
+                "too many elements for this platform",
+            )
         })?;
         super::gguf_dequant::dequantize(t.ty, &bytes, n)
     }

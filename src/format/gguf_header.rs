@@ -9,7 +9,7 @@
 //! is checked against what the file can hold (its known length, or fixed caps when the
 //! length is unknown); containers grow as data actually arrives; nesting depth is bounded.
 
-use super::gguf::{Gguf, GgmlType, MetaValue, TensorInfo, KNOWN_TYPES};
+use super::gguf::{GgmlType, Gguf, MetaValue, TensorInfo, KNOWN_TYPES};
 use crate::error::{Error, Result};
 use std::collections::HashSet;
 use std::io::Read;
@@ -225,7 +225,8 @@ impl<'a, R: Read> HeaderReader<'a, R> {
 
     /// Shape checks that need no file length: overflow, partial blocks, alignment.
     fn check_tensor(&self, t: &TensorInfo, alignment: u64) -> Result<()> {
-        let bad = |detail: String| Error::corrupt(format!("{}: tensor {}", self.what, t.name), detail);
+        let bad =
+            |detail: String| Error::corrupt(format!("{}: tensor {}", self.what, t.name), detail);
         // ggml keeps element counts in int64.
         match t.checked_elements() {
             Some(n) if n <= i64::MAX as u64 => {}
@@ -286,7 +287,8 @@ impl<'a, R: Read> HeaderReader<'a, R> {
 
         // Smallest tensor info: name length (8) + n_dims (4) + one dim (8) + type (4) + offset (8).
         self.check_count(n_tensors, 32, "tensor")?;
-        let mut tensors: Vec<TensorInfo> = Vec::with_capacity((n_tensors as usize).min(MAX_PREALLOC));
+        let mut tensors: Vec<TensorInfo> =
+            Vec::with_capacity((n_tensors as usize).min(MAX_PREALLOC));
         let mut names = HashSet::new();
         for _ in 0..n_tensors {
             let t = self.tensor_info()?;
@@ -322,9 +324,7 @@ impl<'a, R: Read> HeaderReader<'a, R> {
         };
         match v.as_u64() {
             Some(a) if a.is_power_of_two() => Ok(a),
-            _ => Err(self.corrupt(format!(
-                "general.alignment = {v:?}: must be a power of two"
-            ))),
+            _ => Err(self.corrupt(format!("general.alignment = {v:?}: must be a power of two"))),
         }
     }
 }

@@ -230,11 +230,17 @@ mod tests {
         assert_eq!(g.alignment, 64);
         assert_eq!(g.data_offset % 64, 0);
         assert_eq!(g.metadata.len(), 7);
-        assert_eq!(g.get("a.nested"), w.metadata.iter().find(|m| m.0 == "a.nested").map(|m| &m.1));
+        assert_eq!(
+            g.get("a.nested"),
+            w.metadata.iter().find(|m| m.0 == "a.nested").map(|m| &m.1)
+        );
         assert_eq!(g.get("a.empty"), Some(&MetaValue::Array(vec![])));
         assert_eq!(g.get_f64("a.i64"), Some(-5.0));
         let t = g.tensor("t1").unwrap();
-        assert_eq!((t.dims.as_slice(), t.ty, t.offset), (&[32u64, 1][..], GgmlType::Q4_0, 64));
+        assert_eq!(
+            (t.dims.as_slice(), t.ty, t.offset),
+            (&[32u64, 1][..], GgmlType::Q4_0, 64)
+        );
         let r = g.tensor_range(t).unwrap();
         assert_eq!(&bytes[r.start as usize..r.end as usize], &t1[..]);
         let r0 = g.tensor_range(g.tensor("t0").unwrap()).unwrap();
@@ -246,12 +252,17 @@ mod tests {
         let mut w = GgufWriter::new();
         assert!(w.tensor("a", &[33], GgmlType::Q4_0, &[0; 18]).is_err());
         assert!(w.tensor("a", &[32], GgmlType::Q4_0, &[0; 17]).is_err());
-        assert!(w.tensor("a", &[1, 1, 1, 1, 1], GgmlType::F32, &[0; 4]).is_err());
+        assert!(w
+            .tensor("a", &[1, 1, 1, 1, 1], GgmlType::F32, &[0; 4])
+            .is_err());
         w.tensor("a", &[1], GgmlType::F32, &[0; 4]).unwrap();
         assert!(w.tensor("a", &[1], GgmlType::F32, &[0; 4]).is_err());
         w.alignment(24);
         assert!(w.to_bytes().is_err());
-        w.meta("m", MetaValue::Array(vec![MetaValue::U8(1), MetaValue::I8(1)]));
+        w.meta(
+            "m",
+            MetaValue::Array(vec![MetaValue::U8(1), MetaValue::I8(1)]),
+        );
         w.alignment(8);
         assert!(w.to_bytes().is_err());
     }
