@@ -183,7 +183,7 @@ fn open_and_read_tensor_helpers_agree_with_the_byte_slices() {
 }
 
 #[test]
-fn fixture_rewritten_by_our_writer_parses_identically() {
+fn fixture_rewritten_by_our_writer_is_byte_identical() {
     let (bytes, g) = fixture();
     let mut w = GgufWriter::new();
     for (k, v) in &g.metadata {
@@ -195,6 +195,8 @@ fn fixture_rewritten_by_our_writer_parses_identically() {
     }
     let mut out = Vec::new();
     w.write_to(&mut out).unwrap();
+    // gguf-py lays the file out exactly as we do: same bytes.
+    assert!(out == bytes, "rewritten fixture differs from gguf-py's file");
     let g2 = Gguf::parse(&out).unwrap();
     assert_eq!(g2.metadata, g.metadata);
     assert_eq!(g2.tensors, g.tensors); // same order, sizes and alignment → same offsets
