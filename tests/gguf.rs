@@ -196,7 +196,10 @@ fn fixture_rewritten_by_our_writer_is_byte_identical() {
     let mut out = Vec::new();
     w.write_to(&mut out).unwrap();
     // gguf-py lays the file out exactly as we do: same bytes.
-    assert!(out == bytes, "rewritten fixture differs from gguf-py's file");
+    assert!(
+        out == bytes,
+        "rewritten fixture differs from gguf-py's file"
+    );
     let g2 = Gguf::parse(&out).unwrap();
     assert_eq!(g2.metadata, g.metadata);
     assert_eq!(g2.tensors, g.tensors); // same order, sizes and alignment → same offsets

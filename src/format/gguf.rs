@@ -310,7 +310,8 @@ impl Gguf {
     /// Absolute byte range of a tensor's data.
     pub fn tensor_range(&self, t: &TensorInfo) -> Result<std::ops::Range<u64>> {
         let what = || format!("tensor {}", t.name);
-        if t.offset % self.alignment != 0 {
+        // checked_rem: a hand-built `Gguf` may carry alignment 0.
+        if t.offset.checked_rem(self.alignment) != Some(0) {
             return Err(Error::corrupt(
                 what(),
                 format!(
