@@ -310,7 +310,8 @@ impl Gguf {
     /// Absolute byte range of a tensor's data.
     pub fn tensor_range(&self, t: &TensorInfo) -> Result<std::ops::Range<u64>> {
         let what = || format!("tensor {}", t.name);
-        if t.offset % self.alignment != 0 {
+        // checked_rem: a hand-built `Gguf` may carry alignment 0.
+        if t.offset.checked_rem(self.alignment) != Some(0) {
             return Err(Error::corrupt(
                 what(),
                 format!(
@@ -347,25 +348,35 @@ impl Gguf {
         t: &TensorInfo,
     ) -> Result<Vec<u8>> {
         let range = self.tensor_range(t)?;
-        let what = format!("tensor {}", t.name);
-        let len = usize::try_from(range.end - range.start).map_err(|_| {
-            Error::corrupt(&what, "tensor is larger than this platform's address space")
-        })?;
-        file.seek(SeekFrom::Start(range.start))
-            .map_err(|e| Error::io(&what, e))?;
-        // `take` + `read_to_end` grows the buffer only as data actually arrives.
-        let mut buf = Vec::new();
-        file.take(len as u64)
-            .read_to_end(&mut buf)
-            .map_err(|e| Error::io(&what, e))?;
-        if buf.len() != len {
-            return Err(Error::ModelTruncated {
-                what,
-                needed: range.end,
-                available: range.start + buf.len() as u64,
-            });
+        read_range(file, range, &t.name)
+    }
+
+    /// Bytes of one row (`dims[0]` elements) of a tensor.
+    pub fn row_bytes(t: &TensorInfo) -> Result<u64> {
+        let first = t.dims.first().copied().unwrap_or(1);
+        t.ty.bytes_for(first)
+            .map_err(|e| Error::corrupt(format!("tensor {}", t.name), e.to_string()))
+    }
+
+    /// Read rows `rows` of a tensor (a row is `dims[0]` elements; e.g. one token's
+    /// embedding), without reading the rest of it.
+    pub fn read_rows<F: Read + Seek>(
+        &self,
+        file: &mut F,
+        t: &TensorInfo,
+        rows: std::ops::Range<u64>,
+    ) -> Result<Vec<u8>> {
+        let range = self.tensor_range(t)?;
+        let row = Self::row_bytes(t)?;
+        let n_rows = (range.end - range.start).checked_div(row).unwrap_or(0);
+        if rows.start > rows.end || rows.end > n_rows {
+            return Err(Error::InvalidArgument(format!(
+                "tensor {}: rows {rows:?} out of 0..{n_rows}",
+                t.name
+            )));
         }
-        Ok(buf)
+        let start = range.start + rows.start * row;
+        read_range(file, start..range.start + rows.end * row, &t.name)
     }
 
     /// Read and dequantize a whole tensor to f32 (see `gguf_dequant` for supported types).
@@ -383,6 +394,30 @@ impl Gguf {
         })?;
         super::gguf_dequant::dequantize(t.ty, &bytes, n)
     }
+}
+
+/// Read `range` of `file` exactly; a short file is `ModelTruncated`.
+fn read_range<F: Read + Seek>(
+    file: &mut F,
+    range: std::ops::Range<u64>,
+    tensor: &str,
+) -> Result<Vec<u8>> {
+    let what = format!("tensor {tensor}");
+    file.seek(SeekFrom::Start(range.start))
+        .map_err(|e| Error::io(&what, e))?;
+    // `take` + `read_to_end` grows the buffer only as data actually arrives.
+    let mut buf = Vec::new();
+    file.take(range.end - range.start)
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io(&what, e))?;
+    if (buf.len() as u64) < range.end - range.start {
+        return Err(Error::ModelTruncated {
+            what,
+            needed: range.end,
+            available: range.start + buf.len() as u64,
+        });
+    }
+    Ok(buf)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 
 use super::gguf::{GgmlType, MetaValue, DEFAULT_ALIGNMENT, MAX_DIMS};
 use crate::error::{Error, Result};
-use std::io::Write;
+use std::io::{Read, Write};
 
 const ALIGNMENT_KEY: &str = "general.alignment";
 
@@ -104,16 +104,28 @@ impl GgufWriter {
         }
     }
 
-    /// Write the whole file.
+    /// Write the whole file: the header, then each tensor's data streamed from memory.
     pub fn write_to(&self, mut w: impl Write) -> Result<()> {
-        let bytes = self.to_bytes()?;
-        w.write_all(&bytes)
-            .and_then(|_| w.flush())
-            .map_err(|e| Error::io("GGUF writer output", e))
+        let (header, align) = self.header_bytes()?;
+        let io = |e| Error::io("GGUF writer output", e);
+        w.write_all(&header).map_err(io)?;
+        for t in &self.tensors {
+            w.write_all(&t.bytes).map_err(io)?;
+            let pad = (t.bytes.len() as u64).next_multiple_of(align) - t.bytes.len() as u64;
+            std::io::copy(&mut std::io::repeat(0).take(pad), &mut w).map_err(io)?;
+        }
+        w.flush().map_err(io)
     }
 
     /// The whole file as bytes.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.write_to(&mut out)?;
+        Ok(out)
+    }
+
+    /// Everything before the data section (padded to the alignment), and the alignment.
+    fn header_bytes(&self) -> Result<(Vec<u8>, u64)> {
         let align = self.alignment_value()?;
         let mut out = Vec::new();
         out.extend_from_slice(b"GGUF");
@@ -136,20 +148,10 @@ impl GgufWriter {
             put_u64(&mut out, offset);
             offset = (offset + t.bytes.len() as u64).next_multiple_of(align);
         }
-        for t in &self.tensors {
-            pad_to(&mut out, align);
-            out.extend_from_slice(&t.bytes);
-        }
-        if !self.tensors.is_empty() {
-            pad_to(&mut out, align);
-        }
-        Ok(out)
+        let len = (out.len() as u64).next_multiple_of(align);
+        out.resize(len as usize, 0);
+        Ok((out, align))
     }
-}
-
-fn pad_to(out: &mut Vec<u8>, align: u64) {
-    let len = (out.len() as u64).next_multiple_of(align);
-    out.resize(len as usize, 0);
 }
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
