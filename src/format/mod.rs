@@ -2,6 +2,8 @@
 
 pub mod gguf;
 pub mod gguf_dequant;
+mod gguf_header;
+pub mod gguf_write;
 pub mod package;
 pub mod safetensors;
 pub mod source;
