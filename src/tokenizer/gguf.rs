@@ -142,8 +142,8 @@ pub(super) fn parse(g: &Gguf) -> Result<Parts> {
             .collect::<Result<_>>()?,
     };
     let bos = id(g, "tokenizer.ggml.bos_token_id", n)?;
-    let add_bos = matches!(g.get("tokenizer.ggml.add_bos_token"), Some(MetaValue::Bool(true)));
-    let add_eos = matches!(g.get("tokenizer.ggml.add_eos_token"), Some(MetaValue::Bool(true)));
+    let add_bos = g.get("tokenizer.ggml.add_bos_token").and_then(MetaValue::as_bool) == Some(true);
+    let add_eos = g.get("tokenizer.ggml.add_eos_token").and_then(MetaValue::as_bool) == Some(true);
     let eos_id = id(g, "tokenizer.ggml.eos_token_id", n)?;
     let mut eos = Vec::new();
     for key in ["eos", "eot", "eom"] {

@@ -133,7 +133,7 @@ mod tests {
         let p = PreTokenizer::new(vec![StepSpec::Split(QWEN2_PATTERN.into())]).unwrap();
         assert_eq!(
             words(&p, "I'LL pay 123 now  \n\tok"),
-            vec!["I", "'LL", " pay", " ", "1", "2", "3", " now", "  \n", "\t", "ok"]
+            vec!["I", "'LL", " pay", " ", "1", "2", "3", " now", "  \n", "\tok"]
         );
     }
 
