@@ -101,7 +101,7 @@ fn qwen3_corpus_encodes_exactly_like_hf_tokenizers() {
         .iter()
         .zip(&first)
         .enumerate()
-        .filter(|(_, ((_, want), got))| got != want)
+        .filter(|(_, ((_, want), got))| *got != want)
         .map(|(i, ((text, want), got))| format!("doc {i}: {}", context(&d.tok, text, got, want)))
         .collect();
     assert!(
