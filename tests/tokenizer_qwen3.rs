@@ -115,6 +115,27 @@ fn qwen3_corpus_encodes_exactly_like_hf_tokenizers() {
 }
 
 #[test]
+fn hand_written_splitters_equal_fancy_regex_on_the_corpus() {
+    use pocketrt::tokenizer::pretokenize::{
+        PreTokenizer, StepSpec, GPT2_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN,
+    };
+    let d = data();
+    for pat in [QWEN2_PATTERN, LLAMA3_PATTERN, GPT2_PATTERN] {
+        let spec = vec![StepSpec::Split(pat.into())];
+        let fast = PreTokenizer::new(spec.clone()).unwrap();
+        let slow = PreTokenizer::regex_only(spec).unwrap();
+        let words = |p: &PreTokenizer, t: &str| {
+            let mut v = Vec::new();
+            p.split(t, &mut |w| v.push(w.to_string()));
+            v
+        };
+        for (i, (text, _)) in d.docs.iter().enumerate() {
+            assert_eq!(words(&fast, text), words(&slow, text), "{pat}: doc {i}");
+        }
+    }
+}
+
+#[test]
 fn qwen3_decode_of_encode_gives_back_the_nfc_text() {
     let d = data();
     for (i, (text, ids)) in d.docs.iter().enumerate() {

@@ -4,16 +4,13 @@
 //! 6 byte. Control tokens become special added tokens, user-defined ones plain added tokens
 //! (both matched in text before BPE); the rest form the BPE vocabulary.
 
-use super::pretokenize::{StepSpec, QWEN2_PATTERN};
+use super::pretokenize::{StepSpec, LLAMA3_PATTERN, QWEN2_PATTERN};
 use super::{terr, AddedToken, Parts};
 use crate::error::{Error, Result};
 use crate::format::gguf::{Gguf, MetaValue};
 
 const CONTROL: u64 = 3;
 const USER_DEFINED: u64 = 4;
-
-/// llama.cpp's "llama-bpe" (Llama 3) split: Qwen2's with digits in runs of up to three.
-const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 const SUPPORTED_PRE: &str = "qwen2, gpt-2, llama-bpe";
 

@@ -13,6 +13,7 @@ pub mod bpe;
 pub mod bytelevel;
 pub mod chat;
 mod pyjson;
+pub mod fastsplit;
 mod gguf;
 mod hf;
 pub mod pretokenize;

@@ -3,14 +3,19 @@
 //! Supported HF pre-tokenizers: `Split` with a regex (behavior `Isolated`, not inverted),
 //! `ByteLevel` (with `use_regex` = GPT-2's split, and `add_prefix_space` when it is the first
 //! step), and a `Sequence` of those. The regexes run on `fancy-regex` (pure Rust: works on
-//! wasm32; needed for the `\s+(?!\S)` look-ahead both Qwen2's and GPT-2's patterns use).
+//! wasm32; needed for the `\s+(?!\S)` look-ahead both Qwen2's and GPT-2's patterns use);
+//! the Qwen2, Llama 3 and GPT-2 patterns run on equivalent hand-written matchers
+//! ([`super::fastsplit`]), several times faster.
 
+use super::fastsplit::{self, Kind};
 use crate::error::{Error, Result};
 use fancy_regex::Regex;
 use std::borrow::Cow;
 
 /// Qwen2's split regex, as in Qwen2/2.5/3's tokenizer.json (llama.cpp pre = "qwen2").
 pub const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Llama 3's split regex (llama.cpp pre = "llama-bpe"): Qwen2's with digit runs of up to 3.
+pub const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// GPT-2's split regex (HF ByteLevel `use_regex`, llama.cpp pre = "gpt-2").
 pub const GPT2_PATTERN: &str =
     r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
@@ -27,24 +32,50 @@ pub enum StepSpec {
     },
 }
 
+/// One compiled split.
+enum Splitter {
+    Regex(Box<Regex>),
+    Fast(Kind),
+}
+
 pub struct PreTokenizer {
     specs: Vec<StepSpec>,
-    regexes: Vec<Regex>,
+    regexes: Vec<Splitter>,
     add_prefix_space: bool,
 }
 
-fn compile(pattern: &str) -> Result<Regex> {
-    Regex::new(pattern)
-        .map_err(|e| Error::Tokenizer(format!("pre-tokenizer regex {pattern:?}: {e}")))
+fn compile(pattern: &str, fast: bool) -> Result<Splitter> {
+    let kind = match pattern {
+        QWEN2_PATTERN => Some(Kind::Qwen2),
+        LLAMA3_PATTERN => Some(Kind::Llama3),
+        GPT2_PATTERN => Some(Kind::Gpt2),
+        _ => None,
+    };
+    match kind {
+        Some(k) if fast => Ok(Splitter::Fast(k)),
+        _ => Regex::new(pattern)
+            .map(|r| Splitter::Regex(Box::new(r)))
+            .map_err(|e| Error::Tokenizer(format!("pre-tokenizer regex {pattern:?}: {e}"))),
+    }
 }
 
 impl PreTokenizer {
     pub fn new(specs: Vec<StepSpec>) -> Result<PreTokenizer> {
+        Self::build(specs, true)
+    }
+
+    /// Like [`PreTokenizer::new`] but every split runs on `fancy-regex`, even the patterns
+    /// that have a hand-written matcher (tests compare the two).
+    pub fn regex_only(specs: Vec<StepSpec>) -> Result<PreTokenizer> {
+        Self::build(specs, false)
+    }
+
+    fn build(specs: Vec<StepSpec>, fast: bool) -> Result<PreTokenizer> {
         let mut regexes = Vec::new();
         let mut add_prefix_space = false;
         for (i, s) in specs.iter().enumerate() {
             match s {
-                StepSpec::Split(p) => regexes.push(compile(p)?),
+                StepSpec::Split(p) => regexes.push(compile(p, fast)?),
                 StepSpec::ByteLevel {
                     add_prefix_space: aps,
                     use_regex,
@@ -60,7 +91,7 @@ impl PreTokenizer {
                         add_prefix_space = true;
                     }
                     if *use_regex {
-                        regexes.push(compile(GPT2_PATTERN)?);
+                        regexes.push(compile(GPT2_PATTERN, fast)?);
                     }
                 }
             }
@@ -88,13 +119,16 @@ impl PreTokenizer {
     }
 
     fn split_from(&self, step: usize, text: Cow<'_, str>, f: &mut dyn FnMut(&str)) {
-        let Some(re) = self.regexes.get(step) else {
-            f(&text);
-            return;
+        let re = match self.regexes.get(step) {
+            None => return f(&text),
+            Some(_) if text.is_empty() => return,
+            Some(Splitter::Fast(kind)) => {
+                return fastsplit::split(*kind, &text, &mut |w| {
+                    self.split_from(step + 1, Cow::Borrowed(w), f)
+                })
+            }
+            Some(Splitter::Regex(re)) => re,
         };
-        if text.is_empty() {
-            return;
-        }
         let mut last = 0;
         for m in re.find_iter(&text) {
             match m {
@@ -145,6 +179,24 @@ mod tests {
         }])
         .unwrap();
         assert_eq!(words(&p, "a  b 123"), vec!["a", " ", " b", " 123"]);
+    }
+
+    #[test]
+    fn hand_written_matchers_agree_with_fancy_regex_on_tricky_text() {
+        let tricky = [
+            "I'LL pay 123 now  \n\tok", "it's 'S 'ſ 're 'VE 'll 'x '", "  \n\n  \r\n \t x  ",
+            "a\u{a0}\u{a0}b\u{3000}c  ", "12345 ١٢٣ １２ Ⅻ ½", "!!!\n\n?? ...x", " $%^ \r\r\n",
+            "中文，测试。🦙🦙 é e\u{301} ", "\n", " ", "", "x", "   ", "\t\t", "a  ", "😀 😀  😀",
+            "don't\nstop'n", "Ǆ ǅ ǆ 𝔘𝔫 𝟘𝟙", "\u{b}\u{c}\u{85}\u{2028}x\u{2029}",
+        ];
+        for pat in [QWEN2_PATTERN, LLAMA3_PATTERN, GPT2_PATTERN] {
+            let spec = vec![StepSpec::Split(pat.into())];
+            let fast = PreTokenizer::new(spec.clone()).unwrap();
+            let slow = PreTokenizer::regex_only(spec).unwrap();
+            for t in tricky {
+                assert_eq!(words(&fast, t), words(&slow, t), "{pat} on {t:?}");
+            }
+        }
     }
 
     #[test]
