@@ -26,9 +26,14 @@ fn qwen3_template_matches_transformers_apply_chat_template() {
         };
         with_thinking_flag += opts.enable_thinking.is_some() as usize;
         with_tools += opts.tools.is_some() as usize;
-        let got = t.render(&messages, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = t
+            .render(&messages, &opts)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let want = case["expected"].as_str().unwrap();
-        assert!(got == want, "{name}: differs from transformers\n--- ours\n{got}\n--- transformers\n{want}");
+        assert!(
+            got == want,
+            "{name}: differs from transformers\n--- ours\n{got}\n--- transformers\n{want}"
+        );
     }
     assert!(with_thinking_flag >= 2 && with_tools >= 1);
 }
@@ -52,5 +57,8 @@ fn qwen3_thinking_off_adds_the_empty_think_block() {
 fn template_using_an_unknown_function_is_a_chat_template_error() {
     let t = ChatTemplate::new("{{ strftime_later('%Y') }}").unwrap();
     let e = t.render(&[], &ChatOptions::default()).unwrap_err();
-    assert!(matches!(&e, Error::ChatTemplate(m) if m.contains("strftime_later")), "{e}");
+    assert!(
+        matches!(&e, Error::ChatTemplate(m) if m.contains("strftime_later")),
+        "{e}"
+    );
 }

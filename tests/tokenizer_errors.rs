@@ -56,7 +56,13 @@ fn tiny_tokenizer_merges_matches_added_tokens_and_adds_bos() {
     assert_eq!(t.decode(&ids, false).unwrap(), "<s>hello<tool> w");
     assert_eq!(t.bos_id(), Some(261));
     let d = describe_tokens(&t, &[259, 9999]);
-    assert_eq!(d, vec![(259, "hello".to_string()), (9999, "<invalid id>".to_string())]);
+    assert_eq!(
+        d,
+        vec![
+            (259, "hello".to_string()),
+            (9999, "<invalid id>".to_string())
+        ]
+    );
     // NFC: "e" + combining acute is encoded as "é".
     assert_eq!(t.encode("e\u{301}", false), t.encode("é", false));
 }
@@ -84,7 +90,8 @@ fn malformed_tokenizer_json_is_a_tokenizer_error() {
     v["model"]["type"] = json!("WordPiece");
     assert!(tokenizer_error(load(&v)).contains("WordPiece"));
     let mut v = tiny();
-    v["pre_tokenizer"] = json!({"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"});
+    v["pre_tokenizer"] =
+        json!({"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"});
     assert!(tokenizer_error(load(&v)).contains("regex"));
     let mut v = tiny();
     v.as_object_mut().unwrap().remove("model");
@@ -95,7 +102,10 @@ fn malformed_tokenizer_json_is_a_tokenizer_error() {
 fn unknown_token_id_in_decode_is_an_error_and_stream_state_survives() {
     let t = load(&tiny()).unwrap();
     let e = t.decode(&[1, 70000], false).unwrap_err();
-    assert!(matches!(&e, Error::Tokenizer(m) if m.contains("70000")), "{e}");
+    assert!(
+        matches!(&e, Error::Tokenizer(m) if m.contains("70000")),
+        "{e}"
+    );
     assert!(t.token_to_piece(70000).is_none());
     let mut s = StreamDecoder::new(false);
     // "中" is e4 b8 ad: feed the bytes one at a time, with a bad id in between.

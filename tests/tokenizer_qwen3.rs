@@ -22,7 +22,9 @@ fn data_dir() -> PathBuf {
     }
     let cache = std::env::var("POCKETRT_CACHE")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/pocketrt"));
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/pocketrt")
+        });
     cache.join("qwen3-tokenizer")
 }
 
@@ -41,7 +43,10 @@ fn data() -> &'static Data {
         };
         let t0 = Instant::now();
         let tok = Tokenizer::from_hf_json(&read("tokenizer.json")).expect("load tokenizer.json");
-        eprintln!("loaded Qwen3 tokenizer.json in {:.2} s", t0.elapsed().as_secs_f64());
+        eprintln!(
+            "loaded Qwen3 tokenizer.json in {:.2} s",
+            t0.elapsed().as_secs_f64()
+        );
         let docs = read("corpus.jsonl")
             .lines()
             .map(|l| {
@@ -63,7 +68,12 @@ fn data() -> &'static Data {
 fn context(tok: &Tokenizer, text: &str, got: &[u32], want: &[u32]) -> String {
     let at = got.iter().zip(want).take_while(|(a, b)| a == b).count();
     let lo = at.saturating_sub(4);
-    let show = |ids: &[u32]| format!("{:?}", describe_tokens(tok, &ids[lo..(at + 6).min(ids.len())]));
+    let show = |ids: &[u32]| {
+        format!(
+            "{:?}",
+            describe_tokens(tok, &ids[lo..(at + 6).min(ids.len())])
+        )
+    };
     format!(
         "first difference at id #{at} (got {} ids, want {}):\n  ours: {}\n  HF:   {}\n  text: {:?}",
         got.len(),
@@ -141,7 +151,10 @@ fn qwen3_decode_of_encode_gives_back_the_nfc_text() {
     for (i, (text, ids)) in d.docs.iter().enumerate() {
         let back = d.tok.decode(ids, false).expect("decode");
         let nfc: String = text.nfc().collect();
-        assert!(back == nfc, "doc {i}: decode(encode(x)) != NFC(x)\n{back:?}\n{nfc:?}");
+        assert!(
+            back == nfc,
+            "doc {i}: decode(encode(x)) != NFC(x)\n{back:?}\n{nfc:?}"
+        );
     }
 }
 
@@ -153,7 +166,10 @@ fn qwen3_streaming_decode_equals_whole_decode_and_never_splits_characters() {
         let mut out = String::new();
         for &id in ids {
             let piece = s.push(&d.tok, id).expect("push");
-            assert!(!piece.contains('\u{FFFD}'), "doc {i}: a character was split: {piece:?}");
+            assert!(
+                !piece.contains('\u{FFFD}'),
+                "doc {i}: a character was split: {piece:?}"
+            );
             out.push_str(&piece);
         }
         out.push_str(&s.flush());
@@ -179,10 +195,18 @@ fn qwen3_chinese_and_emoji_byte_tokens_stream_out_whole() {
     }
     out.push_str(&s.flush());
     assert_eq!(out, text);
-    assert!(held_back > 0, "no token ended inside a character: the test proves nothing");
+    assert!(
+        held_back > 0,
+        "no token ended inside a character: the test proves nothing"
+    );
     // One token's bytes alone are an incomplete character here.
-    let partial = ids.iter().find(|&&id| std::str::from_utf8(tok.token_bytes(id).unwrap()).is_err());
-    assert!(partial.is_some(), "expected at least one byte token: {ids:?}");
+    let partial = ids
+        .iter()
+        .find(|&&id| std::str::from_utf8(tok.token_bytes(id).unwrap()).is_err());
+    assert!(
+        partial.is_some(),
+        "expected at least one byte token: {ids:?}"
+    );
 }
 
 #[test]
@@ -192,7 +216,10 @@ fn qwen3_special_tokens_in_text_become_their_ids_and_skip_on_request() {
     assert_eq!(ids.first(), Some(&151644), "{ids:?}");
     assert_eq!(ids.last(), Some(&151645), "{ids:?}");
     assert_eq!(tok.decode(&ids, true).unwrap(), "user\nhi");
-    assert_eq!(tok.decode(&ids, false).unwrap(), "<|im_start|>user\nhi<|im_end|>");
+    assert_eq!(
+        tok.decode(&ids, false).unwrap(),
+        "<|im_start|>user\nhi<|im_end|>"
+    );
     assert_eq!(tok.eos_ids(), &[151645, 151643]);
     assert_eq!(tok.vocab_size(), 151669);
 }

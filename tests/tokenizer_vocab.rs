@@ -13,9 +13,11 @@ fn vocab_dir() -> PathBuf {
     if let Ok(d) = std::env::var("POCKETRT_VOCAB_DIR") {
         return PathBuf::from(d);
     }
-    let cache = std::env::var("POCKETRT_CACHE").map(PathBuf::from).unwrap_or_else(|_| {
-        PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/pocketrt")
-    });
+    let cache = std::env::var("POCKETRT_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/pocketrt")
+        });
     cache.join("llama-vocab")
 }
 
@@ -36,12 +38,20 @@ fn vectors(vocab: &str) -> Vec<(String, Vec<u32>)> {
     let inp = String::from_utf8(read(&format!("ggml-vocab-{vocab}.gguf.inp"))).unwrap();
     let out = String::from_utf8(read(&format!("ggml-vocab-{vocab}.gguf.out"))).unwrap();
     let mut texts: Vec<&str> = inp.split("\n__ggml_vocab_test__\n").collect();
-    assert_eq!(texts.pop(), Some(""), "the .inp file does not end with a separator");
+    assert_eq!(
+        texts.pop(),
+        Some(""),
+        "the .inp file does not end with a separator"
+    );
     let ids: Vec<Vec<u32>> = out
         .lines()
         .map(|l| l.split_whitespace().map(|x| x.parse().unwrap()).collect())
         .collect();
-    assert_eq!(texts.len(), ids.len(), "{vocab}: .inp and .out disagree on the test count");
+    assert_eq!(
+        texts.len(),
+        ids.len(),
+        "{vocab}: .inp and .out disagree on the test count"
+    );
     texts.into_iter().map(String::from).zip(ids).collect()
 }
 
@@ -57,11 +67,24 @@ fn check(vocab: &str, tok: &Tokenizer, how: &str) -> usize {
                 describe_tokens(tok, want)
             ));
         } else {
-            assert_eq!(&tok.decode(&got, false).unwrap(), text, "round trip of {text:?}");
+            assert_eq!(
+                &tok.decode(&got, false).unwrap(),
+                text,
+                "round trip of {text:?}"
+            );
         }
     }
-    eprintln!("{vocab} ({how}): {}/{} vectors pass", cases.len() - failures.len(), cases.len());
-    assert!(failures.is_empty(), "{vocab} ({how}): {} failures:\n{}", failures.len(), failures.join("\n"));
+    eprintln!(
+        "{vocab} ({how}): {}/{} vectors pass",
+        cases.len() - failures.len(),
+        cases.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{vocab} ({how}): {} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     cases.len()
 }
 

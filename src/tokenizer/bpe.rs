@@ -224,7 +224,7 @@ mod tests {
         out.clear();
         bpe.encode_word(b"aaab", &mut out);
         // aa is rank 0 at pos 0 → [aa, a, b]; then "aa a" rank 1 → [aaa, b].
-        assert_eq!(out, vec![257, b as u32]);
+        assert_eq!(out, vec![257, b]);
         out.clear();
         bpe.encode_word(b"abaa", &mut out);
         assert_eq!(out, vec![258, 256]);

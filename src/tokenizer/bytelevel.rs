@@ -17,7 +17,9 @@ fn tables() -> &'static Tables {
     T.get_or_init(|| {
         let mut byte_to_char = ['\0'; 256];
         let mut char_to_byte = [u16::MAX; 0x200];
-        let printable = |b: u32| (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b);
+        let printable = |b: u32| {
+            (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b)
+        };
         let mut next = 0x100u32;
         for b in 0..256u32 {
             let c = if printable(b) {

@@ -78,7 +78,12 @@ fn template_error(e: minijinja::Error) -> Error {
         msg.push_str(&format!(": {s}"));
         src = s.source();
     }
-    if let Some(d) = e.display_debug_info().to_string().lines().find(|l| l.contains('>')) {
+    if let Some(d) = e
+        .display_debug_info()
+        .to_string()
+        .lines()
+        .find(|l| l.contains('>'))
+    {
         msg.push_str(&format!(" (at {})", d.trim()));
     }
     Error::ChatTemplate(msg)
@@ -140,7 +145,10 @@ impl ChatTemplate {
         let mut ctx = opts.extra.clone();
         let json = |v| serde_json::to_value(v).map_err(|e| Error::ChatTemplate(e.to_string()));
         ctx.insert("messages".into(), json(messages)?);
-        ctx.insert("add_generation_prompt".into(), opts.add_generation_prompt.into());
+        ctx.insert(
+            "add_generation_prompt".into(),
+            opts.add_generation_prompt.into(),
+        );
         ctx.insert("tools".into(), opts.tools.clone().unwrap_or(Json::Null));
         ctx.insert("documents".into(), Json::Null);
         if let Some(t) = opts.enable_thinking {
@@ -169,7 +177,11 @@ mod tests {
                    {% set ns.n = ns.n + 1 %}[{{ m.content.strip().split(',')[0] | upper }}]\
                    {% endfor %}{{ ns.n }}";
         let t = ChatTemplate::new(src).unwrap();
-        let msgs = [Message::user("  a,b "), Message::user("skip me"), Message::user("c")];
+        let msgs = [
+            Message::user("  a,b "),
+            Message::user("skip me"),
+            Message::user("c"),
+        ];
         assert_eq!(t.render(&msgs, &ChatOptions::default()).unwrap(), "[C][A]2");
     }
 
@@ -177,7 +189,10 @@ mod tests {
     fn raise_exception_and_syntax_errors_are_chat_template_errors() {
         let t = ChatTemplate::new("{{ raise_exception('no system role') }}").unwrap();
         let e = t.render(&[], &ChatOptions::default()).unwrap_err();
-        assert!(matches!(&e, Error::ChatTemplate(m) if m.contains("no system role")), "{e}");
+        assert!(
+            matches!(&e, Error::ChatTemplate(m) if m.contains("no system role")),
+            "{e}"
+        );
         let e = ChatTemplate::new("{% for x in %}").err().unwrap();
         assert!(matches!(e, Error::ChatTemplate(_)), "{e}");
         let t = ChatTemplate::new("{{ messages | frobnicate }}").err();
@@ -188,7 +203,10 @@ mod tests {
                 .render(&[], &ChatOptions::default())
                 .unwrap_err(),
         };
-        assert!(matches!(&e, Error::ChatTemplate(m) if m.contains("frobnicate")), "{e}");
+        assert!(
+            matches!(&e, Error::ChatTemplate(m) if m.contains("frobnicate")),
+            "{e}"
+        );
     }
 
     #[test]

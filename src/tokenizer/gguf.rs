@@ -34,7 +34,9 @@ fn id(g: &Gguf, key: &str, n: usize) -> Result<Option<u32>> {
         None => Ok(None),
         Some(v) => match v.as_u64().and_then(|x| u32::try_from(x).ok()) {
             Some(x) if (x as usize) < n => Ok(Some(x)),
-            _ => Err(terr(format!("GGUF {key} = {v:?} is not a token id below {n}"))),
+            _ => Err(terr(format!(
+                "GGUF {key} = {v:?} is not a token id below {n}"
+            ))),
         },
     }
 }
@@ -104,7 +106,9 @@ pub(super) fn parse(g: &Gguf) -> Result<Parts> {
                     arr.len()
                 )));
             }
-            arr.iter().map(|t| MetaValue::as_u64(t).unwrap_or(1)).collect()
+            arr.iter()
+                .map(|t| MetaValue::as_u64(t).unwrap_or(1))
+                .collect()
         }
     };
     let mut vocab = Vec::with_capacity(n);
@@ -139,8 +143,14 @@ pub(super) fn parse(g: &Gguf) -> Result<Parts> {
             .collect::<Result<_>>()?,
     };
     let bos = id(g, "tokenizer.ggml.bos_token_id", n)?;
-    let add_bos = g.get("tokenizer.ggml.add_bos_token").and_then(MetaValue::as_bool) == Some(true);
-    let add_eos = g.get("tokenizer.ggml.add_eos_token").and_then(MetaValue::as_bool) == Some(true);
+    let add_bos = g
+        .get("tokenizer.ggml.add_bos_token")
+        .and_then(MetaValue::as_bool)
+        == Some(true);
+    let add_eos = g
+        .get("tokenizer.ggml.add_eos_token")
+        .and_then(MetaValue::as_bool)
+        == Some(true);
     let eos_id = id(g, "tokenizer.ggml.eos_token_id", n)?;
     let mut eos = Vec::new();
     for key in ["eos", "eot", "eom"] {
@@ -158,8 +168,16 @@ pub(super) fn parse(g: &Gguf) -> Result<Parts> {
         pre: steps,
         // HF's Llama 3 tokenizer.json sets ignore_merges.
         ignore_merges: matches!(pre, "llama-bpe" | "llama3"),
-        prefix: if add_bos { bos.into_iter().collect() } else { Vec::new() },
-        suffix: if add_eos { eos_id.into_iter().collect() } else { Vec::new() },
+        prefix: if add_bos {
+            bos.into_iter().collect()
+        } else {
+            Vec::new()
+        },
+        suffix: if add_eos {
+            eos_id.into_iter().collect()
+        } else {
+            Vec::new()
+        },
         bos,
         eos,
         pad: id(g, "tokenizer.ggml.padding_token_id", n)?,

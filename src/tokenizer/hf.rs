@@ -69,11 +69,17 @@ pub(super) fn parse(text: &str) -> Result<Parts> {
         &mut prefix,
         &mut suffix,
     )?;
-    let eos = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>"]
-        .iter()
-        .filter_map(|n| added.iter().find(|t| t.special && t.content == *n))
-        .map(|t| t.id)
-        .collect();
+    let eos = [
+        "<|im_end|>",
+        "<|endoftext|>",
+        "<|eot_id|>",
+        "<|end_of_text|>",
+        "</s>",
+    ]
+    .iter()
+    .filter_map(|n| added.iter().find(|t| t.special && t.content == *n))
+    .map(|t| t.id)
+    .collect();
     let bos = prefix.first().copied();
     let pad = find("<|endoftext|>").or_else(|| find("<pad>"));
     Ok(Parts {
@@ -106,7 +112,10 @@ fn parse_model(m: &Value) -> Result<Model> {
         return Err(terr("tokenizer.json: BPE byte_fallback is not supported"));
     }
     for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
-        if m.get(key).and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+        if m.get(key)
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+        {
             return Err(terr(format!("tokenizer.json: BPE {key} is not supported")));
         }
     }
@@ -128,7 +137,11 @@ fn parse_model(m: &Value) -> Result<Model> {
 
 /// A merge is `"a b"` (older files) or `["a", "b"]` (tokenizers ≥ 0.20).
 fn parse_merge(i: usize, v: &Value) -> Result<(String, String)> {
-    let bad = || terr(format!("tokenizer.json: merge {i} ({v}) is not \"a b\" or [a, b]"));
+    let bad = || {
+        terr(format!(
+            "tokenizer.json: merge {i} ({v}) is not \"a b\" or [a, b]"
+        ))
+    };
     match v {
         Value::String(s) => {
             let mut it = s.split(' ');
@@ -147,7 +160,10 @@ fn parse_merge(i: usize, v: &Value) -> Result<(String, String)> {
 
 fn parse_added(v: &Value) -> Result<AddedToken> {
     let id = id_of(field(v, "id", "an added token")?, "added token id")?;
-    let content = string(field(v, "content", "an added token")?, "added token content")?;
+    let content = string(
+        field(v, "content", "an added token")?,
+        "added token content",
+    )?;
     Ok(AddedToken {
         id,
         content: content.to_string(),
@@ -209,7 +225,9 @@ fn parse_pre(v: &Value, out: &mut Vec<StepSpec>) -> Result<()> {
             } else if let Some(s) = pat.get("String") {
                 fancy_regex::escape(string(s, "Split pattern")?).into_owned()
             } else {
-                return Err(terr("tokenizer.json: Split pattern is neither Regex nor String"));
+                return Err(terr(
+                    "tokenizer.json: Split pattern is neither Regex nor String",
+                ));
             };
             out.push(StepSpec::Split(regex));
             Ok(())
@@ -352,7 +370,10 @@ fn template_processing(t: &Tokenizer) -> Value {
     let mut specials = Map::new();
     for id in t.prefix.iter().chain(&t.suffix) {
         let name = &t.pieces[*id as usize];
-        specials.insert(name.clone(), json!({"id": name, "ids": [id], "tokens": [name]}));
+        specials.insert(
+            name.clone(),
+            json!({"id": name, "ids": [id], "tokens": [name]}),
+        );
     }
     json!({"type": "TemplateProcessing", "single": single, "pair": pair,
            "special_tokens": specials})

@@ -12,11 +12,11 @@ pub mod added;
 pub mod bpe;
 pub mod bytelevel;
 pub mod chat;
-mod pyjson;
 pub mod fastsplit;
 mod gguf;
 mod hf;
 pub mod pretokenize;
+mod pyjson;
 pub mod streaming;
 
 pub use added::AddedToken;
@@ -183,9 +183,17 @@ impl Tokenizer {
             }
             m
         });
-        for &id in p.prefix.iter().chain(&p.suffix).chain(&p.eos).chain(p.bos.iter()) {
+        for &id in p
+            .prefix
+            .iter()
+            .chain(&p.suffix)
+            .chain(&p.eos)
+            .chain(p.bos.iter())
+        {
             if id as usize >= n {
-                return Err(terr(format!("special token id {id} is not in the vocabulary")));
+                return Err(terr(format!(
+                    "special token id {id} is not in the vocabulary"
+                )));
             }
         }
         Ok(Tokenizer {
@@ -285,7 +293,11 @@ impl Tokenizer {
                 self.vocab_size()
             ))
         })?;
-        Ok(if skip_special && self.is_special(id) { &[] } else { b })
+        Ok(if skip_special && self.is_special(id) {
+            &[]
+        } else {
+            b
+        })
     }
 
     /// Ids → text. Invalid UTF-8 (a character cut off by the id list) becomes U+FFFD, as in
@@ -323,7 +335,9 @@ impl Tokenizer {
     }
 
     pub fn is_special(&self, id: u32) -> bool {
-        self.flags.get(id as usize).is_some_and(|f| f & SPECIAL != 0)
+        self.flags
+            .get(id as usize)
+            .is_some_and(|f| f & SPECIAL != 0)
     }
 
     pub fn added_tokens(&self) -> &[AddedToken] {

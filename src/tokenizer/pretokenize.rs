@@ -184,10 +184,25 @@ mod tests {
     #[test]
     fn hand_written_matchers_agree_with_fancy_regex_on_tricky_text() {
         let tricky = [
-            "I'LL pay 123 now  \n\tok", "it's 'S 'ſ 're 'VE 'll 'x '", "  \n\n  \r\n \t x  ",
-            "a\u{a0}\u{a0}b\u{3000}c  ", "12345 ١٢٣ １２ Ⅻ ½", "!!!\n\n?? ...x", " $%^ \r\r\n",
-            "中文，测试。🦙🦙 é e\u{301} ", "\n", " ", "", "x", "   ", "\t\t", "a  ", "😀 😀  😀",
-            "don't\nstop'n", "Ǆ ǅ ǆ 𝔘𝔫 𝟘𝟙", "\u{b}\u{c}\u{85}\u{2028}x\u{2029}",
+            "I'LL pay 123 now  \n\tok",
+            "it's 'S 'ſ 're 'VE 'll 'x '",
+            "  \n\n  \r\n \t x  ",
+            "a\u{a0}\u{a0}b\u{3000}c  ",
+            "12345 ١٢٣ １２ Ⅻ ½",
+            "!!!\n\n?? ...x",
+            " $%^ \r\r\n",
+            "中文，测试。🦙🦙 é e\u{301} ",
+            "\n",
+            " ",
+            "",
+            "x",
+            "   ",
+            "\t\t",
+            "a  ",
+            "😀 😀  😀",
+            "don't\nstop'n",
+            "Ǆ ǅ ǆ 𝔘𝔫 𝟘𝟙",
+            "\u{b}\u{c}\u{85}\u{2028}x\u{2029}",
         ];
         for pat in [QWEN2_PATTERN, LLAMA3_PATTERN, GPT2_PATTERN] {
             let spec = vec![StepSpec::Split(pat.into())];
@@ -201,7 +216,9 @@ mod tests {
 
     #[test]
     fn bad_regex_is_a_tokenizer_error() {
-        let e = PreTokenizer::new(vec![StepSpec::Split("(".into())]).err().unwrap();
+        let e = PreTokenizer::new(vec![StepSpec::Split("(".into())])
+            .err()
+            .unwrap();
         assert!(matches!(e, Error::Tokenizer(_)), "{e}");
     }
 }
