@@ -13,9 +13,11 @@ fn data_dir() -> PathBuf {
     if let Ok(d) = std::env::var("POCKETRT_QWEN3_DIR") {
         return PathBuf::from(d);
     }
-    let cache = std::env::var("POCKETRT_CACHE").map(PathBuf::from).unwrap_or_else(|_| {
-        PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/pocketrt")
-    });
+    let cache = std::env::var("POCKETRT_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/pocketrt")
+        });
     cache.join("qwen3-tokenizer")
 }
 
@@ -49,7 +51,10 @@ fn main() {
         }
         passes.push(mb / t.elapsed().as_secs_f64());
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tokenizer/bench_hf.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/tokenizer/bench_hf.py"
+    );
     let hf = Command::new("python3")
         .arg(script)
         .env("POCKETRT_QWEN3_DIR", &dir)
@@ -57,7 +62,9 @@ fn main() {
         .ok()
         .filter(|o| o.status.success())
         .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok());
-    let hf_single = hf.as_ref().and_then(|v| v["encode_mb_s_single_thread"].as_f64());
+    let hf_single = hf
+        .as_ref()
+        .and_then(|v| v["encode_mb_s_single_thread"].as_f64());
     let ours_first = passes[0];
     let out = serde_json::json!({
         "bench": "tokenizer_encode",

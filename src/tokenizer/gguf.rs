@@ -183,3 +183,83 @@ pub(super) fn parse(g: &Gguf) -> Result<Parts> {
         pad: id(g, "tokenizer.ggml.padding_token_id", n)?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Tokenizer;
+    use super::*;
+
+    fn gguf(model: &str, pre: &str, types: Vec<MetaValue>) -> Gguf {
+        let s = |x: &str| MetaValue::String(x.into());
+        let meta = vec![
+            ("tokenizer.ggml.model".to_string(), s(model)),
+            ("tokenizer.ggml.pre".to_string(), s(pre)),
+            (
+                "tokenizer.ggml.tokens".to_string(),
+                MetaValue::Array(vec![s("a"), s("b"), s("ab"), s("<|end|>")]),
+            ),
+            (
+                "tokenizer.ggml.token_type".to_string(),
+                MetaValue::Array(types),
+            ),
+            (
+                "tokenizer.ggml.merges".to_string(),
+                MetaValue::Array(vec![s("a b")]),
+            ),
+            ("tokenizer.ggml.eos_token_id".to_string(), MetaValue::U32(3)),
+        ];
+        Gguf {
+            version: 3,
+            alignment: 32,
+            metadata: meta,
+            tensors: Vec::new(),
+            data_offset: 0,
+            file_len: None,
+        }
+    }
+
+    fn types(t: &[i32]) -> Vec<MetaValue> {
+        t.iter().map(|&x| MetaValue::I32(x)).collect()
+    }
+
+    #[test]
+    fn gguf_vocab_with_control_token_encodes_and_reports_eos() {
+        let tok = Tokenizer::from_gguf(&gguf("gpt2", "qwen2", types(&[1, 1, 1, 3]))).unwrap();
+        assert_eq!(tok.encode("ab<|end|>", false), vec![2, 3]);
+        assert_eq!(tok.eos_ids(), &[3]);
+        assert!(tok.is_special(3));
+    }
+
+    #[test]
+    fn unsupported_model_or_pre_and_bad_metadata_are_typed_errors() {
+        let e = Tokenizer::from_gguf(&gguf("llama", "qwen2", types(&[1, 1, 1, 3])))
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&e, Error::Unsupported { name, .. } if name == "llama"),
+            "{e}"
+        );
+        let e = Tokenizer::from_gguf(&gguf("gpt2", "deepseek-coder", types(&[1, 1, 1, 3])))
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&e, Error::Unsupported { name, .. } if name == "deepseek-coder"),
+            "{e}"
+        );
+        let e = Tokenizer::from_gguf(&gguf("gpt2", "gpt-2", types(&[1, 1])))
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&e, Error::Tokenizer(m) if m.contains("token_type")),
+            "{e}"
+        );
+        let mut g = gguf("gpt2", "gpt-2", types(&[1, 1, 1, 3]));
+        g.metadata
+            .push(("tokenizer.ggml.bos_token_id".into(), MetaValue::U32(99)));
+        let e = Tokenizer::from_gguf(&g).err().unwrap();
+        assert!(
+            matches!(&e, Error::Tokenizer(m) if m.contains("bos_token_id")),
+            "{e}"
+        );
+    }
+}
