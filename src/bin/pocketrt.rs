@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pocketrt::convert::{convert, ConvertOptions};
 use pocketrt::format::{self, ModelSource};
+use pocketrt::tokenizer::{describe_tokens, ChatOptions, ChatTemplate, Message, Tokenizer};
 use pocketrt::Result;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,6 +43,18 @@ enum Command {
         #[arg(long)]
         summary: bool,
     },
+    /// Tokenize TEXT with the model's tokenizer; prints ids and pieces (like llama-tokenize).
+    Tokenize {
+        /// GGUF file, HF model folder or pocket package folder.
+        model: PathBuf,
+        text: String,
+        /// Apply the model's chat template to TEXT as a user message first.
+        #[arg(long)]
+        chat: bool,
+        /// Print only the ids, as one line.
+        #[arg(long)]
+        ids_only: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -54,6 +67,12 @@ fn main() -> ExitCode {
             shard_mb,
         } => run_convert(&input, &output, group, shard_mb),
         Command::Inspect { model, summary } => run_inspect(&model, summary),
+        Command::Tokenize {
+            model,
+            text,
+            chat,
+            ids_only,
+        } => run_tokenize(&model, &text, chat, ids_only),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -155,6 +174,37 @@ fn run_inspect(path: &std::path::Path, summary: bool) -> Result<()> {
     }
     println!("tensors:       {}", src.tensors().len());
     println!("total bytes:   {} ({})", total, human_bytes(total));
+    Ok(())
+}
+
+fn run_tokenize(path: &std::path::Path, text: &str, chat: bool, ids_only: bool) -> Result<()> {
+    let mut src = format::open(path)?;
+    let json = src.tokenizer_json()?.ok_or_else(|| {
+        pocketrt::Error::Tokenizer(format!("{} has no tokenizer", path.display()))
+    })?;
+    let tok = Tokenizer::from_hf_json(&json)?;
+    let text = if chat {
+        let template = src.chat_template().ok_or_else(|| {
+            pocketrt::Error::ChatTemplate(format!("{} has no chat template", path.display()))
+        })?;
+        let opts = ChatOptions {
+            add_generation_prompt: true,
+            ..Default::default()
+        };
+        ChatTemplate::new(&template)?.render(&[Message::user(text)], &opts)?
+    } else {
+        text.to_string()
+    };
+    let ids = tok.encode(&text, true);
+    if ids_only {
+        let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+        println!("{}", ids.join(" "));
+    } else {
+        for (id, piece) in describe_tokens(&tok, &ids) {
+            println!("{id:>8} -> '{piece}'");
+        }
+        println!("{} tokens", ids.len());
+    }
     Ok(())
 }
 

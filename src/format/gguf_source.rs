@@ -10,6 +10,7 @@ use super::source::{ModelSource, SourceTensor};
 use crate::config::{Arch, ModelConfig};
 use crate::error::{Error, Result};
 use crate::quant::{MergeStats, Q4Tensor};
+use crate::tokenizer::Tokenizer;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -116,7 +117,10 @@ impl ModelSource for GgufSource {
         Q4Tensor::from_ggml(t.ty, &bytes, rows, cols)
     }
     fn tokenizer_json(&mut self) -> Result<Option<String>> {
-        Ok(None)
+        if self.gguf.get("tokenizer.ggml.tokens").is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Tokenizer::from_gguf(&self.gguf)?.to_hf_json()))
     }
     fn chat_template(&self) -> Option<String> {
         self.gguf
