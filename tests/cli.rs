@@ -77,6 +77,18 @@ fn real_coder_gguf_inspects_as_qwen2_and_converts_to_a_package_with_the_same_sha
     println!("{back}");
     assert_eq!(summary_lines(&back), lines);
     assert!(back.contains("pocket package"));
+    // The package carries the GGUF's tokenizer: same ids, plain and through the template.
+    for extra in [None, Some("--chat")] {
+        let ids = |model: &std::ffi::OsStr| {
+            let mut args: Vec<&std::ffi::OsStr> = vec!["tokenize".as_ref(), "--ids-only".as_ref()];
+            args.extend(extra.map(std::ffi::OsStr::new));
+            args.extend([model, "def fibonacci(n): 你好 🦀".as_ref()]);
+            stdout(&pocketrt(&args))
+        };
+        let (a, b) = (ids(gguf.as_os_str()), ids(out.as_os_str()));
+        assert_eq!(a, b, "tokenize {extra:?}");
+        assert!(a.split_whitespace().count() >= 8, "{a}");
+    }
     std::fs::remove_dir_all(&out).unwrap();
 }
 
