@@ -1,1 +1,167 @@
-fn main() {}
+//! `pocketrt`: the native command-line tool.
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use pocketrt::convert::{convert, ConvertOptions};
+use pocketrt::format::{self, ModelSource};
+use pocketrt::Result;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "pocketrt",
+    version,
+    about = "Small language models on the GPU, natively and in the browser"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Convert a GGUF file or an HF folder (config.json + safetensors) into a pocket package.
+    Convert {
+        /// GGUF file or HF model folder.
+        input: PathBuf,
+        /// Output folder (created).
+        output: PathBuf,
+        /// Quantization group along K (only 64 is supported).
+        #[arg(long, default_value_t = 64)]
+        group: usize,
+        /// Shard size in MiB (at most 32).
+        #[arg(long, default_value_t = 32)]
+        shard_mb: u64,
+    },
+    /// Describe a model: architecture, dimensions, vocabulary, tensor table, total bytes.
+    Inspect {
+        /// GGUF file, HF model folder or pocket package folder.
+        model: PathBuf,
+        /// Print only the summary, not the tensor table.
+        #[arg(long)]
+        summary: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Convert {
+            input,
+            output,
+            group,
+            shard_mb,
+        } => run_convert(&input, &output, group, shard_mb),
+        Command::Inspect { model, summary } => run_inspect(&model, summary),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_convert(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    group: usize,
+    shard_mb: u64,
+) -> Result<()> {
+    if shard_mb == 0 || shard_mb > 32 {
+        return Err(pocketrt::Error::InvalidArgument(format!(
+            "--shard-mb {shard_mb}: shards must be 1..=32 MiB"
+        )));
+    }
+    let mut src = format::open(input)?;
+    let opts = ConvertOptions {
+        group,
+        shard_bytes: Some(shard_mb << 20),
+    };
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} {msg}",
+        )
+        .expect("static template"),
+    );
+    let report = convert(src.as_mut(), output, &opts, &mut |p| {
+        bar.set_length(p.bytes_total);
+        bar.set_position(p.bytes_done);
+        bar.set_message(format!(
+            "{} ({}/{})",
+            p.tensor, p.tensors_done, p.tensors_total
+        ));
+    })?;
+    bar.finish_and_clear();
+    let m = &report.merge;
+    println!(
+        "wrote {} ({} tensors, {} shards, {})",
+        output.display(),
+        report.manifest.tensors.len(),
+        report.manifest.shards.len(),
+        human_bytes(report.package_bytes)
+    );
+    println!(
+        "q4 g64 groups: {} kept bit-exactly, {} requantized",
+        m.groups_exact, m.groups_requantized
+    );
+    if !report.has_tokenizer {
+        println!("note: the source has no tokenizer; the package has none");
+    }
+    if !report.skipped.is_empty() {
+        println!(
+            "skipped tensors the runtime does not use: {}",
+            report.skipped.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn run_inspect(path: &std::path::Path, summary: bool) -> Result<()> {
+    let src: Box<dyn ModelSource> = format::open(path)?;
+    let c = src.config();
+    println!("file:          {}", src.container());
+    println!("architecture:  {}", c.arch.name());
+    println!("layers:        {}", c.n_layers);
+    println!("hidden:        {}", c.hidden_size);
+    println!("ffn:           {}", c.ffn_size);
+    println!(
+        "heads:         {} (kv {}, head_dim {})",
+        c.n_heads, c.n_kv_heads, c.head_dim
+    );
+    println!("vocab:         {}", c.vocab_size);
+    println!("context:       {}", c.max_context);
+    println!("rope theta:    {}", c.rope_theta);
+    println!("tied head:     {}", c.tie_embeddings);
+    println!("eos ids:       {:?}", c.eos_token_ids);
+    let total: u64 = src.tensors().iter().map(|t| t.bytes).sum();
+    if !summary {
+        println!();
+        println!(
+            "{:<32} {:>8} {:>18} {:>12}",
+            "tensor", "dtype", "shape", "bytes"
+        );
+        for t in src.tensors() {
+            println!(
+                "{:<32} {:>8} {:>18} {:>12}",
+                t.name,
+                t.dtype,
+                format!("{:?}", t.shape),
+                t.bytes
+            );
+        }
+    }
+    println!("tensors:       {}", src.tensors().len());
+    println!("total bytes:   {} ({})", total, human_bytes(total));
+    Ok(())
+}
+
+fn human_bytes(b: u64) -> String {
+    if b >= 1 << 30 {
+        format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MB", b as f64 / 1e6)
+    }
+}

@@ -2,8 +2,12 @@
 
 pub mod gguf;
 pub mod gguf_dequant;
+mod gguf_header;
+pub mod gguf_source;
+pub mod gguf_write;
 pub mod package;
+pub mod package_source;
 pub mod safetensors;
 pub mod source;
 
-pub use source::{ModelSource, SourceTensor};
+pub use source::{open, ModelSource, SourceTensor};

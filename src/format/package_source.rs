@@ -1,0 +1,112 @@
+//! The pocket-package `ModelSource`, over [`PackageDir`] (each shard hash-checked once, the
+//! first time a tensor touches it; tensors then read by seeking).
+
+use super::package::{DType, PackageDir, TensorEntry};
+use super::source::{ModelSource, SourceTensor};
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+use crate::quant::{MergeStats, Q4Tensor};
+use std::path::Path;
+
+pub struct PackageSource {
+    dir: PackageDir,
+    tensors: Vec<SourceTensor>,
+}
+
+impl PackageSource {
+    pub fn open(dir: &Path) -> Result<PackageSource> {
+        let dir = PackageDir::open(dir)?;
+        let tensors = dir
+            .manifest()
+            .tensors
+            .iter()
+            .map(|t| SourceTensor {
+                name: t.name.clone(),
+                shape: t.shape.clone(),
+                dtype: t.dtype.name().to_string(),
+                bytes: t.bytes(),
+            })
+            .collect();
+        Ok(PackageSource { dir, tensors })
+    }
+
+    pub fn manifest(&self) -> &super::package::Manifest {
+        self.dir.manifest()
+    }
+
+    fn entry(&self, name: &str) -> Result<TensorEntry> {
+        self.manifest()
+            .tensor(name)
+            .cloned()
+            .ok_or_else(|| Error::MissingTensor(name.to_string()))
+    }
+
+    fn matrix(t: &TensorEntry) -> Result<(usize, usize)> {
+        match t.shape[..] {
+            [r, c] => Ok((r, c)),
+            _ => Err(Error::InvalidArgument(format!(
+                "{}: shape {:?} is not a matrix; only 2-D tensors are stored as Q4",
+                t.name, t.shape
+            ))),
+        }
+    }
+}
+
+impl ModelSource for PackageSource {
+    fn config(&self) -> &ModelConfig {
+        &self.manifest().config
+    }
+    fn tensors(&self) -> &[SourceTensor] {
+        &self.tensors
+    }
+    fn read_f32(&mut self, name: &str) -> Result<Vec<f32>> {
+        let t = self.entry(name)?;
+        let bytes = self.dir.load_tensor(name)?;
+        Ok(match t.dtype {
+            DType::F32 => bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            DType::F16 => bytes
+                .chunks_exact(2)
+                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            DType::Q4g64 => self.read_q4(name)?.0.dequantize(),
+        })
+    }
+    fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)> {
+        let t = self.entry(name)?;
+        let (rows, cols) = Self::matrix(&t)?;
+        if t.dtype != DType::Q4g64 {
+            let q = Q4Tensor::quantize(&self.read_f32(name)?, rows, cols)?;
+            let groups_requantized = q.qparams.len() as u64;
+            return Ok((
+                q,
+                MergeStats {
+                    groups_exact: 0,
+                    groups_requantized,
+                },
+            ));
+        }
+        let bytes = self.dir.load_tensor(name)?;
+        let split = t.parts[0].bytes as usize;
+        let q = Q4Tensor::from_parts(rows, cols, &bytes[..split], &bytes[split..])?;
+        let groups_exact = q.qparams.len() as u64;
+        Ok((
+            q,
+            MergeStats {
+                groups_exact,
+                groups_requantized: 0,
+            },
+        ))
+    }
+    fn tokenizer_json(&mut self) -> Result<Option<String>> {
+        self.dir.tokenizer_json()
+    }
+    fn chat_template(&self) -> Option<String> {
+        self.manifest().chat_template.clone()
+    }
+    fn container(&self) -> String {
+        format!("pocket package ({} shards)", self.manifest().shards.len())
+    }
+}

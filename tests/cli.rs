@@ -1,0 +1,108 @@
+//! The CLI on the real Qwen2.5-Coder-0.5B GGUF: `inspect` reports its shape, `convert`
+//! makes a package that `inspect` reads back as the same model. Bad input → a clear error
+//! and a failing exit code, never a panic.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn pocketrt(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pocketrt"))
+        .args(args)
+        .output()
+        .expect("run pocketrt")
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "pocketrt failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn coder_gguf() -> PathBuf {
+    PathBuf::from(std::env::var_os("POCKETRT_CODER_GGUF").expect(
+        "POCKETRT_CODER_GGUF is unset: run `export POCKETRT_CODER_GGUF=$(scripts/fetch-test-models qwen-coder)` (scripts/test does)",
+    ))
+}
+
+fn summary_lines(text: &str) -> Vec<String> {
+    [
+        "architecture:",
+        "layers:",
+        "hidden:",
+        "ffn:",
+        "heads:",
+        "vocab:",
+        "rope theta:",
+    ]
+    .iter()
+    .map(|k| {
+        text.lines()
+            .find(|l| l.starts_with(k))
+            .unwrap_or_else(|| panic!("no {k} line in:\n{text}"))
+            .to_string()
+    })
+    .collect()
+}
+
+#[test]
+fn real_coder_gguf_inspects_as_qwen2_and_converts_to_a_package_with_the_same_shape() {
+    let gguf = coder_gguf();
+    let text = stdout(&pocketrt(&["inspect".as_ref(), gguf.as_os_str()]));
+    let lines = summary_lines(&text);
+    assert_eq!(lines[0].split_whitespace().last(), Some("qwen2"));
+    assert_eq!(lines[1].split_whitespace().last(), Some("24"));
+    assert_eq!(lines[2].split_whitespace().last(), Some("896"));
+    assert_eq!(lines[5].split_whitespace().last(), Some("151936"));
+    assert!(
+        text.contains("blk.23.ffn_down.weight"),
+        "tensor table missing:\n{text}"
+    );
+
+    let out = std::env::temp_dir().join(format!("pocketrt-cli-coder-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let conv = stdout(&pocketrt(&[
+        "convert".as_ref(),
+        gguf.as_os_str(),
+        out.as_os_str(),
+    ]));
+    println!("{conv}");
+    let back = stdout(&pocketrt(&[
+        "inspect".as_ref(),
+        "--summary".as_ref(),
+        out.as_os_str(),
+    ]));
+    println!("{back}");
+    assert_eq!(summary_lines(&back), lines);
+    assert!(back.contains("pocket package"));
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn bad_input_gives_an_error_message_and_failure_status() {
+    let dir = std::env::temp_dir().join(format!("pocketrt-cli-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk = dir.join("junk.gguf");
+    std::fs::write(&junk, b"NOTAGGUF at all").unwrap();
+    let (missing, out) = (dir.join("missing"), dir.join("o"));
+    for args in [
+        vec!["inspect".as_ref(), junk.as_os_str()],
+        vec!["inspect".as_ref(), missing.as_os_str()],
+        vec!["convert".as_ref(), junk.as_os_str(), out.as_os_str()],
+        vec![
+            "convert".as_ref(),
+            junk.as_os_str(),
+            out.as_os_str(),
+            "--group".as_ref(),
+            "32".as_ref(),
+        ],
+    ] {
+        let o = pocketrt(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(err.starts_with("error: "), "{args:?}: stderr {err}");
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    }
+}
