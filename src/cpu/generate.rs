@@ -32,9 +32,10 @@ impl Model {
                 "greedy decoding needs at least one prompt token".into(),
             ));
         }
-        let total = prompt.len().checked_add(n).ok_or_else(|| {
-            Error::InvalidArgument(format!("{n} new tokens is too many"))
-        })?;
+        let total = prompt
+            .len()
+            .checked_add(n)
+            .ok_or_else(|| Error::InvalidArgument(format!("{n} new tokens is too many")))?;
         let mut cache = self.new_cache(total)?;
         let mut logits = Vec::new();
         for &t in prompt {

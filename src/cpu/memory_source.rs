@@ -65,7 +65,9 @@ impl MemorySource {
             } else {
                 (0.0, scale)
             };
-            let data = (0..n).map(|_| center + spread * rng.signed_unit()).collect();
+            let data = (0..n)
+                .map(|_| center + spread * rng.signed_unit())
+                .collect();
             src.insert(&name, shape, data)?;
         }
         Ok(src)

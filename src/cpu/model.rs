@@ -163,7 +163,11 @@ impl Model {
         let scale = 1.0 / (hd as f32).sqrt();
         let (keys, values) = (&cache.keys[li], &cache.values[li]);
         let scores = &mut s.scores;
-        for (h, (q, out)) in s.q.chunks_exact(hd).zip(s.attn.chunks_exact_mut(hd)).enumerate() {
+        for (h, (q, out)) in
+            s.q.chunks_exact(hd)
+                .zip(s.attn.chunks_exact_mut(hd))
+                .enumerate()
+        {
             let kv_off = (h / group) * hd;
             for (t, score) in scores.iter_mut().enumerate() {
                 *score = dot(q, &keys[t * kv_dim + kv_off..][..hd]) * scale;

@@ -80,7 +80,10 @@ fn gqa_equals_multi_head_with_repeated_kv_heads() {
         let gqa = Model::load(&mut gqa_src, WeightMode::F32).unwrap();
         let mha = Model::load(&mut mha_src, WeightMode::F32).unwrap();
         let err = max_abs_diff(&logits_of(&gqa, &TOKENS), &logits_of(&mha, &TOKENS));
-        assert!(err < 1e-5, "{arch:?}: GQA vs repeated-KV MHA differ by {err}");
+        assert!(
+            err < 1e-5,
+            "{arch:?}: GQA vs repeated-KV MHA differ by {err}"
+        );
     }
 }
 
@@ -113,7 +116,10 @@ fn position_changes_the_logits_and_a_cleared_cache_repeats_them() {
     let mut cache = model.new_cache(4).unwrap();
     let first = model.forward(7, &mut cache).unwrap();
     let second = model.forward(7, &mut cache).unwrap();
-    assert_ne!(first, second, "same token at positions 0 and 1 gave equal logits");
+    assert_ne!(
+        first, second,
+        "same token at positions 0 and 1 gave equal logits"
+    );
     cache.clear();
     assert_eq!(model.forward(7, &mut cache).unwrap(), first);
     assert_eq!(cache.len(), 1);
@@ -155,7 +161,10 @@ fn full_cache_bad_token_and_empty_prompt_are_errors() {
         model.forward(1, &mut cache),
         Err(Error::InvalidArgument(_))
     ));
-    assert!(matches!(model.greedy(&[], 3), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        model.greedy(&[], 3),
+        Err(Error::InvalidArgument(_))
+    ));
     assert!(model.new_cache(usize::MAX).is_err());
 }
 
