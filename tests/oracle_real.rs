@@ -148,11 +148,12 @@ fn q4_oracle_still_writes_the_fibonacci_function() {
         "Q4 g64: {same}/{MATCH_TOKENS} tokens equal the f32 / llama.cpp continuation \
          (first {prefix} in a row): {text:?}"
     );
-    // Plausible Python: the body starts on a new line, every line of it is indented by
-    // a multiple of four spaces, and it tests n and returns.
+    // Plausible Python: the body starts on a new line (after optional spaces), every
+    // line of it is indented by a multiple of four spaces, and it tests n and returns.
     let body = text
+        .trim_start_matches(' ')
         .strip_prefix('\n')
-        .unwrap_or_else(|| panic!("no body: {text:?}"));
+        .unwrap_or_else(|| panic!("no body on a new line: {text:?}"));
     for line in body.lines().filter(|l| !l.trim().is_empty()) {
         let indent = line.len() - line.trim_start_matches(' ').len();
         assert!(
