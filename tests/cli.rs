@@ -118,3 +118,34 @@ fn bad_input_gives_an_error_message_and_failure_status() {
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     }
 }
+
+#[test]
+fn run_on_the_cpu_backend_streams_llama_cpp_s_greedy_text() {
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string("tests/fixtures/oracle/llamacpp/reference.json").unwrap(),
+    )
+    .unwrap();
+    let case = &reference["cases"][0];
+    let (prompt, expected) = (
+        case["prompt"].as_str().unwrap(),
+        case["generated_text"].as_str().unwrap(),
+    );
+    let n = case["generated_ids"].as_array().unwrap().len().to_string();
+    let gguf = coder_gguf();
+    let o = pocketrt(&[
+        "run".as_ref(),
+        gguf.as_os_str(),
+        "-p".as_ref(),
+        prompt.as_ref(),
+        "-n".as_ref(),
+        n.as_ref(),
+        "--backend".as_ref(),
+        "cpu".as_ref(),
+        "--weights".as_ref(),
+        "f32".as_ref(),
+    ]);
+    let text = stdout(&o);
+    assert_eq!(text.strip_suffix('\n').unwrap_or(&text), expected);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("tok/s"), "no speed report: {err}");
+}

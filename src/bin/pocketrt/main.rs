@@ -1,5 +1,7 @@
 //! `pocketrt`: the native command-line tool.
 
+mod run;
+
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pocketrt::convert::{convert, ConvertOptions};
@@ -43,6 +45,25 @@ enum Command {
         #[arg(long)]
         summary: bool,
     },
+    /// Generate text from a prompt (streamed to stdout; speeds to stderr).
+    Run {
+        /// GGUF file, HF model folder or pocket package folder.
+        model: PathBuf,
+        /// The prompt.
+        #[arg(short, long)]
+        prompt: String,
+        /// Most tokens to generate (stops earlier at end-of-sequence).
+        #[arg(short = 'n', long, default_value_t = 128)]
+        max_tokens: usize,
+        /// Wrap the prompt in the model's chat template as a user message.
+        #[arg(long)]
+        chat: bool,
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: run::Backend,
+        /// Weight precision of the CPU backend.
+        #[arg(long, value_enum, default_value = "q4")]
+        weights: run::Weights,
+    },
     /// Tokenize TEXT with the model's tokenizer; prints ids and pieces (like llama-tokenize).
     Tokenize {
         /// GGUF file, HF model folder or pocket package folder.
@@ -67,6 +88,21 @@ fn main() -> ExitCode {
             shard_mb,
         } => run_convert(&input, &output, group, shard_mb),
         Command::Inspect { model, summary } => run_inspect(&model, summary),
+        Command::Run {
+            model,
+            prompt,
+            max_tokens,
+            chat,
+            backend,
+            weights,
+        } => run::run(run::RunArgs {
+            model: &model,
+            prompt: &prompt,
+            max_tokens,
+            chat,
+            backend,
+            weights,
+        }),
         Command::Tokenize {
             model,
             text,
