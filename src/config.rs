@@ -116,7 +116,11 @@ impl ModelConfig {
             },
             ffn_size: num("intermediate_size")?,
             vocab_size: num("vocab_size")?,
-            rope_theta: v["rope_theta"].as_f64().unwrap_or(10_000.0) as f32,
+            // transformers ≥ 5 writes `rope_parameters: {rope_theta, rope_type}`.
+            rope_theta: v["rope_theta"]
+                .as_f64()
+                .or_else(|| v["rope_parameters"]["rope_theta"].as_f64())
+                .unwrap_or(10_000.0) as f32,
             rms_eps: v["rms_norm_eps"].as_f64().unwrap_or(1e-6) as f32,
             max_context: v["max_position_embeddings"].as_u64().unwrap_or(4096) as usize,
             tie_embeddings: v["tie_word_embeddings"].as_bool().unwrap_or(false),
@@ -312,6 +316,15 @@ mod tests {
         // tied: no output.weight; qk-norm: two extra tensors per layer
         let t = c.expected_tensors();
         assert_eq!(t.len(), 1 + 28 * 11 + 1);
+    }
+
+    #[test]
+    fn rope_theta_is_read_from_transformers_5_rope_parameters() {
+        let v5 = QWEN3.replace(
+            "\"rope_theta\":1000000.0",
+            "\"rope_parameters\":{\"rope_theta\":50000.0,\"rope_type\":\"default\"}",
+        );
+        assert_eq!(ModelConfig::from_hf_json(&v5).unwrap().rope_theta, 50000.0);
     }
 
     #[test]

@@ -3,16 +3,16 @@
 #![allow(dead_code)]
 
 use pocketrt::gpu::{GpuContext, LimitsNeeded};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The test device. Panics with the typed error's message (naming the fix) when there
 /// is no adapter: GPU tests fail rather than skip, with or without POCKETRT_REQUIRE_GPU.
-pub fn gpu() -> &'static GpuContext {
-    static CTX: OnceLock<GpuContext> = OnceLock::new();
+pub fn gpu() -> &'static Arc<GpuContext> {
+    static CTX: OnceLock<Arc<GpuContext>> = OnceLock::new();
     CTX.get_or_init(|| {
         let required = std::env::var("POCKETRT_REQUIRE_GPU").is_ok_and(|v| v == "1");
         match GpuContext::new_blocking(LimitsNeeded::default()) {
-            Ok(ctx) => ctx,
+            Ok(ctx) => Arc::new(ctx),
             Err(e) => panic!("GPU test without a GPU (POCKETRT_REQUIRE_GPU={required}): {e}"),
         }
     })

@@ -1,0 +1,221 @@
+//! The decoder forward pass, one token at a time with a KV cache:
+//!
+//! ```text
+//! x = embed(token)
+//! per layer:  h = rmsnorm(x)
+//!             q, k, v = Wq·h (+bq), Wk·h (+bk), Wv·h (+bv)
+//!             q, k = per-head rmsnorm (qwen3); RoPE(q, k, pos)
+//!             x += Wo · attention(q, K[0..=pos], V[0..=pos])      (GQA)
+//!             h = rmsnorm(x)
+//!             x += Wdown · (silu(Wgate·h) ⊙ Wup·h)
+//! logits = head · rmsnorm(x)
+//! ```
+
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+use crate::format::ModelSource;
+
+use super::ops::{add_in_place, dot, rmsnorm, rmsnorm_into, softmax, swiglu, Rope};
+use super::weights::{LayerWeights, ModelWeights, WeightMode};
+
+/// A model ready to run on the CPU.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub config: ModelConfig,
+    pub weights: ModelWeights,
+}
+
+/// Keys and values of the tokens seen so far, per layer: `[position][kv_dim]`, f32.
+#[derive(Clone, Debug)]
+pub struct KvCache {
+    keys: Vec<Vec<f32>>,
+    values: Vec<Vec<f32>>,
+    kv_dim: usize,
+    capacity: usize,
+    len: usize,
+}
+
+impl KvCache {
+    /// Tokens held (the position the next token gets).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Most tokens it can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Forget every token (keeps the memory).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+impl Model {
+    /// Load from any source, every tensor checked against the config's shapes.
+    pub fn load(src: &mut dyn ModelSource, mode: WeightMode) -> Result<Model> {
+        let config = src.config().clone();
+        config.validate("model config")?;
+        let weights = ModelWeights::load(src, mode)?;
+        Ok(Model { config, weights })
+    }
+
+    /// An empty cache for up to `max_len` tokens (allocated up front:
+    /// `2 · layers · max_len · kv_dim` f32).
+    pub fn new_cache(&self, max_len: usize) -> Result<KvCache> {
+        let kv_dim = self.config.kv_dim();
+        let per_layer = max_len.checked_mul(kv_dim).ok_or_else(|| {
+            Error::InvalidArgument(format!("KV cache of {max_len} tokens is too large"))
+        })?;
+        let layers = self.config.n_layers;
+        Ok(KvCache {
+            keys: vec![vec![0.0; per_layer]; layers],
+            values: vec![vec![0.0; per_layer]; layers],
+            kv_dim,
+            capacity: max_len,
+            len: 0,
+        })
+    }
+
+    /// Run `token` at position `cache.len()`, append its keys and values to the cache,
+    /// and return the logits over the vocabulary.
+    pub fn forward(&self, token: u32, cache: &mut KvCache) -> Result<Vec<f32>> {
+        let cfg = &self.config;
+        if token as usize >= cfg.vocab_size {
+            return Err(Error::InvalidArgument(format!(
+                "token id {token} is outside the vocabulary of {}",
+                cfg.vocab_size
+            )));
+        }
+        if cache.keys.len() != cfg.n_layers || cache.kv_dim != cfg.kv_dim() {
+            return Err(Error::InvalidArgument(
+                "KV cache was made for a different model".into(),
+            ));
+        }
+        let pos = cache.len;
+        if pos >= cache.capacity {
+            return Err(Error::InvalidArgument(format!(
+                "KV cache is full ({} tokens)",
+                cache.capacity
+            )));
+        }
+
+        let mut x = vec![0.0f32; cfg.hidden_size];
+        self.weights.token_embd.row(token as usize, &mut x);
+        let rope = Rope::new(cfg.head_dim, cfg.rope_theta, pos);
+        let mut s = Scratch::new(cfg, pos + 1);
+        for (i, layer) in self.weights.layers.iter().enumerate() {
+            self.attention_block(layer, &rope, &mut x, &mut s, cache, i, pos);
+            self.ffn_block(layer, &mut x, &mut s);
+        }
+        cache.len = pos + 1;
+
+        rmsnorm(&mut x, &self.weights.output_norm, cfg.rms_eps);
+        let mut logits = vec![0.0f32; cfg.vocab_size];
+        self.weights.lm_head().matvec(&x, &mut logits);
+        Ok(logits)
+    }
+
+    /// `x += Wo · attention(...)`, writing this token's k and v into layer `li` of the
+    /// cache at `pos`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_block(
+        &self,
+        layer: &LayerWeights,
+        rope: &Rope,
+        x: &mut [f32],
+        s: &mut Scratch,
+        cache: &mut KvCache,
+        li: usize,
+        pos: usize,
+    ) {
+        let cfg = &self.config;
+        let (hd, kv_dim) = (cfg.head_dim, cfg.kv_dim());
+        rmsnorm_into(x, &layer.attn_norm, cfg.rms_eps, &mut s.h);
+        layer.wq.matvec(&s.h, &mut s.q);
+        let k = &mut cache.keys[li][pos * kv_dim..][..kv_dim];
+        let v = &mut cache.values[li][pos * kv_dim..][..kv_dim];
+        layer.wk.matvec(&s.h, k);
+        layer.wv.matvec(&s.h, v);
+        if let Some([bq, bk, bv]) = &layer.qkv_bias {
+            add_in_place(&mut s.q, bq);
+            add_in_place(k, bk);
+            add_in_place(v, bv);
+        }
+        if let Some([nq, nk]) = &layer.qk_norm {
+            for head in s.q.chunks_exact_mut(hd) {
+                rmsnorm(head, nq, cfg.rms_eps);
+            }
+            for head in k.chunks_exact_mut(hd) {
+                rmsnorm(head, nk, cfg.rms_eps);
+            }
+        }
+        rope.apply(&mut s.q);
+        rope.apply(k);
+
+        // Grouped-query attention: query head h reads KV head h / group.
+        let group = cfg.n_heads / cfg.n_kv_heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let (keys, values) = (&cache.keys[li], &cache.values[li]);
+        let scores = &mut s.scores;
+        for (h, (q, out)) in
+            s.q.chunks_exact(hd)
+                .zip(s.attn.chunks_exact_mut(hd))
+                .enumerate()
+        {
+            let kv_off = (h / group) * hd;
+            for (t, score) in scores.iter_mut().enumerate() {
+                *score = dot(q, &keys[t * kv_dim + kv_off..][..hd]) * scale;
+            }
+            softmax(scores);
+            out.fill(0.0);
+            for (t, &p) in scores.iter().enumerate() {
+                let v = &values[t * kv_dim + kv_off..][..hd];
+                for (o, vi) in out.iter_mut().zip(v) {
+                    *o += p * vi;
+                }
+            }
+        }
+        layer.wo.matvec(&s.attn, &mut s.h);
+        add_in_place(x, &s.h);
+    }
+
+    /// `x += Wdown · (silu(Wgate · h) ⊙ (Wup · h))`, `h = rmsnorm(x)`.
+    fn ffn_block(&self, layer: &LayerWeights, x: &mut [f32], s: &mut Scratch) {
+        rmsnorm_into(x, &layer.ffn_norm, self.config.rms_eps, &mut s.h);
+        layer.w_gate.matvec(&s.h, &mut s.gate);
+        layer.w_up.matvec(&s.h, &mut s.up);
+        swiglu(&mut s.gate, &s.up);
+        layer.w_down.matvec(&s.gate, &mut s.h);
+        add_in_place(x, &s.h);
+    }
+}
+
+/// Per-step buffers, sized once per forward call.
+struct Scratch {
+    /// Normed hidden state, then a block's output before the residual add.
+    h: Vec<f32>,
+    q: Vec<f32>,
+    attn: Vec<f32>,
+    scores: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(cfg: &ModelConfig, context: usize) -> Scratch {
+        Scratch {
+            h: vec![0.0; cfg.hidden_size],
+            q: vec![0.0; cfg.q_dim()],
+            attn: vec![0.0; cfg.q_dim()],
+            scores: vec![0.0; context],
+            gate: vec![0.0; cfg.ffn_size],
+            up: vec![0.0; cfg.ffn_size],
+        }
+    }
+}
