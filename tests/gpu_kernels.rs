@@ -108,3 +108,11 @@ fn argmax_finds_the_first_maximum_in_random_and_edge_cases() {
     nan[200] = 2.0;
     assert_eq!(gpu_argmax(&nan).0, 200);
 }
+
+#[test]
+fn a_buffer_beyond_the_device_limits_is_a_typed_error() {
+    match gpu().storage("huge", 1 << 40) {
+        Err(pocketrt::Error::ExceedsDeviceLimits { needed, .. }) => assert_eq!(needed, 1 << 40),
+        other => panic!("expected ExceedsDeviceLimits, got {:?}", other.map(|_| ())),
+    }
+}

@@ -166,15 +166,23 @@ impl GpuContext {
         pollster::block_on(Self::new(need))
     }
 
-    /// Check that a storage binding of `bytes` fits this device.
+    /// Check that a buffer bound whole as storage, of `bytes`, fits this device.
     pub fn check_binding(&self, what: &str, bytes: u64) -> Result<()> {
-        if bytes > self.limits.max_storage_buffer_binding_size {
-            return Err(Error::ExceedsDeviceLimits {
-                what: what.into(),
-                limit: "max_storage_buffer_binding_size",
-                needed: bytes,
-                available: self.limits.max_storage_buffer_binding_size,
-            });
+        for (limit, available) in [
+            ("max_buffer_size", self.limits.max_buffer_size),
+            (
+                "max_storage_buffer_binding_size",
+                self.limits.max_storage_buffer_binding_size,
+            ),
+        ] {
+            if bytes > available {
+                return Err(Error::ExceedsDeviceLimits {
+                    what: what.into(),
+                    limit,
+                    needed: bytes,
+                    available,
+                });
+            }
         }
         Ok(())
     }
