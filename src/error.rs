@@ -79,6 +79,26 @@ pub enum Error {
 
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+
+    #[error("no GPU adapter found ({detail}); on Linux install a Vulkan driver (`apt-get install mesa-vulkan-drivers` gives the llvmpipe CPU adapter), or run with `--backend cpu`")]
+    NoGpuAdapter { detail: String },
+
+    #[error("GPU device request failed: {0}")]
+    GpuDevice(String),
+
+    #[error("{what} needs {limit} = {needed}, the GPU adapter allows at most {available} (use a smaller model or context, or `--backend cpu`)")]
+    ExceedsDeviceLimits {
+        what: String,
+        limit: &'static str,
+        needed: u64,
+        available: u64,
+    },
+
+    #[error("context full: position {position} is past the context length {context} (start a new session or load with a longer context)")]
+    ContextTooLong { position: usize, context: usize },
+
+    #[error("GPU error: {0}")]
+    Gpu(String),
 }
 
 impl Error {

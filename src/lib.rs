@@ -10,6 +10,7 @@ pub mod convert;
 pub mod cpu;
 pub mod error;
 pub mod format;
+pub mod gpu;
 pub mod quant;
 pub mod tokenizer;
 

@@ -1,0 +1,40 @@
+// Embedding gather: out = row `step.token` of a Q4 g64 matrix [VOCAB][K], dequantized.
+// Each invocation expands code words (8 values each); w = scale · code + min.
+
+override K: u32;
+
+struct Step {
+    token: u32,
+    pos: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<storage, read> codes: array<u32>;
+@group(0) @binding(2) var<storage, read> qparams: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lid: u32) {
+    let words = K / 8u;
+    let row_words = step.token * words;
+    let row_groups = step.token * (K / 64u);
+    for (var w = lid; w < words; w += 64u) {
+        let c = codes[row_words + w];
+        let p = unpack2x16float(qparams[row_groups + w / 8u]);
+        let lo = vec4<f32>(unpack4xU8(c & 0x0F0F0F0Fu));
+        let hi = vec4<f32>(unpack4xU8((c >> 4u) & 0x0F0F0F0Fu));
+        let a = lo * p.x + p.y;
+        let b = hi * p.x + p.y;
+        let o = 8u * w;
+        out[o] = a.x;
+        out[o + 1u] = a.y;
+        out[o + 2u] = a.z;
+        out[o + 3u] = a.w;
+        out[o + 4u] = b.x;
+        out[o + 5u] = b.y;
+        out[o + 6u] = b.z;
+        out[o + 7u] = b.w;
+    }
+}

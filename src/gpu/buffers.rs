@@ -1,0 +1,118 @@
+//! Buffer helpers: create storage/uniform buffers, upload, read back.
+
+use super::device::GpuContext;
+use crate::error::{Error, Result};
+use wgpu::util::DeviceExt;
+
+/// Usage of every compute buffer: kernels read and write them, uploads and readbacks copy.
+const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_DST)
+    .union(wgpu::BufferUsages::COPY_SRC);
+
+/// Round a byte size up to a multiple of 4 and at least 16 (bindings of runtime-sized
+/// arrays must not be empty; copies move whole words).
+pub fn padded(bytes: u64) -> u64 {
+    bytes.max(16).div_ceil(4) * 4
+}
+
+impl GpuContext {
+    /// A zero-filled storage buffer of `bytes` (checked against the device limits).
+    pub fn storage(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
+        let size = padded(bytes);
+        self.check_binding(label, size)?;
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: STORAGE,
+            mapped_at_creation: false,
+        }))
+    }
+
+    /// A storage buffer holding `data` (little-endian words).
+    pub fn storage_init<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> Result<wgpu::Buffer> {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        if bytes.len() as u64 != padded(bytes.len() as u64) {
+            let buf = self.storage(label, bytes.len() as u64)?;
+            self.queue.write_buffer(&buf, 0, bytes);
+            return Ok(buf);
+        }
+        self.check_binding(label, bytes.len() as u64)?;
+        Ok(self
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: bytes,
+                usage: STORAGE,
+            }))
+    }
+
+    /// A uniform buffer of `bytes` that the host rewrites (e.g. the step parameters).
+    pub fn uniform(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: padded(bytes),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// A host-readable staging buffer for readbacks.
+    pub fn staging(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: padded(bytes),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// Map a staging buffer (whose copy was already submitted), wait, and return its first
+    /// `bytes` bytes. Native only: blocks on the device.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_staging(&self, staging: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        let size = padded(bytes);
+        let slice = staging.slice(..size);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        rx.recv()
+            .map_err(|_| Error::Gpu("buffer map callback never ran".into()))?
+            .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))?;
+        let out = {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| Error::Gpu(format!("reading a mapped buffer: {e}")))?;
+            view[..bytes as usize].to_vec()
+        };
+        staging.unmap();
+        Ok(out)
+    }
+
+    /// Copy `bytes` from the start of `src` to the host (one submit; for tests and debugging).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_buffer(&self, src: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        let staging = self.staging("readback", bytes);
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(src, 0, &staging, 0, padded(bytes));
+        self.queue.submit([enc.finish()]);
+        self.read_staging(&staging, bytes)
+    }
+
+    /// `read_buffer` as f32 values.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_f32(&self, src: &wgpu::Buffer, len: usize) -> Result<Vec<f32>> {
+        let bytes = self.read_buffer(src, 4 * len as u64)?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// `read_buffer` as u32 values.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_u32(&self, src: &wgpu::Buffer, len: usize) -> Result<Vec<u32>> {
+        let bytes = self.read_buffer(src, 4 * len as u64)?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+}

@@ -1,0 +1,189 @@
+//! The GPU device: instance, adapter and device, chosen automatically or by
+//! `POCKETRT_BACKEND`, with WebGPU's default limits unless the model needs more (and the
+//! adapter has it), and the optional features (timestamp queries, shader-f16, subgroups)
+//! detected but never required.
+
+use crate::error::{Error, Result};
+
+/// Optional adapter features the engine may use for faster kernel variants.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OptionalFeatures {
+    pub timestamp_query: bool,
+    pub shader_f16: bool,
+    pub subgroups: bool,
+}
+
+impl OptionalFeatures {
+    fn from_wgpu(f: wgpu::Features) -> Self {
+        OptionalFeatures {
+            timestamp_query: f.contains(wgpu::Features::TIMESTAMP_QUERY),
+            shader_f16: f.contains(wgpu::Features::SHADER_F16),
+            subgroups: f.contains(wgpu::Features::SUBGROUP),
+        }
+    }
+}
+
+/// What the kernels need to know about the adapter to pick a variant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub backend: String,
+    pub device_type: wgpu::DeviceType,
+    /// A CPU-backed (software) adapter: lavapipe, SwiftShader, WARP. On these, barriers
+    /// and workgroup cooperation are expensive and one invocation per row is fastest.
+    pub is_cpu: bool,
+    /// Present on the adapter; enabled on the device (they cost nothing to enable).
+    pub features: OptionalFeatures,
+}
+
+/// Resource sizes a model needs; checked against the adapter before the device is made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LimitsNeeded {
+    /// Largest single buffer, bytes.
+    pub max_buffer: u64,
+    /// Largest storage binding, bytes.
+    pub max_storage_binding: u64,
+}
+
+/// The device and queue with what was learned about the adapter.
+pub struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter: AdapterSummary,
+    pub limits: wgpu::Limits,
+}
+
+/// Parse `POCKETRT_BACKEND` (vulkan, metal, dx12, gl, webgpu; comma-separated).
+pub fn backends_from_env() -> Result<wgpu::Backends> {
+    match std::env::var("POCKETRT_BACKEND") {
+        Ok(s) if !s.trim().is_empty() => parse_backends(&s),
+        _ => Ok(wgpu::Backends::all()),
+    }
+}
+
+/// Parse a comma-separated backend list; unknown names are an error (wgpu would only warn).
+pub fn parse_backends(s: &str) -> Result<wgpu::Backends> {
+    let mut out = wgpu::Backends::empty();
+    for name in s.split(',').map(|n| n.trim().to_ascii_lowercase()) {
+        out |= match name.as_str() {
+            "vulkan" | "vk" => wgpu::Backends::VULKAN,
+            "metal" | "mtl" => wgpu::Backends::METAL,
+            "dx12" | "d3d12" => wgpu::Backends::DX12,
+            "gl" | "gles" | "opengl" => wgpu::Backends::GL,
+            "webgpu" => wgpu::Backends::BROWSER_WEBGPU,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "POCKETRT_BACKEND: unknown GPU backend {other:?} (use vulkan, metal, dx12, gl or webgpu)"
+                )))
+            }
+        };
+    }
+    Ok(out)
+}
+
+/// WebGPU's default limits, raised only where `need` exceeds them; an error when the
+/// adapter cannot provide what is needed.
+pub fn limits_for(need: LimitsNeeded, adapter: &wgpu::Limits) -> Result<wgpu::Limits> {
+    let mut limits = wgpu::Limits::defaults();
+    let raise = |what: &'static str, needed: u64, default: u64, available: u64| {
+        if needed <= default {
+            Ok(default)
+        } else if needed <= available {
+            Ok(needed)
+        } else {
+            Err(Error::ExceedsDeviceLimits {
+                what: "the model".into(),
+                limit: what,
+                needed,
+                available,
+            })
+        }
+    };
+    limits.max_buffer_size = raise(
+        "max_buffer_size",
+        need.max_buffer,
+        limits.max_buffer_size,
+        adapter.max_buffer_size,
+    )?;
+    limits.max_storage_buffer_binding_size = raise(
+        "max_storage_buffer_binding_size",
+        need.max_storage_binding,
+        limits.max_storage_buffer_binding_size,
+        adapter.max_storage_buffer_binding_size,
+    )?;
+    Ok(limits)
+}
+
+impl GpuContext {
+    /// Open the best adapter (of `POCKETRT_BACKEND`'s backends, else any) with the limits
+    /// `need` asks for.
+    pub async fn new(need: LimitsNeeded) -> Result<GpuContext> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        desc.backends = backends_from_env()?;
+        let instance = wgpu::Instance::new(desc);
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::NoGpuAdapter {
+                detail: e.to_string(),
+            })?;
+        let info = adapter.get_info();
+        let available = adapter.features();
+        let features = OptionalFeatures::from_wgpu(available);
+        let wanted =
+            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
+        let limits = limits_for(need, &adapter.limits())?;
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("pocketrt"),
+                required_features: available & wanted,
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::GpuDevice(e.to_string()))?;
+        let summary = AdapterSummary {
+            is_cpu: info.device_type == wgpu::DeviceType::Cpu,
+            name: info.name,
+            backend: info.backend.to_string(),
+            device_type: info.device_type,
+            features,
+        };
+        Ok(GpuContext {
+            device,
+            queue,
+            adapter: summary,
+            limits,
+        })
+    }
+
+    /// [`GpuContext::new`], blocking (native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn new_blocking(need: LimitsNeeded) -> Result<GpuContext> {
+        pollster::block_on(Self::new(need))
+    }
+
+    /// Check that a buffer bound whole as storage, of `bytes`, fits this device.
+    pub fn check_binding(&self, what: &str, bytes: u64) -> Result<()> {
+        for (limit, available) in [
+            ("max_buffer_size", self.limits.max_buffer_size),
+            (
+                "max_storage_buffer_binding_size",
+                self.limits.max_storage_buffer_binding_size,
+            ),
+        ] {
+            if bytes > available {
+                return Err(Error::ExceedsDeviceLimits {
+                    what: what.into(),
+                    limit,
+                    needed: bytes,
+                    available,
+                });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,268 @@
+//! The decode step on the GPU. At load: upload the weights, allocate the KV cache and the
+//! activations, build every pipeline and bind group, and record the step as a list of
+//! dispatches. Per token: write one 16-byte uniform (token, position), encode all
+//! dispatches into one command buffer, submit once, read back 4 bytes (the argmax).
+
+use super::device::GpuContext;
+use super::kernels::argmax::Argmax;
+use super::kernels::attention::Attention;
+use super::kernels::embed_q4::EmbedQ4;
+use super::kernels::gemv_q4::{Epilogue, GemvQ4, GemvVariant};
+use super::kernels::rmsnorm::RmsNorm;
+use super::kernels::rope_kv::{rope_inv_freq, KvBuffers, RopeKv};
+use super::kernels::Dispatch;
+use super::kv_cache::KvCache;
+use super::weights::{ModelWeights, Q4Buffers};
+use super::StepUniform;
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+use crate::format::source::ModelSource;
+use std::sync::Arc;
+
+/// Activation buffers, reused by every layer.
+struct Activations {
+    /// The residual stream (hidden_size).
+    h: wgpu::Buffer,
+    /// The normed residual, input of the projections (hidden_size).
+    xn: wgpu::Buffer,
+    /// q|k|v projections (q_dim + 2·kv_dim).
+    qkv: wgpu::Buffer,
+    /// q after norm and RoPE (q_dim).
+    q: wgpu::Buffer,
+    /// Attention scores scratch (n_heads · context).
+    scores: wgpu::Buffer,
+    /// Attention output (q_dim).
+    attn: wgpu::Buffer,
+    /// SwiGLU output (ffn_size).
+    ffn: wgpu::Buffer,
+    logits: wgpu::Buffer,
+    /// Argmax result: index, value bits.
+    argmax: wgpu::Buffer,
+    /// Stand-in for absent optional inputs (bias, q/k norm weights).
+    none: wgpu::Buffer,
+    inv_freq: wgpu::Buffer,
+}
+
+impl Activations {
+    fn new(ctx: &GpuContext, cfg: &ModelConfig, scores_bytes: u64) -> Result<Activations> {
+        let f = |label: &str, n: usize| ctx.storage(label, 4 * n as u64);
+        Ok(Activations {
+            h: f("h", cfg.hidden_size)?,
+            xn: f("xn", cfg.hidden_size)?,
+            qkv: f("qkv", cfg.q_dim() + 2 * cfg.kv_dim())?,
+            q: f("q", cfg.q_dim())?,
+            scores: ctx.storage("scores", scores_bytes)?,
+            attn: f("attn", cfg.q_dim())?,
+            ffn: f("ffn", cfg.ffn_size)?,
+            logits: f("logits", cfg.vocab_size)?,
+            argmax: f("argmax", 2)?,
+            none: f("none", 4)?,
+            inv_freq: ctx.storage_init("inv_freq", &rope_inv_freq(cfg.rope_theta, cfg.head_dim))?,
+        })
+    }
+}
+
+/// A model loaded on the GPU, ready to decode.
+pub struct GpuModel {
+    ctx: Arc<GpuContext>,
+    pub config: ModelConfig,
+    /// Positions the KV cache holds.
+    pub context: usize,
+    step: wgpu::Buffer,
+    acts: Activations,
+    /// Kept alive for the bind groups (and for tests that inspect them).
+    pub weights: ModelWeights,
+    pub kv: KvCache,
+    /// One decode step, in order.
+    dispatches: Vec<Dispatch>,
+    token_staging: wgpu::Buffer,
+    logits_staging: wgpu::Buffer,
+}
+
+/// The kernels of one model (one pipeline per distinct shape, shared by all layers).
+struct Kernels {
+    embed: EmbedQ4,
+    norm: RmsNorm,
+    qkv: GemvQ4,
+    rope_kv: RopeKv,
+    attention: Attention,
+    attn_output: GemvQ4,
+    gate_up: GemvQ4,
+    down: GemvQ4,
+    head: GemvQ4,
+    argmax: Argmax,
+}
+
+impl Kernels {
+    fn new(ctx: &GpuContext, cfg: &ModelConfig, context: usize) -> Result<Kernels> {
+        let variant = GemvVariant::for_adapter(ctx);
+        let (h, f, v) = (cfg.hidden_size, cfg.ffn_size, cfg.vocab_size);
+        let gemv = |n, k, e, bias| GemvQ4::new(ctx, variant, n, k, e, bias);
+        let shape = KvCache::shape(cfg, context);
+        Ok(Kernels {
+            embed: EmbedQ4::new(ctx, h)?,
+            norm: RmsNorm::new(ctx, h, cfg.rms_eps),
+            qkv: gemv(
+                cfg.q_dim() + 2 * cfg.kv_dim(),
+                h,
+                Epilogue::Store,
+                cfg.qkv_bias,
+            )?,
+            rope_kv: RopeKv::new(ctx, shape, cfg.qk_norm, cfg.rms_eps)?,
+            attention: Attention::new(ctx, shape)?,
+            attn_output: gemv(h, cfg.q_dim(), Epilogue::AddInto, false)?,
+            gate_up: gemv(f, h, Epilogue::SwiGlu, false)?,
+            down: gemv(h, f, Epilogue::AddInto, false)?,
+            head: gemv(v, h, Epilogue::Store, false)?,
+            argmax: Argmax::new(ctx, v),
+        })
+    }
+}
+
+impl GpuModel {
+    /// Upload `src` to the GPU of `ctx` with a `context`-position KV cache.
+    pub fn load(
+        ctx: Arc<GpuContext>,
+        src: &mut dyn ModelSource,
+        context: usize,
+    ) -> Result<GpuModel> {
+        let config = src.config().clone();
+        if context == 0 {
+            return Err(Error::InvalidArgument("context length 0".into()));
+        }
+        let c = &*ctx;
+        let kernels = Kernels::new(c, &config, context)?;
+        let kv = KvCache::new(c, &config, context)?;
+        let acts = Activations::new(c, &config, kernels.attention.scratch_bytes())?;
+        let weights = ModelWeights::upload(c, src)?;
+        let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
+        let dispatches = record_step(c, &kernels, &weights, &kv, &acts, &step);
+        Ok(GpuModel {
+            token_staging: c.staging("token", 4),
+            logits_staging: c.staging("logits", 4 * config.vocab_size as u64),
+            ctx,
+            config,
+            context,
+            step,
+            acts,
+            weights,
+            kv,
+            dispatches,
+        })
+    }
+
+    /// Dispatches per decode token (all in one command buffer, one submit).
+    pub fn dispatches_per_token(&self) -> usize {
+        self.dispatches.len()
+    }
+
+    /// Encode and submit one step for `token` at `pos`; copy the argmax (and the logits,
+    /// when asked) to the staging buffers.
+    fn submit_step(&self, token: u32, pos: usize, with_logits: bool) -> Result<()> {
+        if token as usize >= self.config.vocab_size {
+            return Err(Error::InvalidArgument(format!(
+                "token {token} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        if pos >= self.context {
+            return Err(Error::ContextTooLong {
+                position: pos,
+                context: self.context,
+            });
+        }
+        let step = StepUniform {
+            token,
+            pos: pos as u32,
+            pad: [0; 2],
+        };
+        let ctx = &self.ctx;
+        ctx.queue
+            .write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            for d in &self.dispatches {
+                d.encode(&mut pass);
+            }
+        }
+        enc.copy_buffer_to_buffer(&self.acts.argmax, 0, &self.token_staging, 0, 16);
+        if with_logits {
+            let bytes = self.logits_staging.size();
+            enc.copy_buffer_to_buffer(&self.acts.logits, 0, &self.logits_staging, 0, bytes);
+        }
+        ctx.queue.submit([enc.finish()]);
+        Ok(())
+    }
+
+    /// Run one decode step: `token` at position `pos` (its K/V are written to the cache;
+    /// attention covers `0..=pos`). Returns the greedy next token.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn decode(&mut self, token: u32, pos: usize) -> Result<u32> {
+        self.submit_step(token, pos, false)?;
+        self.read_token()
+    }
+
+    /// [`GpuModel::decode`] that also returns the full logits (for tests and debugging).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn decode_with_logits(&mut self, token: u32, pos: usize) -> Result<(u32, Vec<f32>)> {
+        self.submit_step(token, pos, true)?;
+        let next = self.read_token()?;
+        let bytes = self
+            .ctx
+            .read_staging(&self.logits_staging, 4 * self.config.vocab_size as u64)?;
+        Ok((next, bytemuck::pod_collect_to_vec(&bytes)))
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn read_token(&self) -> Result<u32> {
+        let bytes = self.ctx.read_staging(&self.token_staging, 4)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+}
+
+/// The decode step as the model reads: embed → for each layer [norm, QKV, q/k-norm +
+/// RoPE + KV write, attention, O + residual, norm, gate/up + SwiGLU, down + residual]
+/// → norm → head → argmax.
+fn record_step(
+    ctx: &GpuContext,
+    k: &Kernels,
+    w: &ModelWeights,
+    kv: &KvCache,
+    a: &Activations,
+    step: &wgpu::Buffer,
+) -> Vec<Dispatch> {
+    let gemv = |kernel: &GemvQ4, m: &Q4Buffers, x, bias: Option<&wgpu::Buffer>, out| {
+        kernel.dispatch(ctx, &m.codes, &m.qparams, x, bias.unwrap_or(&a.none), out)
+    };
+    let e = &w.token_embd;
+    let mut d = vec![k.embed.dispatch(ctx, step, &e.codes, &e.qparams, &a.h)];
+    for (i, l) in w.layers.iter().enumerate() {
+        let (q_norm, k_norm) = match &l.qk_norm {
+            Some((q, k)) => (q, k),
+            None => (&a.none, &a.none),
+        };
+        let cache = KvBuffers {
+            k: &kv.k[i],
+            v: &kv.v[i],
+        };
+        d.push(k.norm.dispatch(ctx, &a.h, &l.attn_norm, &a.xn));
+        d.push(gemv(&k.qkv, &l.qkv, &a.xn, l.qkv_bias.as_ref(), &a.qkv));
+        d.push(
+            k.rope_kv
+                .dispatch(ctx, step, &a.qkv, q_norm, k_norm, &a.inv_freq, &a.q, cache),
+        );
+        d.push(
+            k.attention
+                .dispatch(ctx, step, &a.q, cache, &a.scores, &a.attn),
+        );
+        d.push(gemv(&k.attn_output, &l.attn_output, &a.attn, None, &a.h));
+        d.push(k.norm.dispatch(ctx, &a.h, &l.ffn_norm, &a.xn));
+        d.push(gemv(&k.gate_up, &l.gate_up, &a.xn, None, &a.ffn));
+        d.push(gemv(&k.down, &l.down, &a.ffn, None, &a.h));
+    }
+    d.push(k.norm.dispatch(ctx, &a.h, &w.output_norm, &a.xn));
+    d.push(gemv(&k.head, w.head(), &a.xn, None, &a.logits));
+    d.push(k.argmax.dispatch(ctx, &a.logits, &a.argmax));
+    d
+}

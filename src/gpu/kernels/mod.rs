@@ -1,0 +1,166 @@
+//! One typed wrapper per shader. Each wrapper owns its pipeline and bind-group layout,
+//! takes the per-model constants as WGSL `override`s, and turns buffers into a
+//! [`Dispatch`]: a bind group plus the workgroup grid, built once and encoded every step.
+
+pub mod argmax;
+pub mod attention;
+pub mod embed_q4;
+pub mod gemv_q4;
+pub mod rmsnorm;
+pub mod rope_kv;
+
+use super::device::GpuContext;
+
+/// Shared WGSL: a 64-wide workgroup sum / max (prepended to shaders that reduce).
+pub(crate) const REDUCE64_WGSL: &str = include_str!("../../../shaders/reduce64.wgsl");
+
+/// Most workgroups a dispatch may have in one dimension (WebGPU default limit).
+pub const MAX_GROUPS_PER_DIM: u32 = 65_535;
+
+/// How a kernel binds one buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    Uniform,
+    Read,
+    ReadWrite,
+}
+
+/// A compute pipeline with its explicit bind-group layout.
+pub struct KernelPipeline {
+    pub label: &'static str,
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+    slots: Vec<Slot>,
+}
+
+impl KernelPipeline {
+    /// Compile `source` (entry point `main`) with `constants` as override values.
+    pub fn new(
+        ctx: &GpuContext,
+        label: &'static str,
+        source: &str,
+        slots: &[Slot],
+        constants: &[(&str, f64)],
+    ) -> KernelPipeline {
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| wgpu::BindGroupLayoutEntry {
+                binding: i as u32,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: match s {
+                        Slot::Uniform => wgpu::BufferBindingType::Uniform,
+                        Slot::Read => wgpu::BufferBindingType::Storage { read_only: true },
+                        Slot::ReadWrite => wgpu::BufferBindingType::Storage { read_only: false },
+                    },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            })
+            .collect();
+        let device = &ctx.device;
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(label),
+            entries: &entries,
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(label),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(label),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(label),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants,
+                // Every kernel writes its workgroup memory before reading it.
+                zero_initialize_workgroup_memory: false,
+            },
+            cache: None,
+        });
+        KernelPipeline {
+            label,
+            pipeline,
+            layout,
+            slots: slots.to_vec(),
+        }
+    }
+
+    /// Bind whole buffers, one per slot, and pair them with a workgroup count.
+    pub fn dispatch(&self, ctx: &GpuContext, buffers: &[&wgpu::Buffer], groups: u32) -> Dispatch {
+        assert_eq!(
+            buffers.len(),
+            self.slots.len(),
+            "{}: {} buffers for {} slots",
+            self.label,
+            buffers.len(),
+            self.slots.len()
+        );
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(self.label),
+            layout: &self.layout,
+            entries: &entries,
+        });
+        Dispatch {
+            label: self.label,
+            pipeline: self.pipeline.clone(),
+            bind_group,
+            grid: grid(groups),
+        }
+    }
+}
+
+/// `groups` workgroups as a grid: 1-D up to 65,535, else 2-D (x full rows of 65,535).
+/// Shaders recover the linear index as `id.x + id.y * num_workgroups.x` and skip
+/// indices past their total.
+pub fn grid(groups: u32) -> [u32; 3] {
+    if groups <= MAX_GROUPS_PER_DIM {
+        [groups, 1, 1]
+    } else {
+        [MAX_GROUPS_PER_DIM, groups.div_ceil(MAX_GROUPS_PER_DIM), 1]
+    }
+}
+
+/// One kernel invocation, ready to encode: built at load, encoded every step.
+pub struct Dispatch {
+    pub label: &'static str,
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    pub grid: [u32; 3],
+}
+
+impl Dispatch {
+    pub fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.grid[0], self.grid[1], self.grid[2]);
+    }
+}
+
+/// Encode `dispatches` in one compute pass of one command buffer and submit it.
+pub fn run(ctx: &GpuContext, dispatches: &[&Dispatch]) {
+    let mut enc = ctx.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        for d in dispatches {
+            d.encode(&mut pass);
+        }
+    }
+    ctx.queue.submit([enc.finish()]);
+}

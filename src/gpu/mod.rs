@@ -1,0 +1,23 @@
+//! The GPU engine (wgpu): device, one typed wrapper per WGSL kernel, model weights on the
+//! GPU, the KV cache, and the decode step.
+
+pub mod buffers;
+pub mod device;
+pub mod forward;
+pub mod kernels;
+pub mod kv_cache;
+pub mod weights;
+
+pub use device::{AdapterSummary, GpuContext, LimitsNeeded, OptionalFeatures};
+pub use forward::GpuModel;
+
+/// The per-step uniform every step-dependent kernel reads (`struct Step` in the shaders).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct StepUniform {
+    /// The input token of this step.
+    pub token: u32,
+    /// Its position; the attention covers positions `0..=pos`.
+    pub pos: u32,
+    pub pad: [u32; 2],
+}

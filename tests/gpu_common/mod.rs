@@ -1,0 +1,83 @@
+//! Shared by the GPU tests: one device per test binary (a missing adapter fails the test,
+//! it never skips), seeded random data, reference math and error measures.
+#![allow(dead_code)]
+
+use pocketrt::gpu::{GpuContext, LimitsNeeded};
+use std::sync::{Arc, OnceLock};
+
+/// The test device. Panics with the typed error's message (naming the fix) when there
+/// is no adapter: GPU tests fail rather than skip, with or without POCKETRT_REQUIRE_GPU.
+pub fn gpu() -> &'static Arc<GpuContext> {
+    static CTX: OnceLock<Arc<GpuContext>> = OnceLock::new();
+    CTX.get_or_init(|| {
+        let required = std::env::var("POCKETRT_REQUIRE_GPU").is_ok_and(|v| v == "1");
+        match GpuContext::new_blocking(LimitsNeeded::default()) {
+            Ok(ctx) => Arc::new(ctx),
+            Err(e) => panic!("GPU test without a GPU (POCKETRT_REQUIRE_GPU={required}): {e}"),
+        }
+    })
+}
+
+/// xorshift64*: reproducible data without a dependency.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn uniform(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    pub fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| self.uniform() * scale).collect()
+    }
+}
+
+/// max |a - b| and max |b|.
+pub fn max_err(got: &[f32], want: &[f32]) -> (f32, f32) {
+    assert_eq!(got.len(), want.len(), "length");
+    let mut err = 0f32;
+    let mut mag = 0f32;
+    for (g, w) in got.iter().zip(want) {
+        assert!(g.is_finite(), "non-finite GPU value {g}");
+        err = err.max((g - w).abs());
+        mag = mag.max(w.abs());
+    }
+    (err, mag)
+}
+
+/// Assert max |got - want| ≤ rel · max|want| + abs, and print the measured error.
+pub fn assert_close(what: &str, got: &[f32], want: &[f32], rel: f32, abs: f32) {
+    let (err, mag) = max_err(got, want);
+    let tol = rel * mag + abs;
+    println!("{what}: max abs err {err:.3e} (max |ref| {mag:.3e}, tolerance {tol:.3e})");
+    assert!(
+        err <= tol,
+        "{what}: max abs err {err:e} > tolerance {tol:e}"
+    );
+}
+
+/// Reference RMSNorm.
+pub fn rmsnorm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
+    let ms = x.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>() / x.len() as f64;
+    let inv = 1.0 / (ms + f64::from(eps)).sqrt();
+    x.iter()
+        .zip(w)
+        .map(|(v, g)| (f64::from(*v) * inv) as f32 * g)
+        .collect()
+}
+
+/// Round through f16 (what the KV cache stores).
+pub fn f16_round(v: f32) -> f32 {
+    half::f16::from_f32(v).to_f32()
+}

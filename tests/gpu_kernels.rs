@@ -1,0 +1,118 @@
+//! RMSNorm, Q4 embedding gather and argmax kernels against CPU references.
+
+mod gpu_common;
+
+use gpu_common::{assert_close, gpu, rmsnorm, Rng};
+use pocketrt::gpu::kernels::argmax::Argmax;
+use pocketrt::gpu::kernels::embed_q4::EmbedQ4;
+use pocketrt::gpu::kernels::rmsnorm::RmsNorm;
+use pocketrt::gpu::kernels::run;
+use pocketrt::gpu::StepUniform;
+use pocketrt::quant::Q4Tensor;
+
+/// Tolerance for f32 paths: 1e-5 · max|ref| + 1e-6 (the GPU rounds each value once or
+/// twice; a wrong element or scale is off by far more).
+const REL: f32 = 1e-5;
+const ABS: f32 = 1e-6;
+
+#[test]
+fn rmsnorm_matches_reference_for_several_widths() {
+    let ctx = gpu();
+    for (k, seed) in [(896usize, 1u64), (64, 2), (1000, 3), (5, 4)] {
+        let mut rng = Rng::new(seed);
+        let x = rng.vec(k, 3.0);
+        let w = rng.vec(k, 1.5);
+        let kernel = RmsNorm::new(ctx, k, 1e-6);
+        let xb = ctx.storage_init("x", &x).unwrap();
+        let wb = ctx.storage_init("w", &w).unwrap();
+        let out = ctx.storage("out", 4 * k as u64).unwrap();
+        run(ctx, &[&kernel.dispatch(ctx, &xb, &wb, &out)]);
+        let got = ctx.read_f32(&out, k).unwrap();
+        assert_close(
+            &format!("rmsnorm k={k}"),
+            &got,
+            &rmsnorm(&x, &w, 1e-6),
+            REL,
+            ABS,
+        );
+    }
+}
+
+#[test]
+fn embedding_gather_returns_the_dequantized_row_of_the_step_token() {
+    let ctx = gpu();
+    let (vocab, k) = (1000usize, 192usize);
+    let mut rng = Rng::new(11);
+    let table = Q4Tensor::quantize(&rng.vec(vocab * k, 2.0), vocab, k).unwrap();
+    let kernel = EmbedQ4::new(ctx, k).unwrap();
+    let codes = ctx.storage_init("codes", &table.codes).unwrap();
+    let qparams = ctx.storage_init("qparams", &table.qparams).unwrap();
+    let step = ctx.uniform("step", 16);
+    let out = ctx.storage("out", 4 * k as u64).unwrap();
+    let d = kernel.dispatch(ctx, &step, &codes, &qparams, &out);
+    for token in [0u32, 1, 517, 999] {
+        let s = StepUniform {
+            token,
+            ..Default::default()
+        };
+        ctx.queue.write_buffer(&step, 0, bytemuck::bytes_of(&s));
+        run(ctx, &[&d]);
+        let mut want = vec![0f32; k];
+        table.dequantize_row(token as usize, &mut want);
+        let got = ctx.read_f32(&out, k).unwrap();
+        assert_close(&format!("embed token {token}"), &got, &want, 1e-6, 0.0);
+    }
+}
+
+fn gpu_argmax(logits: &[f32]) -> (u32, f32) {
+    let ctx = gpu();
+    let kernel = Argmax::new(ctx, logits.len());
+    let lb = ctx.storage_init("logits", logits).unwrap();
+    let rb = ctx.storage("result", 8).unwrap();
+    run(ctx, &[&kernel.dispatch(ctx, &lb, &rb)]);
+    let r = ctx.read_u32(&rb, 2).unwrap();
+    (r[0], f32::from_bits(r[1]))
+}
+
+/// The first index of the maximum (what greedy decoding on the CPU picks).
+fn cpu_argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, x) in v.iter().enumerate() {
+        if *x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+#[test]
+fn argmax_finds_the_first_maximum_in_random_and_edge_cases() {
+    let mut rng = Rng::new(21);
+    let logits = rng.vec(151_936, 10.0);
+    assert_eq!(gpu_argmax(&logits).0, cpu_argmax(&logits));
+    let logits = rng.vec(65_536, 10.0);
+    let (i, v) = gpu_argmax(&logits);
+    assert_eq!((i, v), (cpu_argmax(&logits), logits[i as usize]));
+    // Ties go to the lowest index; the maximum at either end is found.
+    let mut tie = vec![0f32; 1000];
+    tie[700] = 5.0;
+    tie[300] = 5.0;
+    assert_eq!(gpu_argmax(&tie).0, 300);
+    let mut last = vec![-1f32; 777];
+    last[776] = 0.0;
+    assert_eq!(gpu_argmax(&last).0, 776);
+    assert_eq!(gpu_argmax(&[3.0]).0, 0);
+    // NaN never wins.
+    let mut nan = vec![1f32; 300];
+    nan[5] = f32::NAN;
+    nan[200] = 2.0;
+    assert_eq!(gpu_argmax(&nan).0, 200);
+}
+
+#[test]
+fn a_buffer_beyond_the_device_limits_is_a_typed_error() {
+    match gpu().storage("huge", 1 << 40) {
+        Err(pocketrt::Error::ExceedsDeviceLimits { needed, .. }) => assert_eq!(needed, 1 << 40),
+        other => panic!("expected ExceedsDeviceLimits, got {:?}", other.map(|_| ())),
+    }
+}
