@@ -5,8 +5,9 @@ use std::collections::HashMap;
 
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
+use crate::format::source::{matrix_dims, quantize_counted};
 use crate::format::{ModelSource, SourceTensor};
-use crate::quant::{MergeStats, Q4Tensor, GROUP};
+use crate::quant::{MergeStats, Q4Tensor};
 
 #[derive(Clone, Debug)]
 pub struct MemorySource {
@@ -97,21 +98,8 @@ impl ModelSource for MemorySource {
 
     fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)> {
         let (t, data) = self.get(name)?;
-        let (rows, cols) = match t.shape[..] {
-            [r, c] => (r, c),
-            _ => {
-                return Err(Error::InvalidArgument(format!(
-                    "{name}: shape {:?} is not a matrix, cannot be Q4",
-                    t.shape
-                )))
-            }
-        };
-        let q = Q4Tensor::quantize(data, rows, cols)?;
-        let stats = MergeStats {
-            groups_exact: 0,
-            groups_requantized: (rows * cols / GROUP) as u64,
-        };
-        Ok((q, stats))
+        let (rows, cols) = matrix_dims(name, &t.shape)?;
+        quantize_counted(data, rows, cols)
     }
 
     fn tokenizer_json(&mut self) -> Result<Option<String>> {

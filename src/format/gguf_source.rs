@@ -6,7 +6,7 @@
 
 use super::gguf::{Gguf, TensorInfo};
 use super::gguf_dequant::dequantize;
-use super::source::{ModelSource, SourceTensor};
+use super::source::{matrix_dims, ModelSource, SourceTensor};
 use crate::config::{Arch, ModelConfig};
 use crate::error::{Error, Result};
 use crate::quant::{MergeStats, Q4Tensor};
@@ -105,14 +105,7 @@ impl ModelSource for GgufSource {
     }
     fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)> {
         let t = self.info(name)?;
-        let (rows, cols) = match t.shape()[..] {
-            [r, c] => (r, c),
-            ref s => {
-                return Err(Error::InvalidArgument(format!(
-                    "{name}: shape {s:?} is not a matrix; only 2-D tensors are stored as Q4"
-                )))
-            }
-        };
+        let (rows, cols) = matrix_dims(name, &t.shape())?;
         let bytes = self.raw(&t)?;
         Q4Tensor::from_ggml(t.ty, &bytes, rows, cols)
     }

@@ -2,7 +2,7 @@
 //! first time a tensor touches it; tensors then read by seeking).
 
 use super::package::{DType, PackageDir, TensorEntry};
-use super::source::{ModelSource, SourceTensor};
+use super::source::{matrix_dims, quantize_counted, ModelSource, SourceTensor};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::quant::{MergeStats, Q4Tensor};
@@ -40,16 +40,6 @@ impl PackageSource {
             .cloned()
             .ok_or_else(|| Error::MissingTensor(name.to_string()))
     }
-
-    fn matrix(t: &TensorEntry) -> Result<(usize, usize)> {
-        match t.shape[..] {
-            [r, c] => Ok((r, c)),
-            _ => Err(Error::InvalidArgument(format!(
-                "{}: shape {:?} is not a matrix; only 2-D tensors are stored as Q4",
-                t.name, t.shape
-            ))),
-        }
-    }
 }
 
 impl ModelSource for PackageSource {
@@ -76,17 +66,9 @@ impl ModelSource for PackageSource {
     }
     fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)> {
         let t = self.entry(name)?;
-        let (rows, cols) = Self::matrix(&t)?;
+        let (rows, cols) = matrix_dims(name, &t.shape)?;
         if t.dtype != DType::Q4g64 {
-            let q = Q4Tensor::quantize(&self.read_f32(name)?, rows, cols)?;
-            let groups_requantized = q.qparams.len() as u64;
-            return Ok((
-                q,
-                MergeStats {
-                    groups_exact: 0,
-                    groups_requantized,
-                },
-            ));
+            return quantize_counted(&self.read_f32(name)?, rows, cols);
         }
         let bytes = self.dir.load_tensor(name)?;
         let split = t.parts[0].bytes as usize;

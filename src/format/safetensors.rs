@@ -5,7 +5,7 @@
 //! `{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}`, then data.
 //! Tensors are read one at a time (seek + read), never the whole file.
 
-use super::source::{ModelSource, SourceTensor};
+use super::source::{matrix_dims, quantize_counted, ModelSource, SourceTensor};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::quant::{MergeStats, Q4Tensor};
@@ -339,24 +339,8 @@ impl ModelSource for HfSource {
     }
     fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)> {
         let t = self.get(name)?;
-        let (rows, cols) = match t.shape[..] {
-            [r, c] => (r, c),
-            _ => {
-                return Err(Error::InvalidArgument(format!(
-                    "{name}: shape {:?} is not a matrix; only 2-D tensors are stored as Q4",
-                    t.shape
-                )))
-            }
-        };
-        let q = Q4Tensor::quantize(&read_tensor_f32(t)?, rows, cols)?;
-        let groups = (q.qparams.len()) as u64;
-        Ok((
-            q,
-            MergeStats {
-                groups_exact: 0,
-                groups_requantized: groups,
-            },
-        ))
+        let (rows, cols) = matrix_dims(name, &t.shape)?;
+        quantize_counted(&read_tensor_f32(t)?, rows, cols)
     }
     fn tokenizer_json(&mut self) -> Result<Option<String>> {
         let p = self.dir.join("tokenizer.json");

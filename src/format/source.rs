@@ -63,3 +63,23 @@ pub fn open(path: &std::path::Path) -> Result<Box<dyn ModelSource>> {
         found: magic[..n].to_vec(),
     })
 }
+
+/// `(rows, cols)` of a 2-D tensor: only matrices are stored as Q4 g64.
+pub fn matrix_dims(name: &str, shape: &[usize]) -> Result<(usize, usize)> {
+    match *shape {
+        [rows, cols] => Ok((rows, cols)),
+        _ => Err(crate::error::Error::InvalidArgument(format!(
+            "{name}: shape {shape:?} is not a matrix; only 2-D tensors are stored as Q4"
+        ))),
+    }
+}
+
+/// Quantize f32 data to Q4 g64, every group counted as requantized.
+pub fn quantize_counted(data: &[f32], rows: usize, cols: usize) -> Result<(Q4Tensor, MergeStats)> {
+    let q = Q4Tensor::quantize(data, rows, cols)?;
+    let stats = MergeStats {
+        groups_exact: 0,
+        groups_requantized: q.qparams.len() as u64,
+    };
+    Ok((q, stats))
+}
