@@ -8,6 +8,7 @@
 pub mod config;
 pub mod convert;
 pub mod cpu;
+pub mod engine;
 pub mod error;
 pub mod format;
 pub mod gpu;

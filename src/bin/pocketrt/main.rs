@@ -60,9 +60,12 @@ enum Command {
         chat: bool,
         #[arg(long, value_enum, default_value = "cpu")]
         backend: run::Backend,
-        /// Weight precision of the CPU backend.
+        /// Weight precision (f32: CPU backend only).
         #[arg(long, value_enum, default_value = "q4")]
         weights: run::Weights,
+        /// Print the backend, adapter and dispatches per token first.
+        #[arg(short, long)]
+        verbose: bool,
     },
     /// Tokenize TEXT with the model's tokenizer; prints ids and pieces (like llama-tokenize).
     Tokenize {
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
             chat,
             backend,
             weights,
+            verbose,
         } => run::run(run::RunArgs {
             model: &model,
             prompt: &prompt,
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
             chat,
             backend,
             weights,
+            verbose,
         }),
         Command::Tokenize {
             model,

@@ -1,6 +1,7 @@
 //! `pocketrt run`: generate text from a prompt, streamed to stdout; speeds to stderr.
 
-use pocketrt::cpu::{Model, WeightMode};
+use pocketrt::cpu::WeightMode;
+use pocketrt::engine::{self, Engine};
 use pocketrt::format;
 use pocketrt::tokenizer::{ChatOptions, ChatTemplate, Message, StreamDecoder, Tokenizer};
 use pocketrt::{Error, Result};
@@ -12,13 +13,15 @@ use std::time::Instant;
 pub enum Backend {
     /// The plain-Rust reference forward pass.
     Cpu,
+    /// wgpu: Vulkan, Metal or DX12 (lavapipe on machines without a GPU).
+    Gpu,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Weights {
     /// Q4 g64, as the GPU runs them (kept bit-exactly from packages and Q4_1-pair GGUFs).
     Q4,
-    /// f32 (quantized sources dequantized): the exact reference.
+    /// f32 (quantized sources dequantized): the exact reference (CPU backend only).
     F32,
 }
 
@@ -29,10 +32,10 @@ pub struct RunArgs<'a> {
     pub chat: bool,
     pub backend: Backend,
     pub weights: Weights,
+    pub verbose: bool,
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
-    let Backend::Cpu = a.backend;
     let t_load = Instant::now();
     let mut src = format::open(a.model)?;
     let json = src
@@ -53,17 +56,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         a.prompt.to_string()
     };
     let prompt = tok.encode(&text, true);
-    if prompt.is_empty() {
-        return Err(Error::InvalidArgument("the prompt is empty".into()));
-    }
-    let mode = match a.weights {
-        Weights::Q4 => WeightMode::Q4,
-        Weights::F32 => WeightMode::F32,
-    };
-    let model = Model::load(src.as_mut(), mode)?;
-    let cfg = src.config();
-    let total = prompt.len() + a.max_tokens;
-    if total > cfg.max_context {
+    let cfg = src.config().clone();
+    let context = prompt.len() + a.max_tokens;
+    if context > cfg.max_context {
         return Err(Error::InvalidArgument(format!(
             "prompt ({} tokens) + {} new tokens exceeds the model's context of {}",
             prompt.len(),
@@ -71,44 +66,58 @@ pub fn run(a: RunArgs) -> Result<()> {
             cfg.max_context
         )));
     }
+    let backend = match a.backend {
+        Backend::Cpu => engine::Backend::Cpu,
+        Backend::Gpu => engine::Backend::Gpu,
+    };
+    let weights = match a.weights {
+        Weights::Q4 => WeightMode::Q4,
+        Weights::F32 => WeightMode::F32,
+    };
+    let mut engine = Engine::load(src.as_mut(), backend, weights, context)?;
     let mut eos: Vec<u32> = cfg.eos_token_ids.clone();
     eos.extend_from_slice(tok.eos_ids());
     let load_s = t_load.elapsed().as_secs_f64();
-
-    let mut cache = model.new_cache(total)?;
-    let t_prompt = Instant::now();
-    let mut logits = Vec::new();
-    for &t in &prompt {
-        logits = model.forward(t, &mut cache)?;
+    if a.verbose {
+        eprintln!("backend: {}", engine.description());
     }
-    let prompt_s = t_prompt.elapsed().as_secs_f64();
 
-    let t_gen = Instant::now();
     let mut out = std::io::stdout().lock();
     let mut stream = StreamDecoder::new(true);
-    let mut generated = 0;
-    while generated < a.max_tokens {
-        let next = pocketrt::cpu::ops::argmax(&logits)
-            .ok_or_else(|| Error::InvalidArgument("the logits are all NaN".into()))?
-            as u32;
-        generated += 1;
+    let mut stream_err = None;
+    let t_start = Instant::now();
+    let mut t_first = None;
+    let generated = engine.greedy(&prompt, a.max_tokens, |next| {
+        t_first.get_or_insert_with(Instant::now);
         if eos.contains(&next) {
-            break;
+            return false;
         }
-        write!(out, "{}", stream.push(&tok, next)?)
-            .and_then(|_| out.flush())
-            .ok();
-        if generated < a.max_tokens {
-            logits = model.forward(next, &mut cache)?;
+        match stream.push(&tok, next) {
+            Ok(piece) => {
+                write!(out, "{piece}").and_then(|_| out.flush()).ok();
+                true
+            }
+            Err(e) => {
+                stream_err = Some(e);
+                false
+            }
         }
+    })?;
+    if let Some(e) = stream_err {
+        return Err(e);
     }
     writeln!(out, "{}", stream.flush()).ok();
-    let gen_s = t_gen.elapsed().as_secs_f64();
+    let t_first = t_first.unwrap_or_else(Instant::now);
+    let prompt_s = (t_first - t_start).as_secs_f64();
+    let gen_s = t_first.elapsed().as_secs_f64();
+    let decoded = generated.len().saturating_sub(1);
     eprintln!(
-        "load {load_s:.2} s | prompt {} tokens, {:.1} tok/s | generated {generated} tokens, {:.1} tok/s (backend cpu)",
+        "load {load_s:.2} s | prompt {} tokens, {:.1} tok/s | generated {} tokens, {:.1} tok/s | {}",
         prompt.len(),
         prompt.len() as f64 / prompt_s.max(1e-9),
-        generated as f64 / gen_s.max(1e-9),
+        generated.len(),
+        decoded as f64 / gen_s.max(1e-9),
+        engine.description(),
     );
     Ok(())
 }

@@ -1,0 +1,153 @@
+//! The backend-neutral model: one greedy decode step on the CPU oracle or the GPU, behind
+//! one interface (`pocketrt run --backend cpu|gpu`). Sampling, sessions and prefix reuse
+//! build on this (see the GPU engine and prefill issues).
+
+use crate::cpu::{KvCache, Model, WeightMode};
+use crate::error::{Error, Result};
+use crate::format::ModelSource;
+use crate::ModelConfig;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The plain-Rust reference forward pass.
+    Cpu,
+    /// wgpu (Vulkan, Metal, DX12; lavapipe where there is no GPU).
+    #[cfg(not(target_arch = "wasm32"))]
+    Gpu,
+}
+
+enum Inner {
+    Cpu {
+        model: Box<Model>,
+        cache: KvCache,
+    },
+    #[cfg(not(target_arch = "wasm32"))]
+    Gpu(Box<crate::gpu::GpuModel>),
+}
+
+pub struct Engine {
+    inner: Inner,
+    config: ModelConfig,
+    context: usize,
+    pos: usize,
+    description: String,
+}
+
+impl Engine {
+    /// Load `src` for up to `context` positions. The GPU backend runs Q4 g64 weights only.
+    pub fn load(
+        src: &mut dyn ModelSource,
+        backend: Backend,
+        weights: WeightMode,
+        context: usize,
+    ) -> Result<Engine> {
+        let config = src.config().clone();
+        if context == 0 || context > config.max_context {
+            return Err(Error::InvalidArgument(format!(
+                "context {context} is outside 1..={} (the model's context)",
+                config.max_context
+            )));
+        }
+        let (inner, description) = match backend {
+            Backend::Cpu => {
+                let model = Model::load(src, weights)?;
+                let cache = model.new_cache(context)?;
+                let mode = match weights {
+                    WeightMode::F32 => "f32",
+                    WeightMode::Q4 => "q4",
+                };
+                let inner = Inner::Cpu {
+                    model: Box::new(model),
+                    cache,
+                };
+                (inner, format!("cpu ({mode} weights)"))
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            Backend::Gpu => {
+                if weights != WeightMode::Q4 {
+                    return Err(Error::InvalidArgument(
+                        "the GPU backend runs Q4 g64 weights only (use --weights q4)".into(),
+                    ));
+                }
+                use crate::gpu::{weights::limits_needed, GpuContext, GpuModel};
+                let ctx = GpuContext::new_blocking(limits_needed(&config, context))?;
+                let adapter = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend);
+                let model = GpuModel::load(std::sync::Arc::new(ctx), src, context)?;
+                let description = format!(
+                    "gpu {adapter}, {} dispatches and 1 submit per token",
+                    model.dispatches_per_token()
+                );
+                (Inner::Gpu(Box::new(model)), description)
+            }
+        };
+        Ok(Engine {
+            inner,
+            config,
+            context,
+            pos: 0,
+            description,
+        })
+    }
+
+    /// Run `token` at the next position; returns the greedy next token.
+    pub fn step(&mut self, token: u32) -> Result<u32> {
+        if self.pos >= self.context {
+            return Err(Error::InvalidArgument(format!(
+                "the context of {} positions is full",
+                self.context
+            )));
+        }
+        let next = match &mut self.inner {
+            Inner::Cpu { model, cache } => {
+                let logits = model.forward(token, cache)?;
+                crate::cpu::ops::argmax(&logits)
+                    .ok_or_else(|| Error::InvalidArgument("the logits are all NaN".into()))?
+                    as u32
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            Inner::Gpu(model) => model.decode(token, self.pos)?,
+        };
+        self.pos += 1;
+        Ok(next)
+    }
+
+    /// Greedy continuation: feed `prompt`, then `n` generated tokens (fewer when
+    /// `on_token` returns false). Returns the generated tokens.
+    pub fn greedy(
+        &mut self,
+        prompt: &[u32],
+        n: usize,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<Vec<u32>> {
+        let Some((&last, head)) = prompt.split_last() else {
+            return Err(Error::InvalidArgument("the prompt is empty".into()));
+        };
+        for &t in head {
+            self.step(t)?;
+        }
+        let mut out = Vec::with_capacity(n);
+        let mut next = self.step(last)?;
+        while out.len() < n {
+            out.push(next);
+            if !on_token(next) || out.len() == n {
+                break;
+            }
+            next = self.step(next)?;
+        }
+        Ok(out)
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Tokens in the cache.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Backend, adapter and per-token dispatch figures, for `--verbose` output.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+}
