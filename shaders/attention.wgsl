@@ -8,14 +8,7 @@ override N_KV: u32;
 override HD: u32;
 override CTX: u32;
 
-struct Step {
-    token: u32,
-    pos: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> step: Step;
+// `Step` and binding 0 (`step`) come from step.wgsl.
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k_cache: array<u32>;
 @group(0) @binding(3) var<storage, read> v_cache: array<u32>;

@@ -3,14 +3,7 @@
 
 override K: u32;
 
-struct Step {
-    token: u32,
-    pos: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> step: Step;
+// `Step` and binding 0 (`step`) come from step.wgsl.
 @group(0) @binding(1) var<storage, read> codes: array<u32>;
 @group(0) @binding(2) var<storage, read> qparams: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;

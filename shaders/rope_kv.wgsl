@@ -15,14 +15,7 @@ override CTX: u32;
 override QK_NORM: bool;
 override EPS: f32;
 
-struct Step {
-    token: u32,
-    pos: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> step: Step;
+// `Step` and binding 0 (`step`) come from step.wgsl.
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;
 @group(0) @binding(2) var<storage, read> q_norm: array<f32>;
 @group(0) @binding(3) var<storage, read> k_norm: array<f32>;

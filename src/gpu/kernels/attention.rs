@@ -1,7 +1,7 @@
 //! Decode attention: one query token against the KV cache (GQA, softmax).
 
 use super::rope_kv::{HeadShape, KvBuffers};
-use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
+use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
 use crate::error::Result;
 use crate::gpu::device::GpuContext;
 
@@ -15,7 +15,7 @@ pub struct Attention {
 impl Attention {
     pub fn new(ctx: &GpuContext, shape: HeadShape) -> Result<Attention> {
         shape.check()?;
-        let source = [REDUCE64_WGSL, WGSL].concat();
+        let source = [STEP_WGSL, REDUCE64_WGSL, WGSL].concat();
         let slots = [
             Slot::Uniform,
             Slot::Read,

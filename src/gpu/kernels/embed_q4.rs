@@ -1,6 +1,6 @@
 //! Embedding gather: one row (the step's token) of a Q4 g64 matrix, dequantized to f32.
 
-use super::{Dispatch, KernelPipeline, Slot};
+use super::{Dispatch, KernelPipeline, Slot, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
@@ -20,7 +20,13 @@ impl EmbedQ4 {
         }
         let slots = [Slot::Uniform, Slot::Read, Slot::Read, Slot::ReadWrite];
         Ok(EmbedQ4 {
-            kernel: KernelPipeline::new(ctx, "embed_q4", WGSL, &slots, &[("K", k as f64)]),
+            kernel: KernelPipeline::new(
+                ctx,
+                "embed_q4",
+                &[STEP_WGSL, WGSL].concat(),
+                &slots,
+                &[("K", k as f64)],
+            ),
             k,
         })
     }

@@ -12,6 +12,8 @@ pub mod rope_kv;
 use super::device::GpuContext;
 
 /// Shared WGSL: a 64-wide workgroup sum / max (prepended to shaders that reduce).
+/// The per-step uniform struct and its binding 0, prepended to kernels that read it.
+pub(crate) const STEP_WGSL: &str = include_str!("../../../shaders/step.wgsl");
 pub(crate) const REDUCE64_WGSL: &str = include_str!("../../../shaders/reduce64.wgsl");
 
 /// Most workgroups a dispatch may have in one dimension (WebGPU default limit).

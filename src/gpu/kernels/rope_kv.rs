@@ -1,6 +1,6 @@
 //! Per-head q/k RMSNorm (optional) + RoPE (neox) + KV-cache write for one token.
 
-use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
+use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
@@ -77,7 +77,7 @@ impl RopeKv {
         let mut constants = shape.constants();
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
         constants.push(("EPS", f64::from(eps)));
-        let source = [REDUCE64_WGSL, WGSL].concat();
+        let source = [STEP_WGSL, REDUCE64_WGSL, WGSL].concat();
         let slots = [
             Slot::Uniform,
             Slot::Read,
