@@ -2,7 +2,9 @@
 //! makes a package that `inspect` reads back as the same model. Bad input → a clear error
 //! and a failing exit code, never a panic.
 
-use std::path::PathBuf;
+mod real_data;
+
+use real_data::coder_gguf;
 use std::process::{Command, Output};
 
 fn pocketrt(args: &[&std::ffi::OsStr]) -> Output {
@@ -19,12 +21,6 @@ fn stdout(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn coder_gguf() -> PathBuf {
-    PathBuf::from(std::env::var_os("POCKETRT_CODER_GGUF").expect(
-        "POCKETRT_CODER_GGUF is unset: run `export POCKETRT_CODER_GGUF=$(scripts/fetch-test-models qwen-coder)` (scripts/test does)",
-    ))
 }
 
 fn summary_lines(text: &str) -> Vec<String> {

@@ -3,19 +3,15 @@
 //! token for token, for 32 tokens — through the backend-neutral `Engine` on both sides.
 //! A missing adapter fails this test (it never skips).
 
+mod real_data;
+
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
 use pocketrt::format;
 use pocketrt::tokenizer::Tokenizer;
-use std::path::PathBuf;
+use real_data::coder_gguf;
 
 const NEW_TOKENS: usize = 32;
-
-fn coder_gguf() -> PathBuf {
-    PathBuf::from(std::env::var_os("POCKETRT_CODER_GGUF").expect(
-        "POCKETRT_CODER_GGUF is unset: run `export POCKETRT_CODER_GGUF=$(scripts/fetch-test-models qwen-coder)` (scripts/test does)",
-    ))
-}
 
 fn greedy(backend: Backend, prompt: &[u32]) -> Vec<u32> {
     let mut src = format::open(&coder_gguf()).unwrap();

@@ -12,7 +12,9 @@
 //! - Q4 g64 mode (every matrix requantized to Q4 g64): reports how many of the 24 tokens
 //!   match, and checks the decoded text is still the Python function it should be.
 
-use std::path::PathBuf;
+mod real_data;
+
+use real_data::coder_gguf;
 use std::time::Instant;
 
 use pocketrt::cpu::{Model, WeightMode};
@@ -23,16 +25,6 @@ use pocketrt::tokenizer::Tokenizer;
 const MATCH_TOKENS: usize = 24;
 /// Tokens generated (and compared, reported) per prompt.
 const GENERATE: usize = 32;
-
-fn coder_path() -> PathBuf {
-    let path = std::env::var_os("POCKETRT_CODER_GGUF").unwrap_or_else(|| {
-        panic!(
-            "POCKETRT_CODER_GGUF is not set: run scripts/fetch-test-models qwen-coder and set \
-             it to the printed path (~/.cache/pocketrt/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf)"
-        )
-    });
-    PathBuf::from(path)
-}
 
 struct Case {
     prompt: String,
@@ -70,7 +62,7 @@ fn reference() -> Vec<Case> {
 
 fn load(mode: WeightMode) -> (Model, Tokenizer) {
     let start = Instant::now();
-    let mut src = GgufSource::open(&coder_path()).unwrap();
+    let mut src = GgufSource::open(&coder_gguf()).unwrap();
     let tokenizer = Tokenizer::from_gguf(src.gguf()).unwrap();
     let model = Model::load(&mut src, mode).unwrap();
     println!("{mode:?}: loaded in {:.1} s", start.elapsed().as_secs_f64());
@@ -97,7 +89,7 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 
 #[test]
 fn tokenizer_encodes_the_reference_prompts_like_llama_cpp() {
-    let src = GgufSource::open(&coder_path()).unwrap();
+    let src = GgufSource::open(&coder_gguf()).unwrap();
     let tokenizer = Tokenizer::from_gguf(src.gguf()).unwrap();
     for case in reference() {
         assert_eq!(

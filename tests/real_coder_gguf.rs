@@ -6,18 +6,16 @@
 //! gguf-py's dequantization, stored in tests/fixtures/coder_sample.gguf (made by
 //! `tests/fixtures/make_gguf_fixtures.py --coder PATH`).
 
+mod real_data;
+
 use pocketrt::format::gguf::{GgmlType, Gguf};
 use pocketrt::format::gguf_dequant::{dequantize, is_supported};
+use real_data::coder_gguf;
 use std::fs::File;
 
 fn open_coder() -> (Gguf, File) {
-    let path = std::env::var("POCKETRT_CODER_GGUF").unwrap_or_else(|_| {
-        panic!(
-            "POCKETRT_CODER_GGUF is not set: run scripts/fetch-test-models qwen-coder and set it \
-             to the printed path (~/.cache/pocketrt/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf)"
-        )
-    });
-    Gguf::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    let path = coder_gguf();
+    Gguf::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn f32s(bytes: &[u8]) -> Vec<f32> {
