@@ -144,6 +144,8 @@ fn pocket_shape_q4_1_gguf_converts_to_173_mb_with_codes_bit_exact() {
     // Read the package back and compare every group of a few tensors with the re-packing.
     let mut pkg = PackageSource::open(&out).unwrap();
     assert_eq!(pkg.config(), src.config());
+    let norm: Vec<f32> = (0..896).map(|i| 1.0 + i as f32 * 1e-3).collect();
+    assert_eq!(pkg.read_f32("output_norm.weight").unwrap(), norm);
     for name in [
         "token_embd.weight",
         "blk.0.attn_k.weight",

@@ -2,7 +2,9 @@
 //! first time a tensor touches it; tensors then read by seeking).
 
 use super::package::{DType, PackageDir, TensorEntry};
-use super::source::{matrix_dims, quantize_counted, ModelSource, SourceTensor};
+use super::source::{
+    f16_from_le, f32_from_le, matrix_dims, quantize_counted, ModelSource, SourceTensor,
+};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::quant::{MergeStats, Q4Tensor};
@@ -51,18 +53,11 @@ impl ModelSource for PackageSource {
     }
     fn read_f32(&mut self, name: &str) -> Result<Vec<f32>> {
         let t = self.entry(name)?;
-        let bytes = self.dir.load_tensor(name)?;
-        Ok(match t.dtype {
-            DType::F32 => bytes
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-            DType::F16 => bytes
-                .chunks_exact(2)
-                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
-            DType::Q4g64 => self.read_q4(name)?.0.dequantize(),
-        })
+        match t.dtype {
+            DType::F32 => Ok(f32_from_le(&self.dir.load_tensor(name)?)),
+            DType::F16 => Ok(f16_from_le(&self.dir.load_tensor(name)?)),
+            DType::Q4g64 => Ok(self.read_q4(name)?.0.dequantize()),
+        }
     }
     fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)> {
         let t = self.entry(name)?;

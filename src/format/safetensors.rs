@@ -5,7 +5,9 @@
 //! `{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}`, then data.
 //! Tensors are read one at a time (seek + read), never the whole file.
 
-use super::source::{matrix_dims, quantize_counted, ModelSource, SourceTensor};
+use super::source::{
+    f16_from_le, f32_from_le, matrix_dims, quantize_counted, ModelSource, SourceTensor,
+};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::quant::{MergeStats, Q4Tensor};
@@ -158,14 +160,8 @@ pub fn read_tensor_f32(t: &StTensor) -> Result<Vec<f32>> {
     f.read_exact(&mut bytes)
         .map_err(|e| Error::io(&t.file, e))?;
     Ok(match t.dtype {
-        StDtype::F32 => bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect(),
-        StDtype::F16 => bytes
-            .chunks_exact(2)
-            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-            .collect(),
+        StDtype::F32 => f32_from_le(&bytes),
+        StDtype::F16 => f16_from_le(&bytes),
         StDtype::BF16 => bytes
             .chunks_exact(2)
             .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())

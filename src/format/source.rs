@@ -83,3 +83,19 @@ pub fn quantize_counted(data: &[f32], rows: usize, cols: usize) -> Result<(Q4Ten
     };
     Ok((q, stats))
 }
+
+/// Little-endian f32 bytes as values.
+pub fn f32_from_le(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// Little-endian f16 bytes as f32 values.
+pub fn f16_from_le(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(2)
+        .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+        .collect()
+}
