@@ -5,6 +5,9 @@
 use crate::cpu::{KvCache, Model, WeightMode};
 use crate::error::{Error, Result};
 use crate::format::ModelSource;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::kernels::topk::TOPK_MAX;
+use crate::sampler::Sampler;
 use crate::ModelConfig;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,24 +94,76 @@ impl Engine {
 
     /// Run `token` at the next position; returns the greedy next token.
     pub fn step(&mut self, token: u32) -> Result<u32> {
+        self.step_sampled(token, &mut Sampler::greedy())
+    }
+
+    /// Run `token` at the next position and choose the next token with `sampler`. The
+    /// GPU reads back only what the sampler needs: the argmax (greedy), the 64 best
+    /// candidates (top-k ≤ 64) or, for wider sampling, all logits.
+    pub fn step_sampled(&mut self, token: u32, sampler: &mut Sampler) -> Result<u32> {
         if self.pos >= self.context {
-            return Err(Error::InvalidArgument(format!(
-                "the context of {} positions is full",
-                self.context
-            )));
+            return Err(Error::ContextTooLong {
+                position: self.pos,
+                context: self.context,
+            });
         }
+        let need = sampler.candidates_needed();
         let next = match &mut self.inner {
             Inner::Cpu { model, cache } => {
                 let logits = model.forward(token, cache)?;
-                crate::cpu::ops::argmax(&logits)
-                    .ok_or_else(|| Error::InvalidArgument("the logits are all NaN".into()))?
-                    as u32
+                match need {
+                    None => crate::cpu::ops::argmax(&logits)
+                        .ok_or_else(|| Error::InvalidArgument("the logits are all NaN".into()))?
+                        as u32,
+                    Some(_) => sampler.sample_logits(&logits)?,
+                }
             }
             #[cfg(not(target_arch = "wasm32"))]
-            Inner::Gpu(model) => model.decode(token, self.pos)?,
+            Inner::Gpu(model) => match need {
+                None => model.decode(token, self.pos)?,
+                Some(k) if (1..=TOPK_MAX).contains(&k) => {
+                    sampler.sample_sorted(&model.decode_topk(token, self.pos)?)?
+                }
+                Some(_) => sampler.sample_logits(&model.decode_with_logits(token, self.pos)?.1)?,
+            },
         };
         self.pos += 1;
         Ok(next)
+    }
+
+    /// Run a prompt token whose successor is not needed (the GPU does not wait).
+    pub fn feed(&mut self, token: u32) -> Result<()> {
+        match &mut self.inner {
+            Inner::Cpu { .. } => {
+                self.step(token)?;
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            Inner::Gpu(model) => {
+                if self.pos >= self.context {
+                    return Err(Error::ContextTooLong {
+                        position: self.pos,
+                        context: self.context,
+                    });
+                }
+                model.feed(token, self.pos)?;
+                self.pos += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Forget every position from `pos` on (the cache keeps `0..pos`), so that a history
+    /// which diverges there can continue without re-processing its common prefix.
+    pub fn rewind(&mut self, pos: usize) {
+        self.pos = self.pos.min(pos);
+        if let Inner::Cpu { cache, .. } = &mut self.inner {
+            cache.truncate(self.pos);
+        }
+    }
+
+    /// Positions the cache holds.
+    pub fn context(&self) -> usize {
+        self.context
     }
 
     /// Greedy continuation: feed `prompt`, then `n` generated tokens (fewer when
@@ -123,7 +178,7 @@ impl Engine {
             return Err(Error::InvalidArgument("the prompt is empty".into()));
         };
         for &t in head {
-            self.step(t)?;
+            self.feed(t)?;
         }
         let mut out = Vec::with_capacity(n);
         let mut next = self.step(last)?;

@@ -11,8 +11,10 @@ pub mod cpu;
 pub mod engine;
 pub mod error;
 pub mod format;
+pub mod generate;
 pub mod gpu;
 pub mod quant;
+pub mod sampler;
 pub mod tokenizer;
 
 pub use config::{Arch, ModelConfig};

@@ -50,6 +50,11 @@ impl KvCache {
         self.capacity
     }
 
+    /// Keep only the first `len` tokens (no-op when it holds fewer).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     /// Forget every token (keeps the memory).
     pub fn clear(&mut self) {
         self.len = 0;

@@ -10,6 +10,7 @@ use super::kernels::embed_q4::EmbedQ4;
 use super::kernels::gemv_q4::{Epilogue, GemvQ4, GemvVariant};
 use super::kernels::rmsnorm::RmsNorm;
 use super::kernels::rope_kv::{rope_inv_freq, KvBuffers, RopeKv};
+use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
 use super::weights::{ModelWeights, Q4Buffers};
@@ -75,8 +76,25 @@ pub struct GpuModel {
     pub kv: KvCache,
     /// One decode step, in order.
     dispatches: Vec<Dispatch>,
+    /// Top-k over the logits, appended to a step when the sampler needs candidates.
+    topk: [Dispatch; 2],
+    topk_result: wgpu::Buffer,
     token_staging: wgpu::Buffer,
+    topk_staging: wgpu::Buffer,
     logits_staging: wgpu::Buffer,
+}
+
+/// What a decode step copies back to the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readback {
+    /// Nothing: a prompt token whose successor is already known.
+    Nothing,
+    /// The argmax token (4 bytes).
+    Argmax,
+    /// The 64 best (token, logit) pairs, sorted (512 bytes).
+    TopK,
+    /// All logits (and the argmax).
+    Logits,
 }
 
 /// The kernels of one model (one pipeline per distinct shape, shared by all layers).
@@ -137,7 +155,14 @@ impl GpuModel {
         let weights = ModelWeights::upload(c, src)?;
         let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
         let dispatches = record_step(c, &kernels, &weights, &kv, &acts, &step);
+        let topk_scratch = c.storage("topk scratch", TopK::scratch_bytes())?;
+        let topk_result = c.storage("topk", TopK::result_bytes())?;
+        let topk =
+            TopK::new(c, config.vocab_size).dispatch(c, &acts.logits, &topk_scratch, &topk_result);
         Ok(GpuModel {
+            topk,
+            topk_staging: c.staging("topk", TopK::result_bytes()),
+            topk_result,
             token_staging: c.staging("token", 4),
             logits_staging: c.staging("logits", 4 * config.vocab_size as u64),
             ctx,
@@ -156,9 +181,9 @@ impl GpuModel {
         self.dispatches.len()
     }
 
-    /// Encode and submit one step for `token` at `pos`; copy the argmax (and the logits,
-    /// when asked) to the staging buffers.
-    fn submit_step(&self, token: u32, pos: usize, with_logits: bool) -> Result<()> {
+    /// Encode and submit one step for `token` at `pos`; copy what `readback` asks for to
+    /// the staging buffers.
+    fn submit_step(&self, token: u32, pos: usize, readback: Readback) -> Result<()> {
         if token as usize >= self.config.vocab_size {
             return Err(Error::InvalidArgument(format!(
                 "token {token} is outside the vocabulary of {}",
@@ -185,9 +210,18 @@ impl GpuModel {
             for d in &self.dispatches {
                 d.encode(&mut pass);
             }
+            if readback == Readback::TopK {
+                self.topk.iter().for_each(|d| d.encode(&mut pass));
+            }
         }
-        enc.copy_buffer_to_buffer(&self.acts.argmax, 0, &self.token_staging, 0, 16);
-        if with_logits {
+        if readback != Readback::Nothing {
+            enc.copy_buffer_to_buffer(&self.acts.argmax, 0, &self.token_staging, 0, 4);
+        }
+        if readback == Readback::TopK {
+            let bytes = TopK::result_bytes();
+            enc.copy_buffer_to_buffer(&self.topk_result, 0, &self.topk_staging, 0, bytes);
+        }
+        if readback == Readback::Logits {
             let bytes = self.logits_staging.size();
             enc.copy_buffer_to_buffer(&self.acts.logits, 0, &self.logits_staging, 0, bytes);
         }
@@ -199,14 +233,31 @@ impl GpuModel {
     /// attention covers `0..=pos`). Returns the greedy next token.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn decode(&mut self, token: u32, pos: usize) -> Result<u32> {
-        self.submit_step(token, pos, false)?;
+        self.submit_step(token, pos, Readback::Argmax)?;
         self.read_token()
+    }
+
+    /// Run a prompt token without reading anything back: the host does not wait for the
+    /// GPU, so consecutive prompt tokens queue up.
+    pub fn feed(&mut self, token: u32, pos: usize) -> Result<()> {
+        self.submit_step(token, pos, Readback::Nothing)
+    }
+
+    /// [`GpuModel::decode`] for sampling: the 64 most likely next tokens with their
+    /// logits, best first (ties to the lower id).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn decode_topk(&mut self, token: u32, pos: usize) -> Result<Vec<(u32, f32)>> {
+        self.submit_step(token, pos, Readback::TopK)?;
+        let bytes = self
+            .ctx
+            .read_staging(&self.topk_staging, TopK::result_bytes())?;
+        Ok(parse_result(&bytes))
     }
 
     /// [`GpuModel::decode`] that also returns the full logits (for tests and debugging).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn decode_with_logits(&mut self, token: u32, pos: usize) -> Result<(u32, Vec<f32>)> {
-        self.submit_step(token, pos, true)?;
+        self.submit_step(token, pos, Readback::Logits)?;
         let next = self.read_token()?;
         let bytes = self
             .ctx

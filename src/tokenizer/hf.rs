@@ -378,3 +378,29 @@ fn template_processing(t: &Tokenizer) -> Value {
     json!({"type": "TemplateProcessing", "single": single, "pair": pair,
            "special_tokens": specials})
 }
+
+/// The smallest byte-level BPE `tokenizer.json`: the 256 byte tokens (ids 0..256, no
+/// merges) followed by `specials` as special added tokens. For synthetic and test models.
+pub fn byte_level_json(specials: &[&str]) -> String {
+    let mut vocab = Map::new();
+    for b in 0..=255u8 {
+        vocab.insert(super::bytelevel::byte_to_char(b).to_string(), json!(b));
+    }
+    let added: Vec<Value> = specials
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            vocab.insert(s.to_string(), json!(256 + i));
+            json!({"id": 256 + i, "content": s, "single_word": false, "lstrip": false,
+                   "rstrip": false, "normalized": false, "special": true})
+        })
+        .collect();
+    let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false,
+                            "trim_offsets": false, "use_regex": true});
+    json!({
+        "version": "1.0", "added_tokens": added, "normalizer": null,
+        "pre_tokenizer": byte_level, "post_processor": null, "decoder": byte_level,
+        "model": {"type": "BPE", "vocab": vocab, "merges": []},
+    })
+    .to_string()
+}

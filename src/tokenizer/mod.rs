@@ -21,6 +21,7 @@ pub mod streaming;
 
 pub use added::AddedToken;
 pub use chat::{ChatOptions, ChatTemplate, Message};
+pub use hf::byte_level_json;
 pub use streaming::StreamDecoder;
 
 use crate::error::{Error, Result};

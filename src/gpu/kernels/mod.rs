@@ -8,6 +8,7 @@ pub mod embed_q4;
 pub mod gemv_q4;
 pub mod rmsnorm;
 pub mod rope_kv;
+pub mod topk;
 
 use super::device::GpuContext;
 

@@ -1,0 +1,193 @@
+//! Sessions on a random in-memory model (CPU oracle): cache reuse equals a fresh run,
+//! rollback on divergence, and every finish reason.
+
+use super::*;
+use crate::config::{Arch, ModelConfig};
+use crate::cpu::{MemorySource, WeightMode};
+use crate::engine::Backend;
+use crate::tokenizer::byte_level_json;
+
+const SPECIALS: [&str; 4] = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|spare|>"];
+const TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}\
+<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+fn session(context: usize, eos: Option<u32>) -> Session {
+    let config = ModelConfig {
+        arch: Arch::Qwen3,
+        hidden_size: 64,
+        n_layers: 2,
+        n_heads: 2,
+        n_kv_heads: 1,
+        head_dim: 32,
+        ffn_size: 128,
+        vocab_size: 256 + SPECIALS.len(),
+        rope_theta: 1e6,
+        rms_eps: 1e-6,
+        max_context: 512,
+        tie_embeddings: true,
+        qkv_bias: false,
+        qk_norm: true,
+        bos_token_id: None,
+        eos_token_ids: vec![],
+        pad_token_id: None,
+    };
+    let mut src = MemorySource::random(config, 17, 0.5).unwrap();
+    let engine = Engine::load(&mut src, Backend::Cpu, WeightMode::F32, context).unwrap();
+    let mut tok = Tokenizer::from_hf_json(&byte_level_json(&SPECIALS)).unwrap();
+    tok.set_eos_ids(eos.into_iter().collect()).unwrap();
+    Session::new(engine, tok, Some(ChatTemplate::new(TEMPLATE).unwrap()))
+}
+
+fn opts(max_tokens: usize) -> GenerateOptions {
+    GenerateOptions {
+        max_tokens,
+        sampler: SamplerConfig::greedy(),
+    }
+}
+
+fn run(s: &mut Session, tokens: &[u32], n: usize) -> (String, GenerateStats) {
+    s.generate(tokens, &opts(n), |_| true).unwrap()
+}
+
+#[test]
+fn a_request_extending_the_cache_processes_only_new_tokens() {
+    let mut s = session(128, None);
+    let a: Vec<u32> = b"The quick brown fox"
+        .iter()
+        .map(|&b| u32::from(b))
+        .collect();
+    let (_, first) = run(&mut s, &a, 8);
+    assert_eq!((first.reused_tokens, first.generated_tokens), (0, 8));
+    // The cache holds the prompt and the 7 generated tokens that were fed back.
+    assert_eq!(s.cached_tokens(), a.len() + 7);
+    let mut b = s.cached.clone();
+    b.extend([b'!', b'?'].map(u32::from));
+    let (text, stats) = run(&mut s, &b, 6);
+    assert_eq!(stats.reused_tokens, a.len() + 7);
+    let (fresh_text, fresh) = run(&mut session(128, None), &b, 6);
+    assert_eq!(fresh.reused_tokens, 0);
+    assert_eq!(
+        text, fresh_text,
+        "reused cache must give the fresh run's tokens"
+    );
+}
+
+#[test]
+fn a_diverging_request_rolls_back_to_the_common_prefix() {
+    let mut s = session(128, None);
+    let ids = |t: &[u8]| t.iter().map(|&b| u32::from(b)).collect::<Vec<u32>>();
+    run(&mut s, &ids(b"shared prefix, then one way"), 5);
+    let other = ids(b"shared prefix, and another");
+    let (text, stats) = run(&mut s, &other, 5);
+    assert_eq!(stats.reused_tokens, b"shared prefix, ".len());
+    assert_eq!(text, run(&mut session(128, None), &other, 5).0);
+    // The very same request again reuses all but the last token.
+    let (again, stats) = run(&mut s, &other, 5);
+    assert_eq!((stats.reused_tokens, again), (other.len() - 1, text));
+}
+
+#[test]
+fn generation_ends_with_the_right_reason() {
+    let prompt: Vec<u32> = (40..52).collect();
+    let (_, stats) = run(&mut session(64, None), &prompt, 5);
+    assert_eq!(
+        (stats.finish, stats.generated_tokens),
+        (FinishReason::MaxTokens, 5)
+    );
+    // A context of prompt + 3 positions: 4 tokens come out (the last is never fed).
+    let (_, stats) = run(&mut session(prompt.len() + 3, None), &prompt, 100);
+    assert_eq!(
+        (stats.finish, stats.generated_tokens),
+        (FinishReason::ContextFull, 4)
+    );
+    // The callback stops it.
+    let mut calls = 0;
+    let (_, stats) = session(64, None)
+        .generate(&prompt, &opts(50), |_| {
+            calls += 1;
+            calls < 3
+        })
+        .unwrap();
+    assert_eq!(stats.finish, FinishReason::Stopped);
+    // End of sequence: make the greedy first token the eos id.
+    let mut engine = session(64, None).engine;
+    let first = engine.greedy(&prompt, 1, |_| true).unwrap()[0];
+    let mut s2 = session(64, Some(first));
+    let (text, stats) = run(&mut s2, &prompt, 10);
+    assert_eq!(
+        (stats.finish, stats.generated_tokens, text.as_str()),
+        (FinishReason::Eos, 0, "")
+    );
+}
+
+#[test]
+fn bad_requests_are_typed_errors() {
+    let mut s = session(16, None);
+    let long: Vec<u32> = (0..17).collect();
+    assert!(matches!(
+        s.generate(&long, &opts(4), |_| true),
+        Err(Error::ContextTooLong {
+            position: 17,
+            context: 16
+        })
+    ));
+    assert!(matches!(
+        s.generate(&[], &opts(4), |_| true),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.generate(&[1], &opts(0), |_| true),
+        Err(Error::InvalidArgument(_))
+    ));
+    let mut bad = opts(4);
+    bad.sampler.temperature = f32::NAN;
+    assert!(matches!(
+        s.generate(&[1], &bad, |_| true),
+        Err(Error::InvalidArgument(_))
+    ));
+    s.template = None;
+    assert!(matches!(
+        s.chat("hi", &opts(4), |_| true),
+        Err(Error::ChatTemplate(_))
+    ));
+}
+
+#[test]
+fn a_second_chat_turn_reuses_the_first_turns_cache() {
+    let mut s = session(256, None);
+    let (reply, first) = s.chat("Hello there", &opts(6), |_| true).unwrap();
+    assert_eq!(first.reused_tokens, 0);
+    assert_eq!(s.messages().len(), 2);
+    assert_eq!(s.messages()[1].content, reply.trim());
+    let (_, second) = s.chat("And again", &opts(6), |_| true).unwrap();
+    // Everything up to the first reply is reused (the reply itself re-renders into the
+    // same tokens up to where it was cut).
+    assert!(
+        second.reused_tokens >= first.prompt_tokens,
+        "reused {} of {} (first prompt {})",
+        second.reused_tokens,
+        second.prompt_tokens,
+        first.prompt_tokens
+    );
+    assert!(second.prompt_tokens > second.reused_tokens);
+}
+
+#[test]
+fn seeded_sampling_is_reproducible_and_differs_from_greedy() {
+    let prompt: Vec<u32> = (60..70).collect();
+    let sampled = |seed| {
+        let o = GenerateOptions {
+            max_tokens: 24,
+            sampler: SamplerConfig {
+                temperature: 1.5,
+                top_k: 0,
+                top_p: 1.0,
+                seed,
+            },
+        };
+        session(64, None).generate(&prompt, &o, |_| true).unwrap().0
+    };
+    assert_eq!(sampled(1), sampled(1));
+    assert_ne!(sampled(1), sampled(2));
+    assert_ne!(sampled(1), run(&mut session(64, None), &prompt, 24).0);
+}
