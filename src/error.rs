@@ -99,6 +99,9 @@ pub enum Error {
 
     #[error("GPU error: {0}")]
     Gpu(String),
+
+    #[error("model hub: {0}")]
+    Hub(String),
 }
 
 impl Error {

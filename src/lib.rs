@@ -13,6 +13,8 @@ pub mod error;
 pub mod format;
 pub mod generate;
 pub mod gpu;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod hub;
 pub mod quant;
 pub mod sampler;
 pub mod tokenizer;

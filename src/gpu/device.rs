@@ -114,22 +114,68 @@ pub fn limits_for(need: LimitsNeeded, adapter: &wgpu::Limits) -> Result<wgpu::Li
     Ok(limits)
 }
 
+fn instance() -> Result<wgpu::Instance> {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    desc.backends = backends_from_env()?;
+    Ok(wgpu::Instance::new(desc))
+}
+
+/// Every adapter of `POCKETRT_BACKEND`'s backends (else all), as "name (backend, type)".
+#[cfg(not(target_arch = "wasm32"))]
+pub fn list_adapters() -> Result<Vec<String>> {
+    let instance = instance()?;
+    let adapters = pollster::block_on(instance.enumerate_adapters(backends_from_env()?));
+    Ok(adapters
+        .iter()
+        .map(|a| {
+            let i = a.get_info();
+            format!("{} ({}, {:?})", i.name, i.backend, i.device_type)
+        })
+        .collect())
+}
+
+/// The adapter whose name contains `POCKETRT_ADAPTER` (case-insensitive), if it is set.
+#[cfg(not(target_arch = "wasm32"))]
+async fn adapter_by_name(instance: &wgpu::Instance) -> Result<Option<wgpu::Adapter>> {
+    let want = match std::env::var("POCKETRT_ADAPTER") {
+        Ok(s) if !s.trim().is_empty() => s.trim().to_lowercase(),
+        _ => return Ok(None),
+    };
+    let adapters = instance.enumerate_adapters(backends_from_env()?).await;
+    let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
+    match adapters
+        .into_iter()
+        .find(|a| a.get_info().name.to_lowercase().contains(&want))
+    {
+        Some(a) => Ok(Some(a)),
+        None => Err(Error::NoGpuAdapter {
+            detail: format!("no adapter name contains {want:?} (adapters: {names:?})"),
+        }),
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+async fn adapter_by_name(_: &wgpu::Instance) -> Result<Option<wgpu::Adapter>> {
+    Ok(None)
+}
+
 impl GpuContext {
-    /// Open the best adapter (of `POCKETRT_BACKEND`'s backends, else any) with the limits
-    /// `need` asks for.
+    /// Open the best adapter (the one `POCKETRT_ADAPTER` names, else the best of
+    /// `POCKETRT_BACKEND`'s backends, else of any) with the limits `need` asks for.
     pub async fn new(need: LimitsNeeded) -> Result<GpuContext> {
-        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-        desc.backends = backends_from_env()?;
-        let instance = wgpu::Instance::new(desc);
-        let adapter = instance
-            .request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| Error::NoGpuAdapter {
-                detail: e.to_string(),
-            })?;
+        let instance = instance()?;
+        let adapter = match adapter_by_name(&instance).await? {
+            Some(a) => a,
+            None => instance
+                .request_adapter(&wgpu::RequestAdapterOptions {
+                    power_preference: wgpu::PowerPreference::HighPerformance,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| Error::NoGpuAdapter {
+                    detail: e.to_string(),
+                })?,
+        };
         let info = adapter.get_info();
         let available = adapter.features();
         let features = OptionalFeatures::from_wgpu(available);
