@@ -17,6 +17,8 @@ pub enum Backend {
     /// wgpu (Vulkan, Metal, DX12; lavapipe where there is no GPU).
     #[cfg(not(target_arch = "wasm32"))]
     Gpu,
+    /// The GPU when an adapter exists (and the weights are Q4), else the CPU.
+    Auto,
 }
 
 enum Inner {
@@ -52,19 +54,18 @@ impl Engine {
             )));
         }
         let (inner, description) = match backend {
-            Backend::Cpu => {
-                let model = Model::load(src, weights)?;
-                let cache = model.new_cache(context)?;
-                let mode = match weights {
-                    WeightMode::F32 => "f32",
-                    WeightMode::Q4 => "q4",
-                };
-                let inner = Inner::Cpu {
-                    model: Box::new(model),
-                    cache,
-                };
-                (inner, format!("cpu ({mode} weights)"))
+            #[cfg(not(target_arch = "wasm32"))]
+            Backend::Auto if weights == WeightMode::Q4 => {
+                use crate::gpu::{weights::limits_needed, GpuContext};
+                match GpuContext::new_blocking(limits_needed(&config, context)) {
+                    Ok(ctx) => Self::load_gpu(ctx, src, context)?,
+                    Err(Error::NoGpuAdapter { .. }) => {
+                        Self::load_cpu(src, weights, context, "no GPU adapter: ")?
+                    }
+                    Err(e) => return Err(e),
+                }
             }
+            Backend::Cpu | Backend::Auto => Self::load_cpu(src, weights, context, "")?,
             #[cfg(not(target_arch = "wasm32"))]
             Backend::Gpu => {
                 if weights != WeightMode::Q4 {
@@ -72,15 +73,9 @@ impl Engine {
                         "the GPU backend runs Q4 g64 weights only (use --weights q4)".into(),
                     ));
                 }
-                use crate::gpu::{weights::limits_needed, GpuContext, GpuModel};
+                use crate::gpu::{weights::limits_needed, GpuContext};
                 let ctx = GpuContext::new_blocking(limits_needed(&config, context))?;
-                let adapter = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend);
-                let model = GpuModel::load(std::sync::Arc::new(ctx), src, context)?;
-                let description = format!(
-                    "gpu {adapter}, {} dispatches and 1 submit per token",
-                    model.dispatches_per_token()
-                );
-                (Inner::Gpu(Box::new(model)), description)
+                Self::load_gpu(ctx, src, context)?
             }
         };
         Ok(Engine {
@@ -90,6 +85,40 @@ impl Engine {
             pos: 0,
             description,
         })
+    }
+
+    fn load_cpu(
+        src: &mut dyn ModelSource,
+        weights: WeightMode,
+        context: usize,
+        why: &str,
+    ) -> Result<(Inner, String)> {
+        let model = Model::load(src, weights)?;
+        let cache = model.new_cache(context)?;
+        let mode = match weights {
+            WeightMode::F32 => "f32",
+            WeightMode::Q4 => "q4",
+        };
+        let inner = Inner::Cpu {
+            model: Box::new(model),
+            cache,
+        };
+        Ok((inner, format!("{why}cpu ({mode} weights)")))
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn load_gpu(
+        ctx: crate::gpu::GpuContext,
+        src: &mut dyn ModelSource,
+        context: usize,
+    ) -> Result<(Inner, String)> {
+        let adapter = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend);
+        let model = crate::gpu::GpuModel::load(std::sync::Arc::new(ctx), src, context)?;
+        let description = format!(
+            "gpu {adapter}, {} dispatches and 1 submit per token",
+            model.dispatches_per_token()
+        );
+        Ok((Inner::Gpu(Box::new(model)), description))
     }
 
     /// Run `token` at the next position; returns the greedy next token.

@@ -79,6 +79,16 @@ pub struct Session {
     pub chat_options: ChatOptions,
 }
 
+/// Chat-template options for a reply: the generation prompt, and no thinking block
+/// (models with a thinking switch answer directly).
+pub fn reply_options() -> ChatOptions {
+    ChatOptions {
+        add_generation_prompt: true,
+        enable_thinking: Some(false),
+        ..Default::default()
+    }
+}
+
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
@@ -95,12 +105,14 @@ impl Session {
             eos,
             cached: Vec::new(),
             messages: Vec::new(),
-            chat_options: ChatOptions {
-                add_generation_prompt: true,
-                enable_thinking: Some(false),
-                ..Default::default()
-            },
+            chat_options: reply_options(),
         }
+    }
+
+    /// Open the chat with a system message (kept by [`Session::reset_chat`]).
+    pub fn set_system(&mut self, text: &str) {
+        self.messages.retain(|m| m.role != "system");
+        self.messages.insert(0, Message::system(text));
     }
 
     pub fn engine(&self) -> &Engine {
@@ -121,9 +133,10 @@ impl Session {
         &self.messages
     }
 
-    /// Forget the chat (the cache is reused as far as the next request allows).
+    /// Forget the chat but its system message (the cache is reused as far as the next
+    /// request allows).
     pub fn reset_chat(&mut self) {
-        self.messages.clear();
+        self.messages.retain(|m| m.role == "system");
     }
 
     /// Continue `text` (encoded with the tokenizer's special tokens).

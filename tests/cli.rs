@@ -145,3 +145,65 @@ fn run_on_the_cpu_backend_streams_llama_cpp_s_greedy_text() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("tok/s"), "no speed report: {err}");
 }
+
+/// `pocketrt chat` with its stdin piped (as a terminal or tmux would feed it): the first
+/// reply equals `run --chat` on the same prompt (greedy), `/reset` works, and the second
+/// turn reuses the cached system prompt.
+#[test]
+fn chat_answers_line_by_line_like_run_chat() {
+    let gguf = coder_gguf();
+    let common = [
+        "-n",
+        "10",
+        "--temp",
+        "0",
+        "--backend",
+        "cpu",
+        "--weights",
+        "f32",
+    ];
+    let question = "Write a Python one-liner that prints hello";
+    let mut args: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), gguf.as_os_str()];
+    args.extend(["--chat", "-p", question].map(std::ffi::OsStr::new));
+    args.extend(common.map(std::ffi::OsStr::new));
+    let single = stdout(&pocketrt(&args));
+    let answer = single.trim_end();
+    assert!(answer.contains("print"), "{answer}");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pocketrt"))
+        .args([
+            std::ffi::OsStr::new("chat"),
+            gguf.as_os_str(),
+            "-v".as_ref(),
+        ])
+        .args(common)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn pocketrt chat");
+    let input = format!("{question}\n/reset\n{question}\n");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let text = stdout(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        text,
+        format!("> {answer}\n> (chat cleared)\n> {answer}\n> \n"),
+        "stderr: {err}"
+    );
+    // Per-turn stats (-v): the second turn re-uses at least the system prompt.
+    let reused: Vec<usize> = err
+        .lines()
+        .filter_map(|l| l.split(" tokens (").nth(1))
+        .filter_map(|r| r.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(reused.len(), 2, "{err}");
+    assert!(reused[0] == 0 && reused[1] > 10, "{reused:?}");
+}

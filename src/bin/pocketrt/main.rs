@@ -46,27 +46,11 @@ enum Command {
         summary: bool,
     },
     /// Generate text from a prompt (streamed to stdout; speeds to stderr).
-    Run {
-        /// GGUF file, HF model folder or pocket package folder.
-        model: PathBuf,
-        /// The prompt.
-        #[arg(short, long)]
-        prompt: String,
-        /// Most tokens to generate (stops earlier at end-of-sequence).
-        #[arg(short = 'n', long, default_value_t = 128)]
-        max_tokens: usize,
-        /// Wrap the prompt in the model's chat template as a user message.
-        #[arg(long)]
-        chat: bool,
-        #[arg(long, value_enum, default_value = "cpu")]
-        backend: run::Backend,
-        /// Weight precision (f32: CPU backend only).
-        #[arg(long, value_enum, default_value = "q4")]
-        weights: run::Weights,
-        /// Print the backend, adapter and dispatches per token first.
-        #[arg(short, long)]
-        verbose: bool,
-    },
+    Run(run::RunArgs),
+    /// Chat with a model in its chat template (reads stdin line by line).
+    Chat(run::ChatArgs),
+    /// List the GPU adapters wgpu finds (names for --adapter).
+    Adapters,
     /// Tokenize TEXT with the model's tokenizer; prints ids and pieces (like llama-tokenize).
     Tokenize {
         /// GGUF file, HF model folder or pocket package folder.
@@ -91,23 +75,9 @@ fn main() -> ExitCode {
             shard_mb,
         } => run_convert(&input, &output, group, shard_mb),
         Command::Inspect { model, summary } => run_inspect(&model, summary),
-        Command::Run {
-            model,
-            prompt,
-            max_tokens,
-            chat,
-            backend,
-            weights,
-            verbose,
-        } => run::run(run::RunArgs {
-            model: &model,
-            prompt: &prompt,
-            max_tokens,
-            chat,
-            backend,
-            weights,
-            verbose,
-        }),
+        Command::Run(args) => run::run(args),
+        Command::Chat(args) => run::chat(args),
+        Command::Adapters => run_adapters(),
         Command::Tokenize {
             model,
             text,
@@ -245,6 +215,17 @@ fn run_tokenize(path: &std::path::Path, text: &str, chat: bool, ids_only: bool) 
             println!("{id:>8} -> '{piece}'");
         }
         println!("{} tokens", ids.len());
+    }
+    Ok(())
+}
+
+fn run_adapters() -> Result<()> {
+    let adapters = pocketrt::gpu::device::list_adapters()?;
+    if adapters.is_empty() {
+        println!("no GPU adapters (install a Vulkan driver, e.g. mesa-vulkan-drivers)");
+    }
+    for a in adapters {
+        println!("{a}");
     }
     Ok(())
 }

@@ -1,20 +1,24 @@
-//! `pocketrt run`: generate text from a prompt, streamed to stdout; speeds to stderr.
+//! `pocketrt run` (one prompt, text streamed to stdout, speeds to stderr) and
+//! `pocketrt chat` (an interactive chat in the model's template, on stdin/stdout).
 
+use indicatif::{ProgressBar, ProgressStyle};
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{self, Engine};
-use pocketrt::format;
-use pocketrt::tokenizer::{ChatOptions, ChatTemplate, Message, StreamDecoder, Tokenizer};
-use pocketrt::{Error, Result};
-use std::io::Write;
-use std::path::Path;
-use std::time::Instant;
+use pocketrt::format::{self, ModelSource};
+use pocketrt::generate::{reply_options, GenerateOptions, GenerateStats, Session};
+use pocketrt::sampler::SamplerConfig;
+use pocketrt::tokenizer::{ChatTemplate, Message, Tokenizer};
+use pocketrt::{hub, Error, Result};
+use std::io::{BufRead, Write};
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Backend {
-    /// The plain-Rust reference forward pass.
-    Cpu,
+    /// The GPU when there is an adapter, else the CPU.
+    Auto,
     /// wgpu: Vulkan, Metal or DX12 (lavapipe on machines without a GPU).
     Gpu,
+    /// The plain-Rust reference forward pass.
+    Cpu,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -25,48 +29,140 @@ pub enum Weights {
     F32,
 }
 
-pub struct RunArgs<'a> {
-    pub model: &'a Path,
-    pub prompt: &'a str,
-    pub max_tokens: usize,
-    pub chat: bool,
+/// Which model, where to run it.
+#[derive(clap::Args)]
+pub struct ModelArgs {
+    /// GGUF file, pocket package folder, HF folder, or a hub id (owner/name: downloaded
+    /// once into ~/.cache/pocketrt/hub).
+    pub model: String,
+    #[arg(long, value_enum, default_value = "auto")]
     pub backend: Backend,
+    /// Use the GPU adapter whose name contains this (see `pocketrt adapters`).
+    #[arg(long)]
+    pub adapter: Option<String>,
+    /// Weight precision (f32: CPU backend only).
+    #[arg(long, value_enum, default_value = "q4")]
     pub weights: Weights,
+    /// KV cache positions (default: what the command needs, at most the model's context).
+    #[arg(long)]
+    pub context: Option<usize>,
+    /// Print the backend, adapter and dispatches per token first.
+    #[arg(short, long)]
     pub verbose: bool,
 }
 
-pub fn run(a: RunArgs) -> Result<()> {
-    let t_load = Instant::now();
-    let mut src = format::open(a.model)?;
+/// How tokens are chosen (greedy unless a temperature is given).
+#[derive(clap::Args)]
+pub struct SamplingArgs {
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long = "temp")]
+    pub temperature: Option<f32>,
+    /// Sample among the K most likely tokens (0: all).
+    #[arg(long)]
+    pub top_k: Option<usize>,
+    /// Sample among the most likely tokens whose probability reaches P.
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// Random seed (default: from the clock; printed with --verbose).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+impl SamplingArgs {
+    /// The settings, with `default` for what was not given.
+    fn config(&self, default: SamplerConfig) -> SamplerConfig {
+        let clock = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        };
+        SamplerConfig {
+            temperature: self.temperature.unwrap_or(default.temperature),
+            top_k: self.top_k.unwrap_or(default.top_k),
+            top_p: self.top_p.unwrap_or(default.top_p),
+            seed: self.seed.unwrap_or_else(clock),
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The prompt.
+    #[arg(short, long)]
+    pub prompt: String,
+    /// Most tokens to generate (stops earlier at end-of-sequence).
+    #[arg(short = 'n', long, default_value_t = 128)]
+    pub max_tokens: usize,
+    /// Wrap the prompt in the model's chat template as a user message.
+    #[arg(long)]
+    pub chat: bool,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+}
+
+#[derive(clap::Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// A system message opening the chat.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Most tokens per reply.
+    #[arg(short = 'n', long, default_value_t = 512)]
+    pub max_tokens: usize,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+}
+
+/// An opened model: its source, tokenizer and chat template.
+struct Opened {
+    src: Box<dyn ModelSource>,
+    tokenizer: Tokenizer,
+    template: Option<ChatTemplate>,
+}
+
+fn open(a: &ModelArgs) -> Result<Opened> {
+    if let Some(name) = &a.adapter {
+        // Read by the GPU device code when it picks the adapter.
+        std::env::set_var("POCKETRT_ADAPTER", name);
+    }
+    let bar = ProgressBar::hidden();
+    let path = hub::resolve_model(&a.model, &mut |p| {
+        if bar.is_hidden() {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{msg} {bar:40} {bytes}/{total_bytes} {bytes_per_sec}",
+                )
+                .expect("static template"),
+            );
+        }
+        bar.set_message(p.file.to_string());
+        bar.set_length(p.total.unwrap_or(p.done));
+        bar.set_position(p.done);
+    })?;
+    bar.finish_and_clear();
+    let mut src = format::open(&path)?;
     let json = src
         .tokenizer_json()?
-        .ok_or_else(|| Error::Tokenizer(format!("{} has no tokenizer", a.model.display())))?;
-    let tok = Tokenizer::from_hf_json(&json)?;
-    let text = if a.chat {
-        let template = src.chat_template().ok_or_else(|| {
-            Error::ChatTemplate(format!("{} has no chat template", a.model.display()))
-        })?;
-        let opts = ChatOptions {
-            add_generation_prompt: true,
-            enable_thinking: Some(false),
-            ..Default::default()
-        };
-        ChatTemplate::new(&template)?.render(&[Message::user(a.prompt)], &opts)?
-    } else {
-        a.prompt.to_string()
-    };
-    let prompt = tok.encode(&text, true);
-    let cfg = src.config().clone();
-    let context = prompt.len() + a.max_tokens;
-    if context > cfg.max_context {
-        return Err(Error::InvalidArgument(format!(
-            "prompt ({} tokens) + {} new tokens exceeds the model's context of {}",
-            prompt.len(),
-            a.max_tokens,
-            cfg.max_context
-        )));
-    }
+        .ok_or_else(|| Error::Tokenizer(format!("{} has no tokenizer", path.display())))?;
+    let tokenizer = Tokenizer::from_hf_json(&json)?;
+    let template = src
+        .chat_template()
+        .map(|t| ChatTemplate::new(&t))
+        .transpose()?;
+    Ok(Opened {
+        src,
+        tokenizer,
+        template,
+    })
+}
+
+fn session(a: &ModelArgs, mut o: Opened, context: usize) -> Result<Session> {
     let backend = match a.backend {
+        Backend::Auto => engine::Backend::Auto,
         Backend::Cpu => engine::Backend::Cpu,
         Backend::Gpu => engine::Backend::Gpu,
     };
@@ -74,50 +170,133 @@ pub fn run(a: RunArgs) -> Result<()> {
         Weights::Q4 => WeightMode::Q4,
         Weights::F32 => WeightMode::F32,
     };
-    let mut engine = Engine::load(src.as_mut(), backend, weights, context)?;
-    let mut eos: Vec<u32> = cfg.eos_token_ids.clone();
-    eos.extend_from_slice(tok.eos_ids());
-    let load_s = t_load.elapsed().as_secs_f64();
+    let engine = Engine::load(o.src.as_mut(), backend, weights, context)?;
     if a.verbose {
         eprintln!("backend: {}", engine.description());
     }
+    Ok(Session::new(engine, o.tokenizer, o.template))
+}
 
-    let mut out = std::io::stdout().lock();
-    let mut stream = StreamDecoder::new(true);
-    let mut stream_err = None;
-    let t_start = Instant::now();
-    let mut t_first = None;
-    let generated = engine.greedy(&prompt, a.max_tokens, |next| {
-        t_first.get_or_insert_with(Instant::now);
-        if eos.contains(&next) {
-            return false;
-        }
-        match stream.push(&tok, next) {
-            Ok(piece) => {
-                write!(out, "{piece}").and_then(|_| out.flush()).ok();
-                true
-            }
-            Err(e) => {
-                stream_err = Some(e);
-                false
-            }
-        }
-    })?;
-    if let Some(e) = stream_err {
-        return Err(e);
-    }
-    writeln!(out, "{}", stream.flush()).ok();
-    let t_first = t_first.unwrap_or_else(Instant::now);
-    let prompt_s = (t_first - t_start).as_secs_f64();
-    let gen_s = t_first.elapsed().as_secs_f64();
-    let decoded = generated.len().saturating_sub(1);
+fn print_stats(s: &GenerateStats, session: &Session) {
     eprintln!(
-        "load {load_s:.2} s | prompt {} tokens, {:.1} tok/s | generated {} tokens, {:.1} tok/s | {}",
-        prompt.len(),
-        prompt.len() as f64 / prompt_s.max(1e-9),
-        generated.len(),
-        decoded as f64 / gen_s.max(1e-9),
-        engine.description(),
+        "prompt {} tokens ({} reused), {:.1} tok/s | generated {} tokens, {:.1} tok/s | {:?} | {}",
+        s.prompt_tokens,
+        s.reused_tokens,
+        s.prompt_tok_s(),
+        s.generated_tokens,
+        s.generate_tok_s(),
+        s.finish,
+        session.engine().description(),
     );
+}
+
+/// Write a streamed piece to stdout now.
+fn emit(piece: &str) -> bool {
+    let mut out = std::io::stdout().lock();
+    write!(out, "{piece}").and_then(|_| out.flush()).is_ok()
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    let opened = open(&a.model)?;
+    let text = match (&opened.template, a.chat) {
+        (Some(t), true) => t.render(&[Message::user(&a.prompt)], &reply_options())?,
+        (None, true) => {
+            return Err(Error::ChatTemplate(format!(
+                "{} has no chat template",
+                a.model.model
+            )))
+        }
+        (_, false) => a.prompt.clone(),
+    };
+    let tokens = opened.tokenizer.encode(&text, true);
+    let max_context = opened.src.config().max_context;
+    let context = a
+        .model
+        .context
+        .unwrap_or_else(|| (tokens.len() + a.max_tokens).min(max_context));
+    if tokens.len() > context {
+        return Err(Error::ContextTooLong {
+            position: tokens.len(),
+            context,
+        });
+    }
+    let mut session = session(&a.model, opened, context)?;
+    let opts = GenerateOptions {
+        max_tokens: a.max_tokens,
+        sampler: a.sampling.config(SamplerConfig::greedy()),
+    };
+    if a.model.verbose && !opts.sampler.is_greedy() {
+        eprintln!("sampling: {:?}", opts.sampler);
+    }
+    let (_, stats) = session.generate(&tokens, &opts, emit)?;
+    println!();
+    print_stats(&stats, &session);
+    Ok(())
+}
+
+/// Chat defaults: the usual sampling for conversation.
+const CHAT_SAMPLING: SamplerConfig = SamplerConfig {
+    temperature: 0.7,
+    top_k: 40,
+    top_p: 0.9,
+    seed: 0,
+};
+
+pub fn chat(a: ChatArgs) -> Result<()> {
+    let opened = open(&a.model)?;
+    if opened.template.is_none() {
+        return Err(Error::ChatTemplate(format!(
+            "{} has no chat template; use `pocketrt run` for plain completion",
+            a.model.model
+        )));
+    }
+    let context = a
+        .model
+        .context
+        .unwrap_or(4096)
+        .min(opened.src.config().max_context);
+    let mut session = session(&a.model, opened, context)?;
+    if let Some(system) = &a.system {
+        session.set_system(system);
+    }
+    let opts = GenerateOptions {
+        max_tokens: a.max_tokens,
+        sampler: a.sampling.config(CHAT_SAMPLING),
+    };
+    eprintln!(
+        "chat with {} ({context} positions). /reset clears the chat, /quit or Ctrl-D ends it.",
+        a.model.model
+    );
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    loop {
+        emit("> ");
+        let Some(line) = lines.next() else { break };
+        let line = line.map_err(|e| Error::io("stdin", e))?;
+        match line.trim() {
+            "" => continue,
+            "/quit" | "/exit" => break,
+            "/reset" => {
+                session.reset_chat();
+                println!("(chat cleared)");
+                continue;
+            }
+            user => match session.chat(user, &opts, emit) {
+                Ok((_, stats)) => {
+                    println!();
+                    if a.model.verbose {
+                        print_stats(&stats, &session);
+                    }
+                }
+                // The chat is unchanged: say why and go on.
+                Err(e @ Error::ContextTooLong { .. }) => {
+                    println!();
+                    eprintln!("error: {e}; /reset starts a new chat");
+                }
+                Err(e) => return Err(e),
+            },
+        }
+    }
+    println!();
     Ok(())
 }
