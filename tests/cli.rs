@@ -95,7 +95,24 @@ fn bad_input_gives_an_error_message_and_failure_status() {
     let junk = dir.join("junk.gguf");
     std::fs::write(&junk, b"NOTAGGUF at all").unwrap();
     let (missing, out) = (dir.join("missing"), dir.join("o"));
+    let gguf = coder_gguf();
+    let run = |extra: &[&'static str]| {
+        let mut v: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), gguf.as_os_str(), "-p".as_ref()];
+        v.push("a prompt longer than four tokens".as_ref());
+        v.extend(extra.iter().map(|s| std::ffi::OsStr::new(*s)));
+        v
+    };
     for args in [
+        run(&["--context", "4"]),
+        run(&["--temp", "-1"]),
+        run(&["--top-p", "0"]),
+        vec![
+            "run".as_ref(),
+            junk.as_os_str(),
+            "-p".as_ref(),
+            "hi".as_ref(),
+        ],
+        vec!["chat".as_ref(), missing.as_os_str()],
         vec!["inspect".as_ref(), junk.as_os_str()],
         vec!["inspect".as_ref(), missing.as_os_str()],
         vec!["convert".as_ref(), junk.as_os_str(), out.as_os_str()],
@@ -113,6 +130,18 @@ fn bad_input_gives_an_error_message_and_failure_status() {
         assert!(err.starts_with("error: "), "{args:?}: stderr {err}");
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     }
+    // A hub id without network: the error says how to pass a local file instead.
+    let o = Command::new(env!("CARGO_BIN_EXE_pocketrt"))
+        .args(["run", "some-org/some-model", "-p", "hi"])
+        .env("POCKETRT_HUB_ENDPOINT", "http://127.0.0.1:1")
+        .env("POCKETRT_CACHE", &dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("pass its path"),
+        "{err}"
+    );
 }
 
 #[test]

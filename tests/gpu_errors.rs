@@ -31,6 +31,26 @@ fn missing_adapter_and_bad_backend_are_typed_errors_naming_the_fix() {
         Err(Error::InvalidArgument(m)) if m.contains("glide")
     ));
     std::env::remove_var("POCKETRT_BACKEND");
+
+    // POCKETRT_ADAPTER (the CLI's --adapter) picks by name, case-insensitively; an
+    // unknown name is NoGpuAdapter listing the adapters there are.
+    let default = GpuContext::new_blocking(LimitsNeeded::default()).unwrap();
+    std::env::set_var("POCKETRT_ADAPTER", default.adapter.name.to_uppercase());
+    let chosen = GpuContext::new_blocking(LimitsNeeded::default()).unwrap();
+    assert_eq!(chosen.adapter.name, default.adapter.name);
+    std::env::set_var("POCKETRT_ADAPTER", "no-such-gpu-9000");
+    match GpuContext::new_blocking(LimitsNeeded::default()) {
+        Err(e @ Error::NoGpuAdapter { .. }) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("no-such-gpu-9000") && msg.contains(&default.adapter.name),
+                "{msg}"
+            );
+        }
+        Err(e) => panic!("expected NoGpuAdapter, got {e}"),
+        Ok(ctx) => panic!("got {:?}", ctx.adapter),
+    }
+    std::env::remove_var("POCKETRT_ADAPTER");
     assert_eq!(
         parse_backends("Vulkan, gl").unwrap(),
         wgpu::Backends::VULKAN | wgpu::Backends::GL

@@ -197,6 +197,8 @@ fn emit(piece: &str) -> bool {
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
+    let sampler = a.sampling.config(SamplerConfig::greedy());
+    sampler.validate()?;
     let opened = open(&a.model)?;
     let text = match (&opened.template, a.chat) {
         (Some(t), true) => t.render(&[Message::user(&a.prompt)], &reply_options())?,
@@ -223,7 +225,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let mut session = session(&a.model, opened, context)?;
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
-        sampler: a.sampling.config(SamplerConfig::greedy()),
+        sampler,
     };
     if a.model.verbose && !opts.sampler.is_greedy() {
         eprintln!("sampling: {:?}", opts.sampler);
@@ -243,6 +245,8 @@ const CHAT_SAMPLING: SamplerConfig = SamplerConfig {
 };
 
 pub fn chat(a: ChatArgs) -> Result<()> {
+    let sampler = a.sampling.config(CHAT_SAMPLING);
+    sampler.validate()?;
     let opened = open(&a.model)?;
     if opened.template.is_none() {
         return Err(Error::ChatTemplate(format!(
@@ -261,7 +265,7 @@ pub fn chat(a: ChatArgs) -> Result<()> {
     }
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
-        sampler: a.sampling.config(CHAT_SAMPLING),
+        sampler,
     };
     eprintln!(
         "chat with {} ({context} positions). /reset clears the chat, /quit or Ctrl-D ends it.",
