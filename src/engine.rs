@@ -7,7 +7,11 @@ use crate::error::{Error, Result};
 use crate::format::ModelSource;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::kernels::topk::TOPK_MAX;
+use crate::gpu::plan::{Budget, MemoryPlan, TABLET_BUDGET};
 use crate::sampler::Sampler;
+
+/// Context of the CPU backend when none is requested.
+const CPU_DEFAULT_CONTEXT: usize = 4096;
 use crate::ModelConfig;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,33 +43,30 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Load `src` for up to `context` positions. The GPU backend runs Q4 g64 weights only.
+    /// Load `src` for up to `context` positions within the default (tablet) memory
+    /// budget. The GPU backend runs Q4 g64 weights only.
     pub fn load(
         src: &mut dyn ModelSource,
         backend: Backend,
         weights: WeightMode,
         context: usize,
     ) -> Result<Engine> {
+        Self::load_planned(src, backend, weights, Some(context), TABLET_BUDGET)
+    }
+
+    /// Load `src` with `context` positions, or (`None`) the largest context the memory
+    /// planner fits into `budget` bytes on the GPU (on the CPU: up to 4,096). A plan that
+    /// does not fit fails before anything is allocated on the device.
+    pub fn load_planned(
+        src: &mut dyn ModelSource,
+        backend: Backend,
+        weights: WeightMode,
+        context: Option<usize>,
+        budget: u64,
+    ) -> Result<Engine> {
         let config = src.config().clone();
-        if context == 0 || context > config.max_context {
-            return Err(Error::InvalidArgument(format!(
-                "context {context} is outside 1..={} (the model's context)",
-                config.max_context
-            )));
-        }
-        let (inner, description) = match backend {
-            #[cfg(not(target_arch = "wasm32"))]
-            Backend::Auto if weights == WeightMode::Q4 => {
-                use crate::gpu::{weights::limits_needed, GpuContext};
-                match GpuContext::new_blocking(limits_needed(&config, context)) {
-                    Ok(ctx) => Self::load_gpu(ctx, src, context)?,
-                    Err(Error::NoGpuAdapter { .. }) => {
-                        Self::load_cpu(src, weights, context, "no GPU adapter: ")?
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            Backend::Cpu | Backend::Auto => Self::load_cpu(src, weights, context, "")?,
+        let gpu_wanted = match backend {
+            Backend::Cpu => false,
             #[cfg(not(target_arch = "wasm32"))]
             Backend::Gpu => {
                 if weights != WeightMode::Q4 {
@@ -73,18 +74,46 @@ impl Engine {
                         "the GPU backend runs Q4 g64 weights only (use --weights q4)".into(),
                     ));
                 }
-                use crate::gpu::{weights::limits_needed, GpuContext};
-                let ctx = GpuContext::new_blocking(limits_needed(&config, context))?;
-                Self::load_gpu(ctx, src, context)?
+                true
             }
+            Backend::Auto => weights == WeightMode::Q4,
         };
-        Ok(Engine {
+        #[cfg(not(target_arch = "wasm32"))]
+        if gpu_wanted {
+            use crate::gpu::{weights::limits_needed, GpuContext};
+            // Limits for the smallest plan; a chosen context's needs are checked below.
+            let probe = context.unwrap_or(1).min(config.max_context).max(1);
+            match GpuContext::new_blocking(limits_needed(&config, probe)) {
+                Ok(ctx) => {
+                    let plan =
+                        MemoryPlan::choose(&config, context, &Budget::new(budget, &ctx.limits))?;
+                    let (inner, description) = Self::load_gpu(ctx, src, plan.context)?;
+                    return Ok(Engine::new(inner, config, plan.context, description));
+                }
+                Err(Error::NoGpuAdapter { .. }) if backend == Backend::Auto => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let context = context.unwrap_or(CPU_DEFAULT_CONTEXT.min(config.max_context));
+        if context == 0 || context > config.max_context {
+            return Err(Error::InvalidArgument(format!(
+                "context {context} is outside 1..={} (the model's context)",
+                config.max_context
+            )));
+        }
+        let why = if gpu_wanted { "no GPU adapter: " } else { "" };
+        let (inner, description) = Self::load_cpu(src, weights, context, why)?;
+        Ok(Engine::new(inner, config, context, description))
+    }
+
+    fn new(inner: Inner, config: ModelConfig, context: usize, description: String) -> Engine {
+        Engine {
             inner,
             config,
             context,
             pos: 0,
             description,
-        })
+        }
     }
 
     fn load_cpu(

@@ -100,6 +100,13 @@ pub enum Error {
     #[error("GPU error: {0}")]
     Gpu(String),
 
+    #[error("the model at context {context} needs {needed} bytes of GPU memory, over the budget of {budget} (use a smaller --context, or raise the budget with --memory-budget-mb)")]
+    OverMemoryBudget {
+        context: usize,
+        needed: u64,
+        budget: u64,
+    },
+
     #[error("model hub: {0}")]
     Hub(String),
 }

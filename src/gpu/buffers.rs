@@ -16,10 +16,21 @@ pub fn padded(bytes: u64) -> u64 {
 }
 
 impl GpuContext {
+    /// Bytes of all buffers created so far (what the memory planner predicts).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.allocated.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count(&self, bytes: u64) {
+        self.allocated
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// A zero-filled storage buffer of `bytes` (checked against the device limits).
     pub fn storage(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
         let size = padded(bytes);
         self.check_binding(label, size)?;
+        self.count(size);
         Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
@@ -37,6 +48,7 @@ impl GpuContext {
             return Ok(buf);
         }
         self.check_binding(label, bytes.len() as u64)?;
+        self.count(bytes.len() as u64);
         Ok(self
             .device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
@@ -48,6 +60,7 @@ impl GpuContext {
 
     /// A uniform buffer of `bytes` that the host rewrites (e.g. the step parameters).
     pub fn uniform(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+        self.count(padded(bytes));
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size: padded(bytes),
@@ -58,6 +71,7 @@ impl GpuContext {
 
     /// A host-readable staging buffer for readbacks.
     pub fn staging(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+        self.count(padded(bytes));
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size: padded(bytes),

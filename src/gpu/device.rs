@@ -51,6 +51,8 @@ pub struct GpuContext {
     pub queue: wgpu::Queue,
     pub adapter: AdapterSummary,
     pub limits: wgpu::Limits,
+    /// Bytes of every buffer created through the helpers in `buffers.rs`.
+    pub(crate) allocated: std::sync::atomic::AtomicU64,
 }
 
 /// Parse `POCKETRT_BACKEND` (vulkan, metal, dx12, gl, webgpu; comma-separated).
@@ -203,6 +205,7 @@ impl GpuContext {
             queue,
             adapter: summary,
             limits,
+            allocated: Default::default(),
         })
     }
 

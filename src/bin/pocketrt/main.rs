@@ -44,6 +44,12 @@ enum Command {
         /// Print only the summary, not the tensor table.
         #[arg(long)]
         summary: bool,
+        /// Print the GPU memory plan for this many context positions.
+        #[arg(long)]
+        context: Option<usize>,
+        /// The memory budget the plan is checked against, in MiB.
+        #[arg(long, default_value_t = pocketrt::gpu::plan::TABLET_BUDGET >> 20)]
+        memory_budget_mb: u64,
     },
     /// Generate text from a prompt (streamed to stdout; speeds to stderr).
     Run(run::RunArgs),
@@ -74,7 +80,15 @@ fn main() -> ExitCode {
             group,
             shard_mb,
         } => run_convert(&input, &output, group, shard_mb),
-        Command::Inspect { model, summary } => run_inspect(&model, summary),
+        Command::Inspect {
+            model,
+            summary,
+            context,
+            memory_budget_mb,
+        } => run_inspect(&model, summary).and_then(|cfg| match context {
+            Some(c) => print_plan(&cfg, c, memory_budget_mb),
+            None => Ok(()),
+        }),
         Command::Run(args) => run::run(args),
         Command::Chat(args) => run::chat(args),
         Command::Adapters => run_adapters(),
@@ -149,7 +163,7 @@ fn run_convert(
     Ok(())
 }
 
-fn run_inspect(path: &std::path::Path, summary: bool) -> Result<()> {
+fn run_inspect(path: &std::path::Path, summary: bool) -> Result<pocketrt::ModelConfig> {
     let src: Box<dyn ModelSource> = format::open(path)?;
     let c = src.config();
     println!("file:          {}", src.container());
@@ -185,6 +199,49 @@ fn run_inspect(path: &std::path::Path, summary: bool) -> Result<()> {
     }
     println!("tensors:       {}", src.tensors().len());
     println!("total bytes:   {} ({})", total, human_bytes(total));
+    Ok(c.clone())
+}
+
+/// The memory planner's figures for `context` positions, and the largest context that
+/// fits the budget.
+fn print_plan(cfg: &pocketrt::ModelConfig, context: usize, budget_mb: u64) -> Result<()> {
+    use pocketrt::gpu::plan::{Budget, MemoryPlan};
+    let budget = Budget {
+        total: budget_mb.saturating_mul(1 << 20),
+        max_buffer: u64::MAX,
+        max_binding: u64::MAX,
+    };
+    let p = MemoryPlan::new(cfg, context);
+    let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64);
+    println!();
+    println!("GPU memory plan at context {context}:");
+    println!("  weights (q4 g64):  {}", mib(p.weights));
+    println!("  KV cache (f16):    {}", mib(p.kv_cache));
+    println!("  scratch:           {}", mib(p.scratch));
+    println!("  total:             {}", mib(p.total()));
+    let binding = wgpu::Limits::defaults().max_storage_buffer_binding_size;
+    println!(
+        "  largest buffer:    {} ({} WebGPU's default binding limit of {})",
+        mib(p.largest_buffer),
+        if p.largest_buffer <= binding {
+            "within"
+        } else {
+            "over"
+        },
+        mib(binding)
+    );
+    match p.check(&budget) {
+        Ok(()) => println!("  fits the budget of {budget_mb} MiB"),
+        Err(e) => println!("  does not fit: {e}"),
+    }
+    match MemoryPlan::choose(cfg, None, &budget) {
+        Ok(best) => println!(
+            "  largest context within {budget_mb} MiB: {} (total {})",
+            best.context,
+            mib(best.total())
+        ),
+        Err(e) => println!("  no context fits: {e}"),
+    }
     Ok(())
 }
 

@@ -43,9 +43,13 @@ pub struct ModelArgs {
     /// Weight precision (f32: CPU backend only).
     #[arg(long, value_enum, default_value = "q4")]
     pub weights: Weights,
-    /// KV cache positions (default: what the command needs, at most the model's context).
+    /// KV cache positions (default: run: prompt + -n; chat: the largest context that fits
+    /// the memory budget on the GPU, 4096 on the CPU).
     #[arg(long)]
     pub context: Option<usize>,
+    /// GPU memory budget in MiB (default: sized for a tablet).
+    #[arg(long, default_value_t = pocketrt::gpu::plan::TABLET_BUDGET >> 20)]
+    pub memory_budget_mb: u64,
     /// Print the backend, adapter and dispatches per token first.
     #[arg(short, long)]
     pub verbose: bool,
@@ -160,7 +164,7 @@ fn open(a: &ModelArgs) -> Result<Opened> {
     })
 }
 
-fn session(a: &ModelArgs, mut o: Opened, context: usize) -> Result<Session> {
+fn session(a: &ModelArgs, mut o: Opened, context: Option<usize>) -> Result<Session> {
     let backend = match a.backend {
         Backend::Auto => engine::Backend::Auto,
         Backend::Cpu => engine::Backend::Cpu,
@@ -170,9 +174,14 @@ fn session(a: &ModelArgs, mut o: Opened, context: usize) -> Result<Session> {
         Weights::Q4 => WeightMode::Q4,
         Weights::F32 => WeightMode::F32,
     };
-    let engine = Engine::load(o.src.as_mut(), backend, weights, context)?;
+    let budget = a.memory_budget_mb.saturating_mul(1 << 20);
+    let engine = Engine::load_planned(o.src.as_mut(), backend, weights, context, budget)?;
     if a.verbose {
-        eprintln!("backend: {}", engine.description());
+        eprintln!(
+            "backend: {}; context {}",
+            engine.description(),
+            engine.context()
+        );
     }
     Ok(Session::new(engine, o.tokenizer, o.template))
 }
@@ -222,7 +231,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             context,
         });
     }
-    let mut session = session(&a.model, opened, context)?;
+    let mut session = session(&a.model, opened, Some(context))?;
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
         sampler,
@@ -254,12 +263,7 @@ pub fn chat(a: ChatArgs) -> Result<()> {
             a.model.model
         )));
     }
-    let context = a
-        .model
-        .context
-        .unwrap_or(4096)
-        .min(opened.src.config().max_context);
-    let mut session = session(&a.model, opened, context)?;
+    let mut session = session(&a.model, opened, a.model.context)?;
     if let Some(system) = &a.system {
         session.set_system(system);
     }
@@ -268,8 +272,9 @@ pub fn chat(a: ChatArgs) -> Result<()> {
         sampler,
     };
     eprintln!(
-        "chat with {} ({context} positions). /reset clears the chat, /quit or Ctrl-D ends it.",
-        a.model.model
+        "chat with {} ({} positions). /reset clears the chat, /quit or Ctrl-D ends it.",
+        a.model.model,
+        session.engine().context()
     );
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();

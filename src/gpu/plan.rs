@@ -1,0 +1,177 @@
+//! The memory planner: what a model needs on the GPU for a given context — weights, KV
+//! cache, scratch — computed before anything is allocated, checked against the device's
+//! buffer limits and a memory budget (sized for a tablet by default), and the largest
+//! context that fits when none is requested.
+//!
+//! The figures are exact: `tests/gpu_plan.rs` compares them with the bytes the GPU engine
+//! really allocates.
+
+use super::buffers::padded;
+use super::kernels::topk::TopK;
+use super::kv_cache::KvCache;
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+
+/// Default memory budget: what a tablet's browser tab can give a model without being
+/// killed (iPadOS reclaims tabs well before the device's RAM is used up).
+pub const TABLET_BUDGET: u64 = 1 << 30;
+
+/// Where the plan must fit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// All GPU buffers together.
+    pub total: u64,
+    /// Largest single buffer / storage binding the device allows.
+    pub max_buffer: u64,
+    pub max_binding: u64,
+}
+
+impl Budget {
+    /// A tablet budget with the device limits of `limits` (the adapter's, not WebGPU's
+    /// defaults: the engine raises limits the model needs when the adapter has them).
+    pub fn new(total: u64, limits: &wgpu::Limits) -> Budget {
+        Budget {
+            total,
+            max_buffer: limits.max_buffer_size,
+            max_binding: limits.max_storage_buffer_binding_size,
+        }
+    }
+}
+
+/// GPU memory of one model at one context length, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryPlan {
+    pub context: usize,
+    pub weights: u64,
+    pub kv_cache: u64,
+    /// Activations, attention scores, logits, readback buffers.
+    pub scratch: u64,
+    /// The largest single buffer (bound whole as storage).
+    pub largest_buffer: u64,
+}
+
+fn q4(rows: usize, cols: usize) -> u64 {
+    let n = rows as u64 * cols as u64;
+    padded(n / 2) + padded(n / 16)
+}
+
+fn f32s(n: usize) -> u64 {
+    padded(4 * n as u64)
+}
+
+impl MemoryPlan {
+    /// The plan of `cfg` with a `context`-position KV cache.
+    pub fn new(cfg: &ModelConfig, context: usize) -> MemoryPlan {
+        let (h, f, v, hd) = (cfg.hidden_size, cfg.ffn_size, cfg.vocab_size, cfg.head_dim);
+        let qkv = cfg.q_dim() + 2 * cfg.kv_dim();
+        let layer = f32s(h)
+            + q4(qkv, h)
+            + if cfg.qkv_bias { f32s(qkv) } else { 0 }
+            + if cfg.qk_norm { 2 * f32s(hd) } else { 0 }
+            + q4(h, cfg.q_dim())
+            + f32s(h)
+            + q4(2 * f, h)
+            + q4(h, f);
+        let head = if cfg.tie_embeddings { 0 } else { q4(v, h) };
+        let weights = q4(v, h) + cfg.n_layers as u64 * layer + f32s(h) + head;
+        let kv_layer = padded(KvCache::layer_bytes(cfg, context));
+        let kv_cache = 2 * cfg.n_layers as u64 * kv_layer;
+        let scores = padded((cfg.n_heads * context * 4) as u64);
+        let activations = 2 * f32s(h)
+            + f32s(qkv)
+            + 2 * f32s(cfg.q_dim())
+            + f32s(cfg.ffn_size)
+            + f32s(v)
+            + f32s(2)
+            + f32s(4)
+            + f32s(hd / 2);
+        let readback = padded(4) + padded(TopK::result_bytes()) + padded(4 * v as u64);
+        let step = padded(16);
+        let topk = padded(TopK::scratch_bytes()) + padded(TopK::result_bytes());
+        let largest_buffer = [
+            padded(v as u64 * h as u64 / 2),
+            padded(qkv as u64 * h as u64 / 2),
+            padded(2 * f as u64 * h as u64 / 2),
+            kv_layer,
+            scores,
+            f32s(v),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+        MemoryPlan {
+            context,
+            weights,
+            kv_cache,
+            scratch: scores + activations + readback + step + topk,
+            largest_buffer,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.weights + self.kv_cache + self.scratch
+    }
+
+    /// Does the plan fit `budget`? An error naming what does not fit.
+    pub fn check(&self, budget: &Budget) -> Result<()> {
+        let too_big = |limit: &'static str, needed: u64, available: u64| {
+            Err(Error::ExceedsDeviceLimits {
+                what: format!("the model at context {}", self.context),
+                limit,
+                needed,
+                available,
+            })
+        };
+        if self.largest_buffer > budget.max_buffer {
+            return too_big("max_buffer_size", self.largest_buffer, budget.max_buffer);
+        }
+        if self.largest_buffer > budget.max_binding {
+            return too_big(
+                "max_storage_buffer_binding_size",
+                self.largest_buffer,
+                budget.max_binding,
+            );
+        }
+        if self.total() > budget.total {
+            return Err(Error::OverMemoryBudget {
+                context: self.context,
+                needed: self.total(),
+                budget: budget.total,
+            });
+        }
+        Ok(())
+    }
+
+    /// The plan for `requested` positions (checked), or for the largest context up to the
+    /// model's that fits `budget`. An error, before anything is allocated, when not even a
+    /// one-position context fits.
+    pub fn choose(
+        cfg: &ModelConfig,
+        requested: Option<usize>,
+        budget: &Budget,
+    ) -> Result<MemoryPlan> {
+        if let Some(c) = requested {
+            if c == 0 || c > cfg.max_context {
+                return Err(Error::InvalidArgument(format!(
+                    "context {c} is outside 1..={} (the model's context)",
+                    cfg.max_context
+                )));
+            }
+            let plan = MemoryPlan::new(cfg, c);
+            plan.check(budget)?;
+            return Ok(plan);
+        }
+        MemoryPlan::new(cfg, 1).check(budget)?;
+        // The plan grows with the context: binary search for the largest that fits.
+        let (mut lo, mut hi) = (1, cfg.max_context);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if MemoryPlan::new(cfg, mid).check(budget).is_ok() {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        Ok(MemoryPlan::new(cfg, lo))
+    }
+}
