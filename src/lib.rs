@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod format;
 pub mod gpu;
+pub mod prune;
 pub mod quant;
 pub mod tokenizer;
 
