@@ -132,8 +132,15 @@ fn pruned_package_keeps_kept_rows_exactly_and_remaps_special_ids() {
     // room for them, their parents th, an, and, and one filler.
     let text = "the the and and the";
     let n = 258 + 6 + 1;
-    let (report, prune) =
-        convert_pruned(&mut model(), &pruned_dir, &opts, &corpus(text), n, &mut |_| {}).unwrap();
+    let (report, prune) = convert_pruned(
+        &mut model(),
+        &pruned_dir,
+        &opts,
+        &corpus(text),
+        n,
+        &mut |_| {},
+    )
+    .unwrap();
     println!("{prune}");
     assert_eq!(prune.package_bytes_before, full.package_bytes);
     assert_eq!(package_bytes(&config()).unwrap(), full.package_bytes);
@@ -147,7 +154,10 @@ fn pruned_package_keeps_kept_rows_exactly_and_remaps_special_ids() {
         assert!(kept.contains(&id), "{id} not kept: {kept:?}");
     }
     let s = &prune.selection;
-    assert_eq!((s.required, s.used, s.closure_only, s.filler), (258, 3, 3, 1));
+    assert_eq!(
+        (s.required, s.used, s.closure_only, s.filler),
+        (258, 3, 3, 1)
+    );
     assert_eq!(prune.corpus_tokens_after, prune.corpus_tokens_before);
 
     let mut src = PackageSource::open(&pruned_dir).unwrap();
@@ -187,12 +197,19 @@ fn bad_vocab_size_or_empty_corpus_is_refused_before_writing() {
         Err(e) => panic!("wrong error kind: {e}"),
         Ok(_) => panic!("accepted; expected an error with {needle:?}"),
     };
-    let mut run = |text: &str, n: usize| {
+    let run = |text: &str, n: usize| {
         convert_pruned(&mut model(), &out, &opts, &corpus(text), n, &mut |_| {}).map(|_| ())
     };
     // 256 byte tokens + 2 specials are the least any pruned vocabulary keeps.
-    expect(run("the", 257), "--vocab-size 257 is smaller than the 258 tokens");
+    expect(
+        run("the", 257),
+        "--vocab-size 257 is smaller than the 258 tokens",
+    );
     expect(run("", 300), "corpus is empty");
     expect(run("the", ROWS), "nothing to prune");
-    assert!(!out.exists(), "a refused conversion wrote {}", out.display());
+    assert!(
+        !out.exists(),
+        "a refused conversion wrote {}",
+        out.display()
+    );
 }

@@ -16,7 +16,9 @@ pub use corpus::Corpus;
 pub use select::{select, Selection};
 
 use crate::config::ModelConfig;
-use crate::convert::{convert_with_cut, package_bytes, ConvertOptions, ConvertReport, Progress, VocabCut};
+use crate::convert::{
+    convert_with_cut, package_bytes, ConvertOptions, ConvertReport, Progress, VocabCut,
+};
 use crate::error::{Error, Result};
 use crate::format::ModelSource;
 use crate::tokenizer::{TokenOrigin, Tokenizer};
@@ -75,7 +77,11 @@ pub fn plan(tok: &Tokenizer, config: &ModelConfig, corpus: &Corpus, n: usize) ->
     let mut cfg = config.clone();
     cfg.vocab_size = kept.len();
     cfg.bos_token_id = config.bos_token_id.map(new_id).transpose()?;
-    cfg.eos_token_ids = config.eos_token_ids.iter().map(|&id| new_id(id)).collect::<Result<_>>()?;
+    cfg.eos_token_ids = config
+        .eos_token_ids
+        .iter()
+        .map(|&id| new_id(id))
+        .collect::<Result<_>>()?;
     cfg.pad_token_id = config.pad_token_id.map(new_id).transpose()?;
     let context_only = (0..kept.len() as u32)
         .filter(|&new| {
@@ -140,7 +146,9 @@ impl std::fmt::Display for PruneReport {
             self.package_bytes_after,
             mb(self.package_bytes_before),
             mb(self.package_bytes_after),
-            mb(self.package_bytes_before.saturating_sub(self.package_bytes_after))
+            mb(self
+                .package_bytes_before
+                .saturating_sub(self.package_bytes_after))
         )?;
         writeln!(
             f,
@@ -181,7 +189,9 @@ pub fn convert_pruned(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<(ConvertReport, PruneReport)> {
     let json = src.tokenizer_json()?.ok_or_else(|| {
-        Error::InvalidArgument("the model has no tokenizer, so its vocabulary cannot be pruned".into())
+        Error::InvalidArgument(
+            "the model has no tokenizer, so its vocabulary cannot be pruned".into(),
+        )
     })?;
     let tok = Tokenizer::from_hf_json(&json)?;
     let config = src.config().clone();

@@ -114,7 +114,8 @@ pub fn select(
             p.count
         )));
     }
-    let producible = |o: TokenOrigin| matches!(o, TokenOrigin::Merged { .. } | TokenOrigin::WholeWord);
+    let producible =
+        |o: TokenOrigin| matches!(o, TokenOrigin::Merged { .. } | TokenOrigin::WholeWord);
     let mut used: Vec<u32> = (0..v as u32)
         .filter(|&id| counts[id as usize] > 0 && producible(origins[id as usize]))
         .collect();
@@ -190,7 +191,11 @@ mod tests {
         let s = select(&origins(), &counts, &[4], 6, &mut |_| true).unwrap();
         assert_eq!(s.required, 6);
         let e = select(&origins(), &counts, &[4], 5, &mut |_| true).unwrap_err();
-        assert!(e.to_string().contains("--vocab-size 5 is smaller than the 6"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("--vocab-size 5 is smaller than the 6"),
+            "{e}"
+        );
         assert!(select(&origins(), &counts, &[9], 8, &mut |_| true).is_err());
     }
 }

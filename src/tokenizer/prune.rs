@@ -82,7 +82,10 @@ impl Tokenizer {
         let mut ids = [None; 256];
         for (b, slot) in ids.iter_mut().enumerate() {
             let c = bytelevel::byte_to_char(b as u8);
-            *slot = self.model_ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied();
+            *slot = self
+                .model_ids
+                .get(c.encode_utf8(&mut [0; 4]) as &str)
+                .copied();
         }
         ids
     }
