@@ -1,11 +1,12 @@
 //! Vocabulary pruning on a tiny random qwen2 model with an untied head and a small
 //! byte-level BPE tokenizer: the kept embedding and head rows are the original rows bit for
-//! bit, the config's special ids are remapped, the package bytes before are what an
-//! unpruned conversion writes, and bad input is refused before anything is written.
+//! bit (so the pruned model's logits are the original's at the kept ids), the config's
+//! special ids are remapped, the package bytes before are what an unpruned conversion
+//! writes, bad input is refused before anything is written, and the CLI prints the report.
 
 use pocketrt::config::{Arch, ModelConfig};
 use pocketrt::convert::{convert, package_bytes, ConvertOptions};
-use pocketrt::cpu::MemorySource;
+use pocketrt::cpu::{MemorySource, Model, WeightMode};
 use pocketrt::format::package_source::PackageSource;
 use pocketrt::format::{ModelSource, SourceTensor};
 use pocketrt::prune::{convert_pruned, Corpus};
@@ -113,6 +114,12 @@ fn tmpdir(name: &str) -> PathBuf {
     d
 }
 
+fn tokenizer_ids(text: &str) -> Vec<u32> {
+    Tokenizer::from_hf_json(&tokenizer_json())
+        .unwrap()
+        .encode(text, false)
+}
+
 fn corpus(text: &str) -> Corpus {
     Corpus::from_texts(vec![("corpus".into(), text.into())])
 }
@@ -183,6 +190,20 @@ fn pruned_package_keeps_kept_rows_exactly_and_remaps_special_ids() {
     // Every other tensor is unchanged.
     let (a, _) = full_src.read_q4("blk.0.ffn_up.weight").unwrap();
     assert_eq!(src.read_q4("blk.0.ffn_up.weight").unwrap().0, a);
+    // So the pruned model's logits are the full model's at the kept ids, step by step.
+    let full_model = Model::load(&mut full_src, WeightMode::Q4).unwrap();
+    let small_model = Model::load(&mut src, WeightMode::Q4).unwrap();
+    let (mut c1, mut c2) = (
+        full_model.new_cache(8).unwrap(),
+        small_model.new_cache(8).unwrap(),
+    );
+    for old in tokenizer_ids("the and") {
+        let new = kept.binary_search(&old).unwrap() as u32;
+        let a = full_model.forward(old, &mut c1).unwrap();
+        let b = small_model.forward(new, &mut c2).unwrap();
+        let picked: Vec<f32> = kept.iter().map(|&k| a[k as usize]).collect();
+        assert_eq!(b, picked);
+    }
     for d in [full_dir, pruned_dir] {
         std::fs::remove_dir_all(d).unwrap();
     }
@@ -212,4 +233,68 @@ fn bad_vocab_size_or_empty_corpus_is_refused_before_writing() {
         "a refused conversion wrote {}",
         out.display()
     );
+}
+
+fn pocketrt(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_pocketrt"))
+        .args(args)
+        .output()
+        .expect("run pocketrt")
+}
+
+#[test]
+fn cli_convert_prune_vocab_prints_the_report_and_refuses_bad_input() {
+    let (dir, out) = (tmpdir("cli-src"), tmpdir("cli-out"));
+    convert(&mut model(), &dir, &ConvertOptions::default(), &mut |_| {}).unwrap();
+    let text = dir.join("corpus.txt");
+    std::fs::write(&text, "the the and and the").unwrap();
+    let run = |n: &str, corpus: &std::path::Path| {
+        pocketrt(&[
+            "convert".as_ref(),
+            dir.as_os_str(),
+            out.as_os_str(),
+            "--prune-vocab".as_ref(),
+            corpus.as_os_str(),
+            "--vocab-size".as_ref(),
+            n.as_ref(),
+        ])
+    };
+    let o = run("265", &text);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for line in [
+        format!("vocabulary:      {ROWS} -> 265 tokens"),
+        "corpus tokens:   5 -> 5 (+0.00%)".into(),
+        "3 unused but kept for closure".into(),
+    ] {
+        assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+    }
+    assert!(PackageSource::open(&out).unwrap().config().vocab_size == 265);
+    let o = run("100", &text);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && stderr.contains("--vocab-size 100 is smaller than the 258"),
+        "{stderr}"
+    );
+    let empty = dir.join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    let o = run("265", &empty);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && stderr.contains("corpus is empty"),
+        "{stderr}"
+    );
+    // --vocab-size needs --prune-vocab.
+    let o = pocketrt(&[
+        "convert".as_ref(),
+        dir.as_os_str(),
+        out.as_os_str(),
+        "--vocab-size".as_ref(),
+        "300".as_ref(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--prune-vocab"));
+    for d in [dir, out] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
 }
