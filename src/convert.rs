@@ -2,10 +2,11 @@
 //! every matrix becomes Q4 g64 (Q4_1 pairs with equal params kept bit-exactly), norms and
 //! biases stay f32, the tokenizer and chat template travel along.
 
+use crate::config::ModelConfig;
 use crate::error::{Error, Result};
-use crate::format::package::{DType, Manifest, PackageWriter};
+use crate::format::package::{DType, Manifest, PackageWriter, ALIGN};
 use crate::format::ModelSource;
-use crate::quant::{MergeStats, GROUP};
+use crate::quant::{MergeStats, Q4Tensor, GROUP};
 use std::path::Path;
 
 #[derive(Clone, Debug)]
@@ -48,10 +49,33 @@ pub struct ConvertReport {
     pub has_tokenizer: bool,
 }
 
+/// A vocabulary cut applied while converting (see [`crate::prune`]): the token embedding
+/// and an untied LM head keep only the rows `rows` (old ids, in new-id order); the package
+/// gets `config` and `tokenizer_json` instead of the source's.
+pub struct VocabCut<'a> {
+    pub rows: &'a [u32],
+    pub config: &'a ModelConfig,
+    pub tokenizer_json: &'a str,
+}
+
+/// The tensors indexed by token id.
+const VOCAB_ROW_TENSORS: [&str; 2] = ["token_embd.weight", "output.weight"];
+
 pub fn convert(
     src: &mut dyn ModelSource,
     out: &Path,
     opts: &ConvertOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<ConvertReport> {
+    convert_with_cut(src, out, opts, None, progress)
+}
+
+/// [`convert`], with the vocabulary cut down to `cut` when given.
+pub fn convert_with_cut(
+    src: &mut dyn ModelSource,
+    out: &Path,
+    opts: &ConvertOptions,
+    cut: Option<&VocabCut>,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ConvertReport> {
     if opts.group != GROUP {
@@ -87,7 +111,8 @@ pub fn convert(
         .collect();
     let bytes_total = plan.iter().map(|p| p.2).sum();
 
-    let mut writer = PackageWriter::create(out, config)?;
+    let out_config = cut.map_or_else(|| config.clone(), |c| c.config.clone());
+    let mut writer = PackageWriter::create(out, out_config)?;
     if let Some(size) = opts.shard_bytes {
         writer = writer.with_shard_size(size)?;
     }
@@ -95,13 +120,16 @@ pub fn convert(
     let mut bytes_done = 0;
     for (i, (name, shape, bytes)) in plan.iter().enumerate() {
         if shape.len() == 2 {
-            let (q, stats) = src.read_q4(name)?;
+            let (mut q, stats) = src.read_q4(name)?;
             merge.groups_exact += stats.groups_exact;
             merge.groups_requantized += stats.groups_requantized;
+            if let Some(cut) = cut.filter(|_| VOCAB_ROW_TENSORS.contains(&name.as_str())) {
+                q = select_rows(name, &q, cut.rows)?;
+            }
             writer.add_tensor(
                 name,
                 DType::Q4g64,
-                shape,
+                &[q.rows, q.cols],
                 &[("codes", q.codes_bytes()), ("qparams", q.qparams_bytes())],
             )?;
         } else {
@@ -122,7 +150,10 @@ pub fn convert(
             bytes_total,
         });
     }
-    let tokenizer = src.tokenizer_json()?;
+    let tokenizer = match cut {
+        Some(c) => Some(c.tokenizer_json.to_string()),
+        None => src.tokenizer_json()?,
+    };
     if let Some(json) = &tokenizer {
         writer.set_tokenizer(json)?;
     }
@@ -135,4 +166,50 @@ pub fn convert(
         skipped,
         has_tokenizer: tokenizer.is_some(),
     })
+}
+
+/// The rows `rows` of a Q4 g64 matrix, in that order. Groups run along a row, so every
+/// group is copied exactly.
+fn select_rows(name: &str, q: &Q4Tensor, rows: &[u32]) -> Result<Q4Tensor> {
+    let (code_words, param_words) = (q.cols / 8, q.cols / GROUP);
+    let mut out = Q4Tensor {
+        rows: rows.len(),
+        cols: q.cols,
+        codes: Vec::with_capacity(rows.len() * code_words),
+        qparams: Vec::with_capacity(rows.len() * param_words),
+    };
+    for &r in rows {
+        let r = r as usize;
+        if r >= q.rows {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: kept token id {r} is past its {} rows",
+                q.rows
+            )));
+        }
+        out.codes
+            .extend_from_slice(&q.codes[r * code_words..(r + 1) * code_words]);
+        out.qparams
+            .extend_from_slice(&q.qparams[r * param_words..(r + 1) * param_words]);
+    }
+    Ok(out)
+}
+
+/// The bytes [`convert`] writes for a model of this config: every part of every tensor,
+/// each starting on the package alignment.
+pub fn package_bytes(config: &ModelConfig) -> Result<u64> {
+    let mut pos = 0u64;
+    for (name, shape) in config.expected_tensors() {
+        let dtype = if shape.len() == 2 {
+            DType::Q4g64
+        } else {
+            DType::F32
+        };
+        let parts = dtype
+            .expected_parts(&shape)
+            .map_err(|e| Error::InvalidArgument(format!("tensor {name}: {e}")))?;
+        for (_, bytes) in parts {
+            pos = pos.div_ceil(ALIGN) * ALIGN + bytes;
+        }
+    }
+    Ok(pos)
 }

@@ -15,6 +15,7 @@ pub mod generate;
 pub mod gpu;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod hub;
+pub mod prune;
 pub mod quant;
 pub mod sampler;
 pub mod tokenizer;

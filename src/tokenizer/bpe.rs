@@ -124,7 +124,7 @@ impl Bpe {
             }
         }
         let start = out.len();
-        self.merge_word(word, out);
+        self.merge_word(word, out, None);
         if cacheable {
             if let Ok(mut cache) = self.cache.try_lock() {
                 if cache.len() >= CACHE_MAX_ENTRIES {
@@ -135,7 +135,18 @@ impl Bpe {
         }
     }
 
-    fn merge_word(&self, word: &[u8], out: &mut Vec<u32>) {
+    /// Runs BPE on `word` (no whole-word shortcut, no cache), appending the ids to `out` and
+    /// every merge applied, in order, as `(left, right, merged)` to `trace`.
+    pub fn trace_word(&self, word: &[u8], out: &mut Vec<u32>, trace: &mut Vec<(u32, u32, u32)>) {
+        self.merge_word(word, out, Some(trace));
+    }
+
+    fn merge_word(
+        &self,
+        word: &[u8],
+        out: &mut Vec<u32>,
+        mut trace: Option<&mut Vec<(u32, u32, u32)>>,
+    ) {
         let mut syms: Vec<Symbol> = Vec::with_capacity(word.len());
         for &b in word {
             if let Some(id) = self.byte_ids[b as usize] {
@@ -173,6 +184,9 @@ impl Bpe {
             // Stale entry: a neighbour changed since it was pushed.
             if self.merge_of(left.id, syms[r].id) != Some((rank, merged)) {
                 continue;
+            }
+            if let Some(t) = trace.as_deref_mut() {
+                t.push((left.id, syms[r].id, merged));
             }
             syms[p].id = merged;
             syms[p].next = syms[r].next;

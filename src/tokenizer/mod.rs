@@ -16,12 +16,14 @@ pub mod fastsplit;
 mod gguf;
 mod hf;
 pub mod pretokenize;
+mod prune;
 mod pyjson;
 pub mod streaming;
 
 pub use added::AddedToken;
 pub use chat::{ChatOptions, ChatTemplate, Message};
 pub use hf::byte_level_json;
+pub use prune::TokenOrigin;
 pub use streaming::StreamDecoder;
 
 use crate::error::{Error, Result};

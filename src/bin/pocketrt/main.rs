@@ -4,8 +4,9 @@ mod run;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use pocketrt::convert::{convert, ConvertOptions};
+use pocketrt::convert::{convert, ConvertOptions, Progress};
 use pocketrt::format::{self, ModelSource};
+use pocketrt::prune::{convert_pruned, Corpus};
 use pocketrt::tokenizer::{describe_tokens, ChatOptions, ChatTemplate, Message, Tokenizer};
 use pocketrt::Result;
 use std::path::PathBuf;
@@ -36,6 +37,13 @@ enum Command {
         /// Shard size in MiB (at most 32).
         #[arg(long, default_value_t = 32)]
         shard_mb: u64,
+        /// Prune the vocabulary to the tokens this corpus uses (a text file or a folder of
+        /// text files; repeatable), closed under BPE merges. Needs --vocab-size.
+        #[arg(long, value_name = "CORPUS", requires = "vocab_size")]
+        prune_vocab: Vec<PathBuf>,
+        /// Tokens the pruned vocabulary keeps. Needs --prune-vocab.
+        #[arg(long, value_name = "N", requires = "prune_vocab")]
+        vocab_size: Option<usize>,
     },
     /// Describe a model: architecture, dimensions, vocabulary, tensor table, total bytes.
     Inspect {
@@ -79,7 +87,9 @@ fn main() -> ExitCode {
             output,
             group,
             shard_mb,
-        } => run_convert(&input, &output, group, shard_mb),
+            prune_vocab,
+            vocab_size,
+        } => run_convert(&input, &output, group, shard_mb, &prune_vocab, vocab_size),
         Command::Inspect {
             model,
             summary,
@@ -113,6 +123,8 @@ fn run_convert(
     output: &std::path::Path,
     group: usize,
     shard_mb: u64,
+    prune_corpus: &[PathBuf],
+    vocab_size: Option<usize>,
 ) -> Result<()> {
     if shard_mb == 0 || shard_mb > 32 {
         return Err(pocketrt::Error::InvalidArgument(format!(
@@ -130,14 +142,22 @@ fn run_convert(
         )
         .expect("static template"),
     );
-    let report = convert(src.as_mut(), output, &opts, &mut |p| {
+    let mut progress = |p: &Progress| {
         bar.set_length(p.bytes_total);
         bar.set_position(p.bytes_done);
         bar.set_message(format!(
             "{} ({}/{})",
             p.tensor, p.tensors_done, p.tensors_total
         ));
-    })?;
+    };
+    let (report, pruned) = match vocab_size {
+        Some(n) => {
+            let corpus = Corpus::read(prune_corpus)?;
+            let (r, p) = convert_pruned(src.as_mut(), output, &opts, &corpus, n, &mut progress)?;
+            (r, Some(p))
+        }
+        None => (convert(src.as_mut(), output, &opts, &mut progress)?, None),
+    };
     bar.finish_and_clear();
     let m = &report.merge;
     println!(
@@ -151,6 +171,9 @@ fn run_convert(
         "q4 g64 groups: {} kept bit-exactly, {} requantized",
         m.groups_exact, m.groups_requantized
     );
+    if let Some(p) = pruned {
+        println!("{p}");
+    }
     if !report.has_tokenizer {
         println!("note: the source has no tokenizer; the package has none");
     }
