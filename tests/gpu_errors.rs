@@ -91,3 +91,23 @@ fn limits_stay_at_webgpu_defaults_unless_the_model_needs_more() {
         other => panic!("expected ExceedsDeviceLimits, got {other:?}"),
     }
 }
+
+#[test]
+fn an_invalid_shader_is_a_typed_error_not_a_panic() {
+    use pocketrt::gpu::kernels::{KernelPipeline, Slot};
+    let ctx = GpuContext::new_blocking(LimitsNeeded::default()).unwrap();
+    ctx.check_errors().unwrap();
+    let _ = KernelPipeline::new(
+        &ctx,
+        "broken",
+        "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }",
+        &[Slot::Read],
+        &[],
+    );
+    match ctx.check_errors() {
+        Err(Error::Gpu(m)) => assert!(m.contains("broken"), "{m}"),
+        other => panic!("expected a GPU error, got {other:?}"),
+    }
+    // Reported once: the device goes on.
+    ctx.check_errors().unwrap();
+}

@@ -103,6 +103,7 @@ impl GpuContext {
             view[..bytes as usize].to_vec()
         };
         staging.unmap();
+        self.check_errors()?;
         Ok(out)
     }
 

@@ -53,6 +53,8 @@ pub struct GpuContext {
     pub limits: wgpu::Limits,
     /// Bytes of every buffer created through the helpers in `buffers.rs`.
     pub(crate) allocated: std::sync::atomic::AtomicU64,
+    /// Errors the device reported outside error scopes (wgpu's default is to panic).
+    errors: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// Parse `POCKETRT_BACKEND` (vulkan, metal, dx12, gl, webgpu; comma-separated).
@@ -193,6 +195,13 @@ impl GpuContext {
             })
             .await
             .map_err(|e| Error::GpuDevice(e.to_string()))?;
+        let errors: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let sink = errors.clone();
+        device.on_uncaptured_error(std::sync::Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut list) = sink.lock() {
+                list.push(e.to_string());
+            }
+        }));
         let summary = AdapterSummary {
             is_cpu: info.device_type == wgpu::DeviceType::Cpu,
             name: info.name,
@@ -206,6 +215,7 @@ impl GpuContext {
             adapter: summary,
             limits,
             allocated: Default::default(),
+            errors,
         })
     }
 
@@ -213,6 +223,17 @@ impl GpuContext {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new_blocking(need: LimitsNeeded) -> Result<GpuContext> {
         pollster::block_on(Self::new(need))
+    }
+
+    /// The first error the device reported since the last check (shader or pipeline
+    /// validation, out of memory, a lost device), as a typed error.
+    pub fn check_errors(&self) -> Result<()> {
+        let mut list = self
+            .errors
+            .lock()
+            .map_err(|_| Error::Gpu("the GPU error log is poisoned".into()))?;
+        let first = list.drain(..).next();
+        first.map_or(Ok(()), |e| Err(Error::Gpu(e)))
     }
 
     /// Check that a buffer bound whole as storage, of `bytes`, fits this device.

@@ -159,6 +159,8 @@ impl GpuModel {
         let topk_result = c.storage("topk", TopK::result_bytes())?;
         let topk =
             TopK::new(c, config.vocab_size).dispatch(c, &acts.logits, &topk_scratch, &topk_result);
+        // Shader or pipeline errors surface here as a typed error, not a panic later.
+        c.check_errors()?;
         Ok(GpuModel {
             topk,
             topk_staging: c.staging("topk", TopK::result_bytes()),
