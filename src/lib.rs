@@ -13,6 +13,7 @@ pub mod error;
 pub mod format;
 pub mod gpu;
 pub mod quant;
+pub mod synth;
 pub mod tokenizer;
 
 pub use config::{Arch, ModelConfig};

@@ -12,6 +12,7 @@ use super::kernels::rmsnorm::RmsNorm;
 use super::kernels::rope_kv::{rope_inv_freq, KvBuffers, RopeKv};
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
+use super::timing::GpuTimer;
 use super::weights::{ModelWeights, Q4Buffers};
 use super::StepUniform;
 use crate::config::ModelConfig;
@@ -75,8 +76,14 @@ pub struct GpuModel {
     pub kv: KvCache,
     /// One decode step, in order.
     dispatches: Vec<Dispatch>,
+    /// How many of them each layer has.
+    per_layer: usize,
     token_staging: wgpu::Buffer,
     logits_staging: wgpu::Buffer,
+    /// Submits so far (benchmarks check: one per token).
+    submits: std::cell::Cell<u64>,
+    /// GPU time of each step's pass, when enabled (benchmarks).
+    timer: Option<GpuTimer>,
 }
 
 /// The kernels of one model (one pipeline per distinct shape, shared by all layers).
@@ -137,6 +144,7 @@ impl GpuModel {
         let weights = ModelWeights::upload(c, src)?;
         let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
         let dispatches = record_step(c, &kernels, &weights, &kv, &acts, &step);
+        let per_layer = (dispatches.len() - DISPATCHES_OUTSIDE_LAYERS) / config.n_layers.max(1);
         Ok(GpuModel {
             token_staging: c.staging("token", 4),
             logits_staging: c.staging("logits", 4 * config.vocab_size as u64),
@@ -148,6 +156,9 @@ impl GpuModel {
             weights,
             kv,
             dispatches,
+            per_layer,
+            submits: std::cell::Cell::new(0),
+            timer: None,
         })
     }
 
@@ -156,9 +167,45 @@ impl GpuModel {
         self.dispatches.len()
     }
 
-    /// Encode and submit one step for `token` at `pos`; copy the argmax (and the logits,
-    /// when asked) to the staging buffers.
-    fn submit_step(&self, token: u32, pos: usize, with_logits: bool) -> Result<()> {
+    /// Dispatches of one transformer layer.
+    pub fn dispatches_per_layer(&self) -> usize {
+        self.per_layer
+    }
+
+    /// The device the model lives on.
+    pub fn gpu_context(&self) -> &GpuContext {
+        &self.ctx
+    }
+
+    /// Queue submits so far (one per decode step).
+    pub fn submits(&self) -> u64 {
+        self.submits.get()
+    }
+
+    /// Stamp every step's pass with timestamp queries (benchmarks); false when the adapter
+    /// has none. Read the time with [`GpuModel::last_step_gpu_seconds`].
+    pub fn enable_gpu_timing(&mut self) -> bool {
+        self.timer = GpuTimer::new(&self.ctx);
+        self.timer.is_some()
+    }
+
+    /// GPU time of the last step's pass (waits for it), when timing is enabled.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn last_step_gpu_seconds(&self) -> Result<Option<f64>> {
+        self.timer
+            .as_ref()
+            .map(|t| t.read_ns(&self.ctx).map(|ns| ns * 1e-9))
+            .transpose()
+    }
+
+    /// Write the step uniform for `token` at `pos` and encode the step (copying the argmax,
+    /// and the logits when asked, to the staging buffers) into a command buffer.
+    pub fn encode_step(
+        &self,
+        token: u32,
+        pos: usize,
+        with_logits: bool,
+    ) -> Result<wgpu::CommandBuffer> {
         if token as usize >= self.config.vocab_size {
             return Err(Error::InvalidArgument(format!(
                 "token {token} is outside the vocabulary of {}",
@@ -181,17 +228,30 @@ impl GpuModel {
             .write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
         let mut enc = ctx.device.create_command_encoder(&Default::default());
         {
-            let mut pass = enc.begin_compute_pass(&Default::default());
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("decode step"),
+                timestamp_writes: self.timer.as_ref().map(GpuTimer::pass_writes),
+            });
             for d in &self.dispatches {
                 d.encode(&mut pass);
             }
+        }
+        if let Some(t) = &self.timer {
+            t.resolve(&mut enc);
         }
         enc.copy_buffer_to_buffer(&self.acts.argmax, 0, &self.token_staging, 0, 16);
         if with_logits {
             let bytes = self.logits_staging.size();
             enc.copy_buffer_to_buffer(&self.acts.logits, 0, &self.logits_staging, 0, bytes);
         }
-        ctx.queue.submit([enc.finish()]);
+        Ok(enc.finish())
+    }
+
+    /// Encode and submit one step (one submit).
+    fn submit_step(&self, token: u32, pos: usize, with_logits: bool) -> Result<()> {
+        let commands = self.encode_step(token, pos, with_logits)?;
+        self.ctx.queue.submit([commands]);
+        self.submits.set(self.submits.get() + 1);
         Ok(())
     }
 
@@ -220,6 +280,9 @@ impl GpuModel {
         Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 }
+
+/// Dispatches outside the layers: embed, then norm, head and argmax.
+const DISPATCHES_OUTSIDE_LAYERS: usize = 4;
 
 /// The decode step as the model reads: embed → for each layer [norm, QKV, q/k-norm +
 /// RoPE + KV write, attention, O + residual, norm, gate/up + SwiGLU, down + residual]

@@ -6,6 +6,7 @@ pub mod device;
 pub mod forward;
 pub mod kernels;
 pub mod kv_cache;
+pub mod timing;
 pub mod weights;
 
 pub use device::{AdapterSummary, GpuContext, LimitsNeeded, OptionalFeatures};
