@@ -7,7 +7,7 @@
 //! Run: `cargo bench --bench gemv`. GPU times come from timestamp queries where the
 //! adapter has them (lavapipe does), else from wall time around submit + wait.
 
-use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvVariant};
+use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant};
 use pocketrt::gpu::kernels::read_bench::ReadBench;
 use pocketrt::gpu::kernels::Dispatch;
 use pocketrt::gpu::timing::{time_dispatches, GpuTimer};
@@ -49,40 +49,42 @@ fn read_ceiling(ctx: &GpuContext, timer: Option<&GpuTimer>) -> serde_json::Value
     json!({"kernel": "vec4 sum of 64 MiB", "gb_s": best.0, "workgroups": best.1})
 }
 
-/// One GEMV shape: effective GB/s = (codes + qparams + x, + out for residual adds) / time.
+/// One GEMV shape: effective GB/s = (codes + qparams + x (+ norm weights), + out for
+/// residual adds) / time.
 fn gemv_figure(
     ctx: &GpuContext,
     timer: Option<&GpuTimer>,
     name: &str,
-    n: usize,
-    k: usize,
-    epilogue: Epilogue,
+    spec: GemvSpec,
 ) -> serde_json::Value {
     let variant = GemvVariant::for_adapter(ctx);
+    let (n, k, epilogue) = (spec.n, spec.k, spec.epilogue);
     let rows = n * epilogue.parts();
     let mut rng = Rng::new(n as u64 * 31 + k as u64);
     let bytes = q4_1_pairs(rows, k, (3.0 / k as f32).sqrt(), &mut rng);
     let (w, _) =
         Q4Tensor::from_ggml(pocketrt::format::gguf::GgmlType::Q4_1, &bytes, rows, k).expect("q4");
     let x: Vec<f32> = (0..k).map(|_| rng.unit() - 0.5).collect();
-    let kernel = GemvQ4::new(ctx, variant, n, k, epilogue, false).expect("gemv");
+    let kernel = GemvQ4::new(ctx, variant, spec).expect("gemv");
     let codes = ctx.storage_init("codes", &w.codes).unwrap();
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
     let xb = ctx.storage_init("x", &x).unwrap();
     let none = ctx.storage("none", 4).unwrap();
     let out = ctx.storage("out", 4 * n as u64).unwrap();
-    let d = kernel.dispatch(ctx, &codes, &qparams, &xb, &none, &out);
+    let norm_w = ctx.storage_init("norm", &vec![1.0f32; k]).unwrap();
+    let norm = spec.norm_eps.map(|_| &norm_w);
+    let d = kernel.dispatch(ctx, &codes, &qparams, &xb, norm, &none, &out);
     let seconds = best_time(ctx, timer, &d);
-    let read = w.codes_bytes().len()
-        + w.qparams_bytes().len()
-        + 4 * k
+    let activations = 4 * k * (1 + usize::from(norm.is_some()))
         + if epilogue == Epilogue::AddInto {
             4 * n
         } else {
             0
         };
+    let read = w.codes_bytes().len() + w.qparams_bytes().len() + activations;
     json!({
         "shape": name, "rows": n, "k": k, "epilogue": format!("{epilogue:?}"),
+        "fused_norm": norm.is_some(),
         "variant": format!("{variant:?}"), "bytes_read": read,
         "us": seconds * 1e6, "gb_s": read as f64 / seconds / 1e9,
     })
@@ -124,17 +126,25 @@ fn main() {
     let timer = GpuTimer::new(&ctx);
     let ceiling = read_ceiling(&ctx, timer.as_ref());
     let ceiling_gbs = ceiling["gb_s"].as_f64().unwrap_or(f64::NAN);
+    // As decode runs them: the norm fused into QKV, gate/up and the head.
+    let normed = |n, k, e| GemvSpec {
+        norm_eps: Some(1e-6),
+        ..GemvSpec::new(n, k, e)
+    };
     let shapes = [
-        ("qkv 896->1152", 1152, 896, Epilogue::Store),
-        ("gate+up 896->2x2560", 2560, 896, Epilogue::SwiGlu),
-        ("down 2560->896", 896, 2560, Epilogue::AddInto),
-        ("o 896->896", 896, 896, Epilogue::AddInto),
-        ("head 896->65536", 65_536, 896, Epilogue::Store),
+        ("qkv 896->1152", normed(1152, 896, Epilogue::Store)),
+        ("gate+up 896->2x2560", normed(2560, 896, Epilogue::SwiGlu)),
+        (
+            "down 2560->896",
+            GemvSpec::new(896, 2560, Epilogue::AddInto),
+        ),
+        ("o 896->896", GemvSpec::new(896, 896, Epilogue::AddInto)),
+        ("head 896->65536", normed(65_536, 896, Epilogue::Store)),
     ];
     let gemvs: Vec<serde_json::Value> = shapes
         .iter()
-        .map(|&(name, n, k, e)| {
-            let mut f = gemv_figure(&ctx, timer.as_ref(), name, n, k, e);
+        .map(|&(name, spec)| {
+            let mut f = gemv_figure(&ctx, timer.as_ref(), name, spec);
             f["roofline_ratio"] = (f["gb_s"].as_f64().unwrap_or(0.0) / ceiling_gbs).into();
             f
         })

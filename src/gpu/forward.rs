@@ -7,8 +7,7 @@ use super::device::GpuContext;
 use super::kernels::argmax::Argmax;
 use super::kernels::attention::Attention;
 use super::kernels::embed_q4::EmbedQ4;
-use super::kernels::gemv_q4::{Epilogue, GemvQ4, GemvVariant};
-use super::kernels::rmsnorm::RmsNorm;
+use super::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant};
 use super::kernels::rope_kv::{rope_inv_freq, KvBuffers, RopeKv};
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
@@ -24,8 +23,6 @@ use std::sync::Arc;
 struct Activations {
     /// The residual stream (hidden_size).
     h: wgpu::Buffer,
-    /// The normed residual, input of the projections (hidden_size).
-    xn: wgpu::Buffer,
     /// q|k|v projections (q_dim + 2·kv_dim).
     qkv: wgpu::Buffer,
     /// q after norm and RoPE (q_dim).
@@ -49,7 +46,6 @@ impl Activations {
         let f = |label: &str, n: usize| ctx.storage(label, 4 * n as u64);
         Ok(Activations {
             h: f("h", cfg.hidden_size)?,
-            xn: f("xn", cfg.hidden_size)?,
             qkv: f("qkv", cfg.q_dim() + 2 * cfg.kv_dim())?,
             q: f("q", cfg.q_dim())?,
             scores: ctx.storage("scores", scores_bytes)?,
@@ -87,9 +83,9 @@ pub struct GpuModel {
 }
 
 /// The kernels of one model (one pipeline per distinct shape, shared by all layers).
+/// RMSNorms are fused into the GEMVs that read the normed vector (QKV, gate/up, head).
 struct Kernels {
     embed: EmbedQ4,
-    norm: RmsNorm,
     qkv: GemvQ4,
     rope_kv: RopeKv,
     attention: Attention,
@@ -104,23 +100,27 @@ impl Kernels {
     fn new(ctx: &GpuContext, cfg: &ModelConfig, context: usize) -> Result<Kernels> {
         let variant = GemvVariant::for_adapter(ctx);
         let (h, f, v) = (cfg.hidden_size, cfg.ffn_size, cfg.vocab_size);
-        let gemv = |n, k, e, bias| GemvQ4::new(ctx, variant, n, k, e, bias);
+        let gemv = |n, k, epilogue, bias, norm: bool| {
+            let spec = GemvSpec {
+                n,
+                k,
+                epilogue,
+                bias,
+                norm_eps: norm.then_some(cfg.rms_eps),
+            };
+            GemvQ4::new(ctx, variant, spec)
+        };
+        let qkv_rows = cfg.q_dim() + 2 * cfg.kv_dim();
         let shape = KvCache::shape(cfg, context);
         Ok(Kernels {
             embed: EmbedQ4::new(ctx, h)?,
-            norm: RmsNorm::new(ctx, h, cfg.rms_eps),
-            qkv: gemv(
-                cfg.q_dim() + 2 * cfg.kv_dim(),
-                h,
-                Epilogue::Store,
-                cfg.qkv_bias,
-            )?,
+            qkv: gemv(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
             rope_kv: RopeKv::new(ctx, shape, cfg.qk_norm, cfg.rms_eps)?,
             attention: Attention::new(ctx, shape)?,
-            attn_output: gemv(h, cfg.q_dim(), Epilogue::AddInto, false)?,
-            gate_up: gemv(f, h, Epilogue::SwiGlu, false)?,
-            down: gemv(h, f, Epilogue::AddInto, false)?,
-            head: gemv(v, h, Epilogue::Store, false)?,
+            attn_output: gemv(h, cfg.q_dim(), Epilogue::AddInto, false, false)?,
+            gate_up: gemv(f, h, Epilogue::SwiGlu, false, true)?,
+            down: gemv(h, f, Epilogue::AddInto, false, false)?,
+            head: gemv(v, h, Epilogue::Store, false, true)?,
             argmax: Argmax::new(ctx, v),
         })
     }
@@ -281,12 +281,12 @@ impl GpuModel {
     }
 }
 
-/// Dispatches outside the layers: embed, then norm, head and argmax.
-const DISPATCHES_OUTSIDE_LAYERS: usize = 4;
+/// Dispatches outside the layers: embed, then norm + head, and argmax.
+const DISPATCHES_OUTSIDE_LAYERS: usize = 3;
 
-/// The decode step as the model reads: embed → for each layer [norm, QKV, q/k-norm +
-/// RoPE + KV write, attention, O + residual, norm, gate/up + SwiGLU, down + residual]
-/// → norm → head → argmax.
+/// The decode step as the model reads: embed → for each layer [norm + QKV, q/k-norm +
+/// RoPE + KV write, attention, O + residual, norm + gate/up + SwiGLU, down + residual]
+/// → norm + head → argmax.
 fn record_step(
     ctx: &GpuContext,
     k: &Kernels,
@@ -295,8 +295,16 @@ fn record_step(
     a: &Activations,
     step: &wgpu::Buffer,
 ) -> Vec<Dispatch> {
-    let gemv = |kernel: &GemvQ4, m: &Q4Buffers, x, bias: Option<&wgpu::Buffer>, out| {
-        kernel.dispatch(ctx, &m.codes, &m.qparams, x, bias.unwrap_or(&a.none), out)
+    let gemv = |kernel: &GemvQ4, m: &Q4Buffers, x, norm, bias: Option<&wgpu::Buffer>, out| {
+        kernel.dispatch(
+            ctx,
+            &m.codes,
+            &m.qparams,
+            x,
+            norm,
+            bias.unwrap_or(&a.none),
+            out,
+        )
     };
     let e = &w.token_embd;
     let mut d = vec![k.embed.dispatch(ctx, step, &e.codes, &e.qparams, &a.h)];
@@ -309,8 +317,15 @@ fn record_step(
             k: &kv.k[i],
             v: &kv.v[i],
         };
-        d.push(k.norm.dispatch(ctx, &a.h, &l.attn_norm, &a.xn));
-        d.push(gemv(&k.qkv, &l.qkv, &a.xn, l.qkv_bias.as_ref(), &a.qkv));
+        let attn_norm = Some(&l.attn_norm);
+        d.push(gemv(
+            &k.qkv,
+            &l.qkv,
+            &a.h,
+            attn_norm,
+            l.qkv_bias.as_ref(),
+            &a.qkv,
+        ));
         d.push(
             k.rope_kv
                 .dispatch(ctx, step, &a.qkv, q_norm, k_norm, &a.inv_freq, &a.q, cache),
@@ -319,13 +334,32 @@ fn record_step(
             k.attention
                 .dispatch(ctx, step, &a.q, cache, &a.scores, &a.attn),
         );
-        d.push(gemv(&k.attn_output, &l.attn_output, &a.attn, None, &a.h));
-        d.push(k.norm.dispatch(ctx, &a.h, &l.ffn_norm, &a.xn));
-        d.push(gemv(&k.gate_up, &l.gate_up, &a.xn, None, &a.ffn));
-        d.push(gemv(&k.down, &l.down, &a.ffn, None, &a.h));
+        d.push(gemv(
+            &k.attn_output,
+            &l.attn_output,
+            &a.attn,
+            None,
+            None,
+            &a.h,
+        ));
+        d.push(gemv(
+            &k.gate_up,
+            &l.gate_up,
+            &a.h,
+            Some(&l.ffn_norm),
+            None,
+            &a.ffn,
+        ));
+        d.push(gemv(&k.down, &l.down, &a.ffn, None, None, &a.h));
     }
-    d.push(k.norm.dispatch(ctx, &a.h, &w.output_norm, &a.xn));
-    d.push(gemv(&k.head, w.head(), &a.xn, None, &a.logits));
+    d.push(gemv(
+        &k.head,
+        w.head(),
+        &a.h,
+        Some(&w.output_norm),
+        None,
+        &a.logits,
+    ));
     d.push(k.argmax.dispatch(ctx, &a.logits, &a.argmax));
     d
 }
