@@ -80,3 +80,38 @@ fn pocket_shape_q4_1_gguf_converts_to_173_mb_with_codes_bit_exact() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Logits of 8 greedy CPU steps (Q4 weights) of the model at `path`.
+fn greedy_logits(path: &std::path::Path) -> Vec<Vec<f32>> {
+    use pocketrt::cpu::{Model, WeightMode};
+    let model = Model::load(&mut *format::open(path).unwrap(), WeightMode::Q4).unwrap();
+    let mut cache = model.new_cache(8).unwrap();
+    let mut token = 1u32;
+    (0..8)
+        .map(|_| {
+            let logits = model.forward(token, &mut cache).unwrap();
+            token = pocketrt::cpu::ops::argmax(&logits).unwrap() as u32;
+            logits
+        })
+        .collect()
+}
+
+#[test]
+fn synthetic_tiny_presets_give_finite_logits_and_equal_package_and_gguf_models() {
+    for preset in ["tiny-qwen3", "tiny-qwen2", "tiny-llama"] {
+        let dir = tmpdir(preset);
+        let mut synth = SynthSource::preset(preset, 3).unwrap();
+        pocketrt::synth::write_package(&mut synth, &dir.join("pkg")).unwrap();
+        write_gguf(&synth, &dir.join("m.gguf")).unwrap();
+        let from_pkg = greedy_logits(&dir.join("pkg"));
+        for logits in &from_pkg {
+            let max = logits.iter().fold(0f32, |m, v| m.max(v.abs()));
+            assert!(
+                logits.iter().all(|v| v.is_finite()) && (0.1..100.0).contains(&max),
+                "{preset}: max |logit| {max}"
+            );
+        }
+        assert_eq!(from_pkg, greedy_logits(&dir.join("m.gguf")), "{preset}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
