@@ -1,6 +1,12 @@
-// Shared by the two Q4 g64 GEMV variants (prepended): bindings, code unpacking and the
-// epilogue. W is [ROWS_TOTAL][K]: codes u32[.][K/8] read as vec4<u32> (32 values),
-// qparams u32[.][K/64] = pack2x16float(scale, min); w = scale · code + min.
+// Shared by the two Q4 g64 GEMV variants (prepended): bindings, code unpacking, the
+// fused RMSNorm prologue and the epilogue. W is [ROWS_TOTAL][K]: codes u32[.][K/8] read
+// as vec4<u32> (32 values), qparams u32[.][K/64] = pack2x16float(scale, min);
+// w = scale · code + min. The wrapper declares x (binding 2) and norm_w (binding 3), as
+// uniform or storage arrays of vec4<f32>.
+//
+// NORM: the input is rmsnorm(x) ⊙ norm_w. The rms factor is one scalar, so it factors out
+// of every dot product: Σ W·(x ⊙ norm_w · r) = r · Σ W·(x ⊙ norm_w); the kernel sums
+// with x ⊙ norm_w and scales the sums by r = 1 / sqrt(mean(x²) + EPS) at the end.
 //
 // EPILOGUE 0: out[o] = W[o]·x (+ bias[o])
 // EPILOGUE 1: out[o] += W[o]·x (+ bias[o])               (residual add, in place)
@@ -11,12 +17,13 @@ override N: u32;
 override K: u32;
 override EPILOGUE: u32 = 0u;
 override HAS_BIAS: bool = false;
+override NORM: bool = false;
+override EPS: f32 = 1e-6;
 
 @group(0) @binding(0) var<storage, read> codes: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> qparams: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 // Matrix rows feeding one output row: 2 for SwiGLU (gate, up), else 1.
 fn rows_per_output() -> u32 {
@@ -26,6 +33,22 @@ fn rows_per_output() -> u32 {
 // The matrix row of part `part` (0 gate/plain, 1 up) of output row `o`.
 fn matrix_row(o: u32, part: u32) -> u32 {
     return o + part * N;
+}
+
+// x[i] (4 values), times the norm weights when NORM.
+fn xn(i: u32) -> vec4<f32> {
+    if (NORM) {
+        return x[i] * norm_w[i];
+    }
+    return x[i];
+}
+
+// The RMSNorm factor from Σx² (1 without NORM).
+fn rms_scale(sum_sq: f32) -> f32 {
+    if (NORM) {
+        return inverseSqrt(sum_sq / f32(K) + EPS);
+    }
+    return 1.0;
 }
 
 fn lo4(w: u32) -> vec4<f32> {
@@ -60,4 +83,25 @@ fn finish(o: u32, gate_in: f32, up_in: f32) {
     } else {
         out[o] = g;
     }
+}
+
+// The codes of one u32 word without shifting each nibble down: nibble b (element b) is
+// masked in place, so it reads as code · 2^(8b) (high nibbles: after one shift by 4);
+// the x values are pre-scaled by 2^(-8b) to match (X_SCALE; exact: powers of two).
+// 2 + 8·(and, convert, fma) per 8 weights instead of unpacking every byte.
+const LO_MASK = vec4<u32>(0xFu, 0xF00u, 0xF0000u, 0xF000000u);
+const X_SCALE = vec4<f32>(1.0, 0.00390625, 0.0000152587890625, 0.000000059604644775390625);
+
+fn in_place(w: u32) -> vec4<f32> {
+    return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w) & LO_MASK));
+}
+
+// dot32 with x pre-scaled by X_SCALE.
+fn dot32_scaled(c: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
+                x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>) -> f32 {
+    let h = c >> vec4<u32>(4u);
+    return dot(in_place(c.x), x0) + dot(in_place(h.x), x1)
+         + dot(in_place(c.y), x2) + dot(in_place(h.y), x3)
+         + dot(in_place(c.z), x4) + dot(in_place(h.z), x5)
+         + dot(in_place(c.w), x6) + dot(in_place(h.w), x7);
 }

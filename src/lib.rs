@@ -18,6 +18,7 @@ pub mod hub;
 pub mod prune;
 pub mod quant;
 pub mod sampler;
+pub mod synth;
 pub mod tokenizer;
 
 pub use config::{Arch, ModelConfig};

@@ -39,7 +39,13 @@ fn check_model(name: &str) {
     let mut cache = oracle.new_cache(CONTEXT).unwrap();
     let mut model = GpuModel::load(gpu().clone(), &mut *open(&dir).unwrap(), CONTEXT).unwrap();
     let cfg = &model.config;
-    let per_layer = (model.dispatches_per_token() - 4) / cfg.n_layers;
+    let per_layer = model.dispatches_per_layer();
+    assert_eq!(
+        model.dispatches_per_token(),
+        per_layer * cfg.n_layers + 3,
+        "embed, the layers, head and argmax"
+    );
+    assert!(per_layer <= 6, "{per_layer} dispatches per layer");
     println!(
         "{name}: {} dispatches per token ({per_layer} per layer), 1 submit",
         model.dispatches_per_token()

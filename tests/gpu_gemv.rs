@@ -1,31 +1,58 @@
-//! Q4 g64 GEMV kernels (both variants, every epilogue) against the dequantized weights
-//! (`Q4Tensor::dequantize_row`) with f64 sums on the CPU.
+//! Q4 g64 GEMV kernels (both variants, several row layouts, every epilogue, with and
+//! without the fused RMSNorm) against the dequantized weights (`Q4Tensor::dequantize_row`)
+//! with f64 sums on the CPU.
 //! Tolerance: max abs err ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K) (f32 accumulation of K
 //! products of magnitude ≤ 1); a wrong code, param, row or epilogue is off by ≥ 1e-2.
 
 mod gpu_common;
 
-use gpu_common::{assert_close, gpu, Rng};
-use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvVariant};
+use gpu_common::{assert_close, gpu, rmsnorm, Rng};
+use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant, RowsLayout};
 use pocketrt::gpu::kernels::{grid, run};
 use pocketrt::quant::Q4Tensor;
 
-const VARIANTS: [GemvVariant; 2] = [GemvVariant::RowsPerInvocation, GemvVariant::WorkgroupPerRow];
+/// Every kernel design: the workgroup variant, and the rows variant in its default layout
+/// and in layouts with other workgroup widths and rows per invocation.
+fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
+    let ctx = gpu();
+    let mut out = vec![(
+        "WorkgroupPerRow".to_string(),
+        GemvQ4::new(ctx, GemvVariant::WorkgroupPerRow, spec).unwrap(),
+    )];
+    let default = RowsLayout::default_for(spec.epilogue.parts());
+    for layout in [
+        default,
+        RowsLayout { wg: 64, rows: 4 },
+        RowsLayout { wg: 8, rows: 3 },
+    ] {
+        let k = GemvQ4::with_layout(ctx, GemvVariant::RowsPerInvocation, spec, layout);
+        out.push((format!("{layout:?}"), k.unwrap()));
+    }
+    out
+}
 
 struct Case {
     n: usize,
     k: usize,
     epilogue: Epilogue,
     bias: bool,
+    norm: bool,
 }
 
 /// Run one GEMV on the GPU and the reference on the CPU; returns (gpu, reference).
-fn run_case(variant: GemvVariant, c: &Case, seed: u64) -> (Vec<f32>, Vec<f32>) {
+fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> (Vec<f32>, Vec<f32>) {
     let ctx = gpu();
     let mut rng = Rng::new(seed);
     let rows = c.n * c.epilogue.parts();
     let w = Q4Tensor::quantize(&rng.vec(rows * c.k, 1.0), rows, c.k).unwrap();
-    let x = rng.vec(c.k, 1.0);
+    let x_in = rng.vec(c.k, 2.0);
+    let norm_w = rng.vec(c.k, 1.5);
+    // The fused norm's reference: rmsnorm in f64, rounded to f32.
+    let x = if c.norm {
+        rmsnorm(&x_in, &norm_w, EPS)
+    } else {
+        x_in.clone()
+    };
     let bias = if c.bias {
         rng.vec(rows, 1.0)
     } else {
@@ -57,22 +84,32 @@ fn run_case(variant: GemvVariant, c: &Case, seed: u64) -> (Vec<f32>, Vec<f32>) {
         })
         .collect();
 
-    let kernel = GemvQ4::new(ctx, variant, c.n, c.k, c.epilogue, c.bias).unwrap();
     let codes = ctx.storage_init("codes", &w.codes).unwrap();
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
-    let xb = ctx.storage_init("x", &x).unwrap();
+    let xb = ctx.storage_init("x", &x_in).unwrap();
+    let nb = ctx.storage_init("norm", &norm_w).unwrap();
     let bb = ctx.storage_init("bias", &bias).unwrap();
     let out = ctx.storage_init("out", &out0).unwrap();
-    let d = kernel.dispatch(ctx, &codes, &qparams, &xb, &bb, &out);
+    let norm = c.norm.then_some(&nb);
+    let d = kernel.dispatch(ctx, &codes, &qparams, &xb, norm, &bb, &out);
     run(ctx, &[&d]);
     (ctx.read_f32(&out, c.n).unwrap(), want)
 }
 
+const EPS: f32 = 1e-6;
+
 fn check(name: &str, c: Case, seed: u64) {
-    for v in VARIANTS {
-        let (got, want) = run_case(v, &c, seed);
+    let spec = GemvSpec {
+        n: c.n,
+        k: c.k,
+        epilogue: c.epilogue,
+        bias: c.bias,
+        norm_eps: c.norm.then_some(EPS),
+    };
+    for (design, kernel) in kernels(spec) {
+        let (got, want) = run_case(&kernel, &c, seed);
         assert_close(
-            &format!("{name} {v:?}"),
+            &format!("{name} {design}"),
             &got,
             &want,
             2e-6,
@@ -88,6 +125,7 @@ fn gemv_matches_reference_when_rows_are_not_a_multiple_of_the_workgroup() {
         k: 896,
         epilogue: Epilogue::Store,
         bias: false,
+        norm: false,
     };
     check("37 x 896", c, 1);
     let c = Case {
@@ -95,6 +133,7 @@ fn gemv_matches_reference_when_rows_are_not_a_multiple_of_the_workgroup() {
         k: 640,
         epilogue: Epilogue::Store,
         bias: false,
+        norm: false,
     };
     check("300 x 640", c, 2);
 }
@@ -108,6 +147,7 @@ fn gemv_matches_reference_with_k_64() {
             k: 64,
             epilogue: Epilogue::Store,
             bias: false,
+            norm: false,
         },
         3,
     );
@@ -122,6 +162,7 @@ fn gemv_bias_and_residual_add_epilogues_match_reference() {
             k: 128,
             epilogue: Epilogue::Store,
             bias: true,
+            norm: false,
         },
         4,
     );
@@ -132,6 +173,7 @@ fn gemv_bias_and_residual_add_epilogues_match_reference() {
             k: 192,
             epilogue: Epilogue::AddInto,
             bias: false,
+            norm: false,
         },
         5,
     );
@@ -142,6 +184,7 @@ fn gemv_bias_and_residual_add_epilogues_match_reference() {
             k: 64,
             epilogue: Epilogue::AddInto,
             bias: true,
+            norm: false,
         },
         6,
     );
@@ -156,6 +199,7 @@ fn gemv_fused_gate_up_swiglu_matches_reference() {
             k: 192,
             epilogue: Epilogue::SwiGlu,
             bias: false,
+            norm: false,
         },
         7,
     );
@@ -166,6 +210,7 @@ fn gemv_fused_gate_up_swiglu_matches_reference() {
             k: 64,
             epilogue: Epilogue::SwiGlu,
             bias: true,
+            norm: false,
         },
         8,
     );
@@ -175,15 +220,8 @@ fn gemv_fused_gate_up_swiglu_matches_reference() {
 fn gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference() {
     let ctx = gpu();
     let n = 151_936;
-    let coop = GemvQ4::new(
-        ctx,
-        GemvVariant::WorkgroupPerRow,
-        n,
-        64,
-        Epilogue::Store,
-        false,
-    )
-    .unwrap();
+    let spec = GemvSpec::new(n, 64, Epilogue::Store);
+    let coop = GemvQ4::new(ctx, GemvVariant::WorkgroupPerRow, spec).unwrap();
     assert_eq!(grid(coop.workgroups()), [65_535, 3, 1]);
     check(
         "151936 x 64",
@@ -192,6 +230,7 @@ fn gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference() {
             k: 64,
             epilogue: Epilogue::Store,
             bias: false,
+            norm: false,
         },
         9,
     );
@@ -199,13 +238,44 @@ fn gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference() {
 
 #[test]
 fn gemv_rejects_k_not_a_multiple_of_64() {
-    let r = GemvQ4::new(
-        gpu(),
-        GemvVariant::RowsPerInvocation,
-        8,
-        96,
-        Epilogue::Store,
-        false,
-    );
+    let spec = GemvSpec::new(8, 96, Epilogue::Store);
+    let r = GemvQ4::new(gpu(), GemvVariant::RowsPerInvocation, spec);
     assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
+}
+
+#[test]
+fn gemv_with_fused_rmsnorm_matches_norm_then_gemv_for_every_epilogue() {
+    for (i, (n, k, epilogue, bias)) in [
+        (1152, 896, Epilogue::Store, false),
+        (70, 128, Epilogue::Store, true),
+        (300, 192, Epilogue::SwiGlu, false),
+        (33, 64, Epilogue::AddInto, false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = Case {
+            n,
+            k,
+            epilogue,
+            bias,
+            norm: true,
+        };
+        check(&format!("norm {epilogue:?} {n} x {k}"), c, 20 + i as u64);
+    }
+}
+
+#[test]
+fn gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage() {
+    // 16,448 f32 = 65,792 bytes: over WebGPU's default 64 KiB uniform binding.
+    let k = 16_448;
+    assert!(4 * k as u64 > u64::from(gpu().limits.max_uniform_buffer_binding_size));
+    let c = Case {
+        n: 40,
+        k,
+        epilogue: Epilogue::Store,
+        bias: false,
+        norm: true,
+    };
+    check("40 x 16448", c, 30);
 }

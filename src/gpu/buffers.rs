@@ -4,8 +4,10 @@ use super::device::GpuContext;
 use crate::error::{Error, Result};
 use wgpu::util::DeviceExt;
 
-/// Usage of every compute buffer: kernels read and write them, uploads and readbacks copy.
+/// Usage of every compute buffer: kernels read and write them (GEMVs on CPU adapters read
+/// their input vector as a uniform), uploads and readbacks copy.
 const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::UNIFORM)
     .union(wgpu::BufferUsages::COPY_DST)
     .union(wgpu::BufferUsages::COPY_SRC);
 

@@ -7,12 +7,12 @@ use super::device::GpuContext;
 use super::kernels::argmax::Argmax;
 use super::kernels::attention::Attention;
 use super::kernels::embed_q4::EmbedQ4;
-use super::kernels::gemv_q4::{Epilogue, GemvQ4, GemvVariant};
-use super::kernels::rmsnorm::RmsNorm;
+use super::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant};
 use super::kernels::rope_kv::{rope_inv_freq, KvBuffers, RopeKv};
 use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
+use super::timing::GpuTimer;
 use super::weights::{ModelWeights, Q4Buffers};
 use super::StepUniform;
 use crate::config::ModelConfig;
@@ -24,8 +24,6 @@ use std::sync::Arc;
 struct Activations {
     /// The residual stream (hidden_size).
     h: wgpu::Buffer,
-    /// The normed residual, input of the projections (hidden_size).
-    xn: wgpu::Buffer,
     /// q|k|v projections (q_dim + 2·kv_dim).
     qkv: wgpu::Buffer,
     /// q after norm and RoPE (q_dim).
@@ -49,7 +47,6 @@ impl Activations {
         let f = |label: &str, n: usize| ctx.storage(label, 4 * n as u64);
         Ok(Activations {
             h: f("h", cfg.hidden_size)?,
-            xn: f("xn", cfg.hidden_size)?,
             qkv: f("qkv", cfg.q_dim() + 2 * cfg.kv_dim())?,
             q: f("q", cfg.q_dim())?,
             scores: ctx.storage("scores", scores_bytes)?,
@@ -79,9 +76,15 @@ pub struct GpuModel {
     /// Top-k over the logits, appended to a step when the sampler needs candidates.
     topk: [Dispatch; 2],
     topk_result: wgpu::Buffer,
+    /// How many of them each layer has.
+    per_layer: usize,
     token_staging: wgpu::Buffer,
     topk_staging: wgpu::Buffer,
     logits_staging: wgpu::Buffer,
+    /// Submits so far (benchmarks check: one per token).
+    submits: std::cell::Cell<u64>,
+    /// GPU time of each step's pass, when enabled (benchmarks).
+    timer: Option<GpuTimer>,
 }
 
 /// What a decode step copies back to the host.
@@ -98,9 +101,9 @@ pub enum Readback {
 }
 
 /// The kernels of one model (one pipeline per distinct shape, shared by all layers).
+/// RMSNorms are fused into the GEMVs that read the normed vector (QKV, gate/up, head).
 struct Kernels {
     embed: EmbedQ4,
-    norm: RmsNorm,
     qkv: GemvQ4,
     rope_kv: RopeKv,
     attention: Attention,
@@ -115,23 +118,27 @@ impl Kernels {
     fn new(ctx: &GpuContext, cfg: &ModelConfig, context: usize) -> Result<Kernels> {
         let variant = GemvVariant::for_adapter(ctx);
         let (h, f, v) = (cfg.hidden_size, cfg.ffn_size, cfg.vocab_size);
-        let gemv = |n, k, e, bias| GemvQ4::new(ctx, variant, n, k, e, bias);
+        let gemv = |n, k, epilogue, bias, norm: bool| {
+            let spec = GemvSpec {
+                n,
+                k,
+                epilogue,
+                bias,
+                norm_eps: norm.then_some(cfg.rms_eps),
+            };
+            GemvQ4::new(ctx, variant, spec)
+        };
+        let qkv_rows = cfg.q_dim() + 2 * cfg.kv_dim();
         let shape = KvCache::shape(cfg, context);
         Ok(Kernels {
             embed: EmbedQ4::new(ctx, h)?,
-            norm: RmsNorm::new(ctx, h, cfg.rms_eps),
-            qkv: gemv(
-                cfg.q_dim() + 2 * cfg.kv_dim(),
-                h,
-                Epilogue::Store,
-                cfg.qkv_bias,
-            )?,
+            qkv: gemv(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
             rope_kv: RopeKv::new(ctx, shape, cfg.qk_norm, cfg.rms_eps)?,
             attention: Attention::new(ctx, shape)?,
-            attn_output: gemv(h, cfg.q_dim(), Epilogue::AddInto, false)?,
-            gate_up: gemv(f, h, Epilogue::SwiGlu, false)?,
-            down: gemv(h, f, Epilogue::AddInto, false)?,
-            head: gemv(v, h, Epilogue::Store, false)?,
+            attn_output: gemv(h, cfg.q_dim(), Epilogue::AddInto, false, false)?,
+            gate_up: gemv(f, h, Epilogue::SwiGlu, false, true)?,
+            down: gemv(h, f, Epilogue::AddInto, false, false)?,
+            head: gemv(v, h, Epilogue::Store, false, true)?,
             argmax: Argmax::new(ctx, v),
         })
     }
@@ -161,6 +168,7 @@ impl GpuModel {
             TopK::new(c, config.vocab_size).dispatch(c, &acts.logits, &topk_scratch, &topk_result);
         // Shader or pipeline errors surface here as a typed error, not a panic later.
         c.check_errors()?;
+        let per_layer = (dispatches.len() - DISPATCHES_OUTSIDE_LAYERS) / config.n_layers.max(1);
         Ok(GpuModel {
             topk,
             topk_staging: c.staging("topk", TopK::result_bytes()),
@@ -175,6 +183,9 @@ impl GpuModel {
             weights,
             kv,
             dispatches,
+            per_layer,
+            submits: std::cell::Cell::new(0),
+            timer: None,
         })
     }
 
@@ -183,9 +194,45 @@ impl GpuModel {
         self.dispatches.len()
     }
 
-    /// Encode and submit one step for `token` at `pos`; copy what `readback` asks for to
-    /// the staging buffers.
-    fn submit_step(&self, token: u32, pos: usize, readback: Readback) -> Result<()> {
+    /// Dispatches of one transformer layer.
+    pub fn dispatches_per_layer(&self) -> usize {
+        self.per_layer
+    }
+
+    /// The device the model lives on.
+    pub fn gpu_context(&self) -> &GpuContext {
+        &self.ctx
+    }
+
+    /// Queue submits so far (one per decode step).
+    pub fn submits(&self) -> u64 {
+        self.submits.get()
+    }
+
+    /// Stamp every step's pass with timestamp queries (benchmarks); false when the adapter
+    /// has none. Read the time with [`GpuModel::last_step_gpu_seconds`].
+    pub fn enable_gpu_timing(&mut self) -> bool {
+        self.timer = GpuTimer::new(&self.ctx);
+        self.timer.is_some()
+    }
+
+    /// GPU time of the last step's pass (waits for it), when timing is enabled.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn last_step_gpu_seconds(&self) -> Result<Option<f64>> {
+        self.timer
+            .as_ref()
+            .map(|t| t.read_ns(&self.ctx).map(|ns| ns * 1e-9))
+            .transpose()
+    }
+
+    /// Write the step uniform for `token` at `pos` and encode the step (copying what
+    /// `readback` asks for to the staging buffers) into a command buffer.
+    pub fn encode_step(
+        &self,
+        token: u32,
+        pos: usize,
+        readback: Readback,
+    ) -> Result<wgpu::CommandBuffer> {
         if token as usize >= self.config.vocab_size {
             return Err(Error::InvalidArgument(format!(
                 "token {token} is outside the vocabulary of {}",
@@ -208,13 +255,19 @@ impl GpuModel {
             .write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
         let mut enc = ctx.device.create_command_encoder(&Default::default());
         {
-            let mut pass = enc.begin_compute_pass(&Default::default());
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("decode step"),
+                timestamp_writes: self.timer.as_ref().map(GpuTimer::pass_writes),
+            });
             for d in &self.dispatches {
                 d.encode(&mut pass);
             }
             if readback == Readback::TopK {
                 self.topk.iter().for_each(|d| d.encode(&mut pass));
             }
+        }
+        if let Some(t) = &self.timer {
+            t.resolve(&mut enc);
         }
         if readback != Readback::Nothing {
             enc.copy_buffer_to_buffer(&self.acts.argmax, 0, &self.token_staging, 0, 4);
@@ -227,7 +280,14 @@ impl GpuModel {
             let bytes = self.logits_staging.size();
             enc.copy_buffer_to_buffer(&self.acts.logits, 0, &self.logits_staging, 0, bytes);
         }
-        ctx.queue.submit([enc.finish()]);
+        Ok(enc.finish())
+    }
+
+    /// Encode and submit one step (one submit).
+    fn submit_step(&self, token: u32, pos: usize, readback: Readback) -> Result<()> {
+        let commands = self.encode_step(token, pos, readback)?;
+        self.ctx.queue.submit([commands]);
+        self.submits.set(self.submits.get() + 1);
         Ok(())
     }
 
@@ -274,9 +334,12 @@ impl GpuModel {
     }
 }
 
-/// The decode step as the model reads: embed → for each layer [norm, QKV, q/k-norm +
-/// RoPE + KV write, attention, O + residual, norm, gate/up + SwiGLU, down + residual]
-/// → norm → head → argmax.
+/// Dispatches outside the layers: embed, then norm + head, and argmax.
+const DISPATCHES_OUTSIDE_LAYERS: usize = 3;
+
+/// The decode step as the model reads: embed → for each layer [norm + QKV, q/k-norm +
+/// RoPE + KV write, attention, O + residual, norm + gate/up + SwiGLU, down + residual]
+/// → norm + head → argmax.
 fn record_step(
     ctx: &GpuContext,
     k: &Kernels,
@@ -285,8 +348,16 @@ fn record_step(
     a: &Activations,
     step: &wgpu::Buffer,
 ) -> Vec<Dispatch> {
-    let gemv = |kernel: &GemvQ4, m: &Q4Buffers, x, bias: Option<&wgpu::Buffer>, out| {
-        kernel.dispatch(ctx, &m.codes, &m.qparams, x, bias.unwrap_or(&a.none), out)
+    let gemv = |kernel: &GemvQ4, m: &Q4Buffers, x, norm, bias: Option<&wgpu::Buffer>, out| {
+        kernel.dispatch(
+            ctx,
+            &m.codes,
+            &m.qparams,
+            x,
+            norm,
+            bias.unwrap_or(&a.none),
+            out,
+        )
     };
     let e = &w.token_embd;
     let mut d = vec![k.embed.dispatch(ctx, step, &e.codes, &e.qparams, &a.h)];
@@ -299,8 +370,15 @@ fn record_step(
             k: &kv.k[i],
             v: &kv.v[i],
         };
-        d.push(k.norm.dispatch(ctx, &a.h, &l.attn_norm, &a.xn));
-        d.push(gemv(&k.qkv, &l.qkv, &a.xn, l.qkv_bias.as_ref(), &a.qkv));
+        let attn_norm = Some(&l.attn_norm);
+        d.push(gemv(
+            &k.qkv,
+            &l.qkv,
+            &a.h,
+            attn_norm,
+            l.qkv_bias.as_ref(),
+            &a.qkv,
+        ));
         d.push(
             k.rope_kv
                 .dispatch(ctx, step, &a.qkv, q_norm, k_norm, &a.inv_freq, &a.q, cache),
@@ -309,13 +387,32 @@ fn record_step(
             k.attention
                 .dispatch(ctx, step, &a.q, cache, &a.scores, &a.attn),
         );
-        d.push(gemv(&k.attn_output, &l.attn_output, &a.attn, None, &a.h));
-        d.push(k.norm.dispatch(ctx, &a.h, &l.ffn_norm, &a.xn));
-        d.push(gemv(&k.gate_up, &l.gate_up, &a.xn, None, &a.ffn));
-        d.push(gemv(&k.down, &l.down, &a.ffn, None, &a.h));
+        d.push(gemv(
+            &k.attn_output,
+            &l.attn_output,
+            &a.attn,
+            None,
+            None,
+            &a.h,
+        ));
+        d.push(gemv(
+            &k.gate_up,
+            &l.gate_up,
+            &a.h,
+            Some(&l.ffn_norm),
+            None,
+            &a.ffn,
+        ));
+        d.push(gemv(&k.down, &l.down, &a.ffn, None, None, &a.h));
     }
-    d.push(k.norm.dispatch(ctx, &a.h, &w.output_norm, &a.xn));
-    d.push(gemv(&k.head, w.head(), &a.xn, None, &a.logits));
+    d.push(gemv(
+        &k.head,
+        w.head(),
+        &a.h,
+        Some(&w.output_norm),
+        None,
+        &a.logits,
+    ));
     d.push(k.argmax.dispatch(ctx, &a.logits, &a.argmax));
     d
 }

@@ -7,6 +7,7 @@ pub mod forward;
 pub mod kernels;
 pub mod kv_cache;
 pub mod plan;
+pub mod timing;
 pub mod weights;
 
 pub use device::{AdapterSummary, GpuContext, LimitsNeeded, OptionalFeatures};

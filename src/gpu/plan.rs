@@ -77,7 +77,7 @@ impl MemoryPlan {
         let kv_layer = padded(KvCache::layer_bytes(cfg, context));
         let kv_cache = 2 * cfg.n_layers as u64 * kv_layer;
         let scores = padded((cfg.n_heads * context * 4) as u64);
-        let activations = 2 * f32s(h)
+        let activations = f32s(h)
             + f32s(qkv)
             + 2 * f32s(cfg.q_dim())
             + f32s(cfg.ffn_size)

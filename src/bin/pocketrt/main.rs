@@ -1,6 +1,8 @@
 //! `pocketrt`: the native command-line tool.
 
+mod bench;
 mod run;
+mod synth;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -65,6 +67,38 @@ enum Command {
     Chat(run::ChatArgs),
     /// List the GPU adapters wgpu finds (names for --adapter).
     Adapters,
+    /// Measure prompt processing and generation speed (like llama-bench).
+    Bench {
+        /// GGUF file, HF model folder or pocket package folder.
+        model: PathBuf,
+        #[arg(long, value_enum, default_value = "gpu")]
+        backend: run::Backend,
+        /// Prompt tokens per repetition (run one decode step each).
+        #[arg(short = 'p', long, default_value_t = 128)]
+        prompt_tokens: usize,
+        /// Generated tokens per repetition.
+        #[arg(short = 'n', long, default_value_t = 64)]
+        gen_tokens: usize,
+        /// Repetitions.
+        #[arg(short = 'r', long, default_value_t = 3)]
+        reps: usize,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a model with a preset's exact shapes and random weights (benchmark model).
+    Synth {
+        /// pocket-0.3b (MNN-Pocket-0.3B's shapes), tiny-qwen3, tiny-qwen2 or tiny-llama.
+        #[arg(long, default_value = "pocket-0.3b")]
+        preset: String,
+        /// Output: a package folder, or a file with --gguf.
+        out: PathBuf,
+        /// Write a Q4_1 GGUF (as the published Pocket GGUF is stored) instead of a package.
+        #[arg(long)]
+        gguf: bool,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Tokenize TEXT with the model's tokenizer; prints ids and pieces (like llama-tokenize).
     Tokenize {
         /// GGUF file, HF model folder or pocket package folder.
@@ -102,6 +136,27 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Chat(args) => run::chat(args),
         Command::Adapters => run_adapters(),
+        Command::Bench {
+            model,
+            backend,
+            prompt_tokens,
+            gen_tokens,
+            reps,
+            json,
+        } => bench::run(bench::BenchArgs {
+            model: &model,
+            backend,
+            prompt_tokens,
+            gen_tokens,
+            reps,
+            json,
+        }),
+        Command::Synth {
+            preset,
+            out,
+            gguf,
+            seed,
+        } => synth::run(&preset, &out, gguf, seed),
         Command::Tokenize {
             model,
             text,

@@ -1,6 +1,7 @@
-//! Q4 g64 GEMV for decode: `y = W·x` (+ bias) with an epilogue (store, residual add, or
-//! fused gate/up + SwiGLU). Two designs behind one wrapper, chosen by adapter class:
-//! one invocation per several rows on CPU-backed adapters, one workgroup per row on GPUs.
+//! Q4 g64 GEMV for decode: `y = W·x` (+ bias) with an optional fused RMSNorm prologue
+//! (`x` → rmsnorm(x) ⊙ norm weights) and an epilogue (store, residual add, or fused
+//! gate/up + SwiGLU). Two designs behind one wrapper, chosen by adapter class: one
+//! invocation per several rows on CPU-backed adapters, one workgroup per row on GPUs.
 
 use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
 use crate::error::{Error, Result};
@@ -9,11 +10,6 @@ use crate::gpu::device::GpuContext;
 const COMMON_WGSL: &str = include_str!("../../../shaders/gemv_q4_common.wgsl");
 const ROWS_WGSL: &str = include_str!("../../../shaders/gemv_q4.wgsl");
 const WORKGROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_wg.wgsl");
-
-/// Invocations per workgroup and output rows per invocation of the rows variant
-/// (`WG` and `ROWS` in gemv_q4.wgsl).
-const ROWS_WG: u32 = 64;
-const ROWS_PER_INVOCATION: u32 = 4;
 
 /// What happens to each output row after the dot product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,81 +61,186 @@ impl GemvVariant {
     }
 }
 
-/// A GEMV of fixed shape: `n` output rows from `k` inputs.
+/// What one GEMV computes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemvSpec {
+    /// Output rows (the matrix has `n · epilogue.parts()` rows).
+    pub n: usize,
+    /// Inputs (a multiple of 64).
+    pub k: usize,
+    pub epilogue: Epilogue,
+    /// Add a bias (`n · parts` floats) before the epilogue.
+    pub bias: bool,
+    /// Fuse an RMSNorm of x with this epsilon (norm weights bound at dispatch).
+    pub norm_eps: Option<f32>,
+}
+
+impl GemvSpec {
+    /// A plain GEMV: no bias, no norm.
+    pub fn new(n: usize, k: usize, epilogue: Epilogue) -> GemvSpec {
+        GemvSpec {
+            n,
+            k,
+            epilogue,
+            bias: false,
+            norm_eps: None,
+        }
+    }
+}
+
+/// How the rows variant spreads rows: `wg` invocations per workgroup, each computing
+/// `rows` output rows strided by `wg`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowsLayout {
+    pub wg: u32,
+    pub rows: u32,
+}
+
+impl RowsLayout {
+    /// The measured best on lavapipe for `parts` matrix rows per output row: 16 matrix
+    /// rows per invocation (x loads shared by all of them), 8-wide workgroups (one 256-bit
+    /// SIMD batch; small enough that Pocket's 896-row GEMVs span 7 workgroups, so several
+    /// threads). Measured against 16/32/64-wide and 4 or 32 rows (benches/gemv.rs).
+    pub fn default_for(parts: usize) -> RowsLayout {
+        RowsLayout {
+            wg: 8,
+            rows: 16 / parts as u32,
+        }
+    }
+}
+
+/// A GEMV of fixed shape.
 pub struct GemvQ4 {
     kernel: KernelPipeline,
     variant: GemvVariant,
-    pub n: usize,
-    pub k: usize,
-    pub epilogue: Epilogue,
-    pub has_bias: bool,
+    layout: RowsLayout,
+    pub spec: GemvSpec,
+}
+
+/// The per-pipeline WGSL header: the rows variant's constants and the x / norm-weight
+/// bindings, as uniform arrays of K/4 vec4 when `uniform_x`, else as storage arrays.
+pub fn gemv_header(spec: &GemvSpec, layout: RowsLayout, uniform_x: bool) -> String {
+    let decl = |binding: u32, name: &str| {
+        if uniform_x {
+            format!(
+                "@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {}>;\n",
+                spec.k / 4
+            )
+        } else {
+            format!("@group(0) @binding({binding}) var<storage, read> {name}: array<vec4<f32>>;\n")
+        }
+    };
+    format!(
+        "const ROWS: u32 = {}u;\nconst PARTS: u32 = {}u;\n{}{}",
+        layout.rows,
+        spec.epilogue.parts(),
+        decl(2, "x"),
+        decl(3, "norm_w")
+    )
 }
 
 impl GemvQ4 {
-    pub fn new(
+    /// The GEMV of `spec` in `variant`, with the default rows layout.
+    pub fn new(ctx: &GpuContext, variant: GemvVariant, spec: GemvSpec) -> Result<GemvQ4> {
+        Self::with_layout(
+            ctx,
+            variant,
+            spec,
+            RowsLayout::default_for(spec.epilogue.parts()),
+        )
+    }
+
+    /// [`GemvQ4::new`] with an explicit rows layout (ignored by the workgroup variant).
+    pub fn with_layout(
         ctx: &GpuContext,
         variant: GemvVariant,
-        n: usize,
-        k: usize,
-        epilogue: Epilogue,
-        has_bias: bool,
+        spec: GemvSpec,
+        layout: RowsLayout,
     ) -> Result<GemvQ4> {
+        let (n, k) = (spec.n, spec.k);
         if n == 0 || k == 0 || k % 64 != 0 || n > u32::MAX as usize / 2 {
             return Err(Error::InvalidArgument(format!(
                 "GEMV {n} × {k}: rows must be positive and K a positive multiple of 64"
             )));
         }
+        if layout.wg == 0 || layout.rows == 0 || layout.wg * layout.rows > 4096 {
+            return Err(Error::InvalidArgument(format!(
+                "GEMV layout {layout:?}: workgroup and rows must be positive"
+            )));
+        }
+        // x as a uniform array (broadcast loads) where it fits the uniform binding limit.
+        let uniform_x = variant == GemvVariant::RowsPerInvocation
+            && 4 * k as u64 <= u64::from(ctx.limits.max_uniform_buffer_binding_size);
+        let header = gemv_header(&spec, layout, uniform_x);
         let source = match variant {
-            GemvVariant::RowsPerInvocation => [COMMON_WGSL, ROWS_WGSL].concat(),
-            GemvVariant::WorkgroupPerRow => [REDUCE64_WGSL, COMMON_WGSL, WORKGROUP_WGSL].concat(),
+            GemvVariant::RowsPerInvocation => [&header, COMMON_WGSL, ROWS_WGSL].concat(),
+            GemvVariant::WorkgroupPerRow => {
+                [&header, REDUCE64_WGSL, COMMON_WGSL, WORKGROUP_WGSL].concat()
+            }
         };
         let mut constants = vec![
             ("N", n as f64),
             ("K", k as f64),
-            ("EPILOGUE", epilogue.code()),
-            ("HAS_BIAS", if has_bias { 1.0 } else { 0.0 }),
+            ("EPILOGUE", spec.epilogue.code()),
+            ("HAS_BIAS", if spec.bias { 1.0 } else { 0.0 }),
+            ("NORM", if spec.norm_eps.is_some() { 1.0 } else { 0.0 }),
+            ("EPS", f64::from(spec.norm_eps.unwrap_or(0.0))),
         ];
         if variant == GemvVariant::RowsPerInvocation {
-            constants.push(("WG", f64::from(ROWS_WG)));
+            constants.push(("WG", f64::from(layout.wg)));
         }
+        let x_slot = if uniform_x { Slot::Uniform } else { Slot::Read };
         let slots = [
             Slot::Read,
             Slot::Read,
-            Slot::Read,
+            x_slot,
+            x_slot,
             Slot::Read,
             Slot::ReadWrite,
         ];
         Ok(GemvQ4 {
             kernel: KernelPipeline::new(ctx, "gemv_q4", &source, &slots, &constants),
             variant,
-            n,
-            k,
-            epilogue,
-            has_bias,
+            layout,
+            spec,
         })
     }
 
     /// Workgroups for one GEMV.
     pub fn workgroups(&self) -> u32 {
-        let n = self.n as u32;
+        let n = self.spec.n as u32;
         match self.variant {
-            GemvVariant::RowsPerInvocation => n.div_ceil(ROWS_WG * ROWS_PER_INVOCATION),
+            GemvVariant::RowsPerInvocation => n.div_ceil(self.layout.wg * self.layout.rows),
             GemvVariant::WorkgroupPerRow => n,
         }
     }
 
-    /// Bind `codes`/`qparams` (the matrix, `parts · n` rows), `x` (k floats), `bias`
+    /// Bind `codes`/`qparams` (the matrix, `parts · n` rows), `x` (k floats), the norm
+    /// weights (k floats; required exactly when the spec fuses a norm), `bias`
     /// (`parts · n` floats, or any small buffer when there is none) and `out` (n floats).
+    /// Buffers bound as x must allow uniform use on CPU adapters (`GpuContext::storage`
+    /// buffers do).
+    #[allow(clippy::too_many_arguments)]
     pub fn dispatch(
         &self,
         ctx: &GpuContext,
         codes: &wgpu::Buffer,
         qparams: &wgpu::Buffer,
         x: &wgpu::Buffer,
+        norm_weight: Option<&wgpu::Buffer>,
         bias: &wgpu::Buffer,
         out: &wgpu::Buffer,
     ) -> Dispatch {
-        self.kernel
-            .dispatch(ctx, &[codes, qparams, x, bias, out], self.workgroups())
+        assert_eq!(
+            norm_weight.is_some(),
+            self.spec.norm_eps.is_some(),
+            "gemv_q4: norm weights are bound exactly when the norm is fused"
+        );
+        let norm = norm_weight.unwrap_or(x);
+        self.kernel.dispatch(
+            ctx,
+            &[codes, qparams, x, norm, bias, out],
+            self.workgroups(),
+        )
     }
 }

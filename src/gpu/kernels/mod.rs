@@ -6,6 +6,7 @@ pub mod argmax;
 pub mod attention;
 pub mod embed_q4;
 pub mod gemv_q4;
+pub mod read_bench;
 pub mod rmsnorm;
 pub mod rope_kv;
 pub mod topk;

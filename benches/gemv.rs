@@ -1,0 +1,166 @@
+//! Per-kernel roofline figures for MNN-Pocket-0.3B's decode shapes, on the default adapter
+//! (lavapipe here): each Q4 GEMV's effective bandwidth (bytes of weights and activations
+//! read per second) next to a plain read-only kernel's (a vec4 sum of 64 MiB) in the same
+//! run, and the decode step's dispatches, submits and CPU encode time per token on the
+//! synthetic Pocket model. Prints one JSON object.
+//!
+//! Run: `cargo bench --bench gemv`. GPU times come from timestamp queries where the
+//! adapter has them (lavapipe does), else from wall time around submit + wait.
+
+use pocketrt::gpu::forward::Readback;
+use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant};
+use pocketrt::gpu::kernels::read_bench::ReadBench;
+use pocketrt::gpu::kernels::Dispatch;
+use pocketrt::gpu::timing::{time_dispatches, GpuTimer};
+use pocketrt::gpu::weights::limits_needed;
+use pocketrt::gpu::{GpuContext, GpuModel, LimitsNeeded};
+use pocketrt::quant::Q4Tensor;
+use pocketrt::synth::{q4_1_pairs, Rng, SynthSource};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Dispatches per timed pass, and passes (the best one counts: the machine is shared).
+const REPEAT: usize = 8;
+const PASSES: usize = 5;
+
+/// Best seconds per dispatch over [`PASSES`] passes of [`REPEAT`] dispatches.
+fn best_time(ctx: &GpuContext, timer: Option<&GpuTimer>, d: &Dispatch) -> f64 {
+    time_dispatches(ctx, timer, &[d], 1).expect("warm-up");
+    (0..PASSES)
+        .map(|_| time_dispatches(ctx, timer, &[d], REPEAT).expect("timed pass"))
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The read ceiling: GB/s of the vec4 sum over 64 MiB, best of a few grid sizes.
+fn read_ceiling(ctx: &GpuContext, timer: Option<&GpuTimer>) -> serde_json::Value {
+    let len = 16 << 20;
+    let data = ctx
+        .storage("read data", 4 * len as u64)
+        .expect("64 MiB buffer");
+    let mut best = (0.0f64, 0u32);
+    for groups in [64u32, 256, 1024, 4096] {
+        let k = ReadBench::new(ctx, len, groups).expect("read bench");
+        let out = ctx.storage("partials", 4 * k.partials() as u64).unwrap();
+        let gbs = 4.0 * len as f64 / best_time(ctx, timer, &k.dispatch(ctx, &data, &out)) / 1e9;
+        if gbs > best.0 {
+            best = (gbs, groups);
+        }
+    }
+    json!({"kernel": "vec4 sum of 64 MiB", "gb_s": best.0, "workgroups": best.1})
+}
+
+/// One GEMV shape: effective GB/s = (codes + qparams + x (+ norm weights), + out for
+/// residual adds) / time.
+fn gemv_figure(
+    ctx: &GpuContext,
+    timer: Option<&GpuTimer>,
+    name: &str,
+    spec: GemvSpec,
+) -> serde_json::Value {
+    let variant = GemvVariant::for_adapter(ctx);
+    let (n, k, epilogue) = (spec.n, spec.k, spec.epilogue);
+    let rows = n * epilogue.parts();
+    let mut rng = Rng::new(n as u64 * 31 + k as u64);
+    let bytes = q4_1_pairs(rows, k, (3.0 / k as f32).sqrt(), &mut rng);
+    let (w, _) =
+        Q4Tensor::from_ggml(pocketrt::format::gguf::GgmlType::Q4_1, &bytes, rows, k).expect("q4");
+    let x: Vec<f32> = (0..k).map(|_| rng.unit() - 0.5).collect();
+    let kernel = GemvQ4::new(ctx, variant, spec).expect("gemv");
+    let codes = ctx.storage_init("codes", &w.codes).unwrap();
+    let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
+    let xb = ctx.storage_init("x", &x).unwrap();
+    let none = ctx.storage("none", 4).unwrap();
+    let out = ctx.storage("out", 4 * n as u64).unwrap();
+    let norm_w = ctx.storage_init("norm", &vec![1.0f32; k]).unwrap();
+    let norm = spec.norm_eps.map(|_| &norm_w);
+    let d = kernel.dispatch(ctx, &codes, &qparams, &xb, norm, &none, &out);
+    let seconds = best_time(ctx, timer, &d);
+    let activations = 4 * k * (1 + usize::from(norm.is_some()))
+        + if epilogue == Epilogue::AddInto {
+            4 * n
+        } else {
+            0
+        };
+    let read = w.codes_bytes().len() + w.qparams_bytes().len() + activations;
+    json!({
+        "shape": name, "rows": n, "k": k, "epilogue": format!("{epilogue:?}"),
+        "fused_norm": norm.is_some(),
+        "variant": format!("{variant:?}"), "bytes_read": read,
+        "us": seconds * 1e6, "gb_s": read as f64 / seconds / 1e9,
+    })
+}
+
+/// Dispatches, submits and CPU encode time per token of the synthetic Pocket model.
+fn decode_figures() -> serde_json::Value {
+    let mut src = SynthSource::preset("pocket-0.3b", 1).expect("preset");
+    let context = 64;
+    let ctx = GpuContext::new_blocking(limits_needed(
+        pocketrt::format::ModelSource::config(&src),
+        context,
+    ))
+    .expect("device");
+    let mut model = GpuModel::load(Arc::new(ctx), &mut src, context).expect("load");
+    let steps = 16;
+    let mut token = 1;
+    let t = Instant::now();
+    for pos in 0..steps {
+        token = model.decode(token, pos).expect("decode");
+    }
+    let tok_s = steps as f64 / t.elapsed().as_secs_f64();
+    let submits = model.submits() as f64 / steps as f64;
+    // CPU time to write the uniform and encode one step (the command buffers are dropped).
+    let t = Instant::now();
+    for pos in 0..steps {
+        drop(
+            model
+                .encode_step(token, pos, Readback::Argmax)
+                .expect("encode"),
+        );
+    }
+    let encode_us = t.elapsed().as_secs_f64() * 1e6 / steps as f64;
+    json!({
+        "model": "synthetic pocket-0.3b", "dispatches_per_token": model.dispatches_per_token(),
+        "dispatches_per_layer": model.dispatches_per_layer(), "submits_per_token": submits,
+        "cpu_encode_us_per_token": encode_us, "decode_tok_s_wall": tok_s,
+    })
+}
+
+fn main() {
+    let ctx = Arc::new(GpuContext::new_blocking(LimitsNeeded::default()).expect("a GPU adapter"));
+    let timer = GpuTimer::new(&ctx);
+    let ceiling = read_ceiling(&ctx, timer.as_ref());
+    let ceiling_gbs = ceiling["gb_s"].as_f64().unwrap_or(f64::NAN);
+    // As decode runs them: the norm fused into QKV, gate/up and the head.
+    let normed = |n, k, e| GemvSpec {
+        norm_eps: Some(1e-6),
+        ..GemvSpec::new(n, k, e)
+    };
+    let shapes = [
+        ("qkv 896->1152", normed(1152, 896, Epilogue::Store)),
+        ("gate+up 896->2x2560", normed(2560, 896, Epilogue::SwiGlu)),
+        (
+            "down 2560->896",
+            GemvSpec::new(896, 2560, Epilogue::AddInto),
+        ),
+        ("o 896->896", GemvSpec::new(896, 896, Epilogue::AddInto)),
+        ("head 896->65536", normed(65_536, 896, Epilogue::Store)),
+    ];
+    let gemvs: Vec<serde_json::Value> = shapes
+        .iter()
+        .map(|&(name, spec)| {
+            let mut f = gemv_figure(&ctx, timer.as_ref(), name, spec);
+            f["roofline_ratio"] = (f["gb_s"].as_f64().unwrap_or(0.0) / ceiling_gbs).into();
+            f
+        })
+        .collect();
+    let out = json!({
+        "bench": "gemv",
+        "adapter": format!("{} ({})", ctx.adapter.name, ctx.adapter.backend),
+        "timing": if timer.is_some() { "timestamp queries" } else { "wall time" },
+        "read_ceiling": ceiling,
+        "gemv": gemvs,
+        "decode": decode_figures(),
+    });
+    println!("{out:#}");
+}

@@ -1,0 +1,242 @@
+//! `pocketrt bench`: prompt processing (pp) and token generation (tg) speed, like
+//! llama-bench: `-r` repetitions of `-p` prompt tokens then `-n` generated tokens, each
+//! repetition from an empty cache; mean ± standard deviation of tok/s.
+//!
+//! Prompt tokens run one decode step each (there is no batched prefill yet), so pp
+//! measures the same step as tg at earlier positions. tok/s is wall time (what a user
+//! sees, readback included); on adapters with timestamp queries the GPU time of a step's
+//! pass is measured too, in one extra generation run.
+
+use pocketrt::cpu::{self, WeightMode};
+use pocketrt::format::{self, ModelSource};
+use pocketrt::gpu::weights::limits_needed;
+use pocketrt::gpu::{GpuContext, GpuModel};
+use pocketrt::{Error, Result};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub struct BenchArgs<'a> {
+    pub model: &'a Path,
+    pub backend: super::run::Backend,
+    pub prompt_tokens: usize,
+    pub gen_tokens: usize,
+    pub reps: usize,
+    pub json: bool,
+}
+
+/// One decode step at an explicit position, on either backend.
+enum Stepper {
+    Cpu {
+        model: Box<cpu::Model>,
+        cache: cpu::KvCache,
+        context: usize,
+    },
+    Gpu(Box<GpuModel>),
+}
+
+impl Stepper {
+    fn load(
+        src: &mut dyn ModelSource,
+        backend: super::run::Backend,
+        context: usize,
+    ) -> Result<Self> {
+        Ok(match backend {
+            super::run::Backend::Cpu => {
+                let model = cpu::Model::load(src, WeightMode::Q4)?;
+                let cache = model.new_cache(context)?;
+                Stepper::Cpu {
+                    model: Box::new(model),
+                    cache,
+                    context,
+                }
+            }
+            super::run::Backend::Gpu | super::run::Backend::Auto => {
+                let ctx = GpuContext::new_blocking(limits_needed(src.config(), context))?;
+                Stepper::Gpu(Box::new(GpuModel::load(Arc::new(ctx), src, context)?))
+            }
+        })
+    }
+
+    /// Start again from an empty cache.
+    fn reset(&mut self) -> Result<()> {
+        if let Stepper::Cpu {
+            model,
+            cache,
+            context,
+        } = self
+        {
+            *cache = model.new_cache(*context)?;
+        }
+        // The GPU step overwrites position `pos` and attends to 0..=pos only.
+        Ok(())
+    }
+
+    fn step(&mut self, token: u32, pos: usize) -> Result<u32> {
+        match self {
+            Stepper::Cpu { model, cache, .. } => {
+                let logits = model.forward(token, cache)?;
+                cpu::ops::argmax(&logits)
+                    .map(|i| i as u32)
+                    .ok_or_else(|| Error::InvalidArgument("the logits are all NaN".into()))
+            }
+            Stepper::Gpu(m) => m.decode(token, pos),
+        }
+    }
+}
+
+/// Mean and sample standard deviation.
+fn mean_std(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = if v.len() > 1 {
+        v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (mean, var.sqrt())
+}
+
+fn test_json(name: String, tokens: usize, tok_s: &[f64], note: &str) -> serde_json::Value {
+    let (mean, std) = mean_std(tok_s);
+    serde_json::json!({
+        "test": name, "tokens": tokens, "tok_s": tok_s,
+        "tok_s_mean": mean, "tok_s_std": std, "note": note,
+    })
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    if a.reps == 0 || a.gen_tokens == 0 {
+        return Err(Error::InvalidArgument(
+            "bench needs -r ≥ 1 and -n ≥ 1".into(),
+        ));
+    }
+    let t_load = Instant::now();
+    let mut src = format::open(a.model)?;
+    let cfg = src.config().clone();
+    let context = a.prompt_tokens + a.gen_tokens;
+    if context > cfg.max_context {
+        return Err(Error::InvalidArgument(format!(
+            "-p {} + -n {} exceeds the model's context of {}",
+            a.prompt_tokens, a.gen_tokens, cfg.max_context
+        )));
+    }
+    let mut stepper = Stepper::load(src.as_mut(), a.backend, context)?;
+    let load_s = t_load.elapsed().as_secs_f64();
+    // A fixed pseudo-random prompt (the speed does not depend on the ids).
+    let prompt: Vec<u32> = (0..a.prompt_tokens)
+        .map(|i| ((i as u64 * 2_654_435_761) % cfg.vocab_size as u64) as u32)
+        .collect();
+    let first = (cfg.vocab_size / 3) as u32;
+
+    let (mut pp, mut tg) = (vec![], vec![]);
+    for _ in 0..a.reps {
+        stepper.reset()?;
+        let t = Instant::now();
+        let mut next = first;
+        for (pos, &tok) in prompt.iter().enumerate() {
+            next = stepper.step(tok, pos)?;
+        }
+        if !prompt.is_empty() {
+            pp.push(prompt.len() as f64 / t.elapsed().as_secs_f64());
+        }
+        let t = Instant::now();
+        for pos in prompt.len()..context {
+            next = stepper.step(next, pos)?;
+        }
+        tg.push(a.gen_tokens as f64 / t.elapsed().as_secs_f64());
+    }
+
+    let mut report = serde_json::json!({
+        "model": a.model.display().to_string(),
+        "arch": cfg.arch.name(),
+        "load_s": load_s,
+        "context": context,
+        "repetitions": a.reps,
+    });
+    let mut tests = vec![];
+    if !pp.is_empty() {
+        tests.push(test_json(
+            format!("pp{}", a.prompt_tokens),
+            a.prompt_tokens,
+            &pp,
+            "token by token: one decode step per prompt token (no batched prefill yet)",
+        ));
+    }
+    tests.push(test_json(
+        format!("tg{}", a.gen_tokens),
+        a.gen_tokens,
+        &tg,
+        "greedy decode, wall time including the 4-byte token readback",
+    ));
+    report["tests"] = tests.into();
+    match &mut stepper {
+        Stepper::Cpu { .. } => report["backend"] = "cpu (q4 weights)".into(),
+        Stepper::Gpu(m) => {
+            let ctx = m.gpu_context();
+            let steps = (a.reps * context) as f64;
+            report["backend"] = "gpu".into();
+            report["adapter"] = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend).into();
+            report["dispatches_per_token"] = m.dispatches_per_token().into();
+            report["dispatches_per_layer"] = m.dispatches_per_layer().into();
+            report["submits_per_token"] = (m.submits() as f64 / steps).into();
+            report["timing"] = "wall".into();
+            if m.enable_gpu_timing() {
+                let mut gpu_s = vec![];
+                let mut next = first;
+                for pos in 0..a.gen_tokens {
+                    next = m.decode(next, pos)?;
+                    if let Some(s) = m.last_step_gpu_seconds()? {
+                        gpu_s.push(s);
+                    }
+                }
+                let (mean, std) = mean_std(&gpu_s);
+                report["timing"] = "wall; GPU pass time from timestamp queries".into();
+                report["gpu_ms_per_token"] =
+                    serde_json::json!({"mean": mean * 1e3, "std": std * 1e3});
+                report["gpu_tok_s"] = (1.0 / mean).into();
+            }
+        }
+    }
+    if a.json {
+        println!("{report:#}");
+    } else {
+        print_table(&report);
+    }
+    Ok(())
+}
+
+fn print_table(r: &serde_json::Value) {
+    let backend = match r["adapter"].as_str() {
+        Some(ad) => format!("gpu {ad}"),
+        None => r["backend"].as_str().unwrap_or("").to_string(),
+    };
+    println!(
+        "| {:<40} | {:<36} | {:>6} | {:>16} |",
+        "model", "backend", "test", "t/s"
+    );
+    println!("|{:-<42}|{:-<38}|{:-<8}|{:->18}|", "", "", "", "");
+    for t in r["tests"].as_array().into_iter().flatten() {
+        println!(
+            "| {:<40} | {:<36} | {:>6} | {:>16} |",
+            r["model"].as_str().unwrap_or(""),
+            backend,
+            t["test"].as_str().unwrap_or(""),
+            format!(
+                "{:.2} ± {:.2}",
+                t["tok_s_mean"].as_f64().unwrap_or(0.0),
+                t["tok_s_std"].as_f64().unwrap_or(0.0)
+            )
+        );
+    }
+    if let Some(d) = r["dispatches_per_token"].as_u64() {
+        println!(
+            "{d} dispatches per token ({} per layer), {} submits per token",
+            r["dispatches_per_layer"], r["submits_per_token"]
+        );
+    }
+    if let Some(g) = r["gpu_ms_per_token"]["mean"].as_f64() {
+        println!("GPU pass time {g:.2} ms per token (timestamp queries)");
+    }
+    println!("prompt tokens run one decode step each (no batched prefill yet)");
+}
