@@ -269,7 +269,7 @@ fn gemv_with_fused_rmsnorm_matches_norm_then_gemv_for_every_epilogue() {
 fn gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage() {
     // 16,448 f32 = 65,792 bytes: over WebGPU's default 64 KiB uniform binding.
     let k = 16_448;
-    assert!(4 * k as u64 > u64::from(gpu().limits.max_uniform_buffer_binding_size));
+    assert!(4 * k as u64 > gpu().limits.max_uniform_buffer_binding_size);
     let c = Case {
         n: 40,
         k,

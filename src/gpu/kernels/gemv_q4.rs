@@ -170,7 +170,7 @@ impl GemvQ4 {
         }
         // x as a uniform array (broadcast loads) where it fits the uniform binding limit.
         let uniform_x = variant == GemvVariant::RowsPerInvocation
-            && 4 * k as u64 <= u64::from(ctx.limits.max_uniform_buffer_binding_size);
+            && 4 * k as u64 <= ctx.limits.max_uniform_buffer_binding_size;
         let header = gemv_header(&spec, layout, uniform_x);
         let source = match variant {
             GemvVariant::RowsPerInvocation => [&header, COMMON_WGSL, ROWS_WGSL].concat(),
