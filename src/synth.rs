@@ -292,7 +292,17 @@ pub fn write_package(src: &mut SynthSource, dir: &Path) -> Result<ConvertReport>
 }
 
 /// Write `src` as a Q4_1 GGUF file at `path` (the way the published Pocket GGUF is stored).
+/// qwen3 and qwen2 only: llama GGUFs hold attn_q/attn_k rows permuted (llama.cpp's
+/// converter), which this writer does not do.
 pub fn write_gguf(src: &SynthSource, path: &Path) -> Result<()> {
+    if src.config.arch == crate::config::Arch::Llama {
+        return Err(Error::Unsupported {
+            what: "synth --gguf".into(),
+            kind: "architecture",
+            name: "llama".into(),
+            supported: "qwen3, qwen2 (write llama as a pocket package)",
+        });
+    }
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
     src.gguf_writer()?.write_to(std::io::BufWriter::new(file))
 }

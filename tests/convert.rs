@@ -97,12 +97,11 @@ fn greedy_logits(path: &std::path::Path) -> Vec<Vec<f32>> {
 }
 
 #[test]
-fn synthetic_tiny_presets_give_finite_logits_and_equal_package_and_gguf_models() {
+fn synthetic_tiny_presets_give_finite_logits_and_qwen_ggufs_equal_their_packages() {
     for preset in ["tiny-qwen3", "tiny-qwen2", "tiny-llama"] {
         let dir = tmpdir(preset);
         let mut synth = SynthSource::preset(preset, 3).unwrap();
         pocketrt::synth::write_package(&mut synth, &dir.join("pkg")).unwrap();
-        write_gguf(&synth, &dir.join("m.gguf")).unwrap();
         let from_pkg = greedy_logits(&dir.join("pkg"));
         for logits in &from_pkg {
             let max = logits.iter().fold(0f32, |m, v| m.max(v.abs()));
@@ -111,7 +110,14 @@ fn synthetic_tiny_presets_give_finite_logits_and_equal_package_and_gguf_models()
                 "{preset}: max |logit| {max}"
             );
         }
-        assert_eq!(from_pkg, greedy_logits(&dir.join("m.gguf")), "{preset}");
+        let gguf = write_gguf(&synth, &dir.join("m.gguf"));
+        if preset == "tiny-llama" {
+            // llama GGUFs store q/k rows permuted; the writer refuses rather than lie.
+            assert!(matches!(gguf, Err(pocketrt::Error::Unsupported { .. })));
+        } else {
+            gguf.unwrap();
+            assert_eq!(from_pkg, greedy_logits(&dir.join("m.gguf")), "{preset}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
