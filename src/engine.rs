@@ -1,7 +1,15 @@
-//! The backend-neutral model: one greedy decode step on the CPU oracle or the GPU, behind
-//! one interface (`pocketrt run --backend cpu|gpu`). Sampling, sessions and prefix reuse
-//! build on this (see the GPU engine and prefill issues).
+//! The backend-neutral model: one decode step on the GPU, the fast CPU backend or the CPU
+//! oracle, behind one interface (`pocketrt run --backend auto|gpu|cpu|reference`).
+//! Sampling, sessions and prefix reuse build on this.
+//!
+//! `Auto` picks the GPU on a real adapter and the fast CPU backend when there is none; on
+//! a software adapter (lavapipe, SwiftShader, WARP) it times a couple of decode steps on
+//! each and keeps the faster (see `calibrate.rs`). The description says which and why.
 
+#[cfg(not(target_arch = "wasm32"))]
+mod calibrate;
+
+use crate::cpu::fast::{FastModel, Precision};
 use crate::cpu::{KvCache, Model, WeightMode};
 use crate::error::{Error, Result};
 use crate::format::ModelSource;
@@ -16,18 +24,25 @@ use crate::ModelConfig;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
-    /// The plain-Rust reference forward pass.
+    /// The fast CPU backend (`cpu::fast`: SIMD int8 kernels on threads; Q4 weights).
     Cpu,
+    /// The plain-Rust reference forward pass (`cpu::Model`, the oracle; f32 or Q4).
+    Reference,
     /// wgpu (Vulkan, Metal, DX12; lavapipe where there is no GPU).
     #[cfg(not(target_arch = "wasm32"))]
     Gpu,
-    /// The GPU when an adapter exists (and the weights are Q4), else the CPU.
+    /// Q4 weights: the GPU on a real adapter, the CPU backend without one, the faster
+    /// of the two (measured) on a software adapter. f32 weights: the reference.
     Auto,
 }
 
 enum Inner {
-    Cpu {
+    Reference {
         model: Box<Model>,
+        cache: KvCache,
+    },
+    Cpu {
+        model: Box<FastModel>,
         cache: KvCache,
     },
     #[cfg(not(target_arch = "wasm32"))]
@@ -65,19 +80,26 @@ impl Engine {
         budget: u64,
     ) -> Result<Engine> {
         let config = src.config().clone();
+        let q4_only = |name: &str| {
+            Error::InvalidArgument(format!(
+                "the {name} backend runs Q4 g64 weights only (use --weights q4, or f32 on \
+                 --backend reference)"
+            ))
+        };
         let gpu_wanted = match backend {
-            Backend::Cpu => false,
+            Backend::Cpu | Backend::Reference => false,
             #[cfg(not(target_arch = "wasm32"))]
-            Backend::Gpu => {
-                if weights != WeightMode::Q4 {
-                    return Err(Error::InvalidArgument(
-                        "the GPU backend runs Q4 g64 weights only (use --weights q4)".into(),
-                    ));
-                }
-                true
-            }
+            Backend::Gpu => true,
             Backend::Auto => weights == WeightMode::Q4,
         };
+        if weights != WeightMode::Q4 {
+            match backend {
+                Backend::Cpu => return Err(q4_only("CPU")),
+                #[cfg(not(target_arch = "wasm32"))]
+                Backend::Gpu => return Err(q4_only("GPU")),
+                Backend::Reference | Backend::Auto => {}
+            }
+        }
         #[cfg(not(target_arch = "wasm32"))]
         if gpu_wanted {
             use crate::gpu::{weights::limits_needed, GpuContext};
@@ -87,23 +109,29 @@ impl Engine {
                 Ok(ctx) => {
                     let plan =
                         MemoryPlan::choose(&config, context, &Budget::new(budget, &ctx.limits))?;
-                    let (inner, description) = Self::load_gpu(ctx, src, plan.context)?;
+                    if backend == Backend::Auto && ctx.adapter.is_cpu {
+                        let cpu_context = cpu_context(&config, context)?;
+                        let (inner, context, description) =
+                            calibrate::faster(ctx, src, plan.context, cpu_context)?;
+                        return Ok(Engine::new(inner, config, context, description));
+                    }
+                    let (model, description) = Self::load_gpu(ctx, src, plan.context)?;
+                    let inner = Inner::Gpu(model);
                     return Ok(Engine::new(inner, config, plan.context, description));
                 }
                 Err(Error::NoGpuAdapter { .. }) if backend == Backend::Auto => {}
                 Err(e) => return Err(e),
             }
         }
-        let context = context.unwrap_or(CPU_DEFAULT_CONTEXT.min(config.max_context));
-        if context == 0 || context > config.max_context {
-            return Err(Error::InvalidArgument(format!(
-                "context {context} is outside 1..={} (the model's context)",
-                config.max_context
-            )));
-        }
         let why = if gpu_wanted { "no GPU adapter: " } else { "" };
-        let (inner, description) = Self::load_cpu(src, weights, context, why)?;
-        Ok(Engine::new(inner, config, context, description))
+        let cpu_context = cpu_context(&config, context)?;
+        // Only the reference runs f32 weights (Cpu and Gpu refused them above).
+        let (inner, description) = if backend == Backend::Reference || weights == WeightMode::F32 {
+            Self::load_reference(src, weights, cpu_context, why)?
+        } else {
+            Self::load_fast(src, cpu_context, why)?
+        };
+        Ok(Engine::new(inner, config, cpu_context, description))
     }
 
     fn new(inner: Inner, config: ModelConfig, context: usize, description: String) -> Engine {
@@ -116,7 +144,7 @@ impl Engine {
         }
     }
 
-    fn load_cpu(
+    fn load_reference(
         src: &mut dyn ModelSource,
         weights: WeightMode,
         context: usize,
@@ -128,11 +156,22 @@ impl Engine {
             WeightMode::F32 => "f32",
             WeightMode::Q4 => "q4",
         };
+        let inner = Inner::Reference {
+            model: Box::new(model),
+            cache,
+        };
+        Ok((inner, format!("{why}reference cpu ({mode} weights)")))
+    }
+
+    fn load_fast(src: &mut dyn ModelSource, context: usize, why: &str) -> Result<(Inner, String)> {
+        let model = FastModel::load(src, Precision::default())?;
+        let cache = model.new_cache(context)?;
+        let description = format!("{why}cpu ({}; q4 weights)", model.describe());
         let inner = Inner::Cpu {
             model: Box::new(model),
             cache,
         };
-        Ok((inner, format!("{why}cpu ({mode} weights)")))
+        Ok((inner, description))
     }
 
     #[cfg(not(target_arch = "wasm32"))]
@@ -140,14 +179,14 @@ impl Engine {
         ctx: crate::gpu::GpuContext,
         src: &mut dyn ModelSource,
         context: usize,
-    ) -> Result<(Inner, String)> {
+    ) -> Result<(Box<crate::gpu::GpuModel>, String)> {
         let adapter = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend);
         let model = crate::gpu::GpuModel::load(std::sync::Arc::new(ctx), src, context)?;
         let description = format!(
             "gpu {adapter}, {} dispatches and 1 submit per token",
             model.dispatches_per_token()
         );
-        Ok((Inner::Gpu(Box::new(model)), description))
+        Ok((Box::new(model), description))
     }
 
     /// Run `token` at the next position; returns the greedy next token.
@@ -167,14 +206,11 @@ impl Engine {
         }
         let need = sampler.candidates_needed();
         let next = match &mut self.inner {
+            Inner::Reference { model, cache } => {
+                choose(&model.forward(token, cache)?, need.is_none(), sampler)?
+            }
             Inner::Cpu { model, cache } => {
-                let logits = model.forward(token, cache)?;
-                match need {
-                    None => crate::cpu::ops::argmax(&logits)
-                        .ok_or_else(|| Error::InvalidArgument("the logits are all NaN".into()))?
-                        as u32,
-                    Some(_) => sampler.sample_logits(&logits)?,
-                }
+                choose(&model.forward(token, cache)?, need.is_none(), sampler)?
             }
             #[cfg(not(target_arch = "wasm32"))]
             Inner::Gpu(model) => match need {
@@ -192,7 +228,7 @@ impl Engine {
     /// Run a prompt token whose successor is not needed (the GPU does not wait).
     pub fn feed(&mut self, token: u32) -> Result<()> {
         match &mut self.inner {
-            Inner::Cpu { .. } => {
+            Inner::Reference { .. } | Inner::Cpu { .. } => {
                 self.step(token)?;
             }
             #[cfg(not(target_arch = "wasm32"))]
@@ -214,8 +250,10 @@ impl Engine {
     /// which diverges there can continue without re-processing its common prefix.
     pub fn rewind(&mut self, pos: usize) {
         self.pos = self.pos.min(pos);
-        if let Inner::Cpu { cache, .. } = &mut self.inner {
-            cache.truncate(self.pos);
+        match &mut self.inner {
+            Inner::Reference { cache, .. } | Inner::Cpu { cache, .. } => cache.truncate(self.pos),
+            #[cfg(not(target_arch = "wasm32"))]
+            Inner::Gpu(_) => {}
         }
     }
 
@@ -262,5 +300,28 @@ impl Engine {
     /// Backend, adapter and per-token dispatch figures, for `--verbose` output.
     pub fn description(&self) -> &str {
         &self.description
+    }
+}
+
+/// The context of a CPU backend: the one requested or the default, within the model's.
+fn cpu_context(config: &ModelConfig, requested: Option<usize>) -> Result<usize> {
+    let context = requested.unwrap_or(CPU_DEFAULT_CONTEXT.min(config.max_context));
+    if context == 0 || context > config.max_context {
+        return Err(Error::InvalidArgument(format!(
+            "context {context} is outside 1..={} (the model's context)",
+            config.max_context
+        )));
+    }
+    Ok(context)
+}
+
+/// The next token from CPU logits: the argmax when `greedy`, else the sampler's draw.
+fn choose(logits: &[f32], greedy: bool, sampler: &mut Sampler) -> Result<u32> {
+    if greedy {
+        crate::cpu::ops::argmax(logits)
+            .map(|i| i as u32)
+            .ok_or_else(|| Error::InvalidArgument("the logits are all NaN".into()))
+    } else {
+        sampler.sample_logits(logits)
     }
 }

@@ -165,7 +165,7 @@ fn run_on_the_cpu_backend_streams_llama_cpp_s_greedy_text() {
         "-n".as_ref(),
         n.as_ref(),
         "--backend".as_ref(),
-        "cpu".as_ref(),
+        "reference".as_ref(),
         "--weights".as_ref(),
         "f32".as_ref(),
     ]);
@@ -187,7 +187,7 @@ fn chat_answers_line_by_line_like_run_chat() {
         "--temp",
         "0",
         "--backend",
-        "cpu",
+        "reference",
         "--weights",
         "f32",
     ];

@@ -40,7 +40,7 @@ fn gpu_greedy_equals_the_oracle_on_real_q4_weights_for_32_tokens() {
     );
     drop(src);
 
-    let cpu = greedy(Backend::Cpu, &prompt);
+    let cpu = greedy(Backend::Reference, &prompt);
     let gpu = greedy(Backend::Gpu, &prompt);
     let text = tok.decode(&gpu, true).unwrap();
     println!("{text}");

@@ -27,6 +27,7 @@
 //! Proven against HF transformers on tiny random models (`tests/oracle_fixtures.rs`) and
 //! llama.cpp on Qwen2.5-Coder-0.5B (`tests/oracle_real.rs`).
 
+pub mod fast;
 mod generate;
 mod memory_source;
 mod model;

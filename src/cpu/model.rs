@@ -15,7 +15,7 @@ use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::ModelSource;
 
-use super::ops::{add_in_place, dot, rmsnorm, rmsnorm_into, softmax, swiglu, Rope};
+use super::ops::{add_in_place, attend_head, rmsnorm, rmsnorm_into, swiglu, KvHead, Rope};
 use super::weights::{LayerWeights, ModelWeights, WeightMode};
 
 /// A model ready to run on the CPU.
@@ -26,16 +26,57 @@ pub struct Model {
 }
 
 /// Keys and values of the tokens seen so far, per layer: `[position][kv_dim]`, f32.
+/// Shared by the oracle and the fast CPU backend (`cpu::fast`).
 #[derive(Clone, Debug)]
 pub struct KvCache {
-    keys: Vec<Vec<f32>>,
-    values: Vec<Vec<f32>>,
-    kv_dim: usize,
+    pub(super) keys: Vec<Vec<f32>>,
+    pub(super) values: Vec<Vec<f32>>,
+    pub(super) kv_dim: usize,
     capacity: usize,
-    len: usize,
+    pub(super) len: usize,
 }
 
 impl KvCache {
+    /// An empty cache for up to `max_len` tokens of `cfg` (allocated up front:
+    /// `2 · layers · max_len · kv_dim` f32).
+    pub(super) fn new(cfg: &ModelConfig, max_len: usize) -> Result<KvCache> {
+        let kv_dim = cfg.kv_dim();
+        let per_layer = max_len.checked_mul(kv_dim).ok_or_else(|| {
+            Error::InvalidArgument(format!("KV cache of {max_len} tokens is too large"))
+        })?;
+        let layers = cfg.n_layers;
+        Ok(KvCache {
+            keys: vec![vec![0.0; per_layer]; layers],
+            values: vec![vec![0.0; per_layer]; layers],
+            kv_dim,
+            capacity: max_len,
+            len: 0,
+        })
+    }
+
+    /// Check that `token` can run next with this cache on a model of `cfg`; returns its
+    /// position.
+    pub(super) fn check_step(&self, cfg: &ModelConfig, token: u32) -> Result<usize> {
+        if token as usize >= cfg.vocab_size {
+            return Err(Error::InvalidArgument(format!(
+                "token id {token} is outside the vocabulary of {}",
+                cfg.vocab_size
+            )));
+        }
+        if self.keys.len() != cfg.n_layers || self.kv_dim != cfg.kv_dim() {
+            return Err(Error::InvalidArgument(
+                "KV cache was made for a different model".into(),
+            ));
+        }
+        if self.len >= self.capacity {
+            return Err(Error::InvalidArgument(format!(
+                "KV cache is full ({} tokens)",
+                self.capacity
+            )));
+        }
+        Ok(self.len)
+    }
+
     /// Tokens held (the position the next token gets).
     pub fn len(&self) -> usize {
         self.len
@@ -73,42 +114,14 @@ impl Model {
     /// An empty cache for up to `max_len` tokens (allocated up front:
     /// `2 · layers · max_len · kv_dim` f32).
     pub fn new_cache(&self, max_len: usize) -> Result<KvCache> {
-        let kv_dim = self.config.kv_dim();
-        let per_layer = max_len.checked_mul(kv_dim).ok_or_else(|| {
-            Error::InvalidArgument(format!("KV cache of {max_len} tokens is too large"))
-        })?;
-        let layers = self.config.n_layers;
-        Ok(KvCache {
-            keys: vec![vec![0.0; per_layer]; layers],
-            values: vec![vec![0.0; per_layer]; layers],
-            kv_dim,
-            capacity: max_len,
-            len: 0,
-        })
+        KvCache::new(&self.config, max_len)
     }
 
     /// Run `token` at position `cache.len()`, append its keys and values to the cache,
     /// and return the logits over the vocabulary.
     pub fn forward(&self, token: u32, cache: &mut KvCache) -> Result<Vec<f32>> {
         let cfg = &self.config;
-        if token as usize >= cfg.vocab_size {
-            return Err(Error::InvalidArgument(format!(
-                "token id {token} is outside the vocabulary of {}",
-                cfg.vocab_size
-            )));
-        }
-        if cache.keys.len() != cfg.n_layers || cache.kv_dim != cfg.kv_dim() {
-            return Err(Error::InvalidArgument(
-                "KV cache was made for a different model".into(),
-            ));
-        }
-        let pos = cache.len;
-        if pos >= cache.capacity {
-            return Err(Error::InvalidArgument(format!(
-                "KV cache is full ({} tokens)",
-                cache.capacity
-            )));
-        }
+        let pos = cache.check_step(cfg, token)?;
 
         let mut x = vec![0.0f32; cfg.hidden_size];
         self.weights.token_embd.row(token as usize, &mut x);
@@ -167,24 +180,18 @@ impl Model {
         let group = cfg.n_heads / cfg.n_kv_heads;
         let scale = 1.0 / (hd as f32).sqrt();
         let (keys, values) = (&cache.keys[li], &cache.values[li]);
-        let scores = &mut s.scores;
         for (h, (q, out)) in
             s.q.chunks_exact(hd)
                 .zip(s.attn.chunks_exact_mut(hd))
                 .enumerate()
         {
-            let kv_off = (h / group) * hd;
-            for (t, score) in scores.iter_mut().enumerate() {
-                *score = dot(q, &keys[t * kv_dim + kv_off..][..hd]) * scale;
-            }
-            softmax(scores);
-            out.fill(0.0);
-            for (t, &p) in scores.iter().enumerate() {
-                let v = &values[t * kv_dim + kv_off..][..hd];
-                for (o, vi) in out.iter_mut().zip(v) {
-                    *o += p * vi;
-                }
-            }
+            let kv = KvHead {
+                keys,
+                values,
+                kv_dim,
+                offset: (h / group) * hd,
+            };
+            attend_head(q, &kv, scale, &mut s.scores, out);
         }
         layer.wo.matvec(&s.attn, &mut s.h);
         add_in_place(x, &s.h);

@@ -81,6 +81,32 @@ pub fn argmax(x: &[f32]) -> Option<usize> {
     best.map(|(i, _)| i)
 }
 
+/// One KV head's keys and values in a layer's cache: position `t`'s key is
+/// `keys[t * kv_dim + offset..][..head_dim]` (values alike).
+pub struct KvHead<'a> {
+    pub keys: &'a [f32],
+    pub values: &'a [f32],
+    pub kv_dim: usize,
+    pub offset: usize,
+}
+
+/// One query head's attention over positions `0..scores.len()`:
+/// `out ← Σ_t softmax_t(scale · q·k_t) · v_t` (`out.len() == q.len()`, the head dim).
+pub fn attend_head(q: &[f32], kv: &KvHead, scale: f32, scores: &mut [f32], out: &mut [f32]) {
+    let hd = q.len();
+    for (t, score) in scores.iter_mut().enumerate() {
+        *score = dot(q, &kv.keys[t * kv.kv_dim + kv.offset..][..hd]) * scale;
+    }
+    softmax(scores);
+    out.fill(0.0);
+    for (t, &p) in scores.iter().enumerate() {
+        let v = &kv.values[t * kv.kv_dim + kv.offset..][..hd];
+        for (o, vi) in out.iter_mut().zip(v) {
+            *o += p * vi;
+        }
+    }
+}
+
 /// Rotary position embedding, NeoX style (as HF Llama/Qwen and llama.cpp's
 /// `LLAMA_ROPE_TYPE_NEOX`): within a head of `d` values, element `i` pairs with element
 /// `i + d/2` and the pair is rotated by `pos · θ^(-2i/d)`.

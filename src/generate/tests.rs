@@ -1,4 +1,4 @@
-//! Sessions on a random in-memory model (CPU oracle): cache reuse equals a fresh run,
+//! Sessions on a random in-memory model (the reference backend): cache reuse equals a fresh run,
 //! rollback on divergence, and every finish reason.
 
 use super::*;
@@ -32,7 +32,7 @@ fn session(context: usize, eos: Option<u32>) -> Session {
         pad_token_id: None,
     };
     let mut src = MemorySource::random(config, 17, 0.5).unwrap();
-    let engine = Engine::load(&mut src, Backend::Cpu, WeightMode::F32, context).unwrap();
+    let engine = Engine::load(&mut src, Backend::Reference, WeightMode::F32, context).unwrap();
     let mut tok = Tokenizer::from_hf_json(&byte_level_json(&SPECIALS)).unwrap();
     tok.set_eos_ids(eos.into_iter().collect()).unwrap();
     Session::new(engine, tok, Some(ChatTemplate::new(TEMPLATE).unwrap()))

@@ -13,19 +13,22 @@ use std::io::{BufRead, Write};
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Backend {
-    /// The GPU when there is an adapter, else the CPU.
+    /// The GPU on a real adapter, the CPU without one, the faster of the two (timed) on
+    /// a software adapter; f32 weights: the reference.
     Auto,
     /// wgpu: Vulkan, Metal or DX12 (lavapipe on machines without a GPU).
     Gpu,
-    /// The plain-Rust reference forward pass.
+    /// The fast CPU backend: SIMD int8 kernels on all cores (Q4 weights).
     Cpu,
+    /// The plain-Rust reference forward pass (the oracle; f32 or Q4 weights).
+    Reference,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Weights {
     /// Q4 g64, as the GPU runs them (kept bit-exactly from packages and Q4_1-pair GGUFs).
     Q4,
-    /// f32 (quantized sources dequantized): the exact reference (CPU backend only).
+    /// f32 (quantized sources dequantized): the exact reference (reference backend only).
     F32,
 }
 
@@ -40,7 +43,7 @@ pub struct ModelArgs {
     /// Use the GPU adapter whose name contains this (see `pocketrt adapters`).
     #[arg(long)]
     pub adapter: Option<String>,
-    /// Weight precision (f32: CPU backend only).
+    /// Weight precision (f32: reference backend only).
     #[arg(long, value_enum, default_value = "q4")]
     pub weights: Weights,
     /// KV cache positions (default: run: prompt + -n; chat: the largest context that fits
@@ -168,6 +171,7 @@ fn session(a: &ModelArgs, mut o: Opened, context: Option<usize>) -> Result<Sessi
     let backend = match a.backend {
         Backend::Auto => engine::Backend::Auto,
         Backend::Cpu => engine::Backend::Cpu,
+        Backend::Reference => engine::Backend::Reference,
         Backend::Gpu => engine::Backend::Gpu,
     };
     let weights = match a.weights {

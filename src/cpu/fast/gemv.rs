@@ -1,0 +1,88 @@
+//! Matrix-vector products over Q4 g64 matrices with int8 activations, rows split across
+//! threads (rayon natively, in order on wasm), and the fused gate/up + SwiGLU product.
+
+use super::kernel::Kernel;
+use super::acts::Acts;
+use crate::cpu::ops::silu;
+use crate::quant::{Q4Tensor, GROUP};
+
+/// Code words per group.
+const WORDS: usize = GROUP / 8;
+/// Fewest rows one task computes (below that the scheduling costs more than it saves).
+const MIN_ROWS_PER_TASK: usize = 16;
+/// Tasks per thread: a few, so a thread slowed by another process is compensated for.
+const TASKS_PER_THREAD: usize = 4;
+/// Rows of gate and up computed together before the SwiGLU (two stack buffers).
+const SWIGLU_ROWS: usize = 64;
+
+/// Threads the row split targets.
+pub fn threads() -> usize {
+    #[cfg(not(target_arch = "wasm32"))]
+    return rayon::current_num_threads();
+    #[cfg(target_arch = "wasm32")]
+    1
+}
+
+/// Rows per task for a matrix of `rows` rows.
+pub fn rows_per_task(rows: usize) -> usize {
+    rows.div_ceil(threads() * TASKS_PER_THREAD)
+        .max(MIN_ROWS_PER_TASK)
+}
+
+/// Run `task(first_row, chunk)` over consecutive chunks of `chunk_rows` rows of `out`:
+/// in parallel natively, in order on wasm.
+pub fn for_row_chunks(
+    out: &mut [f32],
+    chunk_rows: usize,
+    task: impl Fn(usize, &mut [f32]) + Sync + Send,
+) {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        out.par_chunks_mut(chunk_rows)
+            .enumerate()
+            .for_each(|(i, chunk)| task(i * chunk_rows, chunk));
+    }
+    #[cfg(target_arch = "wasm32")]
+    for (i, chunk) in out.chunks_mut(chunk_rows).enumerate() {
+        task(i * chunk_rows, chunk);
+    }
+}
+
+/// Rows `first..first + out.len()` of `w` times `acts`.
+fn rows_of(k: Kernel, w: &Q4Tensor, first: usize, acts: &Acts, out: &mut [f32]) {
+    let groups = w.cols / GROUP;
+    k.rows(
+        &w.codes[first * groups * WORDS..],
+        &w.qparams[first * groups..],
+        groups,
+        acts,
+        out,
+    );
+}
+
+/// `out ← W · x` (`out.len() == W.rows`, `acts` quantized from `x`, `W.cols` long).
+pub fn gemv(k: Kernel, w: &Q4Tensor, acts: &Acts, out: &mut [f32]) {
+    assert_eq!(out.len(), w.rows, "gemv output length");
+    for_row_chunks(out, rows_per_task(w.rows), |first, chunk| {
+        rows_of(k, w, first, acts, chunk)
+    });
+}
+
+/// `out ← silu(Wgate · x) ⊙ (Wup · x)`, both products computed by the same task.
+pub fn gemv_swiglu(k: Kernel, gate: &Q4Tensor, up: &Q4Tensor, acts: &Acts, out: &mut [f32]) {
+    assert_eq!((gate.rows, gate.cols), (up.rows, up.cols), "gate and up shapes");
+    assert_eq!(out.len(), gate.rows, "gemv_swiglu output length");
+    for_row_chunks(out, rows_per_task(gate.rows), |first, chunk| {
+        let mut u = [0.0f32; SWIGLU_ROWS];
+        for (i, part) in chunk.chunks_mut(SWIGLU_ROWS).enumerate() {
+            let row = first + i * SWIGLU_ROWS;
+            let u = &mut u[..part.len()];
+            rows_of(k, gate, row, acts, part);
+            rows_of(k, up, row, acts, u);
+            for (g, u) in part.iter_mut().zip(u.iter()) {
+                *g = silu(*g) * u;
+            }
+        }
+    });
+}

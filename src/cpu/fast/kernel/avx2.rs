@@ -1,0 +1,97 @@
+//! AVX2 kernels: one group (64 weights, 32 code bytes) per iteration; the low and high
+//! nibbles of a 32-byte load meet the two nibble-ordered halves of the activation block.
+//! Int8: two `vpmaddubsw` (u8 × i8 → pairs summed in i16: at most 2·15·127 each, never
+//! saturating), `vpmaddwd` by 1 widens to 8 i32 lanes, and an FMA applies `scale · d`.
+//! F32: nibbles widened to f32 eight at a time into FMAs. F16C unpacks (scale, min).
+
+use super::super::acts::Acts;
+use super::WORDS;
+use crate::quant::GROUP;
+use std::arch::x86_64::*;
+
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; `codes`, `params` and `acts` must hold
+/// `out.len()` rows of `groups` groups (checked by `Kernel::rows`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rows_i8(codes: &[u32], params: &[u32], groups: usize, acts: &Acts, out: &mut [f32]) {
+    let mask = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    let q = acts.q.as_ptr();
+    let ds = acts.ds.as_ptr();
+    for (r, o) in out.iter_mut().enumerate() {
+        let c = codes.as_ptr().add(r * groups * WORDS);
+        let p = params.as_ptr().add(r * groups);
+        let mut acc = _mm256_setzero_ps();
+        // Lane 1 accumulates min · sum.
+        let mut mins = _mm_setzero_ps();
+        for g in 0..groups {
+            let w = _mm256_loadu_si256(c.add(g * WORDS) as *const __m256i);
+            let lo = _mm256_and_si256(w, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(w), mask);
+            let xl = _mm256_loadu_si256(q.add(g * GROUP) as *const __m256i);
+            let xh = _mm256_loadu_si256(q.add(g * GROUP + 32) as *const __m256i);
+            let pairs = _mm256_add_epi16(
+                _mm256_maddubs_epi16(lo, xl),
+                _mm256_maddubs_epi16(hi, xh),
+            );
+            let sums = _mm256_madd_epi16(pairs, ones);
+            // [scale, min, 0, 0] · [d, sum, 0, 0]
+            let sm = _mm_cvtph_ps(_mm_cvtsi32_si128(*p.add(g) as i32));
+            let dsum = _mm_castsi128_ps(_mm_loadl_epi64(ds.add(g) as *const __m128i));
+            let prod = _mm_mul_ps(sm, dsum);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_broadcastss_ps(prod), acc);
+            mins = _mm_add_ps(mins, prod);
+        }
+        *o = finish(acc, mins);
+    }
+}
+
+/// `Σ acc + mins[1]`.
+#[inline(always)]
+unsafe fn finish(acc: __m256, mins: __m128) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps::<1>(acc));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
+    _mm_cvtss_f32(s) + _mm_cvtss_f32(_mm_shuffle_ps::<1>(mins, mins))
+}
+
+/// `acc + Σ nibble·x` over the 32 nibbles of `v` and `x[0..32]`.
+#[inline(always)]
+unsafe fn fma32(acc: __m256, v: __m256i, x: *const f32) -> __m256 {
+    let (a, b) = (_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let widen = |h: __m128i| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h));
+    let acc = _mm256_fmadd_ps(widen(a), _mm256_loadu_ps(x), acc);
+    let acc = _mm256_fmadd_ps(widen(_mm_srli_si128::<8>(a)), _mm256_loadu_ps(x.add(8)), acc);
+    let acc = _mm256_fmadd_ps(widen(b), _mm256_loadu_ps(x.add(16)), acc);
+    _mm256_fmadd_ps(widen(_mm_srli_si128::<8>(b)), _mm256_loadu_ps(x.add(24)), acc)
+}
+
+/// # Safety
+/// As [`rows_i8`], with f32 activations.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rows_f32(codes: &[u32], params: &[u32], groups: usize, acts: &Acts, out: &mut [f32]) {
+    let mask = _mm256_set1_epi8(0x0F);
+    let x = acts.x.as_ptr();
+    let ds = acts.ds.as_ptr();
+    for (r, o) in out.iter_mut().enumerate() {
+        let c = codes.as_ptr().add(r * groups * WORDS);
+        let p = params.as_ptr().add(r * groups);
+        let mut acc = _mm256_setzero_ps();
+        let mut mins = _mm_setzero_ps();
+        for g in 0..groups {
+            let w = _mm256_loadu_si256(c.add(g * WORDS) as *const __m256i);
+            let lo = _mm256_and_si256(w, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(w), mask);
+            let xg = x.add(g * GROUP);
+            let s = fma32(_mm256_setzero_ps(), lo, xg);
+            let s = fma32(s, hi, xg.add(32));
+            // [scale, min, 0, 0] · [1, sum, 0, 0]
+            let sm = _mm_cvtph_ps(_mm_cvtsi32_si128(*p.add(g) as i32));
+            let dsum = _mm_castsi128_ps(_mm_loadl_epi64(ds.add(g) as *const __m128i));
+            let prod = _mm_mul_ps(sm, dsum);
+            acc = _mm256_fmadd_ps(s, _mm256_broadcastss_ps(prod), acc);
+            mins = _mm_add_ps(mins, prod);
+        }
+        *o = finish(acc, mins);
+    }
+}

@@ -1,0 +1,97 @@
+//! The Q4 g64 GEMV kernels: `out[r] = W[r] · x` for a run of rows, with `x` prepared as
+//! [`Acts`] in int8 (per-block quantized: integer dot products) or f32. One scalar version
+//! and SIMD versions (AVX2 on x86-64, NEON on aarch64), chosen once at run time. For int8
+//! all compute the same integer sum per group, so they differ only in the order of the f32
+//! additions; for f32 they differ in summation order only.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "aarch64")]
+mod neon;
+mod scalar;
+
+use super::acts::{Acts, Precision};
+use crate::quant::GROUP;
+
+/// Code words per group (8 nibbles each).
+const WORDS: usize = GROUP / 8;
+
+/// A kernel implementation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// Portable Rust (wasm, and CPUs without the SIMD extensions below).
+    Scalar,
+    /// x86-64 AVX2 + FMA + F16C: `vpmaddubsw` on 32 nibbles at a time.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// aarch64 NEON (always present there): `smull`/`sadalp` on 16 nibbles at a time.
+    #[cfg(target_arch = "aarch64")]
+    Neon,
+}
+
+impl Kernel {
+    /// The fastest kernel this CPU runs.
+    pub fn best() -> Kernel {
+        *Self::available().last().expect("the scalar kernel is always available")
+    }
+
+    /// Every kernel this CPU runs, slowest first (the scalar one first of all).
+    pub fn available() -> Vec<Kernel> {
+        #[allow(unused_mut)]
+        let mut v = vec![Kernel::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
+        {
+            v.push(Kernel::Avx2);
+        }
+        #[cfg(target_arch = "aarch64")]
+        v.push(Kernel::Neon);
+        v
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Scalar => "scalar",
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => "avx2",
+            #[cfg(target_arch = "aarch64")]
+            Kernel::Neon => "neon",
+        }
+    }
+
+    /// `out[r] ← Σ_g scale·d·Σ code·q + min·sum` (int8; f32: `scale·Σ code·x + min·sum`)
+    /// for rows `0..out.len()` of a row-major
+    /// Q4 g64 matrix whose rows start at `codes` / `params` (`groups` groups per row;
+    /// `acts` must hold exactly `groups` blocks).
+    ///
+    /// Panics when a slice is shorter than the rows need (a caller bug: the shapes come
+    /// from a validated config), before any unchecked access.
+    pub fn rows(self, codes: &[u32], params: &[u32], groups: usize, acts: &Acts, out: &mut [f32]) {
+        let n = out.len();
+        assert_eq!(acts.ds.len(), groups, "activation blocks vs row groups");
+        let held = match acts.precision {
+            Precision::Int8 => acts.q.len(),
+            Precision::F32 => acts.x.len(),
+        };
+        assert_eq!(held, groups * GROUP, "activation values");
+        assert!(codes.len() >= n * groups * WORDS, "code words for {n} rows");
+        assert!(params.len() >= n * groups, "param words for {n} rows");
+        let (c, p, a) = (codes, params, acts);
+        // SAFETY (SIMD arms): `available()` only offers these kernels when the CPU has the
+        // features, and the lengths were checked above.
+        match (self, acts.precision) {
+            (Kernel::Scalar, Precision::Int8) => scalar::rows_i8(c, p, groups, a, out),
+            (Kernel::Scalar, Precision::F32) => scalar::rows_f32(c, p, groups, a, out),
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Avx2, Precision::Int8) => unsafe { avx2::rows_i8(c, p, groups, a, out) },
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Avx2, Precision::F32) => unsafe { avx2::rows_f32(c, p, groups, a, out) },
+            #[cfg(target_arch = "aarch64")]
+            (Kernel::Neon, Precision::Int8) => unsafe { neon::rows_i8(c, p, groups, a, out) },
+            #[cfg(target_arch = "aarch64")]
+            (Kernel::Neon, Precision::F32) => unsafe { neon::rows_f32(c, p, groups, a, out) },
+        }
+    }
+}

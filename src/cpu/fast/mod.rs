@@ -1,0 +1,39 @@
+//! The fast CPU backend: decode on Q4 g64 weights with SIMD kernels and threads.
+//!
+//! Matrix inputs are prepared per block of 64 ([`Acts`]) in one of two precisions
+//! ([`Precision`]): `Int8` quantizes them with one f32 scale per block, so each weight
+//! group costs two byte-multiply instructions instead of 64 float FMAs (the scheme of
+//! llama.cpp's Q4_1 × Q8_1); `F32` keeps the oracle's numbers exactly. The kernel
+//! ([`Kernel`]) is picked at run time: AVX2+FMA+F16C on x86-64, NEON on aarch64, portable
+//! Rust elsewhere (wasm). Matrix rows are split across rayon's threads natively; on wasm
+//! everything runs on one thread.
+//!
+//! The plain oracle (`cpu::Model`) is the reference this backend is tested against: in
+//! f32 it differs only in summation order; in int8 by the activation rounding
+//! (`|x − d·q| ≤ d/2` per element), whose effect on a dot product the tests bound exactly.
+//!
+//! ```
+//! # fn main() -> pocketrt::Result<()> {
+//! use pocketrt::cpu::fast::{FastModel, Precision};
+//! use pocketrt::cpu::MemorySource;
+//! let config = pocketrt::ModelConfig::from_hf_json(
+//!     r#"{"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1,
+//!         "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+//!         "intermediate_size": 128, "vocab_size": 100}"#,
+//! )?;
+//! let model = FastModel::load(&mut MemorySource::random(config, 7, 0.1)?, Precision::Int8)?;
+//! let mut cache = model.new_cache(16)?;
+//! let logits = model.forward(1, &mut cache)?;
+//! assert_eq!((logits.len(), cache.len()), (100, 1));
+//! # Ok(()) }
+//! ```
+
+mod acts;
+mod gemv;
+mod kernel;
+mod model;
+
+pub use gemv::{gemv, gemv_swiglu, rows_per_task, threads};
+pub use kernel::Kernel;
+pub use model::FastModel;
+pub use acts::{element_of, Acts, Precision};

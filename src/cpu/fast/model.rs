@@ -1,0 +1,245 @@
+//! The fast decoder: the oracle's forward pass (`cpu::Model`) with every matrix product on
+//! the int8 kernels, q/k/v stacked into one matrix, gate/up fused with the SwiGLU, and the
+//! attention heads split across threads once the context is long enough to pay.
+
+use super::gemv::{for_row_chunks, gemv, gemv_swiglu, threads};
+use super::kernel::Kernel;
+use super::acts::{Acts, Precision};
+use crate::config::ModelConfig;
+use crate::cpu::ops::{add_in_place, attend_head, rmsnorm, rmsnorm_into, KvHead, Rope};
+use crate::cpu::{KvCache, LayerWeights, ModelWeights, Weight, WeightMode};
+use crate::error::{Error, Result};
+use crate::format::ModelSource;
+use crate::quant::Q4Tensor;
+
+/// Attention work (positions × query dims) below which the heads run on one thread.
+const PARALLEL_ATTENTION_WORK: usize = 1 << 15;
+
+/// One transformer block, ready for the fast kernels.
+#[derive(Clone, Debug)]
+struct Layer {
+    attn_norm: Vec<f32>,
+    /// Wq, Wk and Wv stacked: `q_dim + 2·kv_dim` rows.
+    qkv: Q4Tensor,
+    /// bq, bk, bv stacked likewise (qwen2).
+    qkv_bias: Option<Vec<f32>>,
+    qk_norm: Option<[Vec<f32>; 2]>,
+    wo: Q4Tensor,
+    ffn_norm: Vec<f32>,
+    gate: Q4Tensor,
+    up: Q4Tensor,
+    down: Q4Tensor,
+}
+
+/// A model on the fast CPU backend: Q4 g64 weights, decode one token at a time.
+#[derive(Clone, Debug)]
+pub struct FastModel {
+    pub config: ModelConfig,
+    kernel: Kernel,
+    precision: Precision,
+    token_embd: Q4Tensor,
+    layers: Vec<Layer>,
+    output_norm: Vec<f32>,
+    /// `None` when tied to `token_embd`.
+    output: Option<Q4Tensor>,
+}
+
+fn q4(w: Weight) -> Result<Q4Tensor> {
+    match w {
+        Weight::Q4(q) => Ok(q),
+        Weight::F32 { .. } => Err(Error::InvalidArgument(
+            "the fast CPU backend runs Q4 g64 weights only".into(),
+        )),
+    }
+}
+
+/// Stack matrices of equal width into one (their rows in order).
+fn stack(parts: [Q4Tensor; 3]) -> Q4Tensor {
+    let cols = parts[0].cols;
+    let mut out = Q4Tensor {
+        rows: 0,
+        cols,
+        codes: vec![],
+        qparams: vec![],
+    };
+    for p in parts {
+        debug_assert_eq!(p.cols, cols);
+        out.rows += p.rows;
+        out.codes.extend_from_slice(&p.codes);
+        out.qparams.extend_from_slice(&p.qparams);
+    }
+    out
+}
+
+impl Layer {
+    fn new(l: LayerWeights) -> Result<Layer> {
+        Ok(Layer {
+            attn_norm: l.attn_norm,
+            qkv: stack([q4(l.wq)?, q4(l.wk)?, q4(l.wv)?]),
+            qkv_bias: l.qkv_bias.map(|b| b.concat()),
+            qk_norm: l.qk_norm,
+            wo: q4(l.wo)?,
+            ffn_norm: l.ffn_norm,
+            gate: q4(l.w_gate)?,
+            up: q4(l.w_up)?,
+            down: q4(l.w_down)?,
+        })
+    }
+}
+
+/// Per-step buffers.
+struct Scratch {
+    h: Vec<f32>,
+    acts: Acts,
+    qkv: Vec<f32>,
+    attn: Vec<f32>,
+    ffn: Vec<f32>,
+}
+
+impl FastModel {
+    /// Load from any source (Q4 g64 weights: kept when stored so, quantized otherwise),
+    /// on the fastest kernel this CPU runs, with matrix inputs in `precision`.
+    pub fn load(src: &mut dyn ModelSource, precision: Precision) -> Result<FastModel> {
+        let config = src.config().clone();
+        config.validate("model config")?;
+        let weights = ModelWeights::load(src, WeightMode::Q4)?;
+        Self::from_weights(config, weights, Kernel::best(), precision)
+    }
+
+    /// Take over Q4 weights loaded for the oracle, running on `kernel` in `precision`.
+    pub fn from_weights(
+        config: ModelConfig,
+        w: ModelWeights,
+        kernel: Kernel,
+        precision: Precision,
+    ) -> Result<Self> {
+        let layers = w.layers.into_iter().map(Layer::new).collect::<Result<_>>()?;
+        Ok(FastModel {
+            config,
+            kernel,
+            precision,
+            token_embd: q4(w.token_embd)?,
+            layers,
+            output_norm: w.output_norm,
+            output: w.output.map(q4).transpose()?,
+        })
+    }
+
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// "avx2 int8 kernels, 2 threads": for descriptions.
+    pub fn describe(&self) -> String {
+        let (k, p) = (self.kernel.name(), self.precision.name());
+        format!("{k} {p} kernels, {} threads", threads())
+    }
+
+    /// An empty cache for up to `max_len` tokens (f32, as the oracle's).
+    pub fn new_cache(&self, max_len: usize) -> Result<KvCache> {
+        KvCache::new(&self.config, max_len)
+    }
+
+    /// Run `token` at position `cache.len()`, append its keys and values to the cache,
+    /// and return the logits over the vocabulary.
+    pub fn forward(&self, token: u32, cache: &mut KvCache) -> Result<Vec<f32>> {
+        let cfg = &self.config;
+        let pos = cache.check_step(cfg, token)?;
+        let mut x = vec![0.0f32; cfg.hidden_size];
+        self.token_embd.dequantize_row(token as usize, &mut x);
+        let rope = Rope::new(cfg.head_dim, cfg.rope_theta, pos);
+        let mut s = Scratch {
+            h: vec![0.0; cfg.hidden_size],
+            acts: Acts {
+                precision: self.precision,
+                ..Acts::default()
+            },
+            qkv: vec![0.0; cfg.q_dim() + 2 * cfg.kv_dim()],
+            attn: vec![0.0; cfg.q_dim()],
+            ffn: vec![0.0; cfg.ffn_size],
+        };
+        for (li, layer) in self.layers.iter().enumerate() {
+            self.attention_block(layer, &rope, &mut x, &mut s, cache, li, pos);
+            rmsnorm_into(&x, &layer.ffn_norm, cfg.rms_eps, &mut s.h);
+            s.acts.set(&s.h);
+            gemv_swiglu(self.kernel, &layer.gate, &layer.up, &s.acts, &mut s.ffn);
+            s.acts.set(&s.ffn);
+            gemv(self.kernel, &layer.down, &s.acts, &mut s.h);
+            add_in_place(&mut x, &s.h);
+        }
+        cache.len = pos + 1;
+        rmsnorm(&mut x, &self.output_norm, cfg.rms_eps);
+        s.acts.set(&x);
+        let head = self.output.as_ref().unwrap_or(&self.token_embd);
+        let mut logits = vec![0.0f32; cfg.vocab_size];
+        gemv(self.kernel, head, &s.acts, &mut logits);
+        Ok(logits)
+    }
+
+    /// `x += Wo · attention(...)`, writing this token's k and v into layer `li` of the
+    /// cache at `pos`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_block(
+        &self,
+        layer: &Layer,
+        rope: &Rope,
+        x: &mut [f32],
+        s: &mut Scratch,
+        cache: &mut KvCache,
+        li: usize,
+        pos: usize,
+    ) {
+        let cfg = &self.config;
+        let (hd, q_dim, kv_dim) = (cfg.head_dim, cfg.q_dim(), cfg.kv_dim());
+        rmsnorm_into(x, &layer.attn_norm, cfg.rms_eps, &mut s.h);
+        s.acts.set(&s.h);
+        gemv(self.kernel, &layer.qkv, &s.acts, &mut s.qkv);
+        if let Some(b) = &layer.qkv_bias {
+            add_in_place(&mut s.qkv, b);
+        }
+        let (q, kv) = s.qkv.split_at_mut(q_dim);
+        let (k, v) = kv.split_at_mut(kv_dim);
+        if let Some([nq, nk]) = &layer.qk_norm {
+            for (x, w) in [(&mut *q, nq), (&mut *k, nk)] {
+                for head in x.chunks_exact_mut(hd) {
+                    rmsnorm(head, w, cfg.rms_eps);
+                }
+            }
+        }
+        rope.apply(q);
+        rope.apply(k);
+        cache.keys[li][pos * kv_dim..][..kv_dim].copy_from_slice(k);
+        cache.values[li][pos * kv_dim..][..kv_dim].copy_from_slice(v);
+
+        // Grouped-query attention: query head h reads KV head h / group.
+        let group = cfg.n_heads / cfg.n_kv_heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let (keys, values) = (&cache.keys[li][..], &cache.values[li][..]);
+        let q: &[f32] = q;
+        let head_task = |first: usize, out: &mut [f32]| {
+            let mut scores = vec![0.0f32; pos + 1];
+            for (i, out) in out.chunks_exact_mut(hd).enumerate() {
+                let h = first / hd + i;
+                let kv = KvHead {
+                    keys,
+                    values,
+                    kv_dim,
+                    offset: (h / group) * hd,
+                };
+                attend_head(&q[h * hd..][..hd], &kv, scale, &mut scores, out);
+            }
+        };
+        if (pos + 1) * q_dim >= PARALLEL_ATTENTION_WORK {
+            for_row_chunks(&mut s.attn, hd, head_task);
+        } else {
+            head_task(0, &mut s.attn);
+        }
+        s.acts.set(&s.attn);
+        gemv(self.kernel, &layer.wo, &s.acts, &mut s.h);
+        add_in_place(x, &s.h);
+    }
+}

@@ -1,0 +1,54 @@
+//! `Backend::Auto` chooses by adapter and says why: the GPU on a real adapter, the fast
+//! CPU backend without one, and on a software adapter (lavapipe here) the faster of the
+//! two by a short calibration whose figures appear in the description. Whichever case
+//! this machine is in is checked (none is skipped), and the chosen backend must then
+//! decode the oracle's greedy tokens. f32 weights under Auto run on the reference.
+
+use pocketrt::cpu::{Model, WeightMode};
+use pocketrt::engine::{Backend, Engine};
+use pocketrt::format::source::open;
+use pocketrt::gpu::{GpuContext, LimitsNeeded};
+use pocketrt::Error;
+use std::path::PathBuf;
+
+const CONTEXT: usize = 48;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle/qwen3")
+}
+
+#[test]
+fn auto_picks_by_adapter_reports_why_and_decodes_the_oracles_tokens() {
+    let adapter = match GpuContext::new_blocking(LimitsNeeded::default()) {
+        Ok(ctx) => Some(ctx.adapter.clone()),
+        Err(Error::NoGpuAdapter { .. }) => None,
+        Err(e) => panic!("probing the adapter: {e}"),
+    };
+    let t = std::time::Instant::now();
+    let mut engine =
+        Engine::load(&mut *open(&fixture()).unwrap(), Backend::Auto, WeightMode::Q4, CONTEXT)
+            .unwrap();
+    let d = engine.description().to_string();
+    println!("adapter {adapter:?}\nauto: {d} (loaded in {:.2?})", t.elapsed());
+    match &adapter {
+        None => assert!(d.starts_with("no GPU adapter: cpu ("), "{d}"),
+        Some(a) if a.is_cpu => {
+            assert!(d.contains("software GPU adapter") && d.contains(&a.name), "{d}");
+            assert!(d.contains("CPU") && d.contains("tok/s"), "{d}");
+            assert!(d.starts_with("gpu ") || d.starts_with("cpu ("), "{d}");
+        }
+        Some(_) => assert!(d.starts_with("gpu "), "{d}"),
+    }
+
+    let oracle = Model::load(&mut *open(&fixture()).unwrap(), WeightMode::Q4).unwrap();
+    let want = oracle.greedy(&[3, 141, 59], 16).unwrap();
+    let got = engine.greedy(&[3, 141, 59], 16, |_| true).unwrap();
+    assert_eq!(got, want, "{d}");
+}
+
+#[test]
+fn auto_with_f32_weights_runs_the_reference() {
+    let e = Engine::load(&mut *open(&fixture()).unwrap(), Backend::Auto, WeightMode::F32, 8)
+        .unwrap();
+    assert_eq!(e.description(), "reference cpu (f32 weights)");
+}

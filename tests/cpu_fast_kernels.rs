@@ -1,0 +1,191 @@
+//! The fast CPU backend's GEMV kernels against the oracle's math, on every kernel this CPU
+//! runs (scalar, and AVX2 or NEON) in both input precisions, through the threaded row
+//! split, on random data and edge shapes (one group, fewer rows than a task, rows not a
+//! multiple of the split, a 65,536-row head, K = 4,096).
+//!
+//! Claims, per output row:
+//! 1. Exact math: the kernel computes `Σ_g scale·d·Σ code·q + min·sum` (int8: the Q4
+//!    weights times the quantized activations) or `Σ_g scale·Σ code·x + min·sum` (f32) to
+//!    f32 accuracy: ≤ 1e-5 of the sum of the terms' magnitudes, computed in f64.
+//! 2. Against the oracle's f32 GEMV (`cpu::Weight::matvec`): they differ only by the
+//!    activation rounding, so `|fast − oracle| ≤ Σ_i |scale·code_i|·|x_i − d·q_i|`, computed
+//!    exactly per row (zero in f32), plus the same f32 slack. A wrong nibble, group, scale
+//!    or row breaks this bound by orders of magnitude. In f32 the GPU GEMV tests'
+//!    tolerance applies as well: ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K) · max|x|. The int8
+//!    relative RMS error is printed and must stay under 6% (random data whose blocks hold
+//!    20× outliers, which coarsen the int8 step of their block: 1.5–4.5% measured).
+
+#[path = "gpu_common/mod.rs"]
+mod gpu_common;
+
+use gpu_common::Rng;
+use pocketrt::cpu::fast::{gemv, gemv_swiglu, Acts, Kernel, Precision};
+use pocketrt::cpu::ops::silu;
+use pocketrt::cpu::Weight;
+use pocketrt::quant::{unpack_codes8, unpack_params, Q4Tensor, GROUP};
+
+const SHAPES: [(usize, usize); 7] = [
+    (1, 64),
+    (3, 64),
+    (37, 128),
+    (1007, 896),
+    (333, 2560),
+    (65536, 64),
+    (64, 4096),
+];
+
+fn random_q4(rng: &mut Rng, rows: usize, cols: usize) -> Q4Tensor {
+    let data = rng.vec(rows * cols, (3.0 / cols as f32).sqrt());
+    Q4Tensor::quantize(&data, rows, cols).unwrap()
+}
+
+/// Activations with a spread of block magnitudes and one outlier per 300 elements.
+fn random_x(rng: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let v = rng.uniform() * (1.0 + (i / GROUP % 5) as f32);
+            if i % 300 == 7 {
+                v * 20.0
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+fn code(w: &Q4Tensor, row: usize, i: usize) -> f64 {
+    let flat = row * w.cols + i;
+    f64::from(unpack_codes8(w.codes[flat / 8])[flat % 8])
+}
+
+/// Per row: (exact int8 product in f64, its magnitude, the activation-rounding bound).
+fn reference(w: &Q4Tensor, x: &[f32], a: &Acts) -> Vec<(f64, f64, f64)> {
+    let groups = w.cols / GROUP;
+    (0..w.rows)
+        .map(|r| {
+            let (mut exact, mut mag, mut bound) = (0.0, 0.0, 0.0);
+            for g in 0..groups {
+                let (scale, min) = unpack_params(w.qparams[r * groups + g]);
+                let (scale, min) = (f64::from(scale), f64::from(min));
+                let sum = f64::from(a.ds[g][1]);
+                exact += min * sum;
+                mag += (min * sum).abs();
+                for i in g * GROUP..(g + 1) * GROUP {
+                    let sc = scale * code(w, r, i);
+                    let q = f64::from(a.value(i));
+                    exact += sc * q;
+                    let xi = f64::from(x[i]);
+                    mag += (sc * q).abs() + (sc * xi).abs() + (min * xi).abs();
+                    bound += sc.abs() * (xi - q).abs();
+                }
+            }
+            (exact, mag, bound)
+        })
+        .collect()
+}
+
+fn check(kernel: Kernel, precision: Precision, rows: usize, cols: usize, seed: u64) {
+    let mut rng = Rng::new(seed);
+    let w = random_q4(&mut rng, rows, cols);
+    let x = random_x(&mut rng, cols);
+    let acts = Acts::new(precision, &x);
+    let mut fast = vec![f32::NAN; rows];
+    gemv(kernel, &w, &acts, &mut fast);
+    let mut oracle = vec![0.0f32; rows];
+    Weight::q4("w", w.clone()).unwrap().matvec(&x, &mut oracle);
+
+    let what = format!("{} {} {rows}×{cols}", kernel.name(), precision.name());
+    let (mut err2, mut ref2) = (0.0f64, 0.0f64);
+    for (r, (exact, mag, bound)) in reference(&w, &x, &acts).into_iter().enumerate() {
+        let (f, o) = (f64::from(fast[r]), f64::from(oracle[r]));
+        let slack = 1e-5 * mag;
+        assert!(
+            (f - exact).abs() <= slack,
+            "{what} row {r}: {f} vs exact int8 product {exact} (tolerance {slack:e})"
+        );
+        assert!(
+            (f - o).abs() <= bound + slack,
+            "{what} row {r}: {f} vs oracle {o}: off by {:e} > rounding bound {bound:e}",
+            (f - o).abs()
+        );
+        err2 += (f - o).powi(2);
+        ref2 += o.powi(2);
+    }
+    let rel_rms = (err2 / ref2).sqrt();
+    println!("{what}: relative RMS error vs the f32 oracle {rel_rms:.2e}");
+    match precision {
+        Precision::Int8 => assert!(rel_rms < 6e-2, "{what}: relative RMS error {rel_rms}"),
+        Precision::F32 => {
+            let xmax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let abs = 1e-6 * (cols as f32).sqrt() * xmax;
+            gpu_common::assert_close(&what, &fast, &oracle, 2e-6, abs);
+        }
+    }
+}
+
+const PRECISIONS: [Precision; 2] = [Precision::Int8, Precision::F32];
+
+#[test]
+fn the_simd_kernel_is_available_where_the_cpu_has_it() {
+    let names: Vec<_> = Kernel::available().iter().map(|k| k.name()).collect();
+    println!("kernels: {names:?}, best {}", Kernel::best().name());
+    assert_eq!(names[0], "scalar");
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(
+        names.contains(&"avx2"),
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
+    );
+    #[cfg(target_arch = "aarch64")]
+    assert!(names.contains(&"neon"));
+}
+
+#[test]
+fn every_kernel_matches_the_exact_int8_product_and_the_oracle_within_the_rounding_bound() {
+    for kernel in Kernel::available() {
+        for precision in PRECISIONS {
+            for (i, &(rows, cols)) in SHAPES.iter().enumerate() {
+                check(kernel, precision, rows, cols, 100 + i as u64);
+            }
+        }
+    }
+}
+
+#[test]
+fn kernels_agree_with_each_other() {
+    let mut rng = Rng::new(5);
+    let w = random_q4(&mut rng, 515, 896);
+    let x = random_x(&mut rng, 896);
+    for precision in PRECISIONS {
+        let acts = Acts::new(precision, &x);
+        let run = |k: Kernel| {
+            let mut out = vec![0.0f32; 515];
+            gemv(k, &w, &acts, &mut out);
+            out
+        };
+        let scalar = run(Kernel::Scalar);
+        for k in Kernel::available() {
+            let what = format!("{} {}", k.name(), precision.name());
+            gpu_common::assert_close(&what, &run(k), &scalar, 1e-5, 1e-6);
+        }
+    }
+}
+
+#[test]
+fn fused_gate_up_swiglu_equals_its_parts() {
+    for kernel in Kernel::available() {
+        for (rows, cols) in [(1, 64), (100, 128), (2560, 896)] {
+            let mut rng = Rng::new(rows as u64);
+            let (gate, up) = (random_q4(&mut rng, rows, cols), random_q4(&mut rng, rows, cols));
+            let acts = Acts::new(Precision::Int8, &random_x(&mut rng, cols));
+            let mut fused = vec![0.0f32; rows];
+            gemv_swiglu(kernel, &gate, &up, &acts, &mut fused);
+            let (mut g, mut u) = (vec![0.0f32; rows], vec![0.0f32; rows]);
+            gemv(kernel, &gate, &acts, &mut g);
+            gemv(kernel, &up, &acts, &mut u);
+            let want: Vec<f32> = g.iter().zip(&u).map(|(g, u)| silu(*g) * u).collect();
+            assert_eq!(fused, want, "{} {rows}×{cols}", kernel.name());
+        }
+    }
+}
