@@ -59,6 +59,8 @@ fn code(w: &Q4Tensor, row: usize, i: usize) -> f64 {
 }
 
 /// Per row: (exact int8 product in f64, its magnitude, the activation-rounding bound).
+// `i` indexes the codes and the quantized activations as well as `x`.
+#[allow(clippy::needless_range_loop)]
 fn reference(w: &Q4Tensor, x: &[f32], a: &Acts) -> Vec<(f64, f64, f64)> {
     let groups = w.cols / GROUP;
     (0..w.rows)
@@ -177,7 +179,10 @@ fn fused_gate_up_swiglu_equals_its_parts() {
     for kernel in Kernel::available() {
         for (rows, cols) in [(1, 64), (100, 128), (2560, 896)] {
             let mut rng = Rng::new(rows as u64);
-            let (gate, up) = (random_q4(&mut rng, rows, cols), random_q4(&mut rng, rows, cols));
+            let (gate, up) = (
+                random_q4(&mut rng, rows, cols),
+                random_q4(&mut rng, rows, cols),
+            );
             let acts = Acts::new(Precision::Int8, &random_x(&mut rng, cols));
             let mut fused = vec![0.0f32; rows];
             gemv_swiglu(kernel, &gate, &up, &acts, &mut fused);

@@ -1,7 +1,10 @@
-//! Sampling on the GPU engine equals sampling on the CPU oracle (same Q4 weights, same
-//! seed): through the GPU top-k readback (top-k ≤ 64) and through the full-logits
-//! readback (top-k 0), over 32 tokens. Logits differ by the f16 KV cache's rounding
-//! (~1e-4), so a draw could only differ if it landed within that of a boundary.
+//! Sampling on the GPU engine against sampling on the CPU oracle (same Q4 weights, same
+//! seed), through the GPU top-k readback (top-k ≤ 64) and the full-logits readback
+//! (top-k 0). Both engines see the same tokens (the oracle's draws) for 64 steps and draw
+//! with generators in lockstep. Logits differ by the f16 KV cache's rounding (~1e-4), so
+//! a draw can differ only when it lands that close to a boundary between two tokens — on
+//! this tiny random model's flat distributions, rarely; a wrong candidate list, order,
+//! logit or temperature would change most draws.
 
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
@@ -9,38 +12,63 @@ use pocketrt::format::source::open;
 use pocketrt::sampler::{Sampler, SamplerConfig};
 use std::path::PathBuf;
 
-const CONTEXT: usize = 48;
+const STEPS: usize = 64;
 
-fn sampled(backend: Backend, config: SamplerConfig) -> Vec<u32> {
+fn engine(backend: Backend) -> Engine {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle/qwen3");
-    let mut engine =
-        Engine::load(&mut *open(&dir).unwrap(), backend, WeightMode::Q4, CONTEXT).unwrap();
-    let mut sampler = Sampler::new(config).unwrap();
+    Engine::load(
+        &mut *open(&dir).unwrap(),
+        backend,
+        WeightMode::Q4,
+        STEPS + 4,
+    )
+    .unwrap()
+}
+
+/// (oracle draws, GPU draws) with both fed the oracle's tokens.
+fn lockstep(config: SamplerConfig) -> (Vec<u32>, Vec<u32>) {
+    let (mut cpu, mut gpu) = (engine(Backend::Reference), engine(Backend::Gpu));
+    let (mut s_cpu, mut s_gpu) = (Sampler::new(config).unwrap(), Sampler::new(config).unwrap());
     for t in [5, 9] {
-        engine.feed(t).unwrap();
+        cpu.feed(t).unwrap();
+        gpu.feed(t).unwrap();
     }
     let mut token = 2;
-    (0..32)
-        .map(|_| {
-            token = engine.step_sampled(token, &mut sampler).unwrap();
-            token
-        })
-        .collect()
+    let (mut a, mut b) = (vec![], vec![]);
+    for _ in 0..STEPS {
+        let want = cpu.step_sampled(token, &mut s_cpu).unwrap();
+        b.push(gpu.step_sampled(token, &mut s_gpu).unwrap());
+        a.push(want);
+        token = want;
+    }
+    (a, b)
 }
 
 #[test]
 fn gpu_sampling_draws_the_cpu_oracles_tokens() {
-    for top_k in [40, 0] {
+    // Allowed differing draws: top-k 40 spreads the mass over 40 tokens (p ≈ 0.025 each,
+    // far wider than the logit error); top-k 0 over all 512 of this random model's nearly
+    // equal logits (p ≈ 0.002 each, about 3× the probability error of a 5e-4 logit
+    // error at T = 0.9), so a few draws there flip. A plumbing bug (wrong buffer, order
+    // or temperature) agrees by chance only (~1/40 or ~1/512 per draw).
+    for (top_k, top_p, allowed) in [(40, 0.95, 2), (0, 1.0, STEPS / 8)] {
         let config = SamplerConfig {
             temperature: 0.9,
             top_k,
-            top_p: 0.95,
+            top_p,
             seed: 1234,
         };
-        let cpu = sampled(Backend::Reference, config);
-        let gpu = sampled(Backend::Gpu, config);
-        assert_eq!(gpu, cpu, "top-k {top_k}");
-        // Not greedy: the draws differ from the argmax sequence.
-        assert_ne!(cpu, sampled(Backend::Reference, SamplerConfig::greedy()));
+        let (cpu, gpu) = lockstep(config);
+        let differ = cpu.iter().zip(&gpu).filter(|(a, b)| a != b).count();
+        println!("top-k {top_k}: {differ} of {STEPS} draws differ");
+        assert!(
+            differ <= allowed,
+            "top-k {top_k}: {differ} draws differ\n{cpu:?}\n{gpu:?}"
+        );
+        // Not greedy: the draws are spread over many tokens.
+        let mut distinct = cpu.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > STEPS / 2, "{cpu:?}");
     }
 }

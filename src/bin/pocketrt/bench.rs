@@ -7,7 +7,8 @@
 //! sees, readback included); on adapters with timestamp queries the GPU time of a step's
 //! pass is measured too, in one extra generation run.
 
-use pocketrt::cpu::{self, WeightMode};
+use pocketrt::cpu::WeightMode;
+use pocketrt::engine::{self, Engine};
 use pocketrt::format::{self, ModelSource};
 use pocketrt::gpu::weights::limits_needed;
 use pocketrt::gpu::{GpuContext, GpuModel};
@@ -25,13 +26,10 @@ pub struct BenchArgs<'a> {
     pub json: bool,
 }
 
-/// One decode step at an explicit position, on either backend.
+/// One decode step at an explicit position: the GPU model directly (for its submit
+/// counts and timestamp timing), every other backend through the engine.
 enum Stepper {
-    Cpu {
-        model: Box<cpu::Model>,
-        cache: cpu::KvCache,
-        context: usize,
-    },
+    Engine(Box<Engine>),
     Gpu(Box<GpuModel>),
 }
 
@@ -41,45 +39,32 @@ impl Stepper {
         backend: super::run::Backend,
         context: usize,
     ) -> Result<Self> {
-        Ok(match backend {
-            super::run::Backend::Cpu => {
-                let model = cpu::Model::load(src, WeightMode::Q4)?;
-                let cache = model.new_cache(context)?;
-                Stepper::Cpu {
-                    model: Box::new(model),
-                    cache,
-                    context,
-                }
-            }
-            super::run::Backend::Gpu | super::run::Backend::Auto => {
+        use super::run::Backend as B;
+        let engine_backend = match backend {
+            B::Gpu => {
                 let ctx = GpuContext::new_blocking(limits_needed(src.config(), context))?;
-                Stepper::Gpu(Box::new(GpuModel::load(Arc::new(ctx), src, context)?))
+                let model = GpuModel::load(Arc::new(ctx), src, context)?;
+                return Ok(Stepper::Gpu(Box::new(model)));
             }
-        })
+            B::Cpu => engine::Backend::Cpu,
+            B::Reference => engine::Backend::Reference,
+            B::Auto => engine::Backend::Auto,
+        };
+        let engine = Engine::load(src, engine_backend, WeightMode::Q4, context)?;
+        Ok(Stepper::Engine(Box::new(engine)))
     }
 
     /// Start again from an empty cache.
-    fn reset(&mut self) -> Result<()> {
-        if let Stepper::Cpu {
-            model,
-            cache,
-            context,
-        } = self
-        {
-            *cache = model.new_cache(*context)?;
-        }
+    fn reset(&mut self) {
         // The GPU step overwrites position `pos` and attends to 0..=pos only.
-        Ok(())
+        if let Stepper::Engine(e) = self {
+            e.rewind(0);
+        }
     }
 
     fn step(&mut self, token: u32, pos: usize) -> Result<u32> {
         match self {
-            Stepper::Cpu { model, cache, .. } => {
-                let logits = model.forward(token, cache)?;
-                cpu::ops::argmax(&logits)
-                    .map(|i| i as u32)
-                    .ok_or_else(|| Error::InvalidArgument("the logits are all NaN".into()))
-            }
+            Stepper::Engine(e) => e.step(token),
             Stepper::Gpu(m) => m.decode(token, pos),
         }
     }
@@ -131,7 +116,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
 
     let (mut pp, mut tg) = (vec![], vec![]);
     for _ in 0..a.reps {
-        stepper.reset()?;
+        stepper.reset();
         let t = Instant::now();
         let mut next = first;
         for (pos, &tok) in prompt.iter().enumerate() {
@@ -171,7 +156,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     ));
     report["tests"] = tests.into();
     match &mut stepper {
-        Stepper::Cpu { .. } => report["backend"] = "cpu (q4 weights)".into(),
+        Stepper::Engine(e) => report["backend"] = e.description().into(),
         Stepper::Gpu(m) => {
             let ctx = m.gpu_context();
             let steps = (a.reps * context) as f64;
