@@ -25,15 +25,25 @@ fn auto_picks_by_adapter_reports_why_and_decodes_the_oracles_tokens() {
         Err(e) => panic!("probing the adapter: {e}"),
     };
     let t = std::time::Instant::now();
-    let mut engine =
-        Engine::load(&mut *open(&fixture()).unwrap(), Backend::Auto, WeightMode::Q4, CONTEXT)
-            .unwrap();
+    let mut engine = Engine::load(
+        &mut *open(&fixture()).unwrap(),
+        Backend::Auto,
+        WeightMode::Q4,
+        CONTEXT,
+    )
+    .unwrap();
     let d = engine.description().to_string();
-    println!("adapter {adapter:?}\nauto: {d} (loaded in {:.2?})", t.elapsed());
+    println!(
+        "adapter {adapter:?}\nauto: {d} (loaded in {:.2?})",
+        t.elapsed()
+    );
     match &adapter {
         None => assert!(d.starts_with("no GPU adapter: cpu ("), "{d}"),
         Some(a) if a.is_cpu => {
-            assert!(d.contains("software GPU adapter") && d.contains(&a.name), "{d}");
+            assert!(
+                d.contains("software GPU adapter") && d.contains(&a.name),
+                "{d}"
+            );
             assert!(d.contains("CPU") && d.contains("tok/s"), "{d}");
             assert!(d.starts_with("gpu ") || d.starts_with("cpu ("), "{d}");
         }
@@ -48,7 +58,12 @@ fn auto_picks_by_adapter_reports_why_and_decodes_the_oracles_tokens() {
 
 #[test]
 fn auto_with_f32_weights_runs_the_reference() {
-    let e = Engine::load(&mut *open(&fixture()).unwrap(), Backend::Auto, WeightMode::F32, 8)
-        .unwrap();
+    let e = Engine::load(
+        &mut *open(&fixture()).unwrap(),
+        Backend::Auto,
+        WeightMode::F32,
+        8,
+    )
+    .unwrap();
     assert_eq!(e.description(), "reference cpu (f32 weights)");
 }

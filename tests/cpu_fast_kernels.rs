@@ -142,7 +142,7 @@ fn the_simd_kernel_is_available_where_the_cpu_has_it() {
 }
 
 #[test]
-fn every_kernel_matches_the_exact_int8_product_and_the_oracle_within_the_rounding_bound() {
+fn every_kernel_matches_the_exact_product_and_the_oracle_within_the_rounding_bound() {
     for kernel in Kernel::available() {
         for precision in PRECISIONS {
             for (i, &(rows, cols)) in SHAPES.iter().enumerate() {
@@ -177,7 +177,10 @@ fn fused_gate_up_swiglu_equals_its_parts() {
     for kernel in Kernel::available() {
         for (rows, cols) in [(1, 64), (100, 128), (2560, 896)] {
             let mut rng = Rng::new(rows as u64);
-            let (gate, up) = (random_q4(&mut rng, rows, cols), random_q4(&mut rng, rows, cols));
+            let (gate, up) = (
+                random_q4(&mut rng, rows, cols),
+                random_q4(&mut rng, rows, cols),
+            );
             let acts = Acts::new(Precision::Int8, &random_x(&mut rng, cols));
             let mut fused = vec![0.0f32; rows];
             gemv_swiglu(kernel, &gate, &up, &acts, &mut fused);

@@ -77,8 +77,14 @@ fn check_model(name: &str, kernel: Kernel, precision: Precision) -> Vec<u32> {
         match precision {
             Precision::F32 => assert_close(&at, &got, &want, 1e-3, 1e-4),
             Precision::Int8 => {
-                assert!(worst <= INT8_MAX_REL_RMS, "{at}: relative RMS error {worst}");
-                assert!(rank(&got, best) < 5, "{at}: oracle's top-1 not in the top 5");
+                assert!(
+                    worst <= INT8_MAX_REL_RMS,
+                    "{at}: relative RMS error {worst}"
+                );
+                assert!(
+                    rank(&got, best) < 5,
+                    "{at}: oracle's top-1 not in the top 5"
+                );
             }
         }
         token = match PROMPT.get(pos + 1) {
@@ -90,11 +96,20 @@ fn check_model(name: &str, kernel: Kernel, precision: Precision) -> Vec<u32> {
             }
         };
     }
-    let same = fast_tokens.iter().zip(&oracle_tokens).filter(|(a, b)| a == b).count();
-    println!("{what}: worst relative RMS logit error {worst:.2e}, {same}/{STEPS} greedy tokens equal");
+    let same = fast_tokens
+        .iter()
+        .zip(&oracle_tokens)
+        .filter(|(a, b)| a == b)
+        .count();
+    println!(
+        "{what}: worst relative RMS logit error {worst:.2e}, {same}/{STEPS} greedy tokens equal"
+    );
     match precision {
         Precision::F32 => assert_eq!(fast_tokens, oracle_tokens, "{what}: greedy tokens"),
-        Precision::Int8 => assert!(same * 10 >= STEPS * 9, "{what}: {same}/{STEPS} greedy tokens"),
+        Precision::Int8 => assert!(
+            same * 10 >= STEPS * 9,
+            "{what}: {same}/{STEPS} greedy tokens"
+        ),
     }
     fast_tokens
 }
@@ -139,7 +154,10 @@ fn the_cpu_engine_backend_runs_the_fast_model() {
     let mut src = open(&fixture("qwen3")).unwrap();
     let mut engine = Engine::load(&mut *src, Backend::Cpu, WeightMode::Q4, CONTEXT).unwrap();
     let d = engine.description().to_string();
-    assert!(d.starts_with("cpu (") && d.contains(Kernel::best().name()), "{d}");
+    assert!(
+        d.starts_with("cpu (") && d.contains(Kernel::best().name()),
+        "{d}"
+    );
     for &t in &PROMPT[..4] {
         engine.feed(t).unwrap();
     }
@@ -172,7 +190,13 @@ fn a_bad_token_or_a_full_cache_is_an_error_not_a_panic() {
     let model = fast("qwen3", Kernel::best(), Precision::Int8);
     let mut cache = model.new_cache(1).unwrap();
     let vocab = model.config.vocab_size as u32;
-    assert!(matches!(model.forward(vocab, &mut cache), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        model.forward(vocab, &mut cache),
+        Err(Error::InvalidArgument(_))
+    ));
     model.forward(1, &mut cache).unwrap();
-    assert!(matches!(model.forward(1, &mut cache), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        model.forward(1, &mut cache),
+        Err(Error::InvalidArgument(_))
+    ));
 }

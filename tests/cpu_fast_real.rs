@@ -32,14 +32,21 @@ fn fast_cpu_greedy_equals_the_oracle_on_real_q4_weights_for_32_tokens() {
     let mut src = format::open(&coder_gguf()).unwrap();
     let tok = Tokenizer::from_hf_json(&src.tokenizer_json().unwrap().unwrap()).unwrap();
     let prompt = tok.encode("def fibonacci(n):", false);
-    assert_eq!(prompt, [750, 75698, 1445, 1648], "llama.cpp's ids for the prompt");
+    assert_eq!(
+        prompt,
+        [750, 75698, 1445, 1648],
+        "llama.cpp's ids for the prompt"
+    );
     drop(src);
 
     let reference = greedy(Backend::Reference, &prompt);
     let fast = greedy(Backend::Cpu, &prompt);
     let text = tok.decode(&fast, true).unwrap();
     println!("{text}");
-    assert_eq!(fast, reference, "fast CPU backend and oracle diverge:\n{text}");
+    assert_eq!(
+        fast, reference,
+        "fast CPU backend and oracle diverge:\n{text}"
+    );
     assert_eq!(fast.len(), NEW_TOKENS);
     assert!(text.contains("if n") && text.contains("return"), "{text}");
 }

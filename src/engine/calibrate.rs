@@ -45,9 +45,8 @@ pub(super) fn faster(
     let cpu = FastModel::load(src, Precision::default())?;
     let mut scratch = cpu.new_cache(STEPS + 1)?;
     let cpu_rate = steps_per_second(|_| cpu.forward(0, &mut scratch).map(drop))?;
-    let measured = format!(
-        "software GPU adapter {adapter}: {gpu_rate:.1} tok/s, CPU {cpu_rate:.1} tok/s"
-    );
+    let measured =
+        format!("software GPU adapter {adapter}: {gpu_rate:.1} tok/s, CPU {cpu_rate:.1} tok/s");
     if gpu_rate > cpu_rate {
         drop(cpu);
         let description = format!("{gpu_description} ({measured})");

@@ -75,7 +75,11 @@ impl Acts {
 
     /// Prepare `x` into `self` (same precision), reusing its memory.
     pub fn set(&mut self, x: &[f32]) {
-        assert_eq!(x.len() % GROUP, 0, "activations come in whole blocks of {GROUP}");
+        assert_eq!(
+            x.len() % GROUP,
+            0,
+            "activations come in whole blocks of {GROUP}"
+        );
         self.ds.resize(x.len() / GROUP, [0.0; 2]);
         match self.precision {
             Precision::Int8 => self.q.resize(x.len(), 0),
@@ -131,7 +135,9 @@ mod tests {
 
     #[test]
     fn every_element_is_within_half_a_step_and_sums_are_exact() {
-        let x: Vec<f32> = (0..128).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
+        let x: Vec<f32> = (0..128)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
+            .collect();
         let a = Acts::new(Precision::Int8, &x);
         assert_eq!(a.blocks(), 2);
         for (i, &v) in x.iter().enumerate() {

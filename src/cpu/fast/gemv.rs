@@ -1,8 +1,8 @@
 //! Matrix-vector products over Q4 g64 matrices with int8 activations, rows split across
 //! threads (rayon natively, in order on wasm), and the fused gate/up + SwiGLU product.
 
-use super::kernel::Kernel;
 use super::acts::Acts;
+use super::kernel::Kernel;
 use crate::cpu::ops::silu;
 use crate::quant::{Q4Tensor, GROUP};
 
@@ -71,7 +71,11 @@ pub fn gemv(k: Kernel, w: &Q4Tensor, acts: &Acts, out: &mut [f32]) {
 
 /// `out ← silu(Wgate · x) ⊙ (Wup · x)`, both products computed by the same task.
 pub fn gemv_swiglu(k: Kernel, gate: &Q4Tensor, up: &Q4Tensor, acts: &Acts, out: &mut [f32]) {
-    assert_eq!((gate.rows, gate.cols), (up.rows, up.cols), "gate and up shapes");
+    assert_eq!(
+        (gate.rows, gate.cols),
+        (up.rows, up.cols),
+        "gate and up shapes"
+    );
     assert_eq!(out.len(), gate.rows, "gemv_swiglu output length");
     for_row_chunks(out, rows_per_task(gate.rows), |first, chunk| {
         let mut u = [0.0f32; SWIGLU_ROWS];

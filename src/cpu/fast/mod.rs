@@ -33,7 +33,7 @@ mod gemv;
 mod kernel;
 mod model;
 
+pub use acts::{element_of, Acts, Precision};
 pub use gemv::{gemv, gemv_swiglu, rows_per_task, threads};
 pub use kernel::Kernel;
 pub use model::FastModel;
-pub use acts::{element_of, Acts, Precision};

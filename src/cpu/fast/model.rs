@@ -2,9 +2,9 @@
 //! the int8 kernels, q/k/v stacked into one matrix, gate/up fused with the SwiGLU, and the
 //! attention heads split across threads once the context is long enough to pay.
 
+use super::acts::{Acts, Precision};
 use super::gemv::{for_row_chunks, gemv, gemv_swiglu, threads};
 use super::kernel::Kernel;
-use super::acts::{Acts, Precision};
 use crate::config::ModelConfig;
 use crate::cpu::ops::{add_in_place, attend_head, rmsnorm, rmsnorm_into, KvHead, Rope};
 use crate::cpu::{KvCache, LayerWeights, ModelWeights, Weight, WeightMode};
@@ -113,7 +113,11 @@ impl FastModel {
         kernel: Kernel,
         precision: Precision,
     ) -> Result<Self> {
-        let layers = w.layers.into_iter().map(Layer::new).collect::<Result<_>>()?;
+        let layers = w
+            .layers
+            .into_iter()
+            .map(Layer::new)
+            .collect::<Result<_>>()?;
         Ok(FastModel {
             config,
             kernel,

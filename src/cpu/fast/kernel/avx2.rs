@@ -30,10 +30,8 @@ pub unsafe fn rows_i8(codes: &[u32], params: &[u32], groups: usize, acts: &Acts,
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(w), mask);
             let xl = _mm256_loadu_si256(q.add(g * GROUP) as *const __m256i);
             let xh = _mm256_loadu_si256(q.add(g * GROUP + 32) as *const __m256i);
-            let pairs = _mm256_add_epi16(
-                _mm256_maddubs_epi16(lo, xl),
-                _mm256_maddubs_epi16(hi, xh),
-            );
+            let pairs =
+                _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
             let sums = _mm256_madd_epi16(pairs, ones);
             // [scale, min, 0, 0] · [d, sum, 0, 0]
             let sm = _mm_cvtph_ps(_mm_cvtsi32_si128(*p.add(g) as i32));
@@ -61,9 +59,17 @@ unsafe fn fma32(acc: __m256, v: __m256i, x: *const f32) -> __m256 {
     let (a, b) = (_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
     let widen = |h: __m128i| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h));
     let acc = _mm256_fmadd_ps(widen(a), _mm256_loadu_ps(x), acc);
-    let acc = _mm256_fmadd_ps(widen(_mm_srli_si128::<8>(a)), _mm256_loadu_ps(x.add(8)), acc);
+    let acc = _mm256_fmadd_ps(
+        widen(_mm_srli_si128::<8>(a)),
+        _mm256_loadu_ps(x.add(8)),
+        acc,
+    );
     let acc = _mm256_fmadd_ps(widen(b), _mm256_loadu_ps(x.add(16)), acc);
-    _mm256_fmadd_ps(widen(_mm_srli_si128::<8>(b)), _mm256_loadu_ps(x.add(24)), acc)
+    _mm256_fmadd_ps(
+        widen(_mm_srli_si128::<8>(b)),
+        _mm256_loadu_ps(x.add(24)),
+        acc,
+    )
 }
 
 /// # Safety

@@ -32,7 +32,9 @@ pub enum Kernel {
 impl Kernel {
     /// The fastest kernel this CPU runs.
     pub fn best() -> Kernel {
-        *Self::available().last().expect("the scalar kernel is always available")
+        *Self::available()
+            .last()
+            .expect("the scalar kernel is always available")
     }
 
     /// Every kernel this CPU runs, slowest first (the scalar one first of all).
