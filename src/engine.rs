@@ -15,7 +15,9 @@ use crate::error::{Error, Result};
 use crate::format::ModelSource;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::kernels::topk::TOPK_MAX;
-use crate::gpu::plan::{Budget, MemoryPlan, TABLET_BUDGET};
+use crate::gpu::plan::TABLET_BUDGET;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::plan::{Budget, MemoryPlan};
 use crate::sampler::Sampler;
 
 /// Context of the CPU backend when none is requested.
@@ -80,6 +82,8 @@ impl Engine {
         budget: u64,
     ) -> Result<Engine> {
         let config = src.config().clone();
+        #[cfg(target_arch = "wasm32")]
+        let _ = budget; // no GPU memory to plan in this build
         let q4_only = |name: &str| {
             Error::InvalidArgument(format!(
                 "the {name} backend runs Q4 g64 weights only (use --weights q4, or f32 on \

@@ -1,10 +1,11 @@
 //! `Backend::Auto` chooses by adapter and says why: the GPU on a real adapter, the fast
 //! CPU backend without one, and on a software adapter (lavapipe here) the faster of the
 //! two by a short calibration whose figures appear in the description. Whichever case
-//! this machine is in is checked (none is skipped), and the chosen backend must then
-//! decode the oracle's greedy tokens. f32 weights under Auto run on the reference.
+//! this machine is in is checked (none is skipped), and the engine must then decode the
+//! same tokens as the chosen backend loaded explicitly. f32 weights under Auto run on the
+//! reference.
 
-use pocketrt::cpu::{Model, WeightMode};
+use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
 use pocketrt::format::source::open;
 use pocketrt::gpu::{GpuContext, LimitsNeeded};
@@ -50,8 +51,20 @@ fn auto_picks_by_adapter_reports_why_and_decodes_the_oracles_tokens() {
         Some(_) => assert!(d.starts_with("gpu "), "{d}"),
     }
 
-    let oracle = Model::load(&mut *open(&fixture()).unwrap(), WeightMode::Q4).unwrap();
-    let want = oracle.greedy(&[3, 141, 59], 16).unwrap();
+    // It runs what it says: the same tokens as that backend loaded explicitly.
+    let chosen = if d.starts_with("gpu ") {
+        Backend::Gpu
+    } else {
+        Backend::Cpu
+    };
+    let mut explicit = Engine::load(
+        &mut *open(&fixture()).unwrap(),
+        chosen,
+        WeightMode::Q4,
+        CONTEXT,
+    )
+    .unwrap();
+    let want = explicit.greedy(&[3, 141, 59], 16, |_| true).unwrap();
     let got = engine.greedy(&[3, 141, 59], 16, |_| true).unwrap();
     assert_eq!(got, want, "{d}");
 }

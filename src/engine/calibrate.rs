@@ -45,15 +45,17 @@ pub(super) fn faster(
     let cpu = FastModel::load(src, Precision::default())?;
     let mut scratch = cpu.new_cache(STEPS + 1)?;
     let cpu_rate = steps_per_second(|_| cpu.forward(0, &mut scratch).map(drop))?;
-    let measured =
-        format!("software GPU adapter {adapter}: {gpu_rate:.1} tok/s, CPU {cpu_rate:.1} tok/s");
+    let measured = format!(
+        "chosen by calibration: CPU {cpu_rate:.1} tok/s vs software GPU adapter {adapter} \
+         {gpu_rate:.1} tok/s"
+    );
     if gpu_rate > cpu_rate {
         drop(cpu);
-        let description = format!("{gpu_description} ({measured})");
+        let description = format!("{gpu_description}; {measured}");
         Ok((Inner::Gpu(gpu), gpu_context, description))
     } else {
         drop(gpu);
-        let description = format!("cpu ({}; q4 weights) ({measured})", cpu.describe());
+        let description = format!("cpu ({}; q4 weights); {measured}", cpu.describe());
         let cache = cpu.new_cache(cpu_context)?;
         let inner = Inner::Cpu {
             model: Box::new(cpu),
