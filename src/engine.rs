@@ -7,7 +7,9 @@ use crate::error::{Error, Result};
 use crate::format::ModelSource;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::kernels::topk::TOPK_MAX;
-use crate::gpu::plan::{Budget, MemoryPlan, TABLET_BUDGET};
+use crate::gpu::plan::TABLET_BUDGET;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::plan::{Budget, MemoryPlan};
 use crate::sampler::Sampler;
 
 /// Context of the CPU backend when none is requested.
@@ -57,6 +59,7 @@ impl Engine {
     /// Load `src` with `context` positions, or (`None`) the largest context the memory
     /// planner fits into `budget` bytes on the GPU (on the CPU: up to 4,096). A plan that
     /// does not fit fails before anything is allocated on the device.
+    #[cfg_attr(target_arch = "wasm32", allow(unused_variables))]
     pub fn load_planned(
         src: &mut dyn ModelSource,
         backend: Backend,
@@ -212,6 +215,7 @@ impl Engine {
 
     /// Forget every position from `pos` on (the cache keeps `0..pos`), so that a history
     /// which diverges there can continue without re-processing its common prefix.
+    #[cfg_attr(target_arch = "wasm32", allow(irrefutable_let_patterns))]
     pub fn rewind(&mut self, pos: usize) {
         self.pos = self.pos.min(pos);
         if let Inner::Cpu { cache, .. } = &mut self.inner {

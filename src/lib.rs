@@ -19,6 +19,8 @@ pub mod prune;
 pub mod quant;
 pub mod sampler;
 pub mod tokenizer;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use config::{Arch, ModelConfig};
 pub use error::{Error, Result};
