@@ -86,11 +86,7 @@ fn async_topk_and_logits_agree_with_the_blocking_step() {
 fn a_missing_or_mistyped_tensor_fails_before_upload() {
     let (_dir, manifest) = package("stream_bad");
     let mut missing = manifest.clone();
-    let i = missing
-        .tensors
-        .iter()
-        .position(|t| t.name == "blk.1.ffn_down.weight")
-        .unwrap();
+    let i = index_of(&missing, "blk.1.ffn_down.weight");
     missing.tensors[i].name = "blk.1.ffn_down.other".into();
     let err = StreamedWeights::allocate(gpu(), &missing).err().unwrap();
     assert!(
@@ -98,26 +94,28 @@ fn a_missing_or_mistyped_tensor_fails_before_upload() {
         "{err}"
     );
 
+    // A matrix stored as f16 values (its codes part relabelled): not streamable.
     let mut mistyped = manifest.clone();
-    let norm = mistyped
-        .tensors
-        .iter()
-        .position(|t| t.dtype == DType::F32)
-        .unwrap();
-    let q4 = mistyped
-        .tensors
-        .iter()
-        .position(|t| t.dtype == DType::Q4g64)
-        .unwrap();
-    let name = mistyped.tensors[q4].name.clone();
-    mistyped.tensors.swap(norm, q4);
-    mistyped.tensors[q4].name = mistyped.tensors[norm].name.clone();
-    mistyped.tensors[norm].name = name;
+    let t = index_of(&mistyped, "blk.0.attn_q.weight");
+    let mut codes = mistyped.tensors[t].parts[0].clone();
+    codes.name = "data".into();
+    mistyped.tensors[t].shape = vec![codes.bytes as usize / 2];
+    mistyped.tensors[t].dtype = DType::F16;
+    mistyped.tensors[t].parts = vec![codes];
     let err = StreamedWeights::allocate(gpu(), &mistyped).err().unwrap();
-    assert!(
-        matches!(err, Error::Unsupported { .. } | Error::ShapeMismatch { .. }),
-        "{err}"
-    );
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+
+    // A norm vector of the wrong length.
+    let mut short = manifest.clone();
+    let t = index_of(&short, "blk.0.attn_norm.weight");
+    short.tensors[t].shape = vec![32];
+    short.tensors[t].parts[0].bytes = 128;
+    let err = StreamedWeights::allocate(gpu(), &short).err().unwrap();
+    assert!(matches!(err, Error::ShapeMismatch { .. }), "{err}");
+}
+
+fn index_of(m: &Manifest, name: &str) -> usize {
+    m.tensors.iter().position(|t| t.name == name).unwrap()
 }
 
 #[test]
