@@ -12,7 +12,7 @@ use crate::format::package::{Manifest, ShardReader, MANIFEST_FILE};
 use crate::gpu::plan::{Budget, MemoryPlan, TABLET_BUDGET};
 use crate::gpu::stream_upload::StreamedWeights;
 use crate::gpu::weights::limits_needed;
-use crate::gpu::{GpuContext, GpuModel};
+use crate::gpu::{GpuContext, GpuModel, LimitsNeeded};
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 use futures_util::future::join_all;
 use std::cell::{Cell, RefCell};
@@ -157,7 +157,7 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
         .context
         .unwrap_or(DEFAULT_CONTEXT.min(config.max_context));
     require_webgpu()?;
-    let ctx = Arc::new(GpuContext::new(limits_needed(&config, context.max(1))).await?);
+    let ctx = device(limits_needed(&config, context.max(1))).await?;
     let plan = MemoryPlan::choose(
         &config,
         Some(context),
@@ -227,6 +227,26 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
         template,
         report,
     })
+}
+
+thread_local! {
+    /// The device of earlier loads: reused (a new WebGPU device per load costs seconds on
+    /// some adapters, and the old one lingers until garbage collection).
+    static DEVICE: std::cell::RefCell<Option<Arc<GpuContext>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A device with at least the limits `need` asks for: the last one when it has them.
+async fn device(need: LimitsNeeded) -> Result<Arc<GpuContext>> {
+    let fits = |c: &GpuContext| {
+        need.max_buffer <= c.limits.max_buffer_size
+            && need.max_storage_binding <= c.limits.max_storage_buffer_binding_size
+    };
+    if let Some(ctx) = DEVICE.with_borrow(|d| d.clone()).filter(|c| fits(c)) {
+        return Ok(ctx);
+    }
+    let ctx = Arc::new(GpuContext::new(need).await?);
+    DEVICE.with_borrow_mut(|d| *d = Some(ctx.clone()));
+    Ok(ctx)
 }
 
 /// `Err(NoWebGpu)` when the global scope has no `navigator.gpu`.

@@ -77,6 +77,7 @@ export interface GenerateStats {
 
 export declare function hasWebGPU(): boolean;
 export declare function initPocket(wasmUrl?: string | URL): Promise<unknown>;
+export declare function wasmMemoryBytes(): Promise<number>;
 export declare function pocketError(message: string, code: string): PocketError;
 
 export declare class Pocket {

@@ -10,6 +10,12 @@ export function initPocket(wasmUrl) {
   return ready;
 }
 
+/** Bytes of the module's WebAssembly.Memory (it only grows: after a load, its peak). */
+export async function wasmMemoryBytes() {
+  const exports = await initPocket();
+  return exports.memory.buffer.byteLength;
+}
+
 /** An `Error` with a `code` (see the README's error table). */
 export function pocketError(message, code) {
   const e = new Error(message);

@@ -3,6 +3,9 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
 
 const CACHE = 'pocketrt-v1';
 
@@ -22,15 +25,18 @@ async function plainPage(page, server) {
   assert.equal(status, 'ready', 'the module page imports the package and sees WebGPU');
 }
 
-/** Load `url` in the page; returns { info, ms } or { code, message } on error. */
+/** Load `url` in the page; returns { info, ms, shardMs } (shardMs: from the manifest to the
+ * last shard) or { code, message } on error. */
 function load(page, url, options = {}) {
   return page.evaluate(
     async ({ url, options }) => {
       const t0 = performance.now();
+      const at = {};
+      const onProgress = (e) => (at[e.phase] ??= performance.now());
       try {
-        const m = await window.Pocket.load(url, options);
+        const m = await window.Pocket.load(url, { onProgress, ...options });
         window.model = m;
-        return { info: m.info, ms: performance.now() - t0 };
+        return { info: m.info, ms: performance.now() - t0, shardMs: at.tokenizer - at.manifest };
       } catch (e) {
         return { code: e.code, message: e.message };
       }
@@ -75,6 +81,22 @@ export const tests = {
     assert.deepEqual(got.tokens, want.tokens, `greedy tokens equal native (${want.engine})`);
   },
 
+  async the_package_works_from_a_vite_build({ page, server, fixture }) {
+    const want = expected(fixture);
+    const { build } = await import('vite');
+    await build({ configFile: path.join(here, 'vite-app/vite.config.js') });
+    await page.goto(`${server.url}/vite/`);
+    await page.waitForFunction(() => document.getElementById('status').textContent !== 'loading');
+    assert.equal(await page.textContent('#status'), 'ready', 'the bundled package runs');
+    const r = await load(page, '/models/tiny/', { cache: false });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    const tokens = await page.evaluate(
+      ({ p, n }) => window.model.generateTokens(p, { maxTokens: n }),
+      { p: want.prompt, n: want.tokens.length },
+    );
+    assert.deepEqual(tokens, want.tokens, 'the Vite build generates like native');
+  },
+
   async a_second_load_reads_every_shard_from_the_cache({ page, server, fixture }) {
     const shards = manifest(fixture).shards.length;
     await plainPage(page, server);
@@ -89,7 +111,9 @@ export const tests = {
     assert.ok(second.info, `second load failed: ${second.code} ${second.message}`);
     assert.deepEqual(shardRequests(server), [], 'no shard request on the second load');
     assert.equal(second.info.shardsFromCache, shards);
-    console.log(`     first load ${first.ms.toFixed(0)} ms, cached load ${second.ms.toFixed(0)} ms`);
+    const ms = (r) => `${r.ms.toFixed(0)} ms (shards ${r.shardMs.toFixed(0)} ms)`;
+    console.log(`     first load ${ms(first)}, cached load ${ms(second)}`);
+    assert.ok(second.shardMs < first.shardMs, 'the cached shards load faster');
     assert.ok(second.ms < first.ms, 'the cached load is faster');
   },
 
@@ -184,6 +208,34 @@ export const tests = {
     await page.waitForSelector('#nogpu:not([hidden])');
     assert.match(await page.textContent('#nogpu'), /WebGPU is not available/);
     assert.ok(await page.isDisabled('#load'));
+  },
+
+  async a_150_mb_package_loads_with_under_32_mb_of_wasm_memory_growth({ page, server }) {
+    assert.ok(server.models.large, 'POCKETRT_WEB_LARGE names the large package');
+    await plainPage(page, server);
+    const r = await page.evaluate(async () => {
+      const { wasmMemoryBytes } = await import('/pkg/pocket.js');
+      const before = await wasmMemoryBytes();
+      const t0 = performance.now();
+      try {
+        const m = await window.Pocket.load('/models/large/', { cache: false, contextLength: 256 });
+        const after = await wasmMemoryBytes();
+        const info = m.info;
+        m.unload();
+        return { before, after, info, ms: performance.now() - t0 };
+      } catch (e) {
+        return { code: e.code, message: e.message };
+      }
+    });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    const mb = (n) => (n / 1048576).toFixed(1);
+    const growth = r.after - r.before;
+    console.log(
+      `     ${mb(r.info.bytes)} MB package in ${r.info.shards} shards loaded in ${(r.ms / 1000).toFixed(1)} s; ` +
+        `WebAssembly.Memory ${mb(r.before)} → ${mb(r.after)} MB (growth ${mb(growth)} MB)`,
+    );
+    assert.ok(r.info.bytes >= 150e6, 'the package is at least 150 MB');
+    assert.ok(growth < 32 * 1048576, `peak wasm memory growth ${mb(growth)} MB < 32 MB`);
   },
 
   async the_demo_chats_through_a_worker({ page, server, results }) {

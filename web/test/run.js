@@ -1,6 +1,6 @@
 // The browser tests: the npm package in headless Chromium (WebGPU on SwiftShader) against
 // a local server. Needs pkg/ (scripts/build-web) and the fixture (cargo run --example
-// web_fixture -- DIR; path in POCKETRT_WEB_FIXTURE). Fails — never skips — when Chromium
+// web_fixture -- DIR LARGE_DIR; paths in POCKETRT_WEB_FIXTURE, POCKETRT_WEB_LARGE). Fails — never skips — when Chromium
 // or WebGPU is missing. Screenshots go to web/test-results/.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -24,7 +24,9 @@ if (!fs.existsSync(path.join(here, '../../pkg/pocketrt_bg.wasm'))) {
 const results = path.join(here, '../test-results');
 fs.mkdirSync(results, { recursive: true });
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'pocketrt-web-'));
-const server = await createServer({ models: { tiny: fixture } });
+const models = { tiny: fixture };
+if (process.env.POCKETRT_WEB_LARGE) models.large = process.env.POCKETRT_WEB_LARGE;
+const server = await createServer({ models });
 const browser = await launch();
 const only = process.argv[2];
 let failed = 0;

@@ -2,6 +2,7 @@
 //   /pkg/...      the built npm package (../../pkg)
 //   /demo/...     the demo page (../demo)
 //   /test/...     test pages (./pages)
+//   /vite/...     the Vite-built test app (./vite-app/dist)
 //   /models/NAME/ a model folder registered with `models` (the tests' fixtures)
 // Every request is logged (`server.requests`), so tests can count shard fetches.
 // `node test/serve.js --demo [--port N] [--model NAME=DIR]` serves the demo.
@@ -29,6 +30,7 @@ export function createServer({ models = {}, port = 0 } = {}) {
     pkg: path.join(root, 'pkg'),
     demo: path.join(root, 'web/demo'),
     test: path.join(here, 'pages'),
+    vite: path.join(here, 'vite-app/dist'),
   };
   const requests = [];
   const server = http.createServer((req, res) => {
