@@ -33,7 +33,16 @@ export function createServer({ models = {}, port = 0 } = {}) {
     vite: path.join(here, 'vite-app/dist'),
   };
   const requests = [];
+  // Latency added to shard responses (a slow network for the cache tests).
+  const state = { shardDelayMs: 0 };
   const server = http.createServer((req, res) => {
+    if (state.shardDelayMs && req.url.endsWith('.bin')) {
+      setTimeout(() => respond(req, res), state.shardDelayMs);
+    } else {
+      respond(req, res);
+    }
+  });
+  function respond(req, res) {
     const url = new URL(req.url, 'http://localhost');
     requests.push(url.pathname);
     const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
@@ -63,11 +72,12 @@ export function createServer({ models = {}, port = 0 } = {}) {
       'cache-control': 'no-store',
     });
     fs.createReadStream(file).pipe(res);
-  });
+  }
   return new Promise((resolve) => {
     server.listen(port, '127.0.0.1', () => {
       const { port: actual } = server.address();
       resolve({
+        state,
         url: `http://127.0.0.1:${actual}`,
         requests,
         models,
