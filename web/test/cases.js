@@ -97,6 +97,34 @@ export const tests = {
     assert.deepEqual(tokens, want.tokens, 'the Vite build generates like native');
   },
 
+  async abort_stops_generation_and_the_model_goes_on({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    const r = await load(page, '/models/tiny/', { cache: false });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    const got = await page.evaluate(async ({ prompt, n }) => {
+      const ctl = new AbortController();
+      let seen = 0;
+      let code = 'none';
+      try {
+        const opts = { maxTokens: 1000, signal: ctl.signal, onToken: () => ++seen === 3 && ctl.abort() };
+        for await (const _ of window.model.generate(prompt, opts)) {
+          // pieces are not needed
+        }
+      } catch (e) {
+        code = e.code;
+      }
+      const stopped = window.model.stats();
+      const tokens = await window.model.generateTokens(prompt, { maxTokens: n });
+      return { code, seen, stopped, tokens, reused: window.model.stats().reusedTokens };
+    }, { prompt: want.prompt, n: want.tokens.length });
+    assert.equal(got.code, 'ABORTED');
+    assert.equal(got.seen, 3, 'no token after the abort');
+    assert.equal(got.stopped.generatedTokens, 3);
+    assert.deepEqual(got.tokens, want.tokens, 'the next generation is right');
+    assert.equal(got.reused, want.prompt_ids.length - 1, 'the prompt stayed in the KV cache');
+  },
+
   async a_second_load_reads_every_shard_from_the_cache({ page, server, fixture }) {
     const shards = manifest(fixture).shards.length;
     await plainPage(page, server);
@@ -191,9 +219,14 @@ export const tests = {
     cases.push([hashLie, 'SHARD_HASH', /sha256/]);
     cases.push([sizeLie, 'SHARD_SIZE', /bytes/]);
     for (const [url, code, message] of cases) {
+      server.requests.length = 0;
       const r = await load(page, url, { cache: false });
       assert.equal(r.code, code, `${url}: ${r.message}`);
       assert.match(r.message, message, url);
+      if (url === hashLie) {
+        const first = server.requests.filter((p) => p.endsWith('/hashlie/weights-00000.bin'));
+        assert.equal(first.length, 2, 'a shard failing its hash is fetched once more, then fails');
+      }
     }
   },
 
