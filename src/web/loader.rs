@@ -172,7 +172,11 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
             shards: manifest.shards.len(),
             bytes: manifest.shards.iter().map(|s| s.bytes).sum(),
             context: plan.context,
-            adapter: format!("{} ({})", ctx.adapter.name, ctx.adapter.backend),
+            adapter: match ctx.adapter.name.as_str() {
+                // Browsers may hide the adapter's name.
+                "" => format!("{} adapter", ctx.adapter.backend),
+                name => format!("{name} ({})", ctx.adapter.backend),
+            },
             ..Default::default()
         }),
     };
