@@ -74,6 +74,7 @@ impl Engine {
     /// Load `src` with `context` positions, or (`None`) the largest context the memory
     /// planner fits into `budget` bytes on the GPU (on the CPU: up to 4,096). A plan that
     /// does not fit fails before anything is allocated on the device.
+    #[cfg_attr(target_arch = "wasm32", allow(unused_variables))]
     pub fn load_planned(
         src: &mut dyn ModelSource,
         backend: Backend,
@@ -252,6 +253,7 @@ impl Engine {
 
     /// Forget every position from `pos` on (the cache keeps `0..pos`), so that a history
     /// which diverges there can continue without re-processing its common prefix.
+    #[cfg_attr(target_arch = "wasm32", allow(irrefutable_let_patterns))]
     pub fn rewind(&mut self, pos: usize) {
         self.pos = self.pos.min(pos);
         match &mut self.inner {

@@ -109,6 +109,15 @@ pub enum Error {
 
     #[error("model hub: {0}")]
     Hub(String),
+
+    #[error("{url}: {detail}")]
+    Fetch { url: String, detail: String },
+
+    #[error("aborted")]
+    Aborted,
+
+    #[error("WebGPU is not available in this browser ({0}); use a browser with WebGPU (Safari 26, Chrome 113+)")]
+    NoWebGpu(String),
 }
 
 impl Error {

@@ -179,7 +179,68 @@ impl Session {
         opts: &GenerateOptions,
         mut on_text: impl FnMut(&str) -> bool,
     ) -> Result<(String, GenerateStats)> {
-        let mut sampler = Sampler::new(opts.sampler)?;
+        let context = self.engine.context();
+        let reused = Generation::check(tokens, opts, context, &self.cached)?;
+        let mut gen = Generation::new(opts, &self.eos, context, tokens.len(), reused)?;
+        self.engine.rewind(reused);
+        self.cached.truncate(reused);
+        let (&last, head) = tokens.split_last().expect("checked non-empty");
+        for &t in &head[reused..] {
+            self.engine.feed(t)?;
+            self.cached.push(t);
+        }
+        let mut next = self.engine.step_sampled(last, gen.sampler())?;
+        self.cached.push(last);
+        gen.prompt_done();
+        loop {
+            let piece = gen.accept(&self.tokenizer, next, self.engine.position())?;
+            if !piece.is_empty() && !on_text(&piece) {
+                gen.stop();
+            }
+            if gen.finished().is_some() {
+                break;
+            }
+            let fed = next;
+            next = self.engine.step_sampled(fed, gen.sampler())?;
+            self.cached.push(fed);
+        }
+        let rest = gen.flush();
+        if !rest.is_empty() {
+            on_text(&rest);
+        }
+        Ok(gen.into_result())
+    }
+}
+
+/// The token-by-token logic of one generation (end of sequence, token limit, full
+/// context, text streaming, stats), apart from how the model steps: [`Session`] drives it
+/// with the blocking engine, the browser build with awaited GPU steps.
+pub struct Generation {
+    sampler: Sampler,
+    stream: StreamDecoder,
+    eos: Vec<u32>,
+    max_tokens: usize,
+    context: usize,
+    text: String,
+    generated: usize,
+    prompt_tokens: usize,
+    reused: usize,
+    t_start: Instant,
+    t_first: Option<Instant>,
+    finish: Option<FinishReason>,
+}
+
+impl Generation {
+    /// Check a request of `tokens` against `opts` and a `context`-position cache that
+    /// holds `cached`; returns how many leading tokens the cache can keep (at least the
+    /// last token is processed again, for its logits).
+    pub fn check(
+        tokens: &[u32],
+        opts: &GenerateOptions,
+        context: usize,
+        cached: &[u32],
+    ) -> Result<usize> {
+        opts.sampler.validate()?;
         if opts.max_tokens == 0 {
             return Err(Error::InvalidArgument(
                 "max_tokens must be at least 1".into(),
@@ -188,64 +249,106 @@ impl Session {
         if tokens.is_empty() {
             return Err(Error::InvalidArgument("the prompt is empty".into()));
         }
-        let context = self.engine.context();
         if tokens.len() > context {
             return Err(Error::ContextTooLong {
                 position: tokens.len(),
                 context,
             });
         }
-        let t_start = Instant::now();
-        // Keep the common prefix; at least the last token is processed (for its logits).
-        let reused = common_prefix(&self.cached, tokens).min(tokens.len() - 1);
-        self.engine.rewind(reused);
-        self.cached.truncate(reused);
-        let (&last, head) = tokens.split_last().expect("non-empty");
-        for &t in &head[reused..] {
-            self.engine.feed(t)?;
-            self.cached.push(t);
-        }
-        let mut next = self.engine.step_sampled(last, &mut sampler)?;
-        self.cached.push(last);
-        let t_first = Instant::now();
+        Ok(common_prefix(cached, tokens).min(tokens.len() - 1))
+    }
 
-        let mut stream = StreamDecoder::new(true);
-        let mut text = String::new();
-        let mut generated = 0;
-        let finish = loop {
-            if self.eos.contains(&next) {
-                break FinishReason::Eos;
-            }
-            generated += 1;
-            let piece = stream.push(&self.tokenizer, next)?;
-            text.push_str(&piece);
-            if !piece.is_empty() && !on_text(&piece) {
-                break FinishReason::Stopped;
-            }
-            if generated >= opts.max_tokens {
-                break FinishReason::MaxTokens;
-            }
-            if self.engine.position() >= context {
-                break FinishReason::ContextFull;
-            }
-            let fed = next;
-            next = self.engine.step_sampled(fed, &mut sampler)?;
-            self.cached.push(fed);
-        };
-        let rest = stream.flush();
-        if !rest.is_empty() {
-            on_text(&rest);
-            text.push_str(&rest);
+    /// A generation after a prompt of `prompt_tokens` (of which `reused` were cached);
+    /// the clock starts now.
+    pub fn new(
+        opts: &GenerateOptions,
+        eos: &[u32],
+        context: usize,
+        prompt_tokens: usize,
+        reused: usize,
+    ) -> Result<Generation> {
+        Ok(Generation {
+            sampler: Sampler::new(opts.sampler)?,
+            stream: StreamDecoder::new(true),
+            eos: eos.to_vec(),
+            max_tokens: opts.max_tokens,
+            context,
+            text: String::new(),
+            generated: 0,
+            prompt_tokens,
+            reused,
+            t_start: Instant::now(),
+            t_first: None,
+            finish: None,
+        })
+    }
+
+    /// The sampler each step chooses the next token with.
+    pub fn sampler(&mut self) -> &mut Sampler {
+        &mut self.sampler
+    }
+
+    /// The prompt is processed and the first token chosen (ends the prompt timing).
+    pub fn prompt_done(&mut self) {
+        self.t_first = Some(Instant::now());
+    }
+
+    /// Take the token the model chose, with `position` tokens now in the cache. Returns
+    /// its text (empty for end of sequence, or a partial UTF-8 character); after it,
+    /// [`Generation::finished`] says whether to step again.
+    pub fn accept(&mut self, tokenizer: &Tokenizer, next: u32, position: usize) -> Result<String> {
+        if self.finish.is_some() {
+            return Ok(String::new());
         }
-        let stats = GenerateStats {
-            prompt_tokens: tokens.len(),
-            reused_tokens: reused,
-            prompt_seconds: (t_first - t_start).as_secs_f64(),
-            generated_tokens: generated,
+        if self.eos.contains(&next) {
+            self.finish = Some(FinishReason::Eos);
+            return Ok(String::new());
+        }
+        self.generated += 1;
+        let piece = self.stream.push(tokenizer, next)?;
+        self.text.push_str(&piece);
+        if self.generated >= self.max_tokens {
+            self.finish = Some(FinishReason::MaxTokens);
+        } else if position >= self.context {
+            self.finish = Some(FinishReason::ContextFull);
+        }
+        Ok(piece)
+    }
+
+    /// Stop at the caller's request (after the last accepted token).
+    pub fn stop(&mut self) {
+        self.finish = Some(FinishReason::Stopped);
+    }
+
+    /// Why the generation ended, once it has.
+    pub fn finished(&self) -> Option<FinishReason> {
+        self.finish
+    }
+
+    /// Text held back at the end (an incomplete UTF-8 sequence, decoded lossily).
+    pub fn flush(&mut self) -> String {
+        let rest = self.stream.flush();
+        self.text.push_str(&rest);
+        rest
+    }
+
+    /// Counts and timings so far.
+    pub fn stats(&self) -> GenerateStats {
+        let t_first = self.t_first.unwrap_or(self.t_start);
+        GenerateStats {
+            prompt_tokens: self.prompt_tokens,
+            reused_tokens: self.reused,
+            prompt_seconds: (t_first - self.t_start).as_secs_f64(),
+            generated_tokens: self.generated,
             generate_seconds: t_first.elapsed().as_secs_f64(),
-            finish,
-        };
-        Ok((text, stats))
+            finish: self.finish.unwrap_or(FinishReason::Stopped),
+        }
+    }
+
+    /// The whole text and the stats.
+    pub fn into_result(self) -> (String, GenerateStats) {
+        let stats = self.stats();
+        (self.text, stats)
     }
 }
 

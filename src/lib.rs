@@ -20,6 +20,8 @@ pub mod quant;
 pub mod sampler;
 pub mod synth;
 pub mod tokenizer;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use config::{Arch, ModelConfig};
 pub use error::{Error, Result};

@@ -109,6 +109,31 @@ impl GpuContext {
         Ok(out)
     }
 
+    /// [`GpuContext::read_staging`] that waits without blocking: on wasm the browser maps
+    /// the buffer while this future is pending; natively the device is polled first, so the
+    /// future is ready at once.
+    pub async fn read_staging_async(&self, staging: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        let size = padded(bytes);
+        let slice = staging.slice(..size);
+        let (tx, rx) = super::oneshot::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| tx.send(r));
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        rx.await
+            .ok_or_else(|| Error::Gpu("buffer map callback never ran".into()))?
+            .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))?;
+        let out = {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| Error::Gpu(format!("reading a mapped buffer: {e}")))?;
+            view[..bytes as usize].to_vec()
+        };
+        staging.unmap();
+        Ok(out)
+    }
+
     /// Copy `bytes` from the start of `src` to the host (one submit; for tests and debugging).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read_buffer(&self, src: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {

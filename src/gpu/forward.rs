@@ -151,7 +151,21 @@ impl GpuModel {
         src: &mut dyn ModelSource,
         context: usize,
     ) -> Result<GpuModel> {
-        let config = src.config().clone();
+        if context == 0 {
+            return Err(Error::InvalidArgument("context length 0".into()));
+        }
+        let weights = ModelWeights::upload(&ctx, src)?;
+        Self::with_weights(ctx, src.config().clone(), weights, context)
+    }
+
+    /// A model over `weights` already on the GPU of `ctx` (e.g. streamed there by the
+    /// browser loader), with a `context`-position KV cache.
+    pub fn with_weights(
+        ctx: Arc<GpuContext>,
+        config: ModelConfig,
+        weights: ModelWeights,
+        context: usize,
+    ) -> Result<GpuModel> {
         if context == 0 {
             return Err(Error::InvalidArgument("context length 0".into()));
         }
@@ -159,7 +173,6 @@ impl GpuModel {
         let kernels = Kernels::new(c, &config, context)?;
         let kv = KvCache::new(c, &config, context)?;
         let acts = Activations::new(c, &config, kernels.attention.scratch_bytes())?;
-        let weights = ModelWeights::upload(c, src)?;
         let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
         let dispatches = record_step(c, &kernels, &weights, &kv, &acts, &step);
         let topk_scratch = c.storage("topk scratch", TopK::scratch_bytes())?;
@@ -331,6 +344,72 @@ impl GpuModel {
     fn read_token(&self) -> Result<u32> {
         let bytes = self.ctx.read_staging(&self.token_staging, 4)?;
         Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+}
+
+/// Async decode steps: the readback is awaited instead of blocking (the only way in a
+/// browser; natively they poll the device and are ready at once).
+impl GpuModel {
+    /// [`GpuModel::decode`], awaiting the readback.
+    pub async fn decode_async(&mut self, token: u32, pos: usize) -> Result<u32> {
+        self.submit_step(token, pos, Readback::Argmax)?;
+        let bytes = self.ctx.read_staging_async(&self.token_staging, 4).await?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+
+    /// [`GpuModel::decode_topk`], awaiting the readback.
+    pub async fn decode_topk_async(&mut self, token: u32, pos: usize) -> Result<Vec<(u32, f32)>> {
+        self.submit_step(token, pos, Readback::TopK)?;
+        let bytes = self
+            .ctx
+            .read_staging_async(&self.topk_staging, TopK::result_bytes())
+            .await?;
+        Ok(parse_result(&bytes))
+    }
+
+    /// All logits of the step (for samplers wider than the GPU top-k), awaited.
+    pub async fn decode_logits_async(&mut self, token: u32, pos: usize) -> Result<Vec<f32>> {
+        self.submit_step(token, pos, Readback::Logits)?;
+        let bytes = self
+            .ctx
+            .read_staging_async(&self.logits_staging, 4 * self.config.vocab_size as u64)
+            .await?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// Free the model's GPU memory now (in a browser, dropping a buffer leaves it to the
+    /// garbage collector).
+    pub fn destroy(self) {
+        let a = &self.acts;
+        let acts = [
+            &a.h,
+            &a.qkv,
+            &a.q,
+            &a.scores,
+            &a.attn,
+            &a.ffn,
+            &a.logits,
+            &a.argmax,
+            &a.none,
+            &a.inv_freq,
+        ];
+        let staging = [
+            &self.step,
+            &self.topk_result,
+            &self.token_staging,
+            &self.topk_staging,
+            &self.logits_staging,
+        ];
+        let kv = self.kv.k.iter().chain(&self.kv.v);
+        for b in acts.into_iter().chain(staging).chain(kv) {
+            b.destroy();
+        }
+        self.weights.destroy();
+    }
+
+    /// The context this model runs on.
+    pub fn gpu(&self) -> &Arc<GpuContext> {
+        &self.ctx
     }
 }
 

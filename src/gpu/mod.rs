@@ -6,7 +6,9 @@ pub mod device;
 pub mod forward;
 pub mod kernels;
 pub mod kv_cache;
+pub mod oneshot;
 pub mod plan;
+pub mod stream_upload;
 pub mod timing;
 pub mod weights;
 

@@ -1,0 +1,219 @@
+//! What wasm-bindgen exports: `PocketModel` (load, tokenize, chat template, token-by-token
+//! generation, unload). The npm package's JavaScript builds the public API on it.
+
+use super::errors::to_js;
+use super::loader::{self, LoadOptions, LoadReport};
+use super::session::WebSession;
+use crate::error::{Error, Result};
+use crate::generate::{reply_options, GenerateOptions};
+use crate::sampler::SamplerConfig;
+use crate::tokenizer::Message;
+use js_sys::{Promise, Reflect};
+use std::cell::RefCell;
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::future_to_promise;
+
+#[wasm_bindgen(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
+
+/// Cache Storage name of the shards (bump when the cached bytes change meaning).
+const CACHE_NAME: &str = "pocketrt-v1";
+
+/// A model on the GPU. Calls that run the model return Promises; one runs at a time
+/// (a second, while one is pending, fails with code `BUSY`).
+#[wasm_bindgen]
+pub struct PocketModel {
+    session: Rc<RefCell<Option<WebSession>>>,
+    report: LoadReport,
+}
+
+/// `options[key]`, when set (not undefined/null).
+fn opt(options: &JsValue, key: &str) -> Option<JsValue> {
+    if !options.is_object() {
+        return None;
+    }
+    Reflect::get(options, &key.into())
+        .ok()
+        .filter(|v| !v.is_undefined() && !v.is_null())
+}
+
+fn number(options: &JsValue, key: &str) -> Result<Option<f64>> {
+    match opt(options, key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .map(Some)
+            .ok_or_else(|| Error::InvalidArgument(format!("{key} must be a number ≥ 0"))),
+    }
+}
+
+fn count(options: &JsValue, key: &str) -> Result<Option<usize>> {
+    Ok(number(options, key)?.map(|x| x as usize))
+}
+
+/// Generation options from `{ maxTokens, temperature, topK, topP, seed }`.
+fn generate_options(options: &JsValue) -> Result<GenerateOptions> {
+    let d = GenerateOptions::default();
+    let s = SamplerConfig::greedy();
+    Ok(GenerateOptions {
+        max_tokens: count(options, "maxTokens")?.unwrap_or(d.max_tokens),
+        sampler: SamplerConfig {
+            temperature: number(options, "temperature")?.map_or(s.temperature, |x| x as f32),
+            top_k: count(options, "topK")?.unwrap_or(s.top_k),
+            top_p: number(options, "topP")?.map_or(s.top_p, |x| x as f32),
+            seed: number(options, "seed")?.map_or(s.seed, |x| x as u64),
+        },
+    })
+}
+
+fn load_options(options: &JsValue) -> Result<LoadOptions> {
+    Ok(LoadOptions {
+        on_progress: opt(options, "onProgress").and_then(|v| v.dyn_into().ok()),
+        signal: opt(options, "signal").and_then(|v| v.dyn_into().ok()),
+        context: count(options, "contextLength")?,
+        parallel: count(options, "parallel")?.unwrap_or(4),
+        cache_name: match opt(options, "cache").and_then(|v| v.as_bool()) {
+            Some(false) => None,
+            _ => Some(CACHE_NAME.to_string()),
+        },
+        files: opt(options, "files"),
+    })
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> JsValue {
+    serde_json::to_string(v)
+        .ok()
+        .and_then(|s| js_sys::JSON::parse(&s).ok())
+        .unwrap_or(JsValue::UNDEFINED)
+}
+
+#[wasm_bindgen]
+impl PocketModel {
+    /// Load a pocket package (folder URL or manifest URL). Options: `onProgress(event)`,
+    /// `signal` (AbortSignal), `contextLength`, `parallel` (shards at once, default 4),
+    /// `cache` (false: no Cache Storage).
+    pub async fn load(url: String, options: JsValue) -> Result<PocketModel, JsValue> {
+        let opts = load_options(&options).map_err(to_js)?;
+        let l = loader::load(&url, opts).await.map_err(to_js)?;
+        let session = WebSession::new(l.model, l.tokenizer, l.template);
+        Ok(PocketModel {
+            session: Rc::new(RefCell::new(Some(session))),
+            report: l.report,
+        })
+    }
+
+    /// How the load went: shards (from cache / fetched / refetched), bytes, context,
+    /// adapter.
+    pub fn info(&self) -> JsValue {
+        to_value(&self.report)
+    }
+
+    /// Token ids of `text` (special tokens recognised).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, JsValue> {
+        self.with(|s| Ok(s.tokenizer.encode(text, true)))
+    }
+
+    /// The text of `ids`.
+    pub fn decode(&self, ids: Vec<u32>) -> Result<String, JsValue> {
+        self.with(|s| s.tokenizer.decode(&ids, true))
+    }
+
+    /// `messages` ([{role, content}]) in the model's chat template, ending with the
+    /// assistant's turn opener.
+    #[wasm_bindgen(js_name = applyChatTemplate)]
+    pub fn apply_chat_template(&self, messages: JsValue) -> Result<String, JsValue> {
+        let json = js_sys::JSON::stringify(&messages)
+            .map(String::from)
+            .unwrap_or_default();
+        let messages: Vec<Message> = serde_json::from_str(&json)
+            .map_err(|e| Error::InvalidArgument(format!("messages: {e}")))
+            .map_err(to_js)?;
+        self.with(|s| s.template()?.render(&messages, &reply_options()))
+    }
+
+    /// Start generating after `tokens`; options `{ maxTokens, temperature, topK, topP,
+    /// seed }`. Resolves when the prompt is processed.
+    pub fn begin(&self, tokens: Vec<u32>, options: JsValue) -> Promise {
+        let session = self.session.clone();
+        future_to_promise(async move {
+            let opts = generate_options(&options).map_err(to_js)?;
+            let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
+            let s = guard.as_mut().ok_or_else(unloaded)?;
+            s.begin(&tokens, &opts).await.map_err(to_js)?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// The next token: `{ text, token, done, finish }`, or null when nothing runs.
+    pub fn next(&self) -> Promise {
+        let session = self.session.clone();
+        future_to_promise(async move {
+            let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
+            let s = guard.as_mut().ok_or_else(unloaded)?;
+            let piece = s.next().await.map_err(to_js)?;
+            Ok(piece.map_or(JsValue::NULL, |p| to_value(&p)))
+        })
+    }
+
+    /// End the running generation.
+    pub fn stop(&self) -> Result<(), JsValue> {
+        self.with(|s| {
+            s.stop();
+            Ok(())
+        })
+    }
+
+    /// `{ promptTokens, reusedTokens, promptSeconds, generatedTokens, generateSeconds,
+    /// tokensPerSecond }` of the running or last generation (null before any).
+    pub fn stats(&self) -> Result<JsValue, JsValue> {
+        self.with(|s| {
+            Ok(s.stats().map_or(JsValue::NULL, |st| {
+                to_value(&serde_json::json!({
+                    "promptTokens": st.prompt_tokens,
+                    "reusedTokens": st.reused_tokens,
+                    "promptSeconds": st.prompt_seconds,
+                    "generatedTokens": st.generated_tokens,
+                    "generateSeconds": st.generate_seconds,
+                    "tokensPerSecond": st.generate_tok_s(),
+                }))
+            }))
+        })
+    }
+
+    /// Free the GPU memory; later calls fail with code `UNLOADED`.
+    pub fn unload(&self) -> Result<(), JsValue> {
+        let mut guard = self.session.try_borrow_mut().map_err(|_| busy())?;
+        if let Some(s) = guard.take() {
+            s.model.destroy();
+        }
+        Ok(())
+    }
+}
+
+impl PocketModel {
+    /// Run `f` on the session; errors when it is unloaded or busy.
+    fn with<T>(&self, f: impl FnOnce(&mut WebSession) -> Result<T>) -> Result<T, JsValue> {
+        let mut guard = self.session.try_borrow_mut().map_err(|_| busy())?;
+        let s = guard.as_mut().ok_or_else(unloaded)?;
+        f(s).map_err(to_js)
+    }
+}
+
+fn coded(message: &str, code: &str) -> JsValue {
+    let err = js_sys::Error::new(message);
+    let _ = Reflect::set(&err, &"code".into(), &code.into());
+    err.into()
+}
+
+fn busy() -> JsValue {
+    coded("the model is busy (one call at a time)", "BUSY")
+}
+
+fn unloaded() -> JsValue {
+    coded("the model was unloaded", "UNLOADED")
+}

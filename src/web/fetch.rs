@@ -1,0 +1,131 @@
+//! `fetch`, streamed response bodies and Cache Storage, from Rust. Works in a page and in
+//! a Worker (only globals both have are used).
+
+use super::errors::from_js;
+use crate::error::{Error, Result};
+use js_sys::{Promise, Reflect, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{
+    AbortSignal, Cache, CacheStorage, ReadableStreamDefaultReader, Request, RequestInit, Response,
+};
+
+#[wasm_bindgen]
+extern "C" {
+    /// The global `fetch` (Window and WorkerGlobalScope both have it).
+    #[wasm_bindgen(js_name = fetch)]
+    fn global_fetch(input: &Request) -> Promise;
+}
+
+/// Largest piece of a body chunk copied into wasm memory at once.
+const PIECE: u32 = 1 << 20;
+
+/// `Err(Aborted)` once `signal` has fired.
+pub fn check_abort(signal: Option<&AbortSignal>) -> Result<()> {
+    match signal {
+        Some(s) if s.aborted() => Err(Error::Aborted),
+        _ => Ok(()),
+    }
+}
+
+/// GET `url`; a non-2xx status is an error naming it.
+pub async fn get(url: &str, signal: Option<&AbortSignal>) -> Result<Response> {
+    check_abort(signal)?;
+    let init = RequestInit::new();
+    init.set_method("GET");
+    if let Some(s) = signal {
+        init.set_signal(Some(s));
+    }
+    let request = Request::new_with_str_and_init(url, &init).map_err(|e| from_js(url, e))?;
+    let response: Response = JsFuture::from(global_fetch(&request))
+        .await
+        .map_err(|e| from_js(url, e))?
+        .unchecked_into();
+    if !response.ok() {
+        return Err(Error::Fetch {
+            url: url.to_string(),
+            detail: format!("HTTP {} {}", response.status(), response.status_text()),
+        });
+    }
+    Ok(response)
+}
+
+/// The body of `response` as text.
+pub async fn text(url: &str, response: &Response) -> Result<String> {
+    let promise = response.text().map_err(|e| from_js(url, e))?;
+    let v = JsFuture::from(promise).await.map_err(|e| from_js(url, e))?;
+    v.as_string().ok_or_else(|| Error::Fetch {
+        url: url.to_string(),
+        detail: "the body is not text".into(),
+    })
+}
+
+/// Stream the body of `response` to `sink` in pieces of at most 1 MiB, copied into one
+/// reused buffer (the wasm heap holds one piece at a time).
+pub async fn stream_body(
+    url: &str,
+    response: &Response,
+    signal: Option<&AbortSignal>,
+    mut sink: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    let body = response.body().ok_or_else(|| Error::Fetch {
+        url: url.to_string(),
+        detail: "the response has no body".into(),
+    })?;
+    let reader: ReadableStreamDefaultReader = body.get_reader().unchecked_into();
+    let mut buf = Vec::new();
+    let result = async {
+        loop {
+            check_abort(signal)?;
+            let next = JsFuture::from(reader.read())
+                .await
+                .map_err(|e| from_js(url, e))?;
+            let done = Reflect::get(&next, &"done".into()).map_err(|e| from_js(url, e))?;
+            if done.as_bool().unwrap_or(false) {
+                return Ok(());
+            }
+            let value: Uint8Array = Reflect::get(&next, &"value".into())
+                .map_err(|e| from_js(url, e))?
+                .unchecked_into();
+            let mut at = 0;
+            while at < value.length() {
+                let end = (at + PIECE).min(value.length());
+                buf.resize((end - at) as usize, 0);
+                value.subarray(at, end).copy_to(&mut buf);
+                sink(&buf)?;
+                at = end;
+            }
+        }
+    }
+    .await;
+    if result.is_err() {
+        let _ = reader.cancel();
+    }
+    result
+}
+
+/// The `pocketrt-…` cache, or `None` where Cache Storage is unavailable (an insecure
+/// origin, or a browser without it): loads then always use the network.
+pub async fn open_cache(name: &str) -> Option<Cache> {
+    let caches = Reflect::get(&js_sys::global(), &"caches".into()).ok()?;
+    let caches: CacheStorage = caches.dyn_into().ok()?;
+    let cache = JsFuture::from(caches.open(name)).await.ok()?;
+    cache.dyn_into().ok()
+}
+
+/// The cached response for `url`, if any.
+pub async fn cached(cache: &Cache, url: &str) -> Option<Response> {
+    let v = JsFuture::from(cache.match_with_str(url)).await.ok()?;
+    v.dyn_into().ok()
+}
+
+/// Store `response` for `url`; failures (quota) only mean the next load fetches again.
+pub async fn store(cache: &Cache, url: &str, response: &Response) {
+    let _ = JsFuture::from(cache.put_with_str(url, response)).await;
+}
+
+/// Remove `url` from the cache (a corrupt entry).
+pub async fn evict(cache: &Cache, url: &str) {
+    let _ = JsFuture::from(cache.delete_with_str(url)).await;
+}

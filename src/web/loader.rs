@@ -1,0 +1,350 @@
+//! Loading a pocket package from a URL into GPU buffers: the manifest, then the shards —
+//! several at once — each from Cache Storage when it holds a verified copy, else from the
+//! network, streamed chunk by chunk through a `ShardReader` (sha256) into the GPU
+//! (`StreamedWeights`). A verified network shard is stored in the cache; a cached shard
+//! that fails its hash is evicted and fetched; a fetched shard that fails is fetched once
+//! more, then the load fails. Shards already cached when a load was interrupted are not
+//! fetched again.
+
+use super::fetch::{self, check_abort};
+use crate::error::{Error, Result};
+use crate::format::package::{Manifest, ShardReader, MANIFEST_FILE};
+use crate::gpu::plan::{Budget, MemoryPlan, TABLET_BUDGET};
+use crate::gpu::stream_upload::StreamedWeights;
+use crate::gpu::weights::limits_needed;
+use crate::gpu::{GpuContext, GpuModel, LimitsNeeded};
+use crate::tokenizer::{ChatTemplate, Tokenizer};
+use futures_util::future::join_all;
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+use web_sys::{AbortSignal, Cache};
+
+/// Context when the caller names none (bounded by the model's).
+const DEFAULT_CONTEXT: usize = 4096;
+
+/// What the caller asked for.
+pub struct LoadOptions {
+    pub on_progress: Option<js_sys::Function>,
+    pub signal: Option<AbortSignal>,
+    pub context: Option<usize>,
+    /// Shards fetched at once.
+    pub parallel: usize,
+    /// Cache Storage name; `None`: no caching.
+    pub cache_name: Option<String>,
+    /// Local files: an object mapping each package file name to a (blob) URL; the model
+    /// URL is then only a label.
+    pub files: Option<wasm_bindgen::JsValue>,
+}
+
+/// A loaded model and what it came with.
+pub struct Loaded {
+    pub model: GpuModel,
+    pub tokenizer: Tokenizer,
+    pub template: Option<ChatTemplate>,
+    pub report: LoadReport,
+}
+
+/// How the load went (reported to JS).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadReport {
+    pub shards: usize,
+    pub shards_from_cache: usize,
+    pub shards_fetched: usize,
+    /// Shards whose bytes failed their hash and were loaded again.
+    pub shards_refetched: usize,
+    pub bytes: u64,
+    pub context: usize,
+    pub adapter: String,
+}
+
+/// Shared state of the shard lanes (single-threaded: plain cells).
+struct Progress<'a> {
+    opts: &'a LoadOptions,
+    total: u64,
+    done: Cell<u64>,
+    report: RefCell<LoadReport>,
+}
+
+impl Progress<'_> {
+    /// Tell the caller: `phase`, bytes done/total, the shard index.
+    fn emit(&self, phase: &str, shard: Option<usize>) {
+        let Some(f) = &self.opts.on_progress else {
+            return;
+        };
+        let ev = serde_json::json!({
+            "phase": phase,
+            "loaded": self.done.get(),
+            "total": self.total,
+            "shard": shard,
+            "shards": self.report.borrow().shards,
+        });
+        if let Ok(v) = js_sys::JSON::parse(&ev.to_string()) {
+            let _ = f.call1(&wasm_bindgen::JsValue::NULL, &v);
+        }
+    }
+}
+
+/// Where the package's files are: a URL prefix, or a map of local files.
+struct Locator {
+    base: String,
+    manifest: String,
+    files: Option<wasm_bindgen::JsValue>,
+}
+
+impl Locator {
+    /// The locator of a model `url`: a folder URL, or the URL of its manifest file.
+    fn new(url: &str, files: Option<wasm_bindgen::JsValue>) -> Result<Locator> {
+        let path = url.split(['?', '#']).next().unwrap_or(url);
+        if files.is_none() && path.to_ascii_lowercase().ends_with(".gguf") {
+            return Err(Error::Unsupported {
+                what: url.to_string(),
+                kind: "model file",
+                name: "GGUF (in the browser)".into(),
+                supported: "pocket packages (convert with `pocketrt convert`)",
+            });
+        }
+        // A last segment with an extension names the manifest file itself.
+        let last = path.rsplit('/').next().unwrap_or("");
+        let names_file = last.contains('.');
+        let base = match names_file {
+            true => path[..path.len() - last.len()].to_string(),
+            false => format!("{}/", path.trim_end_matches('/')),
+        };
+        let manifest = match names_file {
+            true => url.to_string(),
+            false => format!("{base}{MANIFEST_FILE}"),
+        };
+        Ok(Locator {
+            base,
+            manifest,
+            files,
+        })
+    }
+
+    /// The manifest's URL.
+    fn manifest(&self) -> Result<String> {
+        match self.files {
+            None => Ok(self.manifest.clone()),
+            Some(_) => self.url(MANIFEST_FILE),
+        }
+    }
+
+    /// The URL of package file `name`.
+    fn url(&self, name: &str) -> Result<String> {
+        match &self.files {
+            None => Ok(format!("{}{name}", self.base)),
+            Some(files) => js_sys::Reflect::get(files, &name.into())
+                .ok()
+                .and_then(|v| v.as_string())
+                .ok_or_else(|| Error::Fetch {
+                    url: name.to_string(),
+                    detail: "not among the chosen files".into(),
+                }),
+        }
+    }
+}
+
+/// Load the package at `url` (a folder URL or its manifest.json).
+pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
+    let locator = Locator::new(url, opts.files.clone())?;
+    let manifest_url = locator.manifest()?;
+    let signal = opts.signal.as_ref();
+    let response = fetch::get(&manifest_url, signal).await?;
+    let manifest = Manifest::from_json(&fetch::text(&manifest_url, &response).await?)?;
+    let config = manifest.config.clone();
+    let context = opts
+        .context
+        .unwrap_or(DEFAULT_CONTEXT.min(config.max_context));
+    require_webgpu()?;
+    let ctx = device(limits_needed(&config, context.max(1))).await?;
+    let plan = MemoryPlan::choose(
+        &config,
+        Some(context),
+        &Budget::new(TABLET_BUDGET, &ctx.limits),
+    )?;
+    let weights = StreamedWeights::allocate(&ctx, &manifest)?;
+    let progress = Progress {
+        opts: &opts,
+        total: manifest.shards.iter().map(|s| s.bytes).sum(),
+        done: Cell::new(0),
+        report: RefCell::new(LoadReport {
+            shards: manifest.shards.len(),
+            bytes: manifest.shards.iter().map(|s| s.bytes).sum(),
+            context: plan.context,
+            adapter: match ctx.adapter.name.as_str() {
+                // Browsers may hide the adapter's name.
+                "" => format!("{} adapter", ctx.adapter.backend),
+                name => format!("{name} ({})", ctx.adapter.backend),
+            },
+            ..Default::default()
+        }),
+    };
+    progress.emit("manifest", None);
+    let cache = match &opts.cache_name {
+        Some(name) => fetch::open_cache(name).await,
+        None => None,
+    };
+    let shard = Shard {
+        ctx: &ctx,
+        manifest: &manifest,
+        weights: &weights,
+        locator: &locator,
+        cache: cache.as_ref(),
+        progress: &progress,
+        signal,
+    };
+    let lanes = opts.parallel.clamp(1, 8);
+    let lane = |first: usize| {
+        let shard = &shard;
+        async move {
+            for index in (first..shard.manifest.shards.len()).step_by(lanes) {
+                shard.load(index).await?;
+            }
+            Ok::<(), Error>(())
+        }
+    };
+    for r in join_all((0..lanes).map(lane)).await {
+        r?;
+    }
+    check_abort(signal)?;
+    progress.emit("tokenizer", None);
+    let tokenizer = match &manifest.tokenizer {
+        Some(file) => {
+            let url = locator.url(file)?;
+            let response = fetch::get(&url, signal).await?;
+            Tokenizer::from_hf_json(&fetch::text(&url, &response).await?)?
+        }
+        None => return Err(Error::missing(MANIFEST_FILE, "tokenizer")),
+    };
+    let template = manifest
+        .chat_template
+        .as_deref()
+        .map(ChatTemplate::new)
+        .transpose()?;
+    let model = GpuModel::with_weights(ctx.clone(), config, weights.finish()?, plan.context)?;
+    progress.emit("ready", None);
+    let report = progress.report.into_inner();
+    Ok(Loaded {
+        model,
+        tokenizer,
+        template,
+        report,
+    })
+}
+
+thread_local! {
+    /// The device of earlier loads: reused (a new WebGPU device per load costs seconds on
+    /// some adapters, and the old one lingers until garbage collection).
+    static DEVICE: std::cell::RefCell<Option<Arc<GpuContext>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A device with at least the limits `need` asks for: the last one when it has them.
+async fn device(need: LimitsNeeded) -> Result<Arc<GpuContext>> {
+    let fits = |c: &GpuContext| {
+        need.max_buffer <= c.limits.max_buffer_size
+            && need.max_storage_binding <= c.limits.max_storage_buffer_binding_size
+    };
+    if let Some(ctx) = DEVICE.with_borrow(|d| d.clone()).filter(|c| fits(c)) {
+        return Ok(ctx);
+    }
+    let ctx = Arc::new(GpuContext::new(need).await?);
+    DEVICE.with_borrow_mut(|d| *d = Some(ctx.clone()));
+    Ok(ctx)
+}
+
+/// `Err(NoWebGpu)` when the global scope has no `navigator.gpu`.
+fn require_webgpu() -> Result<()> {
+    use js_sys::Reflect;
+    let global = js_sys::global();
+    let gpu = Reflect::get(&global, &"navigator".into())
+        .and_then(|n| Reflect::get(&n, &"gpu".into()))
+        .ok();
+    match gpu {
+        Some(g) if !g.is_undefined() && !g.is_null() => Ok(()),
+        _ => Err(Error::NoWebGpu("navigator.gpu is missing".into())),
+    }
+}
+
+/// Everything loading one shard needs.
+struct Shard<'a> {
+    ctx: &'a GpuContext,
+    manifest: &'a Manifest,
+    weights: &'a StreamedWeights,
+    locator: &'a Locator,
+    cache: Option<&'a Cache>,
+    progress: &'a Progress<'a>,
+    signal: Option<&'a AbortSignal>,
+}
+
+impl Shard<'_> {
+    /// Load shard `index`: from the cache if it holds a good copy, else from the network
+    /// (twice at most when the hash fails).
+    async fn load(&self, index: usize) -> Result<()> {
+        let url = self.locator.url(&self.manifest.shards[index].file)?;
+        if let Some(cache) = self.cache {
+            if let Some(response) = fetch::cached(cache, &url).await {
+                self.progress.emit("cache", Some(index));
+                match self.stream(index, &url, &response).await {
+                    Ok(()) => {
+                        self.progress.report.borrow_mut().shards_from_cache += 1;
+                        return Ok(());
+                    }
+                    Err(Error::ShardHashMismatch { .. } | Error::ShardSizeMismatch { .. }) => {
+                        fetch::evict(cache, &url).await;
+                        self.progress.report.borrow_mut().shards_refetched += 1;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            self.progress.emit("download", Some(index));
+            let response = fetch::get(&url, self.signal).await?;
+            // A copy for the cache, stored only once the shard is verified.
+            let copy = match self.cache {
+                Some(_) => response.clone().ok(),
+                None => None,
+            };
+            match self.stream(index, &url, &response).await {
+                Ok(()) => {
+                    if let (Some(cache), Some(copy)) = (self.cache, copy) {
+                        fetch::store(cache, &url, &copy).await;
+                    }
+                    self.progress.report.borrow_mut().shards_fetched += 1;
+                    return Ok(());
+                }
+                Err(Error::ShardHashMismatch { .. } | Error::ShardSizeMismatch { .. })
+                    if tries == 1 =>
+                {
+                    self.progress.report.borrow_mut().shards_refetched += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Stream one response through the shard's reader into the GPU.
+    async fn stream(&self, index: usize, url: &str, response: &web_sys::Response) -> Result<()> {
+        let mut reader = ShardReader::new(self.manifest, index)?;
+        let mut writer = self.weights.writer(self.ctx);
+        let mine = Cell::new(0u64);
+        let done = &self.progress.done;
+        let result = fetch::stream_body(url, response, self.signal, |bytes| {
+            reader.feed(bytes, &mut |c| writer.write(c))?;
+            mine.set(mine.get() + bytes.len() as u64);
+            done.set(done.get() + bytes.len() as u64);
+            Ok(())
+        })
+        .await
+        .and_then(|()| reader.finish())
+        .and_then(|()| writer.finish());
+        if result.is_err() {
+            // These bytes do not count: the shard is loaded again or the load fails.
+            done.set(done.get() - mine.get());
+        }
+        result
+    }
+}

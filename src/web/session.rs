@@ -1,0 +1,157 @@
+//! Generation in the browser: the shared [`Generation`] logic driven by awaited GPU steps,
+//! one token per call so JavaScript can stream, stop and abort between tokens. The KV
+//! cache is kept between requests: a request that starts with what the cache holds
+//! processes only the rest.
+
+use crate::error::{Error, Result};
+use crate::generate::{FinishReason, GenerateOptions, GenerateStats, Generation};
+use crate::gpu::kernels::topk::TOPK_MAX;
+use crate::gpu::GpuModel;
+use crate::sampler::Sampler;
+use crate::tokenizer::{ChatTemplate, Tokenizer};
+
+/// A loaded model, its tokenizer, and the generation in progress.
+pub struct WebSession {
+    pub model: GpuModel,
+    pub tokenizer: Tokenizer,
+    pub template: Option<ChatTemplate>,
+    eos: Vec<u32>,
+    /// Tokens whose K/V the cache holds, in order.
+    cached: Vec<u32>,
+    active: Option<Active>,
+    last_stats: Option<GenerateStats>,
+}
+
+struct Active {
+    gen: Generation,
+    /// The token chosen by the last step, not yet accepted.
+    next: u32,
+    /// An accepted token that the next call runs through the model.
+    to_feed: Option<u32>,
+}
+
+/// One generated token and its text.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Piece {
+    pub text: String,
+    pub token: u32,
+    pub done: bool,
+    /// Why the generation ended (with `done`).
+    pub finish: Option<&'static str>,
+}
+
+fn finish_name(f: FinishReason) -> &'static str {
+    match f {
+        FinishReason::Eos => "eos",
+        FinishReason::MaxTokens => "max_tokens",
+        FinishReason::ContextFull => "context_full",
+        FinishReason::Stopped => "stopped",
+    }
+}
+
+/// One decode step at `pos`, reading back only what `sampler` needs.
+async fn step(model: &mut GpuModel, token: u32, pos: usize, sampler: &mut Sampler) -> Result<u32> {
+    match sampler.candidates_needed() {
+        None => model.decode_async(token, pos).await,
+        Some(k) if (1..=TOPK_MAX).contains(&k) => {
+            sampler.sample_sorted(&model.decode_topk_async(token, pos).await?)
+        }
+        Some(_) => sampler.sample_logits(&model.decode_logits_async(token, pos).await?),
+    }
+}
+
+impl WebSession {
+    pub fn new(model: GpuModel, tokenizer: Tokenizer, template: Option<ChatTemplate>) -> Self {
+        let mut eos = model.config.eos_token_ids.clone();
+        eos.extend_from_slice(tokenizer.eos_ids());
+        WebSession {
+            model,
+            tokenizer,
+            template,
+            eos,
+            cached: Vec::new(),
+            active: None,
+            last_stats: None,
+        }
+    }
+
+    /// Start generating after `tokens` (the whole sequence the model sees): runs the
+    /// prompt (its cached prefix skipped) and chooses the first token.
+    pub async fn begin(&mut self, tokens: &[u32], opts: &GenerateOptions) -> Result<()> {
+        self.active = None;
+        let context = self.model.context;
+        let reused = Generation::check(tokens, opts, context, &self.cached)?;
+        let mut gen = Generation::new(opts, &self.eos, context, tokens.len(), reused)?;
+        self.cached.truncate(reused);
+        let (&last, head) = tokens.split_last().expect("checked non-empty");
+        for &t in &head[reused..] {
+            self.model.feed(t, self.cached.len())?;
+            self.cached.push(t);
+        }
+        let pos = self.cached.len();
+        // Until the step succeeds the cache does not hold `last`.
+        let next = step(&mut self.model, last, pos, gen.sampler()).await?;
+        self.cached.push(last);
+        gen.prompt_done();
+        self.active = Some(Active {
+            gen,
+            next,
+            to_feed: None,
+        });
+        Ok(())
+    }
+
+    /// The next token and its text; `None` when no generation is running.
+    pub async fn next(&mut self) -> Result<Option<Piece>> {
+        let Some(active) = &mut self.active else {
+            return Ok(None);
+        };
+        if let Some(fed) = active.to_feed.take() {
+            let pos = self.cached.len();
+            active.next = step(&mut self.model, fed, pos, active.gen.sampler()).await?;
+            self.cached.push(fed);
+        }
+        let token = active.next;
+        let mut text = active
+            .gen
+            .accept(&self.tokenizer, token, self.cached.len())?;
+        let finish = active.gen.finished();
+        match finish {
+            None => active.to_feed = Some(token),
+            Some(_) => {
+                text.push_str(&active.gen.flush());
+                self.last_stats = Some(active.gen.stats());
+                self.active = None;
+            }
+        }
+        Ok(Some(Piece {
+            text,
+            token,
+            done: finish.is_some(),
+            finish: finish.map(finish_name),
+        }))
+    }
+
+    /// End the running generation (the cache keeps what was processed).
+    pub fn stop(&mut self) {
+        if let Some(mut active) = self.active.take() {
+            active.gen.stop();
+            self.last_stats = Some(active.gen.stats());
+        }
+    }
+
+    /// Stats of the running generation, else of the last one.
+    pub fn stats(&self) -> Option<GenerateStats> {
+        match &self.active {
+            Some(a) => Some(a.gen.stats()),
+            None => self.last_stats.clone(),
+        }
+    }
+
+    /// The chat template, or an error naming its absence.
+    pub fn template(&self) -> Result<&ChatTemplate> {
+        self.template.as_ref().ok_or_else(|| {
+            Error::ChatTemplate("the model has no chat template; use generate()".into())
+        })
+    }
+}

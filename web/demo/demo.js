@@ -1,0 +1,114 @@
+// The pocketrt demo: load a model in a Worker (the page never blocks) and chat with it.
+import { createWorker, hasWebGPU } from '../pkg/pocket.js';
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+$('url').value = params.get('model') ?? '';
+
+let worker = null;
+let model = null;
+let messages = [];
+let stopper = null;
+
+function showError(e) {
+  $('error').hidden = false;
+  $('error').textContent = `${e.code ? `[${e.code}] ` : ''}${e.message ?? e}`;
+}
+
+function progress(ev) {
+  const bar = $('progress');
+  bar.hidden = false;
+  bar.max = ev.total || 1;
+  bar.value = ev.loaded;
+  const shard = ev.shard == null ? '' : ` shard ${ev.shard + 1}/${ev.shards}`;
+  const mb = (n) => (n / 1048576).toFixed(1);
+  $('phase').textContent = `${ev.phase}${shard}: ${mb(ev.loaded)} / ${mb(ev.total)} MB`;
+}
+
+async function load(url, options = {}) {
+  $('error').hidden = true;
+  $('load').disabled = true;
+  try {
+    if (model) await model.unload();
+    worker ??= createWorker(new URL('../pkg/worker.js', import.meta.url));
+    model = await worker.load(url, { ...options, onProgress: progress });
+    const i = model.info;
+    $('phase').textContent =
+      `ready: ${i.shards} shards (${i.shardsFromCache} from cache), context ${i.context}, ${i.adapter}`;
+    $('chat').hidden = false;
+    messages = [];
+    $('messages').replaceChildren();
+    document.body.dataset.state = 'ready';
+  } catch (e) {
+    showError(e);
+    document.body.dataset.state = 'error';
+  } finally {
+    $('load').disabled = false;
+  }
+}
+
+function bubble(role, text) {
+  const div = document.createElement('div');
+  div.className = `msg ${role}`;
+  div.textContent = text;
+  $('messages').append(div);
+  return div;
+}
+
+async function send(e) {
+  e.preventDefault();
+  const text = $('prompt').value.trim();
+  if (!text || !model) return;
+  $('prompt').value = '';
+  messages.push({ role: 'user', content: text });
+  bubble('user', text);
+  const out = bubble('assistant', '');
+  stopper = new AbortController();
+  $('send').disabled = true;
+  $('stop').disabled = false;
+  document.body.dataset.state = 'generating';
+  let reply = '';
+  let count = 0;
+  const start = performance.now();
+  try {
+    const opts = { maxTokens: Number($('max').value) || 128, signal: stopper.signal,
+      onToken: () => {
+        count += 1;
+        $('speed').textContent = `${(count / ((performance.now() - start) / 1000)).toFixed(1)} tokens/s`;
+      } };
+    for await (const piece of model.chat(messages, opts)) {
+      reply += piece;
+      out.textContent = reply;
+    }
+    const s = await model.stats();
+    if (s) $('speed').textContent = `${s.generatedTokens} tokens, ${s.tokensPerSecond.toFixed(1)} tokens/s`;
+  } catch (err) {
+    if (err.code !== 'ABORTED') showError(err);
+  } finally {
+    messages.push({ role: 'assistant', content: reply });
+    $('send').disabled = false;
+    $('stop').disabled = true;
+    document.body.dataset.state = 'ready';
+  }
+}
+
+if (!hasWebGPU()) {
+  $('nogpu').hidden = false;
+  $('nogpu').textContent =
+    'WebGPU is not available in this browser, so models cannot run here. ' +
+    'Use Safari 26 (iPadOS / macOS 26) or a recent Chrome or Edge.';
+  $('load').disabled = true;
+  document.body.dataset.state = 'no-webgpu';
+} else {
+  $('load').onclick = () => load($('url').value);
+  $('files').onchange = () => {
+    // A local package folder: each file by name as a blob URL.
+    const urls = {};
+    for (const f of $('files').files) urls[f.name] = URL.createObjectURL(f);
+    if (!urls['manifest.json']) return showError(new Error('the folder has no manifest.json'));
+    load('local', { files: urls, cache: false });
+  };
+  $('form').onsubmit = send;
+  $('stop').onclick = () => stopper?.abort();
+  if (params.get('model') && params.get('autoload') !== '0') load(params.get('model'));
+}

@@ -1,0 +1,112 @@
+// Types of the pocketrt npm package.
+
+/** Error codes: NO_WEBGPU, NETWORK, BAD_MANIFEST, BAD_MODEL, SHARD_HASH, SHARD_SIZE,
+ * UNSUPPORTED, TOKENIZER, CHAT_TEMPLATE, INVALID_ARGUMENT, GPU, GPU_LIMITS, CONTEXT_FULL,
+ * ABORTED, BUSY, UNLOADED, WORKER, INTERNAL. */
+export interface PocketError extends Error {
+  code: string;
+}
+
+export interface LoadProgress {
+  /** "manifest", "cache" (a shard from Cache Storage), "download", "tokenizer", "ready". */
+  phase: string;
+  /** Shard bytes loaded so far / in all. */
+  loaded: number;
+  total: number;
+  /** The shard this event is about, if any. */
+  shard: number | null;
+  shards: number;
+}
+
+export interface LoadOptions {
+  onProgress?: (event: LoadProgress) => void;
+  signal?: AbortSignal;
+  /** KV cache positions (default: min(4096, the model's)). */
+  contextLength?: number;
+  /** Shards fetched at once (default 4). */
+  parallel?: number;
+  /** false: do not use Cache Storage. */
+  cache?: boolean;
+  /** Local package files: file name → (blob) URL; the model URL is then only a label. */
+  files?: Record<string, string>;
+  /** Where pocketrt_bg.wasm is (default: next to the module). */
+  wasmUrl?: string | URL;
+}
+
+export interface LoadInfo {
+  shards: number;
+  shardsFromCache: number;
+  shardsFetched: number;
+  shardsRefetched: number;
+  bytes: number;
+  context: number;
+  adapter: string;
+}
+
+export interface TokenPiece {
+  text: string;
+  token: number;
+  done: boolean;
+  finish: 'eos' | 'max_tokens' | 'context_full' | 'stopped' | null;
+}
+
+export interface GenerateOptions {
+  maxTokens?: number;
+  /** 0 (default): greedy. */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  signal?: AbortSignal;
+  onToken?: (piece: TokenPiece) => void;
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool' | string;
+  content: string;
+}
+
+export interface GenerateStats {
+  promptTokens: number;
+  reusedTokens: number;
+  promptSeconds: number;
+  generatedTokens: number;
+  generateSeconds: number;
+  tokensPerSecond: number;
+}
+
+export declare function hasWebGPU(): boolean;
+export declare function initPocket(wasmUrl?: string | URL): Promise<unknown>;
+export declare function wasmMemoryBytes(): Promise<number>;
+export declare function pocketError(message: string, code: string): PocketError;
+
+export declare class Pocket {
+  static load(url: string | URL, options?: LoadOptions): Promise<Pocket>;
+  readonly info: LoadInfo;
+  encode(text: string): number[];
+  decode(ids: ArrayLike<number>): string;
+  generate(prompt: string | ArrayLike<number>, options?: GenerateOptions): AsyncGenerator<string>;
+  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<string>;
+  generateTokens(prompt: string | ArrayLike<number>, options?: GenerateOptions): Promise<number[]>;
+  stats(): GenerateStats | null;
+  unload(): void;
+}
+
+export declare class RemoteModel {
+  readonly info: LoadInfo;
+  generate(prompt: string | number[], options?: GenerateOptions): AsyncGenerator<string>;
+  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<string>;
+  encode(text: string): Promise<number[]>;
+  stats(): Promise<GenerateStats | null>;
+  unload(): Promise<void>;
+}
+
+export declare class PocketWorker {
+  constructor(worker: Worker);
+  static create(url?: string | URL): PocketWorker;
+  load(url: string | URL, options?: Omit<LoadOptions, 'wasmUrl'>): Promise<RemoteModel>;
+  terminate(): void;
+}
+
+export declare function createWorker(url?: string | URL): PocketWorker;
+export default Pocket;

@@ -1,0 +1,142 @@
+// The page side of the pocketrt Worker: the same API as `Pocket`, every call a message.
+
+let nextId = 1;
+
+function coded(message, code) {
+  const e = new Error(message);
+  e.code = code;
+  return e;
+}
+
+/** A Worker running pocketrt (one model at a time). */
+export class PocketWorker {
+  constructor(worker) {
+    this.worker = worker;
+    this.handlers = new Map();
+    worker.onmessage = (e) => this.handlers.get(e.data.id)?.(e.data);
+    worker.onerror = (e) => {
+      const err = coded(`the pocketrt worker failed: ${e.message ?? e}`, 'WORKER');
+      for (const h of this.handlers.values()) h({ type: 'error', message: err.message, code: err.code });
+    };
+  }
+
+  /** Start a module Worker from `url` (default: worker.js next to this file). */
+  static create(url = new URL('./worker.js', import.meta.url)) {
+    return new PocketWorker(new Worker(url, { type: 'module' }));
+  }
+
+  /** Send `op`; `onEvent` sees progress / token / piece messages. Resolves with the result. */
+  call(op, fields = {}, { signal, onEvent } = {}) {
+    const id = nextId++;
+    return new Promise((resolve, reject) => {
+      const onAbort = () => this.worker.postMessage({ op: 'abort', target: id });
+      if (signal?.aborted) return reject(coded('aborted', 'ABORTED'));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.handlers.set(id, (msg) => {
+        if (msg.type === 'result' || msg.type === 'error') {
+          this.handlers.delete(id);
+          signal?.removeEventListener('abort', onAbort);
+          if (msg.type === 'result') resolve(msg.value);
+          else reject(coded(msg.message, msg.code));
+        } else {
+          onEvent?.(msg);
+        }
+      });
+      this.worker.postMessage({ id, op, ...fields });
+    });
+  }
+
+  /** Load a model in the worker; options as `Pocket.load` (functions other than onProgress are not sent). */
+  async load(url, options = {}) {
+    const { onProgress, signal, ...rest } = options;
+    const absolute = new URL(url, globalThis.location?.href).href;
+    const info = await this.call('load', { url: absolute, options: rest }, {
+      signal,
+      onEvent: (m) => m.type === 'progress' && onProgress?.(m.event),
+    });
+    return new RemoteModel(this, info);
+  }
+
+  terminate() {
+    this.worker.terminate();
+  }
+}
+
+/** A model loaded in a PocketWorker. */
+export class RemoteModel {
+  constructor(worker, info) {
+    this.worker = worker;
+    this.info = info;
+  }
+
+  generate(prompt, options = {}) {
+    return this.#stream('generate', { prompt }, options);
+  }
+
+  chat(messages, options = {}) {
+    return this.#stream('chat', { messages }, options);
+  }
+
+  encode(text) {
+    return this.worker.call('encode', { text });
+  }
+
+  stats() {
+    return this.worker.call('stats');
+  }
+
+  unload() {
+    return this.worker.call('unload');
+  }
+
+  /** Text pieces of a generation, as an async iterator fed by the worker's messages. */
+  async *#stream(op, fields, options) {
+    const { signal, onToken, ...rest } = options;
+    // Aborted by the caller's signal, or when the caller stops iterating early.
+    const stop = new AbortController();
+    if (signal?.aborted) stop.abort();
+    signal?.addEventListener('abort', () => stop.abort(), { once: true });
+    const queue = [];
+    let wake = null;
+    let finished = false;
+    let failure = null;
+    const push = (item) => {
+      queue.push(item);
+      wake?.();
+    };
+    this.worker
+      .call(op, { ...fields, options: rest }, {
+        signal: stop.signal,
+        onEvent: (m) => {
+          if (m.type === 'piece') push(m.text);
+          if (m.type === 'token') onToken?.(m.piece);
+        },
+      })
+      .catch((e) => (failure = e))
+      .finally(() => {
+        finished = true;
+        wake?.();
+      });
+    try {
+      for (;;) {
+        if (queue.length) {
+          yield queue.shift();
+        } else if (failure) {
+          throw failure;
+        } else if (finished) {
+          return;
+        } else {
+          await new Promise((r) => (wake = r));
+          wake = null;
+        }
+      }
+    } finally {
+      if (!finished) stop.abort();
+    }
+  }
+}
+
+/** Start a PocketWorker (the demo's way to keep the page responsive). */
+export function createWorker(url) {
+  return PocketWorker.create(url);
+}

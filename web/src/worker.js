@@ -1,0 +1,63 @@
+// The pocketrt Worker: holds one model and runs it off the page's thread. Spoken to by
+// worker-client.js (messages {id, op, ...}; replies {id, type, ...}).
+import { Pocket, pocketError } from './pocket.js';
+
+let model = null;
+const controllers = new Map();
+
+function reply(id, type, fields = {}) {
+  self.postMessage({ id, type, ...fields });
+}
+
+function fail(id, e) {
+  reply(id, 'error', { message: String(e?.message ?? e), code: e?.code ?? 'INTERNAL' });
+}
+
+async function handle(msg) {
+  const { id, op } = msg;
+  if (op === 'abort') {
+    controllers.get(msg.target)?.abort();
+    return;
+  }
+  const controller = new AbortController();
+  controllers.set(id, controller);
+  const signal = controller.signal;
+  try {
+    if (op === 'load') {
+      model?.unload();
+      model = null;
+      model = await Pocket.load(msg.url, {
+        ...msg.options,
+        signal,
+        onProgress: (event) => reply(id, 'progress', { event }),
+      });
+      reply(id, 'result', { value: model.info });
+    } else if (!model) {
+      throw pocketError('no model is loaded in the worker', 'UNLOADED');
+    } else if (op === 'generate' || op === 'chat') {
+      const options = { ...msg.options, signal, onToken: (p) => reply(id, 'token', { piece: p }) };
+      const stream =
+        op === 'chat' ? model.chat(msg.messages, options) : model.generate(msg.prompt, options);
+      for await (const text of stream) reply(id, 'piece', { text });
+      reply(id, 'result', { value: model.stats() });
+    } else if (op === 'stats') {
+      reply(id, 'result', { value: model.stats() });
+    } else if (op === 'encode') {
+      reply(id, 'result', { value: model.encode(msg.text) });
+    } else if (op === 'unload') {
+      model.unload();
+      model = null;
+      reply(id, 'result', { value: null });
+    } else {
+      throw pocketError(`unknown worker operation ${op}`, 'INVALID_ARGUMENT');
+    }
+  } catch (e) {
+    fail(id, e);
+  } finally {
+    controllers.delete(id);
+  }
+}
+
+self.onmessage = (e) => {
+  handle(e.data);
+};

@@ -1,0 +1,29 @@
+// Headless Chromium with WebGPU (SwiftShader) through playwright-core; flags from DESIGN.md.
+import { chromium } from 'playwright-core';
+import fs from 'node:fs';
+
+const CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
+
+export function chromiumPath() {
+  return process.env.CHROMIUM ?? CANDIDATES.find((p) => fs.existsSync(p));
+}
+
+export async function launch() {
+  const executablePath = chromiumPath();
+  if (!executablePath) {
+    throw new Error('no Chromium found (apt-get install chromium, or set CHROMIUM=path)');
+  }
+  return chromium.launch({
+    executablePath,
+    headless: true,
+    args: [
+      '--enable-unsafe-webgpu',
+      '--no-sandbox',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+      '--disable-quic',
+    ],
+  });
+}

@@ -1,0 +1,297 @@
+// The browser test cases (run by run.js). Each gets { page, context, server, fixture,
+// scratch, results } and throws on failure.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+const CACHE = 'pocketrt-v1';
+
+function expected(fixture) {
+  return JSON.parse(fs.readFileSync(path.join(fixture, 'expected.json'), 'utf8'));
+}
+
+function manifest(fixture) {
+  return JSON.parse(fs.readFileSync(path.join(fixture, 'manifest.json'), 'utf8'));
+}
+
+/** Open the plain `<script type="module">` page; it must see WebGPU. */
+async function plainPage(page, server) {
+  await page.goto(`${server.url}/test/`);
+  await page.waitForFunction(() => document.getElementById('status').textContent !== 'loading');
+  const status = await page.textContent('#status');
+  assert.equal(status, 'ready', 'the module page imports the package and sees WebGPU');
+}
+
+/** Load `url` in the page; returns { info, ms, shardMs } (shardMs: from the manifest to the
+ * last shard) or { code, message } on error. */
+function load(page, url, options = {}) {
+  return page.evaluate(
+    async ({ url, options }) => {
+      const t0 = performance.now();
+      const at = {};
+      const onProgress = (e) => (at[e.phase] ??= performance.now());
+      try {
+        const m = await window.Pocket.load(url, { onProgress, ...options });
+        window.model = m;
+        return { info: m.info, ms: performance.now() - t0, shardMs: at.tokenizer - at.manifest };
+      } catch (e) {
+        return { code: e.code, message: e.message };
+      }
+    },
+    { url, options },
+  );
+}
+
+const shardRequests = (server) => server.requests.filter((r) => /weights-\d+\.bin$/.test(r));
+
+/** A copy of the fixture whose manifest is changed by `edit`, served as models/NAME. */
+function lyingCopy(server, fixture, scratch, name, edit) {
+  const dir = path.join(scratch, name);
+  fs.cpSync(fixture, dir, { recursive: true });
+  const m = manifest(fixture);
+  edit(m);
+  fs.writeFileSync(path.join(dir, 'manifest.json'), JSON.stringify(m));
+  server.models[name] = dir;
+  return `/models/${name}/`;
+}
+
+export const tests = {
+  async webgpu_adapter_is_available({ page, server }) {
+    await plainPage(page, server);
+    const adapter = await page.evaluate(async () => !!(await navigator.gpu.requestAdapter()));
+    assert.ok(adapter, 'Chromium exposes a WebGPU adapter (SwiftShader)');
+  },
+
+  async greedy_tokens_equal_the_native_engine({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    const r = await load(page, '/models/tiny/', { cache: false });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    const got = await page.evaluate(
+      async ({ prompt, n }) => ({
+        ids: window.model.encode(prompt),
+        tokens: await window.model.generateTokens(prompt, { maxTokens: n }),
+      }),
+      { prompt: want.prompt, n: want.tokens.length },
+    );
+    assert.deepEqual(got.ids, want.prompt_ids, 'the wasm tokenizer encodes like the native one');
+    assert.deepEqual(got.tokens, want.tokens, `greedy tokens equal native (${want.engine})`);
+  },
+
+  async the_package_works_from_a_vite_build({ page, server, fixture }) {
+    const want = expected(fixture);
+    const { build } = await import('vite');
+    await build({ configFile: path.join(here, 'vite-app/vite.config.js') });
+    await page.goto(`${server.url}/vite/`);
+    await page.waitForFunction(() => document.getElementById('status').textContent !== 'loading');
+    assert.equal(await page.textContent('#status'), 'ready', 'the bundled package runs');
+    const r = await load(page, '/models/tiny/', { cache: false });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    const tokens = await page.evaluate(
+      ({ p, n }) => window.model.generateTokens(p, { maxTokens: n }),
+      { p: want.prompt, n: want.tokens.length },
+    );
+    assert.deepEqual(tokens, want.tokens, 'the Vite build generates like native');
+  },
+
+  async abort_stops_generation_and_the_model_goes_on({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    const r = await load(page, '/models/tiny/', { cache: false });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    const got = await page.evaluate(async ({ prompt, n }) => {
+      const ctl = new AbortController();
+      let seen = 0;
+      let code = 'none';
+      try {
+        const opts = { maxTokens: 1000, signal: ctl.signal, onToken: () => ++seen === 3 && ctl.abort() };
+        for await (const _ of window.model.generate(prompt, opts)) {
+          // pieces are not needed
+        }
+      } catch (e) {
+        code = e.code;
+      }
+      const stopped = window.model.stats();
+      const tokens = await window.model.generateTokens(prompt, { maxTokens: n });
+      return { code, seen, stopped, tokens, reused: window.model.stats().reusedTokens };
+    }, { prompt: want.prompt, n: want.tokens.length });
+    assert.equal(got.code, 'ABORTED');
+    assert.equal(got.seen, 3, 'no token after the abort');
+    assert.equal(got.stopped.generatedTokens, 3);
+    assert.deepEqual(got.tokens, want.tokens, 'the next generation is right');
+    assert.equal(got.reused, want.prompt_ids.length - 1, 'the prompt stayed in the KV cache');
+  },
+
+  async a_second_load_reads_every_shard_from_the_cache({ page, server, fixture }) {
+    const shards = manifest(fixture).shards.length;
+    await plainPage(page, server);
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    // Over a network (200 ms per shard request here) the cache saves the downloads.
+    server.state.shardDelayMs = 200;
+    const first = await load(page, '/models/tiny/', { parallel: 4 });
+    assert.ok(first.info, `first load failed: ${first.code} ${first.message}`);
+    assert.equal(shardRequests(server).length, shards, 'the first load fetches every shard');
+    assert.equal(first.info.shardsFetched, shards);
+    server.requests.length = 0;
+    await page.evaluate(() => window.model.unload());
+    const second = await load(page, '/models/tiny/', { parallel: 4 });
+    assert.ok(second.info, `second load failed: ${second.code} ${second.message}`);
+    assert.deepEqual(shardRequests(server), [], 'no shard request on the second load');
+    assert.equal(second.info.shardsFromCache, shards);
+    const ms = (r) => `${r.ms.toFixed(0)} ms (shards ${r.shardMs.toFixed(0)} ms)`;
+    console.log(`     first load ${ms(first)}, cached load ${ms(second)}`);
+    server.state.shardDelayMs = 0;
+    assert.ok(second.shardMs < first.shardMs, 'the cached shards load faster');
+    assert.ok(second.ms < first.ms, 'the cached load is faster');
+  },
+
+  async a_corrupt_cached_shard_is_detected_and_refetched({ page, server, fixture }) {
+    const want = expected(fixture);
+    const m = manifest(fixture);
+    await plainPage(page, server);
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    const first = await load(page, '/models/tiny/');
+    assert.ok(first.info, `load failed: ${first.code} ${first.message}`);
+    await page.evaluate(() => window.model.unload());
+    const shardUrl = `${server.url}/models/tiny/${m.shards[1].file}`;
+    await page.evaluate(
+      async ({ c, url }) => {
+        const cache = await caches.open(c);
+        const bytes = new Uint8Array(await (await cache.match(url)).arrayBuffer());
+        bytes[1000] ^= 0xff;
+        await cache.put(url, new Response(bytes));
+      },
+      { c: CACHE, url: shardUrl },
+    );
+    server.requests.length = 0;
+    const second = await load(page, '/models/tiny/');
+    assert.ok(second.info, `load failed: ${second.code} ${second.message}`);
+    assert.deepEqual(shardRequests(server), [`/models/tiny/${m.shards[1].file}`]);
+    assert.equal(second.info.shardsRefetched, 1);
+    const tokens = await page.evaluate(
+      ({ p, n }) => window.model.generateTokens(p, { maxTokens: n }),
+      { p: want.prompt, n: want.tokens.length },
+    );
+    assert.deepEqual(tokens, want.tokens, 'the repaired model generates like native');
+  },
+
+  async an_aborted_load_resumes_with_only_the_missing_shards({ page, server, fixture }) {
+    const shards = manifest(fixture).shards.length;
+    await plainPage(page, server);
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    const aborted = await page.evaluate(async () => {
+      const ctl = new AbortController();
+      const onProgress = (ev) => {
+        if (ev.phase === 'download' && ev.shard === 3) ctl.abort();
+      };
+      try {
+        await window.Pocket.load('/models/tiny/', { parallel: 1, signal: ctl.signal, onProgress });
+        return { code: 'none' };
+      } catch (e) {
+        return { code: e.code, message: e.message };
+      }
+    });
+    assert.equal(aborted.code, 'ABORTED', `the load stops: ${aborted.message}`);
+    server.requests.length = 0;
+    const r = await load(page, '/models/tiny/', { parallel: 1 });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    assert.equal(r.info.shardsFromCache, 3, 'the shards loaded before the abort are cached');
+    assert.equal(shardRequests(server).length, shards - 3, 'only the missing shards are fetched');
+  },
+
+  async bad_input_gives_clear_coded_errors({ page, server, fixture, scratch }) {
+    await plainPage(page, server);
+    const cases = [
+      ['/models/tiny/nothing-here/', 'NETWORK', /HTTP 404/],
+      ['/pkg/package.json', 'BAD_MANIFEST', /missing format/],
+      ['/test/index.html', 'BAD_MANIFEST', /not JSON/],
+      ['/models/tiny/model.gguf', 'UNSUPPORTED', /GGUF/],
+    ];
+    const hashLie = lyingCopy(server, fixture, scratch, 'hashlie', (m) => {
+      m.shards[0].sha256 = '0'.repeat(64);
+    });
+    const sizeLie = lyingCopy(server, fixture, scratch, 'sizelie', (m) => {
+      m.shards[m.shards.length - 1].bytes += 4;
+    });
+    cases.push([hashLie, 'SHARD_HASH', /sha256/]);
+    cases.push([sizeLie, 'SHARD_SIZE', /bytes/]);
+    for (const [url, code, message] of cases) {
+      server.requests.length = 0;
+      const r = await load(page, url, { cache: false });
+      assert.equal(r.code, code, `${url}: ${r.message}`);
+      assert.match(r.message, message, url);
+      if (url === hashLie) {
+        const first = server.requests.filter((p) => p.endsWith('/hashlie/weights-00000.bin'));
+        assert.equal(first.length, 2, 'a shard failing its hash is fetched once more, then fails');
+      }
+    }
+  },
+
+  async no_webgpu_is_a_clear_error_in_the_api_and_the_demo({ context, page, server }) {
+    await context.addInitScript(() => {
+      Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });
+    });
+    await page.goto(`${server.url}/test/`);
+    await page.waitForFunction(() => document.getElementById('status').textContent !== 'loading');
+    assert.equal(await page.textContent('#status'), 'no-webgpu');
+    const r = await load(page, '/models/tiny/');
+    assert.equal(r.code, 'NO_WEBGPU');
+    assert.match(r.message, /WebGPU is not available/);
+    await page.goto(`${server.url}/demo/`);
+    await page.waitForSelector('#nogpu:not([hidden])');
+    assert.match(await page.textContent('#nogpu'), /WebGPU is not available/);
+    assert.ok(await page.isDisabled('#load'));
+  },
+
+  async a_150_mb_package_loads_with_under_32_mb_of_wasm_memory_growth({ page, server }) {
+    assert.ok(server.models.large, 'POCKETRT_WEB_LARGE names the large package');
+    await plainPage(page, server);
+    const r = await page.evaluate(async () => {
+      const { wasmMemoryBytes } = await import('/pkg/pocket.js');
+      const before = await wasmMemoryBytes();
+      const t0 = performance.now();
+      try {
+        const m = await window.Pocket.load('/models/large/', { cache: false, contextLength: 256 });
+        const after = await wasmMemoryBytes();
+        const info = m.info;
+        m.unload();
+        return { before, after, info, ms: performance.now() - t0 };
+      } catch (e) {
+        return { code: e.code, message: e.message };
+      }
+    });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    const mb = (n) => (n / 1048576).toFixed(1);
+    const growth = r.after - r.before;
+    console.log(
+      `     ${mb(r.info.bytes)} MB package in ${r.info.shards} shards loaded in ${(r.ms / 1000).toFixed(1)} s; ` +
+        `WebAssembly.Memory ${mb(r.before)} → ${mb(r.after)} MB (growth ${mb(growth)} MB)`,
+    );
+    assert.ok(r.info.bytes >= 150e6, 'the package is at least 150 MB');
+    assert.ok(growth < 32 * 1048576, `peak wasm memory growth ${mb(growth)} MB < 32 MB`);
+  },
+
+  async the_demo_chats_through_a_worker({ page, server, results }) {
+    await page.goto(`${server.url}/demo/?model=/models/tiny/`);
+    await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
+    await page.fill('#max', '120');
+    await page.fill('#prompt', 'Hi there');
+    await page.click('#send');
+    await page.waitForSelector('body[data-state=generating]');
+    await page.waitForFunction(() => document.querySelector('.assistant').textContent.length > 0);
+    await page.screenshot({ path: path.join(results, 'demo-generating.png') });
+    await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
+    assert.match(await page.textContent('#speed'), /tokens\/s/);
+    // The stop button ends a generation early.
+    await page.fill('#max', '100000');
+    await page.fill('#prompt', 'Again');
+    await page.click('#send');
+    await page.waitForFunction(() => document.querySelectorAll('.assistant')[1]?.textContent.length > 0);
+    await page.click('#stop');
+    await page.waitForSelector('body[data-state=ready]', { timeout: 30000 });
+    assert.equal(await page.isVisible('#error'), false, 'stopping is not an error');
+  },
+};

@@ -1,0 +1,60 @@
+// The browser tests: the npm package in headless Chromium (WebGPU on SwiftShader) against
+// a local server. Needs pkg/ (scripts/build-web) and the fixture (cargo run --example
+// web_fixture -- DIR LARGE_DIR; paths in POCKETRT_WEB_FIXTURE, POCKETRT_WEB_LARGE). Fails — never skips — when Chromium
+// or WebGPU is missing. Screenshots go to web/test-results/.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { launch } from './browser.js';
+import { createServer } from './serve.js';
+import { tests } from './cases.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const fixture = process.env.POCKETRT_WEB_FIXTURE;
+if (!fixture || !fs.existsSync(path.join(fixture, 'expected.json'))) {
+  console.error('POCKETRT_WEB_FIXTURE must name the folder web_fixture wrote');
+  process.exit(1);
+}
+if (!fs.existsSync(path.join(here, '../../pkg/pocketrt_bg.wasm'))) {
+  console.error('pkg/ is not built: run scripts/build-web');
+  process.exit(1);
+}
+
+const results = path.join(here, '../test-results');
+fs.mkdirSync(results, { recursive: true });
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'pocketrt-web-'));
+const models = { tiny: fixture };
+if (process.env.POCKETRT_WEB_LARGE) models.large = process.env.POCKETRT_WEB_LARGE;
+const server = await createServer({ models });
+const browser = await launch();
+const only = process.argv[2];
+let failed = 0;
+try {
+  for (const [name, fn] of Object.entries(tests)) {
+    if (only && !name.includes(only)) continue;
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const logs = [];
+    page.on('console', (m) => logs.push(`[console] ${m.text()}`));
+    page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
+    const t0 = Date.now();
+    try {
+      server.requests.length = 0;
+      await fn({ page, context, server, fixture, scratch, results });
+      console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    } catch (e) {
+      failed += 1;
+      console.log(`FAIL ${name}: ${e.stack ?? e}`);
+      for (const l of logs.slice(-20)) console.log(`     ${l}`);
+    } finally {
+      await context.close();
+    }
+  }
+} finally {
+  await browser.close();
+  await server.close();
+  fs.rmSync(scratch, { recursive: true, force: true });
+}
+console.log(failed ? `${failed} browser test(s) failed` : 'all browser tests passed');
+process.exit(failed ? 1 : 0);

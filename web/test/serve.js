@@ -1,0 +1,103 @@
+// A small static server for the demo and the browser tests. Routes:
+//   /pkg/...      the built npm package (../../pkg)
+//   /demo/...     the demo page (../demo)
+//   /test/...     test pages (./pages)
+//   /vite/...     the Vite-built test app (./vite-app/dist)
+//   /models/NAME/ a model folder registered with `models` (the tests' fixtures)
+// Every request is logged (`server.requests`), so tests can count shard fetches.
+// `node test/serve.js --demo [--port N] [--model NAME=DIR]` serves the demo.
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '../..');
+
+const TYPES = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.json': 'application/json',
+  '.wasm': 'application/wasm',
+  '.css': 'text/css',
+  '.ts': 'text/plain',
+  '.png': 'image/png',
+};
+
+export function createServer({ models = {}, port = 0 } = {}) {
+  const mounts = {
+    pkg: path.join(root, 'pkg'),
+    demo: path.join(root, 'web/demo'),
+    test: path.join(here, 'pages'),
+    vite: path.join(here, 'vite-app/dist'),
+  };
+  const requests = [];
+  // Latency added to shard responses (a slow network for the cache tests).
+  const state = { shardDelayMs: 0 };
+  const server = http.createServer((req, res) => {
+    if (state.shardDelayMs && req.url.endsWith('.bin')) {
+      setTimeout(() => respond(req, res), state.shardDelayMs);
+    } else {
+      respond(req, res);
+    }
+  });
+  function respond(req, res) {
+    const url = new URL(req.url, 'http://localhost');
+    requests.push(url.pathname);
+    const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    let dir;
+    let rest;
+    if (parts[0] === 'models' && parts.length >= 2) {
+      dir = models[parts[1]];
+      rest = parts.slice(2);
+    } else {
+      dir = mounts[parts[0]];
+      rest = parts.slice(1);
+    }
+    if (!dir || rest.some((p) => p === '..' || p.includes('\0'))) {
+      res.writeHead(404).end('not found');
+      return;
+    }
+    let file = path.join(dir, ...rest);
+    if (fs.existsSync(file) && fs.statSync(file).isDirectory()) file = path.join(file, 'index.html');
+    if (!fs.existsSync(file)) {
+      res.writeHead(404).end('not found');
+      return;
+    }
+    const size = fs.statSync(file).size;
+    res.writeHead(200, {
+      'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream',
+      'content-length': size,
+      'cache-control': 'no-store',
+    });
+    fs.createReadStream(file).pipe(res);
+  }
+  return new Promise((resolve) => {
+    server.listen(port, '127.0.0.1', () => {
+      const { port: actual } = server.address();
+      resolve({
+        state,
+        url: `http://127.0.0.1:${actual}`,
+        requests,
+        models,
+        close: () => new Promise((r) => server.close(r)),
+      });
+    });
+  });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2);
+  const port = Number(args[args.indexOf('--port') + 1]) || 8080;
+  const models = {};
+  args.forEach((a, i) => {
+    if (a === '--model') {
+      const [name, dir] = args[i + 1].split('=');
+      models[name] = path.resolve(dir);
+    }
+  });
+  createServer({ models, port }).then((s) => {
+    console.log(`demo: ${s.url}/demo/  (models: ${Object.keys(models).map((m) => `/models/${m}/`).join(', ') || 'none; --model NAME=DIR'})`);
+  });
+}
