@@ -138,6 +138,9 @@ impl PocketModel {
 
     /// Start generating after `tokens`; options `{ maxTokens, temperature, topK, topP,
     /// seed }`. Resolves when the prompt is processed.
+    // The RefCell guard held across the GPU await is the one-call-at-a-time lock: a
+    // concurrent call's `try_borrow_mut` fails with BUSY (never a panic).
+    #[allow(clippy::await_holding_refcell_ref)]
     pub fn begin(&self, tokens: Vec<u32>, options: JsValue) -> Promise {
         let session = self.session.clone();
         future_to_promise(async move {
@@ -150,6 +153,9 @@ impl PocketModel {
     }
 
     /// The next token: `{ text, token, done, finish }`, or null when nothing runs.
+    // The RefCell guard held across the GPU await is the one-call-at-a-time lock: a
+    // concurrent call's `try_borrow_mut` fails with BUSY (never a panic).
+    #[allow(clippy::await_holding_refcell_ref)]
     pub fn next(&self) -> Promise {
         let session = self.session.clone();
         future_to_promise(async move {

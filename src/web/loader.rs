@@ -248,6 +248,8 @@ async fn device(need: LimitsNeeded) -> Result<Arc<GpuContext>> {
     if let Some(ctx) = DEVICE.with_borrow(|d| d.clone()).filter(|c| fits(c)) {
         return Ok(ctx);
     }
+    // `GpuModel` shares its device through an `Arc` (as natively); wasm has one thread.
+    #[allow(clippy::arc_with_non_send_sync)]
     let ctx = Arc::new(GpuContext::new(need).await?);
     DEVICE.with_borrow_mut(|d| *d = Some(ctx.clone()));
     Ok(ctx)
