@@ -2,8 +2,9 @@
 //! as `pocketrt run` decodes, in both input precisions (int8, the default, and f32), on
 //! rayon's threads (set RAYON_NUM_THREADS). Prints one JSON object.
 //!
-//! Run: `cargo bench --bench cpu_decode -- MODEL [-n TOKENS] [-p PROMPT] [-r REPS]`. MODEL
-//! is anything `pocketrt run` opens; the benchmark model is the synthetic Pocket-shape
+//! Run: `cargo bench --bench cpu_decode -- [MODEL] [-n TOKENS] [-p PROMPT] [-r REPS]`. MODEL
+//! is anything `pocketrt run` opens (default: `synth:pocket-0.3b`, generated in memory);
+//! the benchmark model is the synthetic Pocket-shape
 //! GGUF (`pocketrt synth --preset pocket-0.3b --gguf`). scripts/bench-cpu-vs-llama runs
 //! this next to llama.cpp's CPU engine on the same GGUF.
 
@@ -41,8 +42,19 @@ fn parse() -> Result<Args, String> {
             other => return Err(format!("unexpected argument {other:?}")),
         }
     }
-    if a.model.is_empty() || a.tokens == 0 || a.reps == 0 {
-        return Err("usage: cpu_decode MODEL [-n TOKENS] [-p PROMPT] [-r REPS]".into());
+    if a.tokens == 0 || a.reps == 0 {
+        return Err("usage: cpu_decode [MODEL] [-n TOKENS] [-p PROMPT] [-r REPS]".into());
+    }
+    if a.model.is_empty() {
+        // No model: the synthetic Pocket-shape model under `cargo bench`; a tiny one when
+        // `cargo test --all-targets` runs this as a smoke test (no `--bench` flag).
+        let bench = std::env::args().any(|s| s == "--bench");
+        a.model = if bench {
+            "synth:pocket-0.3b"
+        } else {
+            "synth:tiny-qwen3"
+        }
+        .into();
     }
     Ok(a)
 }
@@ -68,6 +80,14 @@ fn run(model: &FastModel, a: &Args) -> pocketrt::Result<Vec<f64>> {
         .collect()
 }
 
+/// A model file, or `synth:PRESET` for a seeded random model of a preset's shapes.
+fn open(model: &str) -> pocketrt::Result<Box<dyn pocketrt::format::ModelSource>> {
+    match model.strip_prefix("synth:") {
+        Some(preset) => Ok(Box::new(pocketrt::synth::SynthSource::preset(preset, 1)?)),
+        None => format::open(std::path::Path::new(model)),
+    }
+}
+
 fn main() {
     let a = parse().unwrap_or_else(|e| {
         eprintln!("{e}");
@@ -77,7 +97,7 @@ fn main() {
         "prompt": a.prompt, "reps": a.reps });
     for precision in [Precision::Int8, Precision::F32] {
         let t = Instant::now();
-        let model = format::open(std::path::Path::new(&a.model))
+        let model = open(&a.model)
             .and_then(|mut src| FastModel::load(src.as_mut(), precision))
             .unwrap_or_else(|e| {
                 eprintln!("{}: {e}", a.model);
