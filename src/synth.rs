@@ -121,6 +121,8 @@ pub struct SynthSource {
     config: ModelConfig,
     tensors: Vec<SourceTensor>,
     seed: u64,
+    tokenizer: Option<String>,
+    template: Option<String>,
 }
 
 impl SynthSource {
@@ -155,7 +157,16 @@ impl SynthSource {
             config,
             tensors,
             seed,
+            tokenizer: None,
+            template: None,
         })
+    }
+
+    /// Give the model a tokenizer (an HF tokenizer.json) and a chat template.
+    pub fn with_tokenizer(mut self, json: String, template: Option<String>) -> SynthSource {
+        self.tokenizer = Some(json);
+        self.template = template;
+        self
     }
 
     /// A named [`preset`].
@@ -274,11 +285,11 @@ impl ModelSource for SynthSource {
     }
 
     fn tokenizer_json(&mut self) -> Result<Option<String>> {
-        Ok(None)
+        Ok(self.tokenizer.clone())
     }
 
     fn chat_template(&self) -> Option<String> {
-        None
+        self.template.clone()
     }
 
     fn container(&self) -> String {
