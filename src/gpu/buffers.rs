@@ -98,13 +98,7 @@ impl GpuContext {
         rx.recv()
             .map_err(|_| Error::Gpu("buffer map callback never ran".into()))?
             .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))?;
-        let out = {
-            let view = slice
-                .get_mapped_range()
-                .map_err(|e| Error::Gpu(format!("reading a mapped buffer: {e}")))?;
-            view[..bytes as usize].to_vec()
-        };
-        staging.unmap();
+        let out = take_mapped(staging, slice, bytes)?;
         self.check_errors()?;
         Ok(out)
     }
@@ -124,14 +118,7 @@ impl GpuContext {
         rx.await
             .ok_or_else(|| Error::Gpu("buffer map callback never ran".into()))?
             .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))?;
-        let out = {
-            let view = slice
-                .get_mapped_range()
-                .map_err(|e| Error::Gpu(format!("reading a mapped buffer: {e}")))?;
-            view[..bytes as usize].to_vec()
-        };
-        staging.unmap();
-        Ok(out)
+        take_mapped(staging, slice, bytes)
     }
 
     /// Copy `bytes` from the start of `src` to the host (one submit; for tests and debugging).
@@ -157,4 +144,20 @@ impl GpuContext {
         let bytes = self.read_buffer(src, 4 * len as u64)?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
+}
+
+/// Copy the first `bytes` of a mapped staging buffer out and unmap it.
+fn take_mapped(
+    staging: &wgpu::Buffer,
+    slice: wgpu::BufferSlice<'_>,
+    bytes: u64,
+) -> Result<Vec<u8>> {
+    let out = {
+        let view = slice
+            .get_mapped_range()
+            .map_err(|e| Error::Gpu(format!("reading a mapped buffer: {e}")))?;
+        view[..bytes as usize].to_vec()
+    };
+    staging.unmap();
+    Ok(out)
 }
