@@ -5,11 +5,13 @@
 //! synthetic Pocket model. Prints one JSON object.
 //!
 //! Run: `cargo bench --bench gemv`. GPU times come from timestamp queries where the
-//! adapter has them (lavapipe does), else from wall time around submit + wait.
+//! adapter has them (lavapipe does), else from wall time around submit + wait. Without
+//! `--bench` (`cargo test --all-targets` runs benches that way) it is a quick smoke run:
+//! a small read, small GEMVs and the tiny qwen3 model.
 
 use pocketrt::gpu::forward::Readback;
 use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant};
-use pocketrt::gpu::kernels::read_bench::ReadBench;
+use pocketrt::gpu::kernels::read_bench::{ReadBench, ReadLayout};
 use pocketrt::gpu::kernels::Dispatch;
 use pocketrt::gpu::timing::{time_dispatches, GpuTimer};
 use pocketrt::gpu::weights::limits_needed;
@@ -32,22 +34,31 @@ fn best_time(ctx: &GpuContext, timer: Option<&GpuTimer>, d: &Dispatch) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-/// The read ceiling: GB/s of the vec4 sum over 64 MiB, best of a few grid sizes.
-fn read_ceiling(ctx: &GpuContext, timer: Option<&GpuTimer>) -> serde_json::Value {
-    let len = 16 << 20;
+/// The read ceiling: GB/s of the vec4 sum over `len` f32, best of a few grid sizes.
+fn read_ceiling(ctx: &GpuContext, timer: Option<&GpuTimer>, len: usize) -> serde_json::Value {
     let data = ctx
         .storage("read data", 4 * len as u64)
-        .expect("64 MiB buffer");
-    let mut best = (0.0f64, 0u32);
-    for groups in [64u32, 256, 1024, 4096] {
-        let k = ReadBench::new(ctx, len, groups).expect("read bench");
-        let out = ctx.storage("partials", 4 * k.partials() as u64).unwrap();
-        let gbs = 4.0 * len as f64 / best_time(ctx, timer, &k.dispatch(ctx, &data, &out)) / 1e9;
-        if gbs > best.0 {
-            best = (gbs, groups);
+        .expect("read buffer");
+    let mut best = (0.0f64, 0u32, ReadLayout::Interleaved);
+    let mut all = vec![];
+    for layout in [ReadLayout::Interleaved, ReadLayout::Chunked] {
+        for groups in [2u32, 8, 32, 128, 512] {
+            let Ok(k) = ReadBench::new(ctx, len, groups, layout) else {
+                continue; // a grid that does not divide the buffer
+            };
+            let out = ctx.storage("partials", 4 * k.partials() as u64).unwrap();
+            let d = k.dispatch(ctx, &data, &out);
+            let gbs = 4.0 * len as f64 / best_time(ctx, timer, &d) / 1e9;
+            all.push(json!({"layout": format!("{layout:?}"), "workgroups": groups, "gb_s": gbs}));
+            if gbs > best.0 {
+                best = (gbs, groups, layout);
+            }
         }
     }
-    json!({"kernel": "vec4 sum of 64 MiB", "gb_s": best.0, "workgroups": best.1})
+    json!({
+        "kernel": format!("vec4 sum of {} MiB", len >> 18), "gb_s": best.0,
+        "workgroups": best.1, "layout": format!("{:?}", best.2), "tried": all,
+    })
 }
 
 /// One GEMV shape: effective GB/s = (codes + qparams + x (+ norm weights), + out for
@@ -91,9 +102,9 @@ fn gemv_figure(
     })
 }
 
-/// Dispatches, submits and CPU encode time per token of the synthetic Pocket model.
-fn decode_figures() -> serde_json::Value {
-    let mut src = SynthSource::preset("pocket-0.3b", 1).expect("preset");
+/// Dispatches, submits and CPU encode time per token of a synthetic model.
+fn decode_figures(preset: &str) -> serde_json::Value {
+    let mut src = SynthSource::preset(preset, 1).expect("preset");
     let context = 64;
     let ctx = GpuContext::new_blocking(limits_needed(
         pocketrt::format::ModelSource::config(&src),
@@ -120,16 +131,17 @@ fn decode_figures() -> serde_json::Value {
     }
     let encode_us = t.elapsed().as_secs_f64() * 1e6 / steps as f64;
     json!({
-        "model": "synthetic pocket-0.3b", "dispatches_per_token": model.dispatches_per_token(),
+        "model": format!("synthetic {preset}"), "dispatches_per_token": model.dispatches_per_token(),
         "dispatches_per_layer": model.dispatches_per_layer(), "submits_per_token": submits,
         "cpu_encode_us_per_token": encode_us, "decode_tok_s_wall": tok_s,
     })
 }
 
 fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
     let ctx = Arc::new(GpuContext::new_blocking(LimitsNeeded::default()).expect("a GPU adapter"));
     let timer = GpuTimer::new(&ctx);
-    let ceiling = read_ceiling(&ctx, timer.as_ref());
+    let ceiling = read_ceiling(&ctx, timer.as_ref(), if full { 16 << 20 } else { 1 << 16 });
     let ceiling_gbs = ceiling["gb_s"].as_f64().unwrap_or(f64::NAN);
     // As decode runs them: the norm fused into QKV, gate/up and the head.
     let normed = |n, k, e| GemvSpec {
@@ -146,7 +158,8 @@ fn main() {
         ("o 896->896", GemvSpec::new(896, 896, Epilogue::AddInto)),
         ("head 896->65536", normed(65_536, 896, Epilogue::Store)),
     ];
-    let gemvs: Vec<serde_json::Value> = shapes
+    let smoke = [("smoke 128->64", normed(64, 128, Epilogue::SwiGlu))];
+    let gemvs: Vec<serde_json::Value> = (if full { &shapes[..] } else { &smoke[..] })
         .iter()
         .map(|&(name, spec)| {
             let mut f = gemv_figure(&ctx, timer.as_ref(), name, spec);
@@ -160,7 +173,7 @@ fn main() {
         "timing": if timer.is_some() { "timestamp queries" } else { "wall time" },
         "read_ceiling": ceiling,
         "gemv": gemvs,
-        "decode": decode_figures(),
+        "decode": decode_figures(if full { "pocket-0.3b" } else { "tiny-qwen3" }),
     });
     println!("{out:#}");
 }

@@ -1,40 +1,160 @@
-// Decode attention for one query token over the KV cache (GQA): for each q head h,
-// out[h] = softmax(q_h · K[0..=pos] / sqrt(HD)) · V[0..=pos], K and V from KV head
-// h / (N_HEADS / N_KV). One 64-wide workgroup per q head. Scores live in a storage
-// scratch buffer [N_HEADS][CTX] (the context does not fit in workgroup memory).
+// Decode attention for one query token (GQA), with the per-head q/k RMSNorm (qwen3,
+// optional), RoPE (neox: pairs (i, i + HD/2)) and the KV-cache write fused in, split
+// along the context (flash-decoding) when the history is long.
+//
+// Workgroup (h, s) of the grid (N_HEADS, splits) takes q head h and the positions
+// [s·SPLIT_LEN, min((s+1)·SPLIT_LEN, pos+1)). Every workgroup norms and ropes its q head
+// and the current k and v of its KV head itself (64 values each: cheaper than another
+// dispatch), so this step's position comes from workgroup memory and only earlier
+// positions are read from the cache; workgroup (first q head of the group, split 0)
+// writes k and v to the cache at `pos` (nobody reads that slot during this dispatch).
+//
+// One split (pos < SPLIT_LEN): out[h] = softmax(q·K/sqrt(HD))·V, normalised.
+// Several: out holds per (head, split) the unnormalised Σ p·v (HD values), then the
+// split's max score m and Σ p (p = exp(score - m)); attention_combine.wgsl merges them.
+//
+// qkv: [q (N_HEADS·HD) | k (N_KV·HD) | v (N_KV·HD)] f32, the QKV GEMV's output.
+// Caches: f16 pairs packed in u32, [N_KV][CTX][HD/2]. Scores: scratch [N_HEADS][CTX].
+// Angles: f32(pos) · inv_freq[i] (inv_freq = θ^(-2i/HD), from the host), reduced to
+// [-π, π] before sin/cos so that late positions keep their accuracy.
 
 override N_HEADS: u32;
 override N_KV: u32;
 override HD: u32;
 override CTX: u32;
+override QK_NORM: bool;
+override EPS: f32;
+override SPLIT_LEN: u32;
 
 // `Step` and binding 0 (`step`) come from step.wgsl.
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k_cache: array<u32>;
-@group(0) @binding(3) var<storage, read> v_cache: array<u32>;
-@group(0) @binding(4) var<storage, read_write> scores: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> qkv: array<f32>;
+@group(0) @binding(2) var<storage, read> q_norm: array<f32>;
+@group(0) @binding(3) var<storage, read> k_norm: array<f32>;
+@group(0) @binding(4) var<storage, read> inv_freq: array<f32>;
+@group(0) @binding(5) var<storage, read_write> k_cache: array<u32>;
+@group(0) @binding(6) var<storage, read_write> v_cache: array<u32>;
+@group(0) @binding(7) var<storage, read_write> scores: array<f32>;
+@group(0) @binding(8) var<storage, read_write> out: array<f32>;
+
+// This workgroup's q head and its KV head's current k and v (after norm and rope; k and v
+// rounded to f16 as the cache stores them). HD ≤ 256, checked by the host.
+var<workgroup> q_head: array<f32, 256>;
+var<workgroup> k_now: array<f32, 256>;
+var<workgroup> v_now: array<f32, 256>;
+
+// sin and cos of a (possibly large) angle: subtract the nearest multiple of 2π in two
+// parts (6.28125 is exact in few bits, so k · 6.28125 is exact for k < 2^16).
+fn sin_cos(a: f32) -> vec2<f32> {
+    let k = round(a * 0.15915494309189535);
+    let r = (a - k * 6.28125) - k * 0.0019353071795864769;
+    return vec2<f32>(sin(r), cos(r));
+}
+
+// 1 / rms of head `src` in qkv (a workgroup reduction: call in uniform control flow).
+fn inv_rms(src: u32, lid: u32) -> f32 {
+    var ss = 0.0;
+    for (var i = lid; i < HD; i += RED_WIDTH) {
+        let v = qkv[src + i];
+        ss += v * v;
+    }
+    return 1.0 / sqrt(workgroup_sum(ss, lid) / f32(HD) + EPS);
+}
+
+// Pair (i, i + HD/2) of head `src`, normed (factor inv, weights w0/w1) and rotated by sc.
+fn norm_rope(src: u32, i: u32, inv: f32, w0: f32, w1: f32, sc: vec2<f32>) -> vec2<f32> {
+    var x0 = qkv[src + i];
+    var x1 = qkv[src + i + HD / 2u];
+    if (QK_NORM) {
+        x0 = x0 * inv * w0;
+        x1 = x1 * inv * w1;
+    }
+    return vec2<f32>(x0 * sc.y - x1 * sc.x, x0 * sc.x + x1 * sc.y);
+}
+
+// x rounded to f16, as the cache stores it.
+fn f16_round(x: f32) -> f32 {
+    return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x;
+}
 
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
-    let kv = h / (N_HEADS / N_KV);
+    let split = wid.y;
+    let splits = nwg.y;
+    let group = N_HEADS / N_KV;
+    let kv = h / group;
     let half = HD / 2u;
-    let len = step.pos + 1u;
-    let scale = 1.0 / sqrt(f32(HD));
-    let sbase = h * CTX;
+    let pos = step.pos;
+    let len = pos + 1u;
+    let q_src = h * HD;
+    let k_src = (N_HEADS + kv) * HD;
+    let v_src = (N_HEADS + N_KV + kv) * HD;
+
+    // Prologue: norm + rope q and k, round k and v to f16.
+    var inv_q = 1.0;
+    var inv_k = 1.0;
+    if (QK_NORM) {
+        inv_q = inv_rms(q_src, lid);
+        inv_k = inv_rms(k_src, lid);
+    }
+    let fpos = f32(pos);
+    for (var i = lid; i < half; i += RED_WIDTH) {
+        let sc = sin_cos(fpos * inv_freq[i]);
+        var wq = vec2<f32>(1.0);
+        var wk = vec2<f32>(1.0);
+        if (QK_NORM) {
+            wq = vec2<f32>(q_norm[i], q_norm[i + half]);
+            wk = vec2<f32>(k_norm[i], k_norm[i + half]);
+        }
+        let q = norm_rope(q_src, i, inv_q, wq.x, wq.y, sc);
+        q_head[i] = q.x;
+        q_head[i + half] = q.y;
+        let k = norm_rope(k_src, i, inv_k, wk.x, wk.y, sc);
+        k_now[i] = f16_round(k.x);
+        k_now[i + half] = f16_round(k.y);
+    }
+    for (var i = lid; i < HD; i += RED_WIDTH) {
+        v_now[i] = f16_round(qkv[v_src + i]);
+    }
+    workgroupBarrier();
     let cbase = kv * CTX * half;
+    if (h % group == 0u && split == 0u) {
+        let dst = cbase + pos * half;
+        for (var j = lid; j < half; j += RED_WIDTH) {
+            k_cache[dst + j] = pack2x16float(vec2<f32>(k_now[2u * j], k_now[2u * j + 1u]));
+            v_cache[dst + j] = pack2x16float(vec2<f32>(v_now[2u * j], v_now[2u * j + 1u]));
+        }
+    }
+    let start = split * SPLIT_LEN;
+    if (start >= len) {
+        return; // a split past the history (the host sizes the grid, so only in tests)
+    }
+    let end = min(start + SPLIT_LEN, len);
+    // Positions [start, cached_end) come from the cache; pos itself (if in this split) from
+    // workgroup memory.
+    let cached_end = min(end, pos);
+    let has_now = end == len;
+
     // Keep this head's q in registers as pairs (HD ≤ 256).
     var qv: array<vec2<f32>, 128>;
+    var k_dot = 0.0;
     for (var j = 0u; j < half; j++) {
-        qv[j] = vec2<f32>(q[h * HD + 2u * j], q[h * HD + 2u * j + 1u]);
+        qv[j] = vec2<f32>(q_head[2u * j], q_head[2u * j + 1u]);
+        k_dot += dot(qv[j], vec2<f32>(k_now[2u * j], k_now[2u * j + 1u]));
     }
+    let scale = 1.0 / sqrt(f32(HD));
+    let sbase = h * CTX;
     var m = -3.4e38;
-    for (var t = lid; t < len; t += RED_WIDTH) {
+    for (var t = start + lid; t < end; t += RED_WIDTH) {
         var s = 0.0;
-        let row = cbase + t * half;
-        for (var j = 0u; j < half; j++) {
-            s += dot(qv[j], unpack2x16float(k_cache[row + j]));
+        if (t < cached_end) {
+            let row = cbase + t * half;
+            for (var j = 0u; j < half; j++) {
+                s += dot(qv[j], unpack2x16float(k_cache[row + j]));
+            }
+        } else {
+            s = k_dot;
         }
         s *= scale;
         scores[sbase + t] = s;
@@ -42,7 +162,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     m = workgroup_max(m, lid);
     var l = 0.0;
-    for (var t = lid; t < len; t += RED_WIDTH) {
+    for (var t = start + lid; t < end; t += RED_WIDTH) {
         let e = exp(scores[sbase + t] - m);
         scores[sbase + t] = e;
         l += e;
@@ -51,10 +171,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     storageBarrier();
     for (var j = lid; j < half; j += RED_WIDTH) {
         var acc = vec2<f32>(0.0);
-        for (var t = 0u; t < len; t++) {
+        for (var t = start; t < cached_end; t++) {
             acc += scores[sbase + t] * unpack2x16float(v_cache[cbase + t * half + j]);
         }
-        out[h * HD + 2u * j] = acc.x / l;
-        out[h * HD + 2u * j + 1u] = acc.y / l;
+        if (has_now) {
+            acc += scores[sbase + pos] * vec2<f32>(v_now[2u * j], v_now[2u * j + 1u]);
+        }
+        if (splits == 1u) {
+            out[h * HD + 2u * j] = acc.x / l;
+            out[h * HD + 2u * j + 1u] = acc.y / l;
+        } else {
+            let base = (h * splits + split) * (HD + 2u);
+            out[base + 2u * j] = acc.x;
+            out[base + 2u * j + 1u] = acc.y;
+        }
+    }
+    if (splits > 1u && lid == 0u) {
+        let base = (h * splits + split) * (HD + 2u);
+        out[base + HD] = m;
+        out[base + HD + 1u] = l;
     }
 }

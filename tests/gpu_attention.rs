@@ -1,10 +1,11 @@
-//! q/k-norm + RoPE + KV write, and decode attention, against CPU references.
+//! q/k-norm + RoPE + KV write, and the fused (optionally split) decode attention, against
+//! CPU references.
 
 mod gpu_common;
 
 use gpu_common::{assert_close, f16_round, gpu, rmsnorm, Rng};
 use half::f16;
-use pocketrt::gpu::kernels::attention::Attention;
+use pocketrt::gpu::kernels::attention::{Attention, AttentionInputs};
 use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers, RopeKv};
 use pocketrt::gpu::kernels::run;
 use pocketrt::gpu::StepUniform;
@@ -189,23 +190,42 @@ fn attention_ref(q: &[f32], kc: &[f32], vc: &[f32], s: HeadShape, len: usize) ->
         let m = scores.iter().cloned().fold(f64::MIN, f64::max);
         let e: Vec<f64> = scores.iter().map(|x| (x - m).exp()).collect();
         let l: f64 = e.iter().sum();
+        let mut acc = vec![0f64; hd];
         for (t, p) in e.iter().enumerate() {
-            for (o, v) in out[h * hd..][..hd].iter_mut().zip(row(vc, t)) {
-                *o += (p / l * f64::from(v)) as f32;
+            for (o, v) in acc.iter_mut().zip(row(vc, t)) {
+                *o += p / l * f64::from(v);
             }
+        }
+        for (o, a) in out[h * hd..][..hd].iter_mut().zip(acc) {
+            *o = a as f32;
         }
     }
     out
 }
 
-fn check_attention(shape: HeadShape, pos: usize, seed: u64) {
+/// The fused decode attention at position `pos` (history of `pos + 1` positions) with
+/// `split_len` positions per split, against the reference: q/k normed and roped, this
+/// step's k and v written to the cache (f16), the output over the cached history plus
+/// this step. Earlier positions hold random f16 values; later ones stay zero.
+fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize, seed: u64) {
     let ctx = gpu();
+    let hd = shape.head_dim;
+    let (qd, kvd) = (shape.n_heads * hd, shape.n_kv_heads * hd);
     let mut rng = Rng::new(seed);
-    let cache_len = shape.n_kv_heads * shape.context * shape.head_dim;
-    let (kc, vc) = (rng.vec(cache_len, 2.0), rng.vec(cache_len, 2.0));
-    let (kc, vc) = (pack_f16(&kc), pack_f16(&vc));
-    let q = rng.vec(shape.n_heads * shape.head_dim, 2.0);
-    let kernel = Attention::new(ctx, shape).unwrap();
+    let cache_len = shape.n_kv_heads * shape.context * hd;
+    let history = |rng: &mut Rng| {
+        let mut c = vec![0f32; cache_len];
+        for kv in 0..shape.n_kv_heads {
+            let at = kv * shape.context * hd;
+            c[at..at + pos * hd].copy_from_slice(&rng.vec(pos * hd, 2.0));
+        }
+        pack_f16(&c)
+    };
+    let (kc, vc) = (history(&mut rng), history(&mut rng));
+    let qkv = rng.vec(qd + 2 * kvd, 2.0);
+    let (qn, kn) = (rng.vec(hd, 1.5), rng.vec(hd, 1.5));
+    let inv_freq = rope_inv_freq(1e6, hd);
+    let kernel = Attention::new(ctx, shape, qk_norm, 1e-6, split_len).unwrap();
     let step = ctx.uniform("step", 16);
     let s = StepUniform {
         token: 0,
@@ -213,27 +233,79 @@ fn check_attention(shape: HeadShape, pos: usize, seed: u64) {
         pad: [0; 2],
     };
     ctx.queue.write_buffer(&step, 0, bytemuck::bytes_of(&s));
-    let qb = ctx.storage_init("q", &q).unwrap();
+    let b = |name: &str, v: &[f32]| ctx.storage_init(name, v).unwrap();
+    let (qkv_b, qn_b, kn_b, f_b) = (
+        b("qkv", &qkv),
+        b("qn", &qn),
+        b("kn", &kn),
+        b("f", &inv_freq),
+    );
     let (kb, vb) = (
         ctx.storage_init("k", &kc).unwrap(),
         ctx.storage_init("v", &vc).unwrap(),
     );
     let scores = ctx.storage("scores", kernel.scratch_bytes()).unwrap();
-    let out = ctx.storage("out", 4 * q.len() as u64).unwrap();
-    run(
-        ctx,
-        &[&kernel.dispatch(ctx, &step, &qb, KvBuffers { k: &kb, v: &vb }, &scores, &out)],
+    let partials = ctx.storage("partials", kernel.partials_bytes()).unwrap();
+    let out = ctx.storage("out", 4 * qd as u64).unwrap();
+    let inputs = AttentionInputs {
+        step: &step,
+        qkv: &qkv_b,
+        q_norm: &qn_b,
+        k_norm: &kn_b,
+        inv_freq: &f_b,
+        cache: KvBuffers { k: &kb, v: &vb },
+        scores: &scores,
+    };
+    let d = kernel.dispatch(ctx, inputs, &partials, &out);
+    let mut enc = ctx.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        d.encode(&kernel, pos, &mut pass);
+    }
+    ctx.queue.submit([enc.finish()]);
+    let got = ctx.read_f32(&out, qd).unwrap();
+
+    let norm = |h: &[f32], w: &[f32]| {
+        if qk_norm {
+            rmsnorm(h, w, 1e-6)
+        } else {
+            h.to_vec()
+        }
+    };
+    let q: Vec<f32> = qkv[..qd]
+        .chunks(hd)
+        .flat_map(|h| rope(&norm(h, &qn), pos, &inv_freq))
+        .collect();
+    let (mut kc, mut vc) = (unpack_f16(&kc), unpack_f16(&vc));
+    for kv in 0..shape.n_kv_heads {
+        let at = (kv * shape.context + pos) * hd;
+        let k_now = rope(&norm(&qkv[qd + kv * hd..][..hd], &kn), pos, &inv_freq);
+        let v_now = &qkv[qd + kvd + kv * hd..][..hd];
+        for i in 0..hd {
+            kc[at + i] = f16_round(k_now[i]);
+            vc[at + i] = f16_round(v_now[i]);
+        }
+    }
+    let what = format!("attention {shape:?} qk_norm={qk_norm} pos={pos} split={split_len}");
+    let want = attention_ref(&q, &kc, &vc, shape, pos + 1);
+    assert_close(&what, &got, &want, 1e-4, 1e-5);
+    // The cache now holds this step's k and v (one f16 step of tolerance for k: the
+    // f32 values may straddle a rounding edge) and nothing past it.
+    let words = cache_len / 2;
+    let (k_got, v_got) = (
+        unpack_f16(&ctx.read_u32(&kb, words).unwrap()),
+        unpack_f16(&ctx.read_u32(&vb, words).unwrap()),
     );
-    let got = ctx.read_f32(&out, q.len()).unwrap();
-    let want = attention_ref(&q, &unpack_f16(&kc), &unpack_f16(&vc), shape, pos + 1);
-    assert_close(
-        &format!("attention {shape:?} pos={pos}"),
-        &got,
-        &want,
-        1e-5,
-        1e-6,
-    );
+    assert_close(&format!("k cache {what}"), &k_got, &kc, 1e-3, 1e-5);
+    assert_close(&format!("v cache {what}"), &v_got, &vc, 0.0, 0.0);
 }
+
+const POCKET_HEADS: HeadShape = HeadShape {
+    n_heads: 14,
+    n_kv_heads: 2,
+    head_dim: 64,
+    context: 4100,
+};
 
 #[test]
 fn attention_matches_reference_at_position_0_and_at_the_cache_end() {
@@ -243,26 +315,45 @@ fn attention_matches_reference_at_position_0_and_at_the_cache_end() {
         head_dim: 64,
         context: 100,
     };
-    check_attention(shape, 0, 1);
-    check_attention(shape, 99, 2);
-}
-
-#[test]
-fn attention_matches_reference_with_pocket_heads_and_long_history() {
-    let shape = HeadShape {
-        n_heads: 14,
-        n_kv_heads: 2,
-        head_dim: 64,
-        context: 300,
-    };
-    check_attention(shape, 257, 3);
+    check_attention(shape, true, 0, 256, 1);
+    check_attention(shape, true, 99, 256, 2);
+    check_attention(shape, false, 57, 256, 3);
     let wide = HeadShape {
         n_heads: 2,
         n_kv_heads: 2,
         head_dim: 256,
         context: 70,
     };
-    check_attention(wide, 65, 4);
+    check_attention(wide, true, 65, 256, 4);
+}
+
+#[test]
+fn split_attention_matches_reference_at_split_edges_1_63_64_65_and_1000() {
+    // Histories of 1, 63, 64, 65 and 1000 positions with 64 per split: one split, one
+    // full split, one split plus one position, 16 splits (the last one partial).
+    for (i, len) in [1, 63, 64, 65, 1000].into_iter().enumerate() {
+        check_attention(POCKET_HEADS, true, len - 1, 64, 10 + i as u64);
+    }
+    // The same lengths unsplit (one workgroup per head over the whole history).
+    for (i, len) in [1, 63, 64, 65, 1000].into_iter().enumerate() {
+        check_attention(POCKET_HEADS, true, len - 1, 4096, 20 + i as u64);
+    }
+}
+
+#[test]
+fn split_attention_matches_reference_at_4097_positions() {
+    // Pocket's GPU split length (256) and the CPU adapters' (4096: one split plus one).
+    check_attention(POCKET_HEADS, true, 4096, 256, 30);
+    check_attention(POCKET_HEADS, true, 4096, 4096, 31);
+}
+
+#[test]
+fn split_attention_matches_reference_at_32768_positions() {
+    let shape = HeadShape {
+        context: 32_768,
+        ..POCKET_HEADS
+    };
+    check_attention(shape, true, 32_767, 256, 40);
 }
 
 #[test]
@@ -273,7 +364,18 @@ fn attention_shapes_that_do_not_divide_are_rejected() {
         head_dim: 64,
         context: 10,
     };
-    assert!(Attention::new(gpu(), bad).is_err());
+    assert!(Attention::new(gpu(), bad, true, 1e-6, 64).is_err());
+    assert!(Attention::new(
+        gpu(),
+        HeadShape {
+            n_kv_heads: 1,
+            ..bad
+        },
+        true,
+        1e-6,
+        0
+    )
+    .is_err());
     let too_wide = HeadShape {
         n_heads: 2,
         n_kv_heads: 1,

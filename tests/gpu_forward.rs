@@ -45,7 +45,7 @@ fn check_model(name: &str) {
         per_layer * cfg.n_layers + 3,
         "embed, the layers, head and argmax"
     );
-    assert!(per_layer <= 6, "{per_layer} dispatches per layer");
+    assert!(per_layer <= 5, "{per_layer} dispatches per layer");
     println!(
         "{name}: {} dispatches per token ({per_layer} per layer), 1 submit",
         model.dispatches_per_token()

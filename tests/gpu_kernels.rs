@@ -116,3 +116,22 @@ fn a_buffer_beyond_the_device_limits_is_a_typed_error() {
         other => panic!("expected ExceedsDeviceLimits, got {:?}", other.map(|_| ())),
     }
 }
+
+#[test]
+fn read_bench_partial_sums_add_up_to_the_buffer_sum_in_both_layouts() {
+    use pocketrt::gpu::kernels::read_bench::{ReadBench, ReadLayout};
+    let ctx = gpu();
+    let len = 16 * 64 * 4 * 3;
+    // Small integers: every f32 sum is exact, so any skipped or doubled load shows.
+    let data: Vec<f32> = (0..len).map(|i| (i % 7) as f32).collect();
+    let want: f32 = data.iter().sum();
+    let buf = ctx.storage_init("data", &data).unwrap();
+    for layout in [ReadLayout::Interleaved, ReadLayout::Chunked] {
+        let k = ReadBench::new(ctx, len, 4, layout).unwrap();
+        let out = ctx.storage("out", 4 * k.partials() as u64).unwrap();
+        run(ctx, &[&k.dispatch(ctx, &buf, &out)]);
+        let got: f32 = ctx.read_f32(&out, k.partials()).unwrap().iter().sum();
+        assert_eq!(got, want, "{layout:?}");
+    }
+    assert!(ReadBench::new(ctx, len + 4, 4, ReadLayout::Chunked).is_err());
+}

@@ -5,10 +5,12 @@
 
 use super::device::GpuContext;
 use super::kernels::argmax::Argmax;
-use super::kernels::attention::Attention;
+use super::kernels::attention::{
+    default_split_len, partials_bytes, Attention, AttentionDispatch, AttentionInputs, GPU_SPLIT_LEN,
+};
 use super::kernels::embed_q4::EmbedQ4;
 use super::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant};
-use super::kernels::rope_kv::{rope_inv_freq, KvBuffers, RopeKv};
+use super::kernels::rope_kv::{rope_inv_freq, KvBuffers};
 use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
@@ -26,10 +28,10 @@ struct Activations {
     h: wgpu::Buffer,
     /// q|k|v projections (q_dim + 2·kv_dim).
     qkv: wgpu::Buffer,
-    /// q after norm and RoPE (q_dim).
-    q: wgpu::Buffer,
     /// Attention scores scratch (n_heads · context).
     scores: wgpu::Buffer,
+    /// Split attention's partial results.
+    partials: wgpu::Buffer,
     /// Attention output (q_dim).
     attn: wgpu::Buffer,
     /// SwiGLU output (ffn_size).
@@ -43,13 +45,17 @@ struct Activations {
 }
 
 impl Activations {
-    fn new(ctx: &GpuContext, cfg: &ModelConfig, scores_bytes: u64) -> Result<Activations> {
+    fn new(ctx: &GpuContext, cfg: &ModelConfig, attention: &Attention) -> Result<Activations> {
         let f = |label: &str, n: usize| ctx.storage(label, 4 * n as u64);
         Ok(Activations {
             h: f("h", cfg.hidden_size)?,
             qkv: f("qkv", cfg.q_dim() + 2 * cfg.kv_dim())?,
-            q: f("q", cfg.q_dim())?,
-            scores: ctx.storage("scores", scores_bytes)?,
+            scores: ctx.storage("scores", attention.scratch_bytes())?,
+            // Sized for the shortest split of any adapter (the memory plan's figure).
+            partials: ctx.storage(
+                "attention partials",
+                partials_bytes(attention.shape, GPU_SPLIT_LEN),
+            )?,
             attn: f("attn", cfg.q_dim())?,
             ffn: f("ffn", cfg.ffn_size)?,
             logits: f("logits", cfg.vocab_size)?,
@@ -72,7 +78,8 @@ pub struct GpuModel {
     pub weights: ModelWeights,
     pub kv: KvCache,
     /// One decode step, in order.
-    dispatches: Vec<Dispatch>,
+    dispatches: Vec<StepDispatch>,
+    attention: Attention,
     /// Top-k over the logits, appended to a step when the sampler needs candidates.
     topk: [Dispatch; 2],
     topk_result: wgpu::Buffer,
@@ -100,12 +107,18 @@ pub enum Readback {
     Logits,
 }
 
+/// One entry of the recorded decode step.
+enum StepDispatch {
+    Fixed(Dispatch),
+    /// Attention: one dispatch, or split + combine at long histories.
+    Attention(AttentionDispatch),
+}
+
 /// The kernels of one model (one pipeline per distinct shape, shared by all layers).
 /// RMSNorms are fused into the GEMVs that read the normed vector (QKV, gate/up, head).
 struct Kernels {
     embed: EmbedQ4,
     qkv: GemvQ4,
-    rope_kv: RopeKv,
     attention: Attention,
     attn_output: GemvQ4,
     gate_up: GemvQ4,
@@ -133,8 +146,13 @@ impl Kernels {
         Ok(Kernels {
             embed: EmbedQ4::new(ctx, h)?,
             qkv: gemv(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
-            rope_kv: RopeKv::new(ctx, shape, cfg.qk_norm, cfg.rms_eps)?,
-            attention: Attention::new(ctx, shape)?,
+            attention: Attention::new(
+                ctx,
+                shape,
+                cfg.qk_norm,
+                cfg.rms_eps,
+                default_split_len(ctx),
+            )?,
             attn_output: gemv(h, cfg.q_dim(), Epilogue::AddInto, false, false)?,
             gate_up: gemv(f, h, Epilogue::SwiGlu, false, true)?,
             down: gemv(h, f, Epilogue::AddInto, false, false)?,
@@ -172,7 +190,7 @@ impl GpuModel {
         let c = &*ctx;
         let kernels = Kernels::new(c, &config, context)?;
         let kv = KvCache::new(c, &config, context)?;
-        let acts = Activations::new(c, &config, kernels.attention.scratch_bytes())?;
+        let acts = Activations::new(c, &config, &kernels.attention)?;
         let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
         let dispatches = record_step(c, &kernels, &weights, &kv, &acts, &step);
         let topk_scratch = c.storage("topk scratch", TopK::scratch_bytes())?;
@@ -196,15 +214,26 @@ impl GpuModel {
             weights,
             kv,
             dispatches,
+            attention: kernels.attention,
             per_layer,
             submits: std::cell::Cell::new(0),
             timer: None,
         })
     }
 
-    /// Dispatches per decode token (all in one command buffer, one submit).
+    /// Dispatches per decode token at short histories (all in one command buffer, one
+    /// submit).
     pub fn dispatches_per_token(&self) -> usize {
-        self.dispatches.len()
+        self.dispatches_at(0)
+    }
+
+    /// Dispatches of the step at position `pos` (split attention adds one per layer).
+    pub fn dispatches_at(&self, pos: usize) -> usize {
+        let count = |d: &StepDispatch| match d {
+            StepDispatch::Fixed(_) => 1,
+            StepDispatch::Attention(_) => AttentionDispatch::count(&self.attention, pos),
+        };
+        self.dispatches.iter().map(count).sum()
     }
 
     /// Dispatches of one transformer layer.
@@ -273,7 +302,10 @@ impl GpuModel {
                 timestamp_writes: self.timer.as_ref().map(GpuTimer::pass_writes),
             });
             for d in &self.dispatches {
-                d.encode(&mut pass);
+                match d {
+                    StepDispatch::Fixed(d) => d.encode(&mut pass),
+                    StepDispatch::Attention(a) => a.encode(&self.attention, pos, &mut pass),
+                }
             }
             if readback == Readback::TopK {
                 self.topk.iter().for_each(|d| d.encode(&mut pass));
@@ -384,8 +416,8 @@ impl GpuModel {
         let acts = [
             &a.h,
             &a.qkv,
-            &a.q,
             &a.scores,
+            &a.partials,
             &a.attn,
             &a.ffn,
             &a.logits,
@@ -417,7 +449,7 @@ impl GpuModel {
 const DISPATCHES_OUTSIDE_LAYERS: usize = 3;
 
 /// The decode step as the model reads: embed → for each layer [norm + QKV, q/k-norm +
-/// RoPE + KV write, attention, O + residual, norm + gate/up + SwiGLU, down + residual]
+/// RoPE + KV write + attention, O + residual, norm + gate/up + SwiGLU, down + residual]
 /// → norm + head → argmax.
 fn record_step(
     ctx: &GpuContext,
@@ -426,9 +458,9 @@ fn record_step(
     kv: &KvCache,
     a: &Activations,
     step: &wgpu::Buffer,
-) -> Vec<Dispatch> {
+) -> Vec<StepDispatch> {
     let gemv = |kernel: &GemvQ4, m: &Q4Buffers, x, norm, bias: Option<&wgpu::Buffer>, out| {
-        kernel.dispatch(
+        StepDispatch::Fixed(kernel.dispatch(
             ctx,
             &m.codes,
             &m.qparams,
@@ -436,18 +468,27 @@ fn record_step(
             norm,
             bias.unwrap_or(&a.none),
             out,
-        )
+        ))
     };
     let e = &w.token_embd;
-    let mut d = vec![k.embed.dispatch(ctx, step, &e.codes, &e.qparams, &a.h)];
+    let embed = k.embed.dispatch(ctx, step, &e.codes, &e.qparams, &a.h);
+    let mut d = vec![StepDispatch::Fixed(embed)];
     for (i, l) in w.layers.iter().enumerate() {
         let (q_norm, k_norm) = match &l.qk_norm {
             Some((q, k)) => (q, k),
             None => (&a.none, &a.none),
         };
-        let cache = KvBuffers {
-            k: &kv.k[i],
-            v: &kv.v[i],
+        let inputs = AttentionInputs {
+            step,
+            qkv: &a.qkv,
+            q_norm,
+            k_norm,
+            inv_freq: &a.inv_freq,
+            cache: KvBuffers {
+                k: &kv.k[i],
+                v: &kv.v[i],
+            },
+            scores: &a.scores,
         };
         let attn_norm = Some(&l.attn_norm);
         d.push(gemv(
@@ -458,14 +499,12 @@ fn record_step(
             l.qkv_bias.as_ref(),
             &a.qkv,
         ));
-        d.push(
-            k.rope_kv
-                .dispatch(ctx, step, &a.qkv, q_norm, k_norm, &a.inv_freq, &a.q, cache),
-        );
-        d.push(
-            k.attention
-                .dispatch(ctx, step, &a.q, cache, &a.scores, &a.attn),
-        );
+        d.push(StepDispatch::Attention(k.attention.dispatch(
+            ctx,
+            inputs,
+            &a.partials,
+            &a.attn,
+        )));
         d.push(gemv(
             &k.attn_output,
             &l.attn_output,
@@ -492,6 +531,8 @@ fn record_step(
         None,
         &a.logits,
     ));
-    d.push(k.argmax.dispatch(ctx, &a.logits, &a.argmax));
+    d.push(StepDispatch::Fixed(
+        k.argmax.dispatch(ctx, &a.logits, &a.argmax),
+    ));
     d
 }

@@ -7,6 +7,7 @@
 //! really allocates.
 
 use super::buffers::padded;
+use super::kernels::attention::{partials_bytes, GPU_SPLIT_LEN};
 use super::kernels::topk::TopK;
 use super::kv_cache::KvCache;
 use crate::config::ModelConfig;
@@ -77,9 +78,10 @@ impl MemoryPlan {
         let kv_layer = padded(KvCache::layer_bytes(cfg, context));
         let kv_cache = 2 * cfg.n_layers as u64 * kv_layer;
         let scores = padded((cfg.n_heads * context * 4) as u64);
+        let partials = padded(partials_bytes(KvCache::shape(cfg, context), GPU_SPLIT_LEN));
         let activations = f32s(h)
             + f32s(qkv)
-            + 2 * f32s(cfg.q_dim())
+            + f32s(cfg.q_dim())
             + f32s(cfg.ffn_size)
             + f32s(v)
             + f32s(2)
@@ -103,7 +105,7 @@ impl MemoryPlan {
             context,
             weights,
             kv_cache,
-            scratch: scores + activations + readback + step + topk,
+            scratch: scores + partials + activations + readback + step + topk,
             largest_buffer,
         }
     }

@@ -151,9 +151,14 @@ pub struct Dispatch {
 
 impl Dispatch {
     pub fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.encode_grid(pass, self.grid);
+    }
+
+    /// [`Dispatch::encode`] with a grid chosen per step (e.g. attention splits by position).
+    pub fn encode_grid(&self, pass: &mut wgpu::ComputePass<'_>, grid: [u32; 3]) {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
-        pass.dispatch_workgroups(self.grid[0], self.grid[1], self.grid[2]);
+        pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
     }
 }
 

@@ -8,28 +8,54 @@ use crate::gpu::device::GpuContext;
 const WGSL: &str = include_str!("../../../shaders/read_bench.wgsl");
 const WG: u32 = 64;
 
+/// How the invocations split the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadLayout {
+    /// Invocation i reads vec4s i, i + T, i + 2T, … (T invocations in all).
+    Interleaved,
+    /// Invocation i reads its own contiguous chunk.
+    Chunked,
+}
+
 pub struct ReadBench {
     kernel: KernelPipeline,
-    /// f32 values summed (a multiple of 4).
+    /// f32 values summed.
     pub len: usize,
     /// Workgroups; each invocation writes one partial sum.
     pub groups: u32,
+    pub layout: ReadLayout,
 }
 
 impl ReadBench {
-    /// Sum `len` f32 (a positive multiple of 4) with `groups` workgroups of 64.
-    pub fn new(ctx: &GpuContext, len: usize, groups: u32) -> Result<ReadBench> {
-        if len == 0 || len % 4 != 0 || len / 4 > u32::MAX as usize || groups == 0 {
+    /// Sum `len` f32 with `groups` workgroups of 64. `len` must be a positive multiple of
+    /// 4 (Interleaved) or of 16 · invocations (Chunked: four vec4s per step of each chunk).
+    pub fn new(ctx: &GpuContext, len: usize, groups: u32, layout: ReadLayout) -> Result<ReadBench> {
+        let invocations = groups as usize * WG as usize;
+        let step = match layout {
+            ReadLayout::Interleaved => 4,
+            ReadLayout::Chunked => 16 * invocations,
+        };
+        if len == 0 || len % step != 0 || len / 4 > u32::MAX as usize || groups == 0 {
             return Err(Error::InvalidArgument(format!(
-                "read bench over {len} values with {groups} workgroups: need a positive multiple of 4 and at least one workgroup"
+                "read bench ({layout:?}) over {len} values with {groups} workgroups: need a positive multiple of {step} values and at least one workgroup"
             )));
         }
-        let constants = [("N4", (len / 4) as f64), ("WG", f64::from(WG))];
+        let chunked = if layout == ReadLayout::Chunked {
+            1.0
+        } else {
+            0.0
+        };
+        let constants = [
+            ("N4", (len / 4) as f64),
+            ("WG", f64::from(WG)),
+            ("CHUNKED", chunked),
+        ];
         let slots = [Slot::Read, Slot::ReadWrite];
         Ok(ReadBench {
             kernel: KernelPipeline::new(ctx, "read_bench", WGSL, &slots, &constants),
             len,
             groups,
+            layout,
         })
     }
 
