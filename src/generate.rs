@@ -185,10 +185,8 @@ impl Session {
         self.engine.rewind(reused);
         self.cached.truncate(reused);
         let (&last, head) = tokens.split_last().expect("checked non-empty");
-        for &t in &head[reused..] {
-            self.engine.feed(t)?;
-            self.cached.push(t);
-        }
+        self.engine.feed_all(&head[reused..])?;
+        self.cached.extend_from_slice(&head[reused..]);
         let mut next = self.engine.step_sampled(last, gen.sampler())?;
         self.cached.push(last);
         gen.prompt_done();

@@ -4,11 +4,15 @@
 
 pub mod argmax;
 pub mod attention;
+pub mod attention_prefill;
+pub mod embed_prefill;
 pub mod embed_q4;
+pub mod gemm_q4;
 pub mod gemv_q4;
 pub mod read_bench;
 pub mod rmsnorm;
 pub mod rope_kv;
+pub mod rope_kv_prefill;
 pub mod topk;
 
 use super::device::GpuContext;
@@ -154,6 +158,13 @@ impl Dispatch {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
         pass.dispatch_workgroups(self.grid[0], self.grid[1], self.grid[2]);
+    }
+
+    /// Encode with another grid (prefill: fewer workgroups for a shorter chunk).
+    pub fn encode_grid(&self, pass: &mut wgpu::ComputePass<'_>, grid: [u32; 3]) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
     }
 }
 
