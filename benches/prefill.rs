@@ -143,7 +143,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     m.prefill(&tokens, 0)?;
     let prefill_per_token = t.elapsed().as_secs_f64() / n as f64;
-    let sample: Vec<usize> = (0..a.steps).map(|i| i * n / a.steps + n / (2 * a.steps)).collect();
+    let sample: Vec<usize> = (0..a.steps)
+        .map(|i| i * n / a.steps + n / (2 * a.steps))
+        .collect();
     let step_per_token = decode_seconds(&mut m, &sample)? / sample.len() as f64;
     let ratio = step_per_token / prefill_per_token;
     eprintln!("prefill vs token by token at {n}: {ratio:.1}×");

@@ -25,13 +25,21 @@ const EPS: f32 = 1e-6;
 
 fn pack_f16(v: &[f32]) -> Vec<u32> {
     v.chunks_exact(2)
-        .map(|p| u32::from(f16::from_f32(p[0]).to_bits()) | u32::from(f16::from_f32(p[1]).to_bits()) << 16)
+        .map(|p| {
+            u32::from(f16::from_f32(p[0]).to_bits())
+                | u32::from(f16::from_f32(p[1]).to_bits()) << 16
+        })
         .collect()
 }
 
 fn unpack_f16(w: &[u32]) -> Vec<f32> {
     w.iter()
-        .flat_map(|x| [f16::from_bits(*x as u16).to_f32(), f16::from_bits((*x >> 16) as u16).to_f32()])
+        .flat_map(|x| {
+            [
+                f16::from_bits(*x as u16).to_f32(),
+                f16::from_bits((*x >> 16) as u16).to_f32(),
+            ]
+        })
         .collect()
 }
 
@@ -47,7 +55,11 @@ fn attention_ref(q: &[f32], kc: &[f32], vc: &[f32], s: HeadShape, pos: usize) ->
         let row = |c: &'_ [f32], t: usize| c[(kv * s.context + t) * hd..][..hd].to_vec();
         let scores: Vec<f64> = (0..=pos)
             .map(|t| {
-                let dot: f64 = qh.iter().zip(&row(kc, t)).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                let dot: f64 = qh
+                    .iter()
+                    .zip(&row(kc, t))
+                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                    .sum();
                 dot / (hd as f64).sqrt()
             })
             .collect();
@@ -92,10 +104,19 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
     let inv_freq = rope_inv_freq(THETA, hd);
 
     let chunk = ctx.uniform("chunk", 16);
-    let u = ChunkUniform { start: start as u32, count: count as u32, pad: [0; 2] };
+    let u = ChunkUniform {
+        start: start as u32,
+        count: count as u32,
+        pad: [0; 2],
+    };
     ctx.queue.write_buffer(&chunk, 0, bytemuck::bytes_of(&u));
     let b = |name: &str, v: &[f32]| ctx.storage_init(name, v).unwrap();
-    let (qkv_b, qn_b, kn_b, f_b) = (b("qkv", &qkv), b("qn", &qn), b("kn", &kn), b("f", &inv_freq));
+    let (qkv_b, qn_b, kn_b, f_b) = (
+        b("qkv", &qkv),
+        b("qn", &qn),
+        b("kn", &kn),
+        b("f", &inv_freq),
+    );
     let q_out = ctx.storage("q", 4 * (count * qd) as u64).unwrap();
     let out = ctx.storage("out", 4 * (count * qd) as u64).unwrap();
     let kb = ctx.storage_init("k", &kc0).unwrap();
@@ -103,7 +124,9 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
     let cache = KvBuffers { k: &kb, v: &vb };
     let rope = RopeKvPrefill::new(ctx, shape, qk_norm, EPS).unwrap();
     let attention = AttentionPrefill::new(ctx, shape).unwrap();
-    let d1 = rope.dispatch(ctx, &chunk, &qkv_b, &qn_b, &kn_b, &f_b, &q_out, cache, count);
+    let d1 = rope.dispatch(
+        ctx, &chunk, &qkv_b, &qn_b, &kn_b, &f_b, &q_out, cache, count,
+    );
     let d2 = attention.dispatch(ctx, &chunk, &q_out, cache, &out, count);
     run(ctx, &[&d1, &d2]);
 
@@ -112,7 +135,13 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
     let words = cache_len / 2;
     let kc = unpack_f16(&ctx.read_u32(&kb, words).unwrap());
     let vc = unpack_f16(&ctx.read_u32(&vb, words).unwrap());
-    let norm = |h: &[f32], w: &[f32]| if qk_norm { rmsnorm(h, w, EPS) } else { h.to_vec() };
+    let norm = |h: &[f32], w: &[f32]| {
+        if qk_norm {
+            rmsnorm(h, w, EPS)
+        } else {
+            h.to_vec()
+        }
+    };
     let mut want_q = Vec::with_capacity(count * qd);
     for t in 0..count {
         let pos = start + t;
@@ -129,7 +158,10 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
             let at = |c: &[f32]| c[(kv * shape.context + pos) * hd..][..hd].to_vec();
             // One f16 rounding step of tolerance (the f32 values may straddle an edge).
             assert_close(&format!("k {what} pos {pos}"), &at(&kc), &k, 1e-3, 1e-4);
-            let v: Vec<f32> = row[qd + kvd + kv * hd..][..hd].iter().map(|v| f16_round(*v)).collect();
+            let v: Vec<f32> = row[qd + kvd + kv * hd..][..hd]
+                .iter()
+                .map(|v| f16_round(*v))
+                .collect();
             assert_close(&format!("v {what} pos {pos}"), &at(&vc), &v, 0.0, 0.0);
         }
     }
@@ -139,12 +171,23 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
     let all: Vec<usize> = (0..count).collect();
     for &t in if sample.is_empty() { &all[..] } else { sample } {
         let want = attention_ref(&q_gpu[t * qd..][..qd], &kc, &vc, shape, start + t);
-        assert_close(&format!("attention {what} query {t}"), &got[t * qd..][..qd], &want, 1e-5, 1e-6);
+        assert_close(
+            &format!("attention {what} query {t}"),
+            &got[t * qd..][..qd],
+            &want,
+            1e-5,
+            1e-6,
+        );
     }
 }
 
 fn pocket(context: usize) -> HeadShape {
-    HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64, context }
+    HeadShape {
+        n_heads: 14,
+        n_kv_heads: 2,
+        head_dim: 64,
+        context,
+    }
 }
 
 #[test]
@@ -156,7 +199,14 @@ fn prefill_attention_from_position_0_at_lengths_1_63_64_65() {
 
 #[test]
 fn prefill_attention_chunk_after_cached_positions_at_length_1000() {
-    check(pocket(1000), 744, 256, true, &[0, 1, 63, 64, 127, 200, 255], 5);
+    check(
+        pocket(1000),
+        744,
+        256,
+        true,
+        &[0, 1, 63, 64, 127, 200, 255],
+        5,
+    );
 }
 
 #[test]
@@ -171,8 +221,18 @@ fn prefill_attention_at_length_32768() {
 
 #[test]
 fn prefill_attention_small_gqa_heads_without_qk_norm() {
-    let shape = HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 16, context: 300 };
+    let shape = HeadShape {
+        n_heads: 4,
+        n_kv_heads: 2,
+        head_dim: 16,
+        context: 300,
+    };
     check(shape, 37, 130, false, &[], 8);
-    let wide = HeadShape { n_heads: 3, n_kv_heads: 1, head_dim: 256, context: 90 };
+    let wide = HeadShape {
+        n_heads: 3,
+        n_kv_heads: 1,
+        head_dim: 256,
+        context: 90,
+    };
     check(wide, 10, 80, true, &[0, 5, 79], 9);
 }

@@ -112,7 +112,11 @@ fn spec(n: usize, k: usize, epilogue: Epilogue, bias: bool, norm: bool) -> GemvS
 
 #[test]
 fn gemm_store_matches_reference_on_edge_token_counts() {
-    check(spec(67, 192, Epilogue::Store, false, false), &[1, 7, 64, 65, 300], 10);
+    check(
+        spec(67, 192, Epilogue::Store, false, false),
+        &[1, 7, 64, 65, 300],
+        10,
+    );
 }
 
 #[test]
@@ -129,7 +133,11 @@ fn gemm_residual_add_with_bias_and_fused_norm_matches_reference() {
 
 #[test]
 fn gemm_fused_gate_up_swiglu_matches_reference() {
-    check(spec(45, 192, Epilogue::SwiGlu, false, true), &[1, 65, 300], 40);
+    check(
+        spec(45, 192, Epilogue::SwiGlu, false, true),
+        &[1, 65, 300],
+        40,
+    );
     check(spec(33, 128, Epilogue::SwiGlu, true, false), &[7], 41);
 }
 

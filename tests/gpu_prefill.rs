@@ -32,7 +32,9 @@ fn load(name: &str, context: usize) -> GpuModel {
 
 fn prompt(vocab: usize, n: usize, seed: u64) -> Vec<u32> {
     let mut rng = Rng::new(seed);
-    (0..n).map(|_| (rng.next_u64() % vocab as u64) as u32).collect()
+    (0..n)
+        .map(|_| (rng.next_u64() % vocab as u64) as u32)
+        .collect()
 }
 
 fn check_model(name: &str) {
@@ -47,9 +49,21 @@ fn check_model(name: &str) {
     let mut stepper = load(name, CONTEXT);
     for (pos, (&t, got)) in tokens.iter().zip(&all).enumerate() {
         let want = oracle.forward(t, &mut cache).unwrap();
-        assert_close(&format!("{name} prefill vs oracle pos {pos}"), got, &want, 1e-3, 1e-4);
+        assert_close(
+            &format!("{name} prefill vs oracle pos {pos}"),
+            got,
+            &want,
+            1e-3,
+            1e-4,
+        );
         let (_, step) = stepper.decode_with_logits(t, pos).unwrap();
-        assert_close(&format!("{name} prefill vs decode pos {pos}"), got, &step, 1e-3, 1e-4);
+        assert_close(
+            &format!("{name} prefill vs decode pos {pos}"),
+            got,
+            &step,
+            1e-3,
+            1e-4,
+        );
     }
     drop(stepper);
 
@@ -57,7 +71,13 @@ fn check_model(name: &str) {
     let next = 7u32;
     let want = oracle.forward(next, &mut cache).unwrap();
     let (_, got) = model.decode_with_logits(next, PROMPT).unwrap();
-    assert_close(&format!("{name} decode after prefill"), &got, &want, 1e-3, 1e-4);
+    assert_close(
+        &format!("{name} decode after prefill"),
+        &got,
+        &want,
+        1e-3,
+        1e-4,
+    );
 
     // A prefill that continues an earlier one (prefix reuse), in two calls, and the
     // one-submit-per-chunk feed: the same last logits.
@@ -65,8 +85,18 @@ fn check_model(name: &str) {
     split.prefill_feed(&tokens[..100], 0).unwrap();
     let before = split.submits();
     let last = split.prefill(&tokens[100..], 100).unwrap();
-    assert_eq!(split.submits() - before, 2, "200 tokens: one chunk, then the head");
-    assert_close(&format!("{name} split prefill"), &last, &all[PROMPT - 1], 1e-5, 1e-6);
+    assert_eq!(
+        split.submits() - before,
+        2,
+        "200 tokens: one chunk, then the head"
+    );
+    assert_close(
+        &format!("{name} split prefill"),
+        &last,
+        &all[PROMPT - 1],
+        1e-5,
+        1e-6,
+    );
 }
 
 #[test]
@@ -87,7 +117,10 @@ fn llama_prefill_matches_the_oracle_and_token_by_token_decoding() {
 #[test]
 fn prefill_bad_input_is_a_typed_error() {
     let mut model = load("llama", 16);
-    assert!(matches!(model.prefill(&[], 0), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        model.prefill(&[], 0),
+        Err(Error::InvalidArgument(_))
+    ));
     assert!(matches!(
         model.prefill(&[1, 512], 0),
         Err(Error::InvalidArgument(_))
@@ -97,5 +130,8 @@ fn prefill_bad_input_is_a_typed_error() {
         Err(Error::ContextTooLong { context: 16, .. })
     ));
     // A prompt that exactly fills the context works.
-    assert_eq!(model.prefill(&[1; 16], 0).unwrap().len(), model.config.vocab_size);
+    assert_eq!(
+        model.prefill(&[1; 16], 0).unwrap().len(),
+        model.config.vocab_size
+    );
 }

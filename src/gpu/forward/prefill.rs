@@ -131,7 +131,9 @@ impl Prefill {
             Ok::<_, Error>((d, Kind::Gemm(i)))
         };
         let e = &w.token_embd;
-        let embed = k.embed.dispatch(ctx, &chunk, &tokens, &e.codes, &e.qparams, &x, len);
+        let embed = k
+            .embed
+            .dispatch(ctx, &chunk, &tokens, &e.codes, &e.qparams, &x, len);
         let mut d = vec![(embed, Kind::Embed)];
         for (i, l) in w.layers.iter().enumerate() {
             let (q_norm, k_norm) = match &l.qk_norm {
@@ -142,7 +144,14 @@ impl Prefill {
                 k: &kv.k[i],
                 v: &kv.v[i],
             };
-            d.push(gemm(0, &l.qkv, &x, Some(&l.attn_norm), l.qkv_bias.as_ref(), &qkv)?);
+            d.push(gemm(
+                0,
+                &l.qkv,
+                &x,
+                Some(&l.attn_norm),
+                l.qkv_bias.as_ref(),
+                &qkv,
+            )?);
             let rope = k.rope.dispatch(
                 ctx,
                 &chunk,
@@ -183,7 +192,10 @@ impl Prefill {
     }
 
     pub(super) fn destroy(&self) {
-        for b in [&self.chunk, &self.tokens, &self.x].into_iter().chain(&self.scratch) {
+        for b in [&self.chunk, &self.tokens, &self.x]
+            .into_iter()
+            .chain(&self.scratch)
+        {
             b.destroy();
         }
     }
@@ -200,7 +212,10 @@ impl GpuModel {
         if tokens.is_empty() {
             return Err(Error::InvalidArgument("prefill of no tokens".into()));
         }
-        if let Some(t) = tokens.iter().find(|t| **t as usize >= self.config.vocab_size) {
+        if let Some(t) = tokens
+            .iter()
+            .find(|t| **t as usize >= self.config.vocab_size)
+        {
             return Err(Error::InvalidArgument(format!(
                 "token {t} is outside the vocabulary of {}",
                 self.config.vocab_size
@@ -284,7 +299,9 @@ impl GpuModel {
             .ctx
             .read_staging_async(&self.logits_staging, self.logits_staging.size())
             .await?;
-        Ok(bytemuck::pod_collect_to_vec(&bytes[..4 * self.config.vocab_size]))
+        Ok(bytemuck::pod_collect_to_vec(
+            &bytes[..4 * self.config.vocab_size],
+        ))
     }
 
     /// [`GpuModel::prefill_feed`], then the logits of the last position (blocking).

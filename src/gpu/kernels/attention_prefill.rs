@@ -67,11 +67,9 @@ impl AttentionPrefill {
         max_tokens: usize,
     ) -> Dispatch {
         let grid = self.grid(max_tokens);
-        let mut d = self.kernel.dispatch(
-            ctx,
-            &[chunk, q, cache.k, cache.v, out],
-            grid[0] * grid[1],
-        );
+        let mut d =
+            self.kernel
+                .dispatch(ctx, &[chunk, q, cache.k, cache.v, out], grid[0] * grid[1]);
         d.grid = grid;
         d
     }

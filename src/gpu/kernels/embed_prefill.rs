@@ -15,7 +15,13 @@ pub struct EmbedPrefill {
 impl EmbedPrefill {
     pub fn new(ctx: &GpuContext, k: usize) -> EmbedPrefill {
         let source = [CHUNK_WGSL, WGSL].concat();
-        let slots = [Slot::Uniform, Slot::Read, Slot::Read, Slot::Read, Slot::ReadWrite];
+        let slots = [
+            Slot::Uniform,
+            Slot::Read,
+            Slot::Read,
+            Slot::Read,
+            Slot::ReadWrite,
+        ];
         EmbedPrefill {
             kernel: KernelPipeline::new(ctx, "embed_prefill", &source, &slots, &[("K", k as f64)]),
             k,

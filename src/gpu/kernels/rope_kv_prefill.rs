@@ -59,7 +59,9 @@ impl RopeKvPrefill {
     ) -> Dispatch {
         self.kernel.dispatch(
             ctx,
-            &[chunk, qkv, q_norm, k_norm, inv_freq, q_out, cache.k, cache.v],
+            &[
+                chunk, qkv, q_norm, k_norm, inv_freq, q_out, cache.k, cache.v,
+            ],
             self.workgroups(max_tokens),
         )
     }
