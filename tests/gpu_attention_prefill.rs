@@ -89,7 +89,7 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
     let mut rng = Rng::new(seed);
     // Earlier positions: random f16 keys and values; the chunk's positions: zero.
     let cache_len = shape.n_kv_heads * shape.context * hd;
-    let mut fill = |rng: &mut Rng| {
+    let fill = |rng: &mut Rng| {
         let mut c = vec![0f32; cache_len];
         for kv in 0..shape.n_kv_heads {
             for v in &mut c[kv * shape.context * hd..][..start * hd] {
