@@ -13,7 +13,6 @@ mod gpu_common;
 
 use gpu_common::{assert_close, f16_round, gpu, rmsnorm, Rng};
 use half::f16;
-use pocketrt::cpu::ops::Rope;
 use pocketrt::gpu::kernels::attention_prefill::AttentionPrefill;
 use pocketrt::gpu::kernels::gemm_q4::ChunkUniform;
 use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
@@ -41,6 +40,20 @@ fn unpack_f16(w: &[u32]) -> Vec<f32> {
             ]
         })
         .collect()
+}
+
+/// Reference neox RoPE of every head of `x` at `pos`, angles as the kernels form them
+/// (an f32 product θ_i · pos, then sin/cos in f64).
+fn rope(x: &mut [f32], pos: usize, inv_freq: &[f32]) {
+    let half = inv_freq.len();
+    for head in x.chunks_exact_mut(2 * half) {
+        for i in 0..half {
+            let (s, c) = f64::from(pos as f32 * inv_freq[i]).sin_cos();
+            let (x0, x1) = (f64::from(head[i]), f64::from(head[i + half]));
+            head[i] = (x0 * c - x1 * s) as f32;
+            head[i + half] = (x0 * s + x1 * c) as f32;
+        }
+    }
 }
 
 /// Reference causal attention of query token `t` (all q heads) at position `pos` over the
@@ -122,9 +135,9 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
     let kb = ctx.storage_init("k", &kc0).unwrap();
     let vb = ctx.storage_init("v", &vc0).unwrap();
     let cache = KvBuffers { k: &kb, v: &vb };
-    let rope = RopeKvPrefill::new(ctx, shape, qk_norm, EPS).unwrap();
+    let rope_kernel = RopeKvPrefill::new(ctx, shape, qk_norm, EPS).unwrap();
     let attention = AttentionPrefill::new(ctx, shape).unwrap();
-    let d1 = rope.dispatch(
+    let d1 = rope_kernel.dispatch(
         ctx, &chunk, &qkv_b, &qn_b, &kn_b, &f_b, &q_out, cache, count,
     );
     let d2 = attention.dispatch(ctx, &chunk, &q_out, cache, &out, count);
@@ -145,16 +158,15 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
     let mut want_q = Vec::with_capacity(count * qd);
     for t in 0..count {
         let pos = start + t;
-        let rope = Rope::new(hd, THETA, pos);
         let row = &qkv[t * (qd + 2 * kvd)..][..qd + 2 * kvd];
         for h in row[..qd].chunks(hd) {
             let mut x = norm(h, &qn);
-            rope.apply(&mut x);
+            rope(&mut x, pos, &inv_freq);
             want_q.extend(x);
         }
         for kv in 0..shape.n_kv_heads {
             let mut k = norm(&row[qd + kv * hd..][..hd], &kn);
-            rope.apply(&mut k);
+            rope(&mut k, pos, &inv_freq);
             let at = |c: &[f32]| c[(kv * shape.context + pos) * hd..][..hd].to_vec();
             // One f16 rounding step of tolerance (the f32 values may straddle an edge).
             assert_close(&format!("k {what} pos {pos}"), &at(&kc), &k, 1e-3, 1e-4);
