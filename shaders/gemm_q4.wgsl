@@ -2,14 +2,14 @@
 // token rows, with the GEMV's fused RMSNorm prologue and epilogues (gemv_q4_common.wgsl
 // explains them; W, codes and qparams are laid out alike).
 //
-// Tiling: one 64-invocation workgroup computes a BM × BN tile (64 token rows × 64 matrix
-// rows; for SwiGLU 32 gate rows and their 32 up rows). Per K step of BK = 32 values (half
-// a quant group) every invocation loads one token row's 32 x values (× norm weights) and
-// dequantizes one matrix row's 32 weights into workgroup memory; after a barrier each
-// invocation accumulates an 8 × 8 block: token rows 8·ty + i, tile columns tx + 8·j
-// (lanes of one SIMD batch share ty, so their x loads are broadcasts). K is a multiple of
-// 64 (the quant group), so always of BK. The loader of token row r also sums r's x² for
-// the fused norm and publishes the rms factor at the end.
+// Tiling: one 64-invocation workgroup computes a BM × BN tile (32 token rows × 32 matrix
+// rows; for SwiGLU 16 gate rows and their 16 up rows), one quant group (BK = 64 values) per
+// step. Per step invocation lid loads half a token row (8 vec4 of x, × norm weights) and
+// dequantizes half a matrix row (32 weights) into workgroup memory; after a barrier each
+// invocation accumulates a 4 × 4 block — token rows 4·ty + i, tile columns tx + 8·j —
+// in four vec4 registers (no private arrays: on CPU-backed adapters those become
+// per-lane memory). Lanes of one SIMD batch share ty, so their x loads are broadcasts.
+// The loaders of token row r also sum r's x² for the fused norm.
 
 override N: u32;
 override K: u32;
@@ -26,14 +26,14 @@ override EPS: f32 = 1e-6;
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
-const BM: u32 = 64u;
-const BN: u32 = 64u;
+const BM: u32 = 32u;
+const BN: u32 = 32u;
 // BK / 4: vec4s per tile row.
-const KV4: u32 = 8u;
+const KV4: u32 = 16u;
 
 var<workgroup> xs: array<vec4<f32>, 512>; // [BM][KV4]
 var<workgroup> ws: array<vec4<f32>, 512>; // [BN][KV4]
-var<workgroup> row_scale: array<f32, 64>;
+var<workgroup> half_ss: array<f32, 64>;
 
 fn parts() -> u32 {
     return select(1u, 2u, EPILOGUE == 2u);
@@ -67,6 +67,34 @@ fn finish(m: u32, o: u32, gate_in: f32, up_in: f32) {
     }
 }
 
+// The four sums of token row `m` (tile columns tx + 8·j in acc's components).
+fn write_row(m: u32, n0: u32, tx: u32, acc: vec4<f32>, scale: f32) {
+    let a = acc * scale;
+    if (EPILOGUE == 2u) {
+        // Columns j = 0, 1 are gate rows, j = 2, 3 their up rows.
+        if (n0 + tx < N) {
+            finish(m, n0 + tx, a.x, a.z);
+        }
+        if (n0 + tx + 8u < N) {
+            finish(m, n0 + tx + 8u, a.y, a.w);
+        }
+    } else {
+        for (var j = 0u; j < 4u; j++) {
+            let o = n0 + tx + 8u * j;
+            if (o < N) {
+                finish(m, o, a[j], 0.0);
+            }
+        }
+    }
+}
+
+fn row_scale(r: u32) -> f32 {
+    if (NORM) {
+        return inverseSqrt((half_ss[2u * r] + half_ss[2u * r + 1u]) / f32(K) + EPS);
+    }
+    return 1.0;
+}
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let count = chunk.count;
@@ -75,29 +103,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let m0 = wid.y * BM;
     let tx = lid % 8u;
     let ty = lid / 8u;
-    // This invocation's loads: token row m0 + lid and matrix row `w_row` (clamped:
-    // rows past the ends repeat the last one and are never written).
-    let x_row = min(m0 + lid, max(count, 1u) - 1u);
-    let part = lid / outs_per_tile;
-    let w_row = min(n0 + lid % outs_per_tile, N - 1u) + part * N;
-    let k32 = K / 32u;
-    var acc: array<f32, 64>;
-    for (var s = 0u; s < 64u; s++) {
-        acc[s] = 0.0;
-    }
+    // This invocation's loads: half (lid % 2) of token row m0 + lid / 2 and of matrix row
+    // `w_row` (clamped: rows past the ends repeat the last one and are never written).
+    let hb = lid % 2u;
+    let x_row = min(m0 + lid / 2u, max(count, 1u) - 1u);
+    let w_tile_row = lid / 2u;
+    let part = w_tile_row / outs_per_tile;
+    let w_row = min(n0 + w_tile_row % outs_per_tile, N - 1u) + part * N;
+    let groups = K / 64u;
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
     var sum_sq = 0.0;
-    for (var kt = 0u; kt < k32; kt++) {
-        for (var j = 0u; j < KV4; j++) {
-            var v = x[x_row * (K / 4u) + kt * KV4 + j];
+    for (var g = 0u; g < groups; g++) {
+        let xb = x_row * (K / 4u) + g * KV4 + hb * 8u;
+        for (var j = 0u; j < 8u; j++) {
+            var v = x[xb + j];
             sum_sq += dot(v, v);
             if (NORM) {
-                v *= norm_w[kt * KV4 + j];
+                v *= norm_w[g * KV4 + hb * 8u + j];
             }
-            xs[lid * KV4 + j] = v;
+            xs[(lid / 2u) * KV4 + hb * 8u + j] = v;
         }
-        let c = codes[w_row * k32 + kt];
-        let p = unpack2x16float(qparams[w_row * (K / 64u) + kt / 2u]);
-        let wb = lid * KV4;
+        let c = codes[(w_row * groups + g) * 2u + hb];
+        let p = unpack2x16float(qparams[w_row * groups + g]);
+        let wb = w_tile_row * KV4 + hb * 8u;
         ws[wb] = lo4(c.x) * p.x + p.y;
         ws[wb + 1u] = hi4(c.x) * p.x + p.y;
         ws[wb + 2u] = lo4(c.y) * p.x + p.y;
@@ -107,43 +138,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         ws[wb + 6u] = lo4(c.w) * p.x + p.y;
         ws[wb + 7u] = hi4(c.w) * p.x + p.y;
         workgroupBarrier();
+        let xr = ty * 4u * KV4;
         for (var kk = 0u; kk < KV4; kk++) {
-            var a: array<vec4<f32>, 8>;
-            for (var i = 0u; i < 8u; i++) {
-                a[i] = xs[(ty * 8u + i) * KV4 + kk];
-            }
-            for (var j = 0u; j < 8u; j++) {
-                let b = ws[(tx + 8u * j) * KV4 + kk];
-                for (var i = 0u; i < 8u; i++) {
-                    acc[i * 8u + j] += dot(a[i], b);
-                }
-            }
+            let a0 = xs[xr + kk];
+            let a1 = xs[xr + KV4 + kk];
+            let a2 = xs[xr + 2u * KV4 + kk];
+            let a3 = xs[xr + 3u * KV4 + kk];
+            let b0 = ws[tx * KV4 + kk];
+            let b1 = ws[(tx + 8u) * KV4 + kk];
+            let b2 = ws[(tx + 16u) * KV4 + kk];
+            let b3 = ws[(tx + 24u) * KV4 + kk];
+            acc0 += vec4<f32>(dot(a0, b0), dot(a0, b1), dot(a0, b2), dot(a0, b3));
+            acc1 += vec4<f32>(dot(a1, b0), dot(a1, b1), dot(a1, b2), dot(a1, b3));
+            acc2 += vec4<f32>(dot(a2, b0), dot(a2, b1), dot(a2, b2), dot(a2, b3));
+            acc3 += vec4<f32>(dot(a3, b0), dot(a3, b1), dot(a3, b2), dot(a3, b3));
         }
         workgroupBarrier();
     }
-    row_scale[lid] = select(1.0, inverseSqrt(sum_sq / f32(K) + EPS), NORM);
+    half_ss[lid] = sum_sq;
     workgroupBarrier();
-    for (var i = 0u; i < 8u; i++) {
-        let r = ty * 8u + i;
-        let m = m0 + r;
-        if (m >= count) {
-            break;
-        }
-        let scale = row_scale[r];
-        if (EPILOGUE == 2u) {
-            for (var j = 0u; j < 4u; j++) {
-                let o = n0 + tx + 8u * j;
-                if (o < N) {
-                    finish(m, o, scale * acc[i * 8u + j], scale * acc[i * 8u + j + 4u]);
-                }
-            }
-        } else {
-            for (var j = 0u; j < 8u; j++) {
-                let o = n0 + tx + 8u * j;
-                if (o < N) {
-                    finish(m, o, scale * acc[i * 8u + j], 0.0);
-                }
-            }
-        }
+    let r = ty * 4u;
+    if (m0 + r < count) {
+        write_row(m0 + r, n0, tx, acc0, row_scale(r));
+    }
+    if (m0 + r + 1u < count) {
+        write_row(m0 + r + 1u, n0, tx, acc1, row_scale(r + 1u));
+    }
+    if (m0 + r + 2u < count) {
+        write_row(m0 + r + 2u, n0, tx, acc2, row_scale(r + 2u));
+    }
+    if (m0 + r + 3u < count) {
+        write_row(m0 + r + 3u, n0, tx, acc3, row_scale(r + 3u));
     }
 }

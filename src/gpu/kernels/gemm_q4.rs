@@ -13,9 +13,9 @@ const WGSL: &str = include_str!("../../../shaders/gemm_q4.wgsl");
 pub(crate) const CHUNK_WGSL: &str = include_str!("../../../shaders/chunk.wgsl");
 
 /// Token rows per workgroup tile.
-pub const TILE_M: usize = 64;
+pub const TILE_M: usize = 32;
 /// Matrix rows per workgroup tile.
-pub const TILE_N: usize = 64;
+pub const TILE_N: usize = 32;
 
 /// The chunk uniform every prefill kernel reads (`struct Chunk` in shaders/chunk.wgsl).
 #[repr(C)]
