@@ -251,6 +251,32 @@ impl Engine {
         Ok(())
     }
 
+    /// Run prompt tokens whose successors are not needed: one batched prefill on the GPU
+    /// (chunks of up to [`crate::gpu::forward::PREFILL_CHUNK`] tokens, no readback) where
+    /// it pays ([`GpuModel::prefill_pays`]), token by token otherwise and on the CPU.
+    /// Nothing is processed when they do not all fit the context.
+    pub fn feed_all(&mut self, tokens: &[u32]) -> Result<()> {
+        if self.pos + tokens.len() > self.context {
+            return Err(Error::ContextTooLong {
+                position: self.context.max(self.pos),
+                context: self.context,
+            });
+        }
+        match &mut self.inner {
+            #[cfg(not(target_arch = "wasm32"))]
+            Inner::Gpu(model) if !tokens.is_empty() && model.prefill_pays() => {
+                model.prefill_feed(tokens, self.pos)?;
+                self.pos += tokens.len();
+            }
+            _ => {
+                for &t in tokens {
+                    self.feed(t)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Forget every position from `pos` on (the cache keeps `0..pos`), so that a history
     /// which diverges there can continue without re-processing its common prefix.
     #[cfg_attr(target_arch = "wasm32", allow(irrefutable_let_patterns))]
@@ -279,9 +305,7 @@ impl Engine {
         let Some((&last, head)) = prompt.split_last() else {
             return Err(Error::InvalidArgument("the prompt is empty".into()));
         };
-        for &t in head {
-            self.feed(t)?;
-        }
+        self.feed_all(head)?;
         let mut out = Vec::with_capacity(n);
         let mut next = self.step(last)?;
         while out.len() < n {

@@ -16,6 +16,8 @@ pub struct GenerateOptions {
     /// Most tokens to generate.
     pub max_tokens: usize,
     pub sampler: SamplerConfig,
+    /// What to do with a request longer than the context.
+    pub overflow: ContextOverflow,
 }
 
 impl Default for GenerateOptions {
@@ -23,7 +25,33 @@ impl Default for GenerateOptions {
         GenerateOptions {
             max_tokens: 256,
             sampler: SamplerConfig::greedy(),
+            overflow: ContextOverflow::Error,
         }
+    }
+}
+
+/// The policy for a request whose tokens do not fit the context.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ContextOverflow {
+    /// Fail with [`Error::ContextTooLong`] (the default).
+    #[default]
+    Error,
+    /// A sliding window: drop the oldest tokens, keeping the newest
+    /// `context - min(max_tokens, context / 2)` so that the reply has room (at least half
+    /// the context stays history).
+    SlidingWindow,
+}
+
+impl GenerateOptions {
+    /// The part of `tokens` a `context`-position model processes under this policy: all
+    /// of them when they fit (or under [`ContextOverflow::Error`], whose check then
+    /// fails), else the sliding window's newest tokens.
+    pub fn window<'a>(&self, tokens: &'a [u32], context: usize) -> &'a [u32] {
+        if tokens.len() <= context || self.overflow == ContextOverflow::Error {
+            return tokens;
+        }
+        let keep = context - self.max_tokens.min(context / 2);
+        &tokens[tokens.len() - keep..]
     }
 }
 
@@ -180,15 +208,14 @@ impl Session {
         mut on_text: impl FnMut(&str) -> bool,
     ) -> Result<(String, GenerateStats)> {
         let context = self.engine.context();
+        let tokens = opts.window(tokens, context);
         let reused = Generation::check(tokens, opts, context, &self.cached)?;
         let mut gen = Generation::new(opts, &self.eos, context, tokens.len(), reused)?;
         self.engine.rewind(reused);
         self.cached.truncate(reused);
         let (&last, head) = tokens.split_last().expect("checked non-empty");
-        for &t in &head[reused..] {
-            self.engine.feed(t)?;
-            self.cached.push(t);
-        }
+        self.engine.feed_all(&head[reused..])?;
+        self.cached.extend_from_slice(&head[reused..]);
         let mut next = self.engine.step_sampled(last, gen.sampler())?;
         self.cached.push(last);
         gen.prompt_done();

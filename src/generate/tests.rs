@@ -42,6 +42,7 @@ fn opts(max_tokens: usize) -> GenerateOptions {
     GenerateOptions {
         max_tokens,
         sampler: SamplerConfig::greedy(),
+        ..Default::default()
     }
 }
 
@@ -184,10 +185,43 @@ fn seeded_sampling_is_reproducible_and_differs_from_greedy() {
                 top_p: 1.0,
                 seed,
             },
+            ..Default::default()
         };
         session(64, None).generate(&prompt, &o, |_| true).unwrap().0
     };
     assert_eq!(sampled(1), sampled(1));
     assert_ne!(sampled(1), sampled(2));
     assert_ne!(sampled(1), run(&mut session(64, None), &prompt, 24).0);
+}
+
+#[test]
+fn sliding_window_overflow_keeps_the_newest_tokens_and_the_default_is_an_error() {
+    let long: Vec<u32> = (0..40).map(|i| 60 + i % 30).collect();
+    // Default policy: the typed error.
+    assert!(matches!(
+        session(32, None).generate(&long, &opts(4), |_| true),
+        Err(Error::ContextTooLong { context: 32, .. })
+    ));
+    // Sliding window: the newest 32 - 4 tokens are the prompt, as if sent alone.
+    let slide = GenerateOptions {
+        overflow: ContextOverflow::SlidingWindow,
+        ..opts(4)
+    };
+    let (text, stats) = session(32, None).generate(&long, &slide, |_| true).unwrap();
+    assert_eq!(stats.prompt_tokens, 28);
+    assert_eq!(stats.generated_tokens, 4);
+    let (want, _) = run(&mut session(32, None), &long[12..], 4);
+    assert_eq!(text, want);
+    // max_tokens above half the context still keeps half the context as history.
+    assert_eq!(
+        GenerateOptions {
+            max_tokens: 100,
+            ..slide
+        }
+        .window(&long, 32)
+        .len(),
+        16
+    );
+    // A request that fits is untouched.
+    assert_eq!(slide.window(&long[..20], 32).len(), 20);
 }

@@ -22,6 +22,9 @@ use crate::error::{Error, Result};
 use crate::format::source::ModelSource;
 use std::sync::Arc;
 
+mod prefill;
+pub use prefill::{scratch_sizes as prefill_scratch_sizes, CHUNK as PREFILL_CHUNK};
+
 /// Activation buffers, reused by every layer.
 struct Activations {
     /// The residual stream (hidden_size).
@@ -92,6 +95,8 @@ pub struct GpuModel {
     submits: std::cell::Cell<u64>,
     /// GPU time of each step's pass, when enabled (benchmarks).
     timer: Option<GpuTimer>,
+    /// Batched prompt processing (forward/prefill.rs).
+    prefill: prefill::Prefill,
 }
 
 /// What a decode step copies back to the host.
@@ -193,6 +198,7 @@ impl GpuModel {
         let acts = Activations::new(c, &config, &kernels.attention)?;
         let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
         let dispatches = record_step(c, &kernels, &weights, &kv, &acts, &step);
+        let prefill = prefill::Prefill::new(c, &config, context, &weights, &kv, &acts)?;
         let topk_scratch = c.storage("topk scratch", TopK::scratch_bytes())?;
         let topk_result = c.storage("topk", TopK::result_bytes())?;
         let topk =
@@ -218,6 +224,7 @@ impl GpuModel {
             per_layer,
             submits: std::cell::Cell::new(0),
             timer: None,
+            prefill,
         })
     }
 
@@ -436,6 +443,7 @@ impl GpuModel {
         for b in acts.into_iter().chain(staging).chain(kv) {
             b.destroy();
         }
+        self.prefill.destroy();
         self.weights.destroy();
     }
 

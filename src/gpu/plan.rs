@@ -7,6 +7,7 @@
 //! really allocates.
 
 use super::buffers::padded;
+use super::forward::prefill_scratch_sizes;
 use super::kernels::attention::{partials_bytes, GPU_SPLIT_LEN};
 use super::kernels::topk::TopK;
 use super::kv_cache::KvCache;
@@ -90,6 +91,10 @@ impl MemoryPlan {
         let readback = padded(4) + padded(TopK::result_bytes()) + padded(4 * v as u64);
         let step = padded(16);
         let topk = padded(TopK::scratch_bytes()) + padded(TopK::result_bytes());
+        let prefill: Vec<u64> = prefill_scratch_sizes(cfg, context)
+            .iter()
+            .map(|(_, bytes)| padded(*bytes))
+            .collect();
         let largest_buffer = [
             padded(v as u64 * h as u64 / 2),
             padded(qkv as u64 * h as u64 / 2),
@@ -99,13 +104,20 @@ impl MemoryPlan {
             f32s(v),
         ]
         .into_iter()
+        .chain(prefill.iter().copied())
         .max()
         .unwrap_or(0);
         MemoryPlan {
             context,
             weights,
             kv_cache,
-            scratch: scores + partials + activations + readback + step + topk,
+            scratch: scores
+                + partials
+                + activations
+                + readback
+                + step
+                + topk
+                + prefill.iter().sum::<u64>(),
             largest_buffer,
         }
     }

@@ -80,13 +80,15 @@ impl WebSession {
     pub async fn begin(&mut self, tokens: &[u32], opts: &GenerateOptions) -> Result<()> {
         self.active = None;
         let context = self.model.context;
+        let tokens = opts.window(tokens, context);
         let reused = Generation::check(tokens, opts, context, &self.cached)?;
         let mut gen = Generation::new(opts, &self.eos, context, tokens.len(), reused)?;
         self.cached.truncate(reused);
         let (&last, head) = tokens.split_last().expect("checked non-empty");
-        for &t in &head[reused..] {
-            self.model.feed(t, self.cached.len())?;
-            self.cached.push(t);
+        if head.len() > reused {
+            self.model
+                .prefill_feed(&head[reused..], self.cached.len())?;
+            self.cached.extend_from_slice(&head[reused..]);
         }
         let pos = self.cached.len();
         // Until the step succeeds the cache does not hold `last`.

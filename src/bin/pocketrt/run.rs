@@ -239,6 +239,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
         sampler,
+        ..Default::default()
     };
     if a.model.verbose && !opts.sampler.is_greedy() {
         eprintln!("sampling: {:?}", opts.sampler);
@@ -274,6 +275,7 @@ pub fn chat(a: ChatArgs) -> Result<()> {
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
         sampler,
+        ..Default::default()
     };
     eprintln!(
         "chat with {} ({} positions). /reset clears the chat, /quit or Ctrl-D ends it.",

@@ -23,7 +23,7 @@ pub enum Epilogue {
 }
 
 impl Epilogue {
-    fn code(self) -> f64 {
+    pub(crate) fn code(self) -> f64 {
         match self {
             Epilogue::Store => 0.0,
             Epilogue::AddInto => 1.0,

@@ -4,11 +4,15 @@
 
 pub mod argmax;
 pub mod attention;
+pub mod attention_prefill;
+pub mod embed_prefill;
 pub mod embed_q4;
+pub mod gemm_q4;
 pub mod gemv_q4;
 pub mod read_bench;
 pub mod rmsnorm;
 pub mod rope_kv;
+pub mod rope_kv_prefill;
 pub mod topk;
 
 use super::device::GpuContext;
@@ -154,7 +158,8 @@ impl Dispatch {
         self.encode_grid(pass, self.grid);
     }
 
-    /// [`Dispatch::encode`] with a grid chosen per step (e.g. attention splits by position).
+    /// [`Dispatch::encode`] with a grid chosen per step (attention splits by position,
+    /// prefill chunks shorter than the longest).
     pub fn encode_grid(&self, pass: &mut wgpu::ComputePass<'_>, grid: [u32; 3]) {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);

@@ -1,0 +1,355 @@
+//! Batched prefill: the prompt runs through the model in chunks of up to [`CHUNK`] tokens,
+//! each chunk one submit: embed → per layer [norm + QKV GEMM, q/k-norm + RoPE + KV write,
+//! causal flash attention, O GEMM + residual, norm + gate/up GEMM + SwiGLU, down GEMM +
+//! residual]. The chunk's K/V land in the same f16 cache decode reads, so decoding
+//! continues where prefill stopped. The last position's logits come from decode's own
+//! final norm + head GEMV (its hidden row is copied into decode's residual buffer).
+//!
+//! Scratch is bounded by the chunk and allocated at load; [`scratch_sizes`] lists it for
+//! the memory planner.
+
+use super::{Activations, GpuModel, StepDispatch, DISPATCHES_OUTSIDE_LAYERS};
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+use crate::gpu::device::GpuContext;
+use crate::gpu::kernels::attention_prefill::AttentionPrefill;
+use crate::gpu::kernels::embed_prefill::EmbedPrefill;
+use crate::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4};
+use crate::gpu::kernels::gemv_q4::{Epilogue, GemvSpec};
+use crate::gpu::kernels::rope_kv::KvBuffers;
+use crate::gpu::kernels::rope_kv_prefill::RopeKvPrefill;
+use crate::gpu::kernels::{grid, Dispatch};
+use crate::gpu::kv_cache::KvCache;
+use crate::gpu::weights::{ModelWeights, Q4Buffers};
+
+/// Most tokens per prefill chunk (and submit).
+pub const CHUNK: usize = 256;
+
+/// Tokens per chunk for a `context`-position model.
+fn chunk_len(context: usize) -> usize {
+    CHUNK.min(context)
+}
+
+/// The prefill scratch buffers of `cfg` at `context`: (label, bytes before padding).
+pub fn scratch_sizes(cfg: &ModelConfig, context: usize) -> [(&'static str, u64); 7] {
+    let c = chunk_len(context) as u64;
+    let f = |n: usize| 4 * c * n as u64;
+    [
+        ("prefill chunk", 16),
+        ("prefill tokens", 4 * c),
+        ("prefill x", f(cfg.hidden_size)),
+        ("prefill qkv", f(cfg.q_dim() + 2 * cfg.kv_dim())),
+        ("prefill q", f(cfg.q_dim())),
+        ("prefill attn", f(cfg.q_dim())),
+        ("prefill ffn", f(cfg.ffn_size)),
+    ]
+}
+
+/// Which kernel a recorded dispatch runs (its grid depends on the chunk's length).
+enum Kind {
+    Embed,
+    Gemm(usize),
+    Rope,
+    Attention,
+}
+
+/// The kernels of prefill (one per shape, shared by the layers).
+struct Kernels {
+    embed: EmbedPrefill,
+    /// QKV, O, gate/up, down.
+    gemms: [GemmQ4; 4],
+    rope: RopeKvPrefill,
+    attention: AttentionPrefill,
+}
+
+pub(super) struct Prefill {
+    kernels: Kernels,
+    chunk: wgpu::Buffer,
+    tokens: wgpu::Buffer,
+    /// The residual stream of the chunk's tokens (chunk × hidden).
+    x: wgpu::Buffer,
+    scratch: Vec<wgpu::Buffer>,
+    dispatches: Vec<(Dispatch, Kind)>,
+    /// Tokens per chunk.
+    len: usize,
+}
+
+impl Prefill {
+    pub(super) fn new(
+        ctx: &GpuContext,
+        cfg: &ModelConfig,
+        context: usize,
+        w: &ModelWeights,
+        kv: &KvCache,
+        acts: &Activations,
+    ) -> Result<Prefill> {
+        let len = chunk_len(context);
+        let (h, qd) = (cfg.hidden_size, cfg.q_dim());
+        let spec = |n, k, epilogue, bias, norm: bool| GemvSpec {
+            n,
+            k,
+            epilogue,
+            bias,
+            norm_eps: norm.then_some(cfg.rms_eps),
+        };
+        let qkv_rows = qd + 2 * cfg.kv_dim();
+        let shape = KvCache::shape(cfg, context);
+        let k = Kernels {
+            embed: EmbedPrefill::new(ctx, h),
+            gemms: [
+                GemmQ4::new(ctx, spec(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true))?,
+                GemmQ4::new(ctx, spec(h, qd, Epilogue::AddInto, false, false))?,
+                GemmQ4::new(ctx, spec(cfg.ffn_size, h, Epilogue::SwiGlu, false, true))?,
+                GemmQ4::new(ctx, spec(h, cfg.ffn_size, Epilogue::AddInto, false, false))?,
+            ],
+            rope: RopeKvPrefill::new(ctx, shape, cfg.qk_norm, cfg.rms_eps)?,
+            attention: AttentionPrefill::new(ctx, shape)?,
+        };
+        let mut bufs = Vec::new();
+        for (label, bytes) in scratch_sizes(cfg, context) {
+            bufs.push(if label == "prefill chunk" {
+                ctx.uniform(label, bytes)
+            } else {
+                ctx.storage(label, bytes)?
+            });
+        }
+        let [chunk, tokens, x, qkv, q, attn, ffn]: [wgpu::Buffer; 7] = bufs
+            .try_into()
+            .map_err(|_| Error::InvalidArgument("prefill scratch".into()))?;
+        let gemm = |i: usize, m: &Q4Buffers, input, norm, bias: Option<&wgpu::Buffer>, out| {
+            let d = k.gemms[i].dispatch(
+                ctx,
+                &chunk,
+                &m.codes,
+                &m.qparams,
+                input,
+                norm,
+                bias.unwrap_or(&acts.none),
+                out,
+                len,
+            )?;
+            Ok::<_, Error>((d, Kind::Gemm(i)))
+        };
+        let e = &w.token_embd;
+        let embed = k
+            .embed
+            .dispatch(ctx, &chunk, &tokens, &e.codes, &e.qparams, &x, len);
+        let mut d = vec![(embed, Kind::Embed)];
+        for (i, l) in w.layers.iter().enumerate() {
+            let (q_norm, k_norm) = match &l.qk_norm {
+                Some((q, k)) => (q, k),
+                None => (&acts.none, &acts.none),
+            };
+            let cache = KvBuffers {
+                k: &kv.k[i],
+                v: &kv.v[i],
+            };
+            d.push(gemm(
+                0,
+                &l.qkv,
+                &x,
+                Some(&l.attn_norm),
+                l.qkv_bias.as_ref(),
+                &qkv,
+            )?);
+            let rope = k.rope.dispatch(
+                ctx,
+                &chunk,
+                &qkv,
+                q_norm,
+                k_norm,
+                &acts.inv_freq,
+                &q,
+                cache,
+                len,
+            );
+            d.push((rope, Kind::Rope));
+            let attention = k.attention.dispatch(ctx, &chunk, &q, cache, &attn, len);
+            d.push((attention, Kind::Attention));
+            d.push(gemm(1, &l.attn_output, &attn, None, None, &x)?);
+            d.push(gemm(2, &l.gate_up, &x, Some(&l.ffn_norm), None, &ffn)?);
+            d.push(gemm(3, &l.down, &ffn, None, None, &x)?);
+        }
+        Ok(Prefill {
+            kernels: k,
+            chunk,
+            tokens,
+            x,
+            scratch: vec![qkv, q, attn, ffn],
+            dispatches: d,
+            len,
+        })
+    }
+
+    fn grid(&self, kind: &Kind, count: usize) -> Result<[u32; 3]> {
+        let k = &self.kernels;
+        Ok(match kind {
+            Kind::Embed => grid(k.embed.workgroups(count)),
+            Kind::Gemm(i) => k.gemms[*i].grid(count)?,
+            Kind::Rope => grid(k.rope.workgroups(count)),
+            Kind::Attention => k.attention.grid(count),
+        })
+    }
+
+    pub(super) fn destroy(&self) {
+        for b in [&self.chunk, &self.tokens, &self.x]
+            .into_iter()
+            .chain(&self.scratch)
+        {
+            b.destroy();
+        }
+    }
+}
+
+impl GpuModel {
+    /// Tokens per prefill chunk (one submit each).
+    pub fn prefill_chunk_len(&self) -> usize {
+        self.prefill.len
+    }
+
+    /// Whether batched prefill beats token-by-token steps on this adapter. Its tiled
+    /// GEMM leans on workgroup barriers, which CPU-backed adapters (lavapipe,
+    /// SwiftShader) run several times slower than the barrier-free decode GEMV
+    /// (measured on lavapipe: ~6x slower per token), so there prompts go token by token.
+    pub fn prefill_pays(&self) -> bool {
+        !self.ctx.adapter.is_cpu
+    }
+
+    /// Check a prefill of `tokens` at positions `start..`.
+    fn check_prefill(&self, tokens: &[u32], start: usize) -> Result<()> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidArgument("prefill of no tokens".into()));
+        }
+        if let Some(t) = tokens
+            .iter()
+            .find(|t| **t as usize >= self.config.vocab_size)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "token {t} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        if start + tokens.len() > self.context {
+            return Err(Error::ContextTooLong {
+                position: self.context.max(start),
+                context: self.context,
+            });
+        }
+        Ok(())
+    }
+
+    /// Encode one chunk (`tokens.len() ≤ chunk`, starting at position `start`) after
+    /// writing its uniform and token ids.
+    fn encode_chunk(&self, tokens: &[u32], start: usize) -> Result<wgpu::CommandEncoder> {
+        let p = &self.prefill;
+        let uniform = ChunkUniform {
+            start: start as u32,
+            count: tokens.len() as u32,
+            pad: [0; 2],
+        };
+        let queue = &self.ctx.queue;
+        queue.write_buffer(&p.chunk, 0, bytemuck::bytes_of(&uniform));
+        queue.write_buffer(&p.tokens, 0, bytemuck::cast_slice(tokens));
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("prefill chunk"),
+                timestamp_writes: None,
+            });
+            for (d, kind) in &p.dispatches {
+                d.encode_grid(&mut pass, p.grid(kind, tokens.len())?);
+            }
+        }
+        Ok(enc)
+    }
+
+    /// Copy hidden row `row` of the chunk into decode's residual buffer and run decode's
+    /// final norm + head (+ argmax), copying the logits and the argmax to the staging
+    /// buffers.
+    fn encode_head(&self, enc: &mut wgpu::CommandEncoder, row: usize) {
+        let bytes = 4 * self.config.hidden_size as u64;
+        let x = &self.prefill.x;
+        enc.copy_buffer_to_buffer(x, row as u64 * bytes, &self.acts.h, 0, bytes);
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            // Decode's step ends with the final norm + head GEMV and the argmax.
+            let n = self.dispatches.len();
+            for d in &self.dispatches[n - (DISPATCHES_OUTSIDE_LAYERS - 1)..] {
+                match d {
+                    StepDispatch::Fixed(d) => d.encode(&mut pass),
+                    StepDispatch::Attention(_) => {
+                        unreachable!("decode's step ends with the head and argmax")
+                    }
+                }
+            }
+        }
+        enc.copy_buffer_to_buffer(&self.acts.argmax, 0, &self.token_staging, 0, 4);
+        let logits = self.logits_staging.size();
+        enc.copy_buffer_to_buffer(&self.acts.logits, 0, &self.logits_staging, 0, logits);
+    }
+
+    /// Run `tokens` at positions `start..` through the model in chunks, filling the KV
+    /// cache, without reading anything back (the host does not wait). Decoding continues
+    /// at position `start + tokens.len()`.
+    pub fn prefill_feed(&mut self, tokens: &[u32], start: usize) -> Result<()> {
+        self.check_prefill(tokens, start)?;
+        for (i, part) in tokens.chunks(self.prefill.len).enumerate() {
+            let enc = self.encode_chunk(part, start + i * self.prefill.len)?;
+            self.ctx.queue.submit([enc.finish()]);
+            self.submits.set(self.submits.get() + 1);
+        }
+        Ok(())
+    }
+
+    /// [`GpuModel::prefill_feed`], then the logits of the last position.
+    pub async fn prefill_async(&mut self, tokens: &[u32], start: usize) -> Result<Vec<f32>> {
+        self.prefill_feed(tokens, start)?;
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        self.encode_head(&mut enc, (tokens.len() - 1) % self.prefill.len);
+        self.ctx.queue.submit([enc.finish()]);
+        self.submits.set(self.submits.get() + 1);
+        let bytes = self
+            .ctx
+            .read_staging_async(&self.logits_staging, self.logits_staging.size())
+            .await?;
+        Ok(bytemuck::pod_collect_to_vec(
+            &bytes[..4 * self.config.vocab_size],
+        ))
+    }
+
+    /// [`GpuModel::prefill_feed`], then the logits of the last position (blocking).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn prefill(&mut self, tokens: &[u32], start: usize) -> Result<Vec<f32>> {
+        self.prefill_feed(tokens, start)?;
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        self.encode_head(&mut enc, (tokens.len() - 1) % self.prefill.len);
+        self.ctx.queue.submit([enc.finish()]);
+        self.submits.set(self.submits.get() + 1);
+        let vocab = self.config.vocab_size as u64;
+        let bytes = self.ctx.read_staging(&self.logits_staging, 4 * vocab)?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// Prefill that returns the logits of every position (tests and debugging: one head
+    /// GEMV and readback per token).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn prefill_all_logits(&mut self, tokens: &[u32], start: usize) -> Result<Vec<Vec<f32>>> {
+        self.check_prefill(tokens, start)?;
+        let mut out = Vec::with_capacity(tokens.len());
+        let vocab = self.config.vocab_size;
+        for (i, part) in tokens.chunks(self.prefill.len).enumerate() {
+            let enc = self.encode_chunk(part, start + i * self.prefill.len)?;
+            self.ctx.queue.submit([enc.finish()]);
+            for row in 0..part.len() {
+                let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+                self.encode_head(&mut enc, row);
+                self.ctx.queue.submit([enc.finish()]);
+                let bytes = self
+                    .ctx
+                    .read_staging(&self.logits_staging, 4 * vocab as u64)?;
+                out.push(bytemuck::pod_collect_to_vec(&bytes));
+            }
+        }
+        Ok(out)
+    }
+}

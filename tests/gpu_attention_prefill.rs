@@ -1,0 +1,250 @@
+//! Prefill attention kernels against CPU references: the batched q/k-norm + RoPE + KV
+//! write (rope_kv_prefill) for a whole chunk, then causal flash attention
+//! (attention_prefill) of the chunk's queries over the cache, at total lengths 1, 63, 64,
+//! 65, 1000, 4097 and 32,768 (Pocket's head shape: 14 q heads, 2 KV heads, head_dim 64),
+//! and a small GQA shape. For long lengths the positions before the chunk hold random
+//! f16 keys/values (as earlier chunks would) and a sample of the chunk's queries is
+//! compared, to keep it quick on lavapipe.
+//!
+//! Tolerances: q as rope_kv's test (2e-6); the attention reference runs in f64 on the
+//! GPU's own q and f16 cache, so only the kernel's f32 accumulation differs (1e-5 rel).
+
+mod gpu_common;
+
+use gpu_common::{assert_close, f16_round, gpu, rmsnorm, Rng};
+use half::f16;
+use pocketrt::gpu::kernels::attention_prefill::AttentionPrefill;
+use pocketrt::gpu::kernels::gemm_q4::ChunkUniform;
+use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
+use pocketrt::gpu::kernels::rope_kv_prefill::RopeKvPrefill;
+use pocketrt::gpu::kernels::run;
+
+const THETA: f32 = 1e6;
+const EPS: f32 = 1e-6;
+
+fn pack_f16(v: &[f32]) -> Vec<u32> {
+    v.chunks_exact(2)
+        .map(|p| {
+            u32::from(f16::from_f32(p[0]).to_bits())
+                | u32::from(f16::from_f32(p[1]).to_bits()) << 16
+        })
+        .collect()
+}
+
+fn unpack_f16(w: &[u32]) -> Vec<f32> {
+    w.iter()
+        .flat_map(|x| {
+            [
+                f16::from_bits(*x as u16).to_f32(),
+                f16::from_bits((*x >> 16) as u16).to_f32(),
+            ]
+        })
+        .collect()
+}
+
+/// Reference neox RoPE of every head of `x` at `pos`, angles as the kernels form them
+/// (an f32 product θ_i · pos, then sin/cos in f64).
+fn rope(x: &mut [f32], pos: usize, inv_freq: &[f32]) {
+    let half = inv_freq.len();
+    for head in x.chunks_exact_mut(2 * half) {
+        for i in 0..half {
+            let (s, c) = f64::from(pos as f32 * inv_freq[i]).sin_cos();
+            let (x0, x1) = (f64::from(head[i]), f64::from(head[i + half]));
+            head[i] = (x0 * c - x1 * s) as f32;
+            head[i + half] = (x0 * s + x1 * c) as f32;
+        }
+    }
+}
+
+/// Reference causal attention of query token `t` (all q heads) at position `pos` over the
+/// cache positions `0..=pos`, in f64.
+fn attention_ref(q: &[f32], kc: &[f32], vc: &[f32], s: HeadShape, pos: usize) -> Vec<f32> {
+    let hd = s.head_dim;
+    let group = s.n_heads / s.n_kv_heads;
+    let mut out = vec![0f32; s.n_heads * hd];
+    for h in 0..s.n_heads {
+        let kv = h / group;
+        let qh = &q[h * hd..][..hd];
+        let row = |c: &'_ [f32], t: usize| c[(kv * s.context + t) * hd..][..hd].to_vec();
+        let scores: Vec<f64> = (0..=pos)
+            .map(|t| {
+                let dot: f64 = qh
+                    .iter()
+                    .zip(&row(kc, t))
+                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                    .sum();
+                dot / (hd as f64).sqrt()
+            })
+            .collect();
+        let m = scores.iter().cloned().fold(f64::MIN, f64::max);
+        let e: Vec<f64> = scores.iter().map(|x| (x - m).exp()).collect();
+        let l: f64 = e.iter().sum();
+        let mut acc = vec![0f64; hd];
+        for (t, p) in e.iter().enumerate() {
+            for (a, v) in acc.iter_mut().zip(row(vc, t)) {
+                *a += p / l * f64::from(v);
+            }
+        }
+        for (o, a) in out[h * hd..][..hd].iter_mut().zip(acc) {
+            *o = a as f32;
+        }
+    }
+    out
+}
+
+/// Run the chunk of `count` tokens at positions `start..` (cache length `shape.context`
+/// = the total length) and check q, the chunk's cache entries and the attention output
+/// of the queries in `sample` (chunk indices; all when empty).
+fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[usize], seed: u64) {
+    let ctx = gpu();
+    let hd = shape.head_dim;
+    let (qd, kvd) = (shape.n_heads * hd, shape.n_kv_heads * hd);
+    let mut rng = Rng::new(seed);
+    // Earlier positions: random f16 keys and values; the chunk's positions: zero.
+    let cache_len = shape.n_kv_heads * shape.context * hd;
+    let fill = |rng: &mut Rng| {
+        let mut c = vec![0f32; cache_len];
+        for kv in 0..shape.n_kv_heads {
+            for v in &mut c[kv * shape.context * hd..][..start * hd] {
+                *v = rng.uniform() * 2.0;
+            }
+        }
+        pack_f16(&c)
+    };
+    let (kc0, vc0) = (fill(&mut rng), fill(&mut rng));
+    let qkv = rng.vec(count * (qd + 2 * kvd), 2.0);
+    let (qn, kn) = (rng.vec(hd, 1.5), rng.vec(hd, 1.5));
+    let inv_freq = rope_inv_freq(THETA, hd);
+
+    let chunk = ctx.uniform("chunk", 16);
+    let u = ChunkUniform {
+        start: start as u32,
+        count: count as u32,
+        pad: [0; 2],
+    };
+    ctx.queue.write_buffer(&chunk, 0, bytemuck::bytes_of(&u));
+    let b = |name: &str, v: &[f32]| ctx.storage_init(name, v).unwrap();
+    let (qkv_b, qn_b, kn_b, f_b) = (
+        b("qkv", &qkv),
+        b("qn", &qn),
+        b("kn", &kn),
+        b("f", &inv_freq),
+    );
+    let q_out = ctx.storage("q", 4 * (count * qd) as u64).unwrap();
+    let out = ctx.storage("out", 4 * (count * qd) as u64).unwrap();
+    let kb = ctx.storage_init("k", &kc0).unwrap();
+    let vb = ctx.storage_init("v", &vc0).unwrap();
+    let cache = KvBuffers { k: &kb, v: &vb };
+    let rope_kernel = RopeKvPrefill::new(ctx, shape, qk_norm, EPS).unwrap();
+    let attention = AttentionPrefill::new(ctx, shape).unwrap();
+    let d1 = rope_kernel.dispatch(
+        ctx, &chunk, &qkv_b, &qn_b, &kn_b, &f_b, &q_out, cache, count,
+    );
+    let d2 = attention.dispatch(ctx, &chunk, &q_out, cache, &out, count);
+    run(ctx, &[&d1, &d2]);
+
+    let what = format!("{shape:?} start {start} count {count}");
+    let q_gpu = ctx.read_f32(&q_out, count * qd).unwrap();
+    let words = cache_len / 2;
+    let kc = unpack_f16(&ctx.read_u32(&kb, words).unwrap());
+    let vc = unpack_f16(&ctx.read_u32(&vb, words).unwrap());
+    let norm = |h: &[f32], w: &[f32]| {
+        if qk_norm {
+            rmsnorm(h, w, EPS)
+        } else {
+            h.to_vec()
+        }
+    };
+    let mut want_q = Vec::with_capacity(count * qd);
+    for t in 0..count {
+        let pos = start + t;
+        let row = &qkv[t * (qd + 2 * kvd)..][..qd + 2 * kvd];
+        for h in row[..qd].chunks(hd) {
+            let mut x = norm(h, &qn);
+            rope(&mut x, pos, &inv_freq);
+            want_q.extend(x);
+        }
+        for kv in 0..shape.n_kv_heads {
+            let mut k = norm(&row[qd + kv * hd..][..hd], &kn);
+            rope(&mut k, pos, &inv_freq);
+            let at = |c: &[f32]| c[(kv * shape.context + pos) * hd..][..hd].to_vec();
+            // One f16 rounding step of tolerance (the f32 values may straddle an edge).
+            assert_close(&format!("k {what} pos {pos}"), &at(&kc), &k, 1e-3, 1e-4);
+            let v: Vec<f32> = row[qd + kvd + kv * hd..][..hd]
+                .iter()
+                .map(|v| f16_round(*v))
+                .collect();
+            assert_close(&format!("v {what} pos {pos}"), &at(&vc), &v, 0.0, 0.0);
+        }
+    }
+    assert_close(&format!("q {what}"), &q_gpu, &want_q, 1e-5, 1e-5);
+
+    let got = ctx.read_f32(&out, count * qd).unwrap();
+    let all: Vec<usize> = (0..count).collect();
+    for &t in if sample.is_empty() { &all[..] } else { sample } {
+        let want = attention_ref(&q_gpu[t * qd..][..qd], &kc, &vc, shape, start + t);
+        assert_close(
+            &format!("attention {what} query {t}"),
+            &got[t * qd..][..qd],
+            &want,
+            1e-5,
+            1e-6,
+        );
+    }
+}
+
+fn pocket(context: usize) -> HeadShape {
+    HeadShape {
+        n_heads: 14,
+        n_kv_heads: 2,
+        head_dim: 64,
+        context,
+    }
+}
+
+#[test]
+fn prefill_attention_from_position_0_at_lengths_1_63_64_65() {
+    for (len, seed) in [(1, 1), (63, 2), (64, 3), (65, 4)] {
+        check(pocket(len), 0, len, true, &[], seed);
+    }
+}
+
+#[test]
+fn prefill_attention_chunk_after_cached_positions_at_length_1000() {
+    check(
+        pocket(1000),
+        744,
+        256,
+        true,
+        &[0, 1, 63, 64, 127, 200, 255],
+        5,
+    );
+}
+
+#[test]
+fn prefill_attention_at_length_4097() {
+    check(pocket(4097), 4032, 65, true, &[0, 31, 63, 64], 6);
+}
+
+#[test]
+fn prefill_attention_at_length_32768() {
+    check(pocket(32_768), 32_704, 64, true, &[0, 17, 63], 7);
+}
+
+#[test]
+fn prefill_attention_small_gqa_heads_without_qk_norm() {
+    let shape = HeadShape {
+        n_heads: 4,
+        n_kv_heads: 2,
+        head_dim: 16,
+        context: 300,
+    };
+    check(shape, 37, 130, false, &[], 8);
+    let wide = HeadShape {
+        n_heads: 3,
+        n_kv_heads: 1,
+        head_dim: 256,
+        context: 90,
+    };
+    check(wide, 10, 80, true, &[0, 5, 79], 9);
+}

@@ -1,0 +1,148 @@
+//! Q4 g64 GEMM (prefill) against the dequantized weights with f64 sums on the CPU, on edge
+//! shapes: M = 1, 7, 64, 65, 300 token rows (one tile, partial tiles, several tiles);
+//! K = 64 (one quant group, two K tiles), 192 and 896 (odd numbers of groups); N odd and
+//! not a multiple of the 64-row tile; every epilogue, with bias and with the fused norm.
+//! (K is always a multiple of the 32-wide K tile: the quant group is 64.)
+//! Tolerance as the GEMV's: ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K); a wrong code, row, column
+//! or epilogue is off by ≥ 1e-2.
+
+mod gpu_common;
+
+use gpu_common::{assert_close, gpu, rmsnorm, Rng};
+use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4};
+use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvSpec};
+use pocketrt::quant::Q4Tensor;
+
+const EPS: f32 = 1e-6;
+
+/// Run one GEMM on the GPU and the reference on the CPU; returns (gpu, reference).
+fn run_case(spec: GemvSpec, m: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    let ctx = gpu();
+    let (n, k) = (spec.n, spec.k);
+    let mut rng = Rng::new(seed);
+    let rows = n * spec.epilogue.parts();
+    let w = Q4Tensor::quantize(&rng.vec(rows * k, 1.0), rows, k).unwrap();
+    let x_in = rng.vec(m * k, 2.0);
+    let norm_w = rng.vec(k, 1.5);
+    let bias = if spec.bias {
+        rng.vec(rows, 1.0)
+    } else {
+        vec![0.0]
+    };
+    let out0 = rng.vec(m * n, 1.0);
+
+    let mut dense = vec![0f32; rows * k];
+    for (r, row) in dense.chunks_exact_mut(k).enumerate() {
+        w.dequantize_row(r, row);
+    }
+    let mut want = Vec::with_capacity(m * n);
+    for t in 0..m {
+        let xt = &x_in[t * k..][..k];
+        let x = match spec.norm_eps {
+            Some(eps) => rmsnorm(xt, &norm_w, eps),
+            None => xt.to_vec(),
+        };
+        let dot = |r: usize| {
+            let d: f64 = dense[r * k..][..k]
+                .iter()
+                .zip(&x)
+                .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                .sum();
+            d + if spec.bias { f64::from(bias[r]) } else { 0.0 }
+        };
+        for o in 0..n {
+            want.push(match spec.epilogue {
+                Epilogue::Store => dot(o) as f32,
+                Epilogue::AddInto => (f64::from(out0[t * n + o]) + dot(o)) as f32,
+                Epilogue::SwiGlu => {
+                    let g = dot(o);
+                    (g / (1.0 + (-g).exp()) * dot(n + o)) as f32
+                }
+            });
+        }
+    }
+
+    let kernel = GemmQ4::new(ctx, spec).unwrap();
+    let chunk = ctx.uniform("chunk", 16);
+    let uniform = ChunkUniform {
+        start: 0,
+        count: m as u32,
+        pad: [0; 2],
+    };
+    ctx.queue
+        .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
+    let codes = ctx.storage_init("codes", &w.codes).unwrap();
+    let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
+    let xb = ctx.storage_init("x", &x_in).unwrap();
+    let nb = ctx.storage_init("norm", &norm_w).unwrap();
+    let bb = ctx.storage_init("bias", &bias).unwrap();
+    let out = ctx.storage_init("out", &out0).unwrap();
+    let norm = spec.norm_eps.is_some().then_some(&nb);
+    let d = kernel
+        .dispatch(ctx, &chunk, &codes, &qparams, &xb, norm, &bb, &out, m)
+        .unwrap();
+    pocketrt::gpu::kernels::run(ctx, &[&d]);
+    (ctx.read_f32(&out, m * n).unwrap(), want)
+}
+
+fn check(spec: GemvSpec, ms: &[usize], seed: u64) {
+    for &m in ms {
+        let (got, want) = run_case(spec, m, seed + m as u64);
+        let what = format!(
+            "GEMM M {m} N {} K {} {:?} bias {} norm {}",
+            spec.n,
+            spec.k,
+            spec.epilogue,
+            spec.bias,
+            spec.norm_eps.is_some()
+        );
+        assert_close(&what, &got, &want, 2e-6, 1e-6 * (spec.k as f32).sqrt());
+    }
+}
+
+fn spec(n: usize, k: usize, epilogue: Epilogue, bias: bool, norm: bool) -> GemvSpec {
+    GemvSpec {
+        n,
+        k,
+        epilogue,
+        bias,
+        norm_eps: norm.then_some(EPS),
+    }
+}
+
+#[test]
+fn gemm_store_matches_reference_on_edge_token_counts() {
+    check(
+        spec(67, 192, Epilogue::Store, false, false),
+        &[1, 7, 64, 65, 300],
+        10,
+    );
+}
+
+#[test]
+fn gemm_single_group_k_and_single_output_row() {
+    check(spec(1, 64, Epilogue::Store, false, false), &[1, 65], 20);
+    check(spec(129, 64, Epilogue::Store, true, false), &[7], 21);
+}
+
+#[test]
+fn gemm_residual_add_with_bias_and_fused_norm_matches_reference() {
+    check(spec(33, 896, Epilogue::AddInto, true, true), &[7, 65], 30);
+    check(spec(95, 320, Epilogue::Store, true, true), &[64, 300], 31);
+}
+
+#[test]
+fn gemm_fused_gate_up_swiglu_matches_reference() {
+    check(
+        spec(45, 192, Epilogue::SwiGlu, false, true),
+        &[1, 65, 300],
+        40,
+    );
+    check(spec(33, 128, Epilogue::SwiGlu, true, false), &[7], 41);
+}
+
+#[test]
+fn gemm_rejects_k_not_a_multiple_of_the_group() {
+    let r = GemmQ4::new(gpu(), spec(8, 100, Epilogue::Store, false, false));
+    assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
+}
