@@ -1,12 +1,15 @@
 //! The browser tests' models (scripts/test-web): `web_fixture DIR LARGE_DIR` writes
 //! - DIR: a tiny qwen3 package (20 KiB shards, a byte-level tokenizer, a chat template)
 //!   and `expected.json` with the native GPU engine's greedy tokens for a prompt;
+//! - DIR/tiny.gguf: the same model as a Q4_1 GGUF (tokenizer and template in its
+//!   metadata), and in `expected.json` the native engine's greedy tokens for it;
 //! - LARGE_DIR: a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) for the
 //!   memory test.
 
 use pocketrt::convert::{convert, ConvertOptions};
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
+use pocketrt::format::gguf::{Gguf, MetaValue};
 use pocketrt::synth::{write_package, SynthSource};
 use pocketrt::tokenizer::{byte_level_json, Tokenizer};
 use std::path::Path;
@@ -39,20 +42,23 @@ fn main() -> pocketrt::Result<()> {
     };
     convert(&mut tiny, Path::new(dir), &opts, &mut |_| {})?;
 
-    // The native engine's greedy continuation, up to the first end-of-sequence token.
     let tok = Tokenizer::from_hf_json(&json)?;
-    let prompt_ids = tok.encode(PROMPT, true);
-    let mut src = pocketrt::format::open(Path::new(dir))?;
-    let mut eos = src.config().eos_token_ids.clone();
-    eos.extend_from_slice(tok.eos_ids());
-    let mut engine = Engine::load(src.as_mut(), Backend::Gpu, WeightMode::Q4, 64)?;
-    let mut tokens = engine.greedy(&prompt_ids, TOKENS, |_| true)?;
-    if let Some(end) = tokens.iter().position(|t| eos.contains(t)) {
-        tokens.truncate(end);
+    let (prompt_ids, tokens, engine) = native_greedy(Path::new(dir), &tok)?;
+
+    // The same model as a GGUF, its tokenizer and template in the metadata.
+    let gguf = Path::new(dir).join("tiny.gguf");
+    let mut writer = tiny.gguf_writer()?;
+    for (key, value) in tokenizer_metadata(&tok, TEMPLATE) {
+        writer.meta(&key, value);
     }
+    let file = std::fs::File::create(&gguf).map_err(|e| pocketrt::Error::io(&gguf, e))?;
+    writer.write_to(std::io::BufWriter::new(file))?;
+    let (g, _) = Gguf::open(&gguf)?;
+    let (gguf_prompt_ids, gguf_tokens, _) = native_greedy(&gguf, &Tokenizer::from_gguf(&g)?)?;
+
     let expected = serde_json::json!({
-        "prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": tokens,
-        "engine": engine.description(),
+        "prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": tokens, "engine": engine,
+        "gguf_prompt_ids": gguf_prompt_ids, "gguf_tokens": gguf_tokens,
     });
     std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
         .map_err(|e| pocketrt::Error::io(dir, e))?;
@@ -60,4 +66,42 @@ fn main() -> pocketrt::Result<()> {
     let mut big = SynthSource::preset("pocket-0.3b", 1)?.with_tokenizer(byte_level_json(&[]), None);
     write_package(&mut big, Path::new(large))?;
     Ok(())
+}
+
+/// The native GPU engine's greedy continuation of the prompt for the model at `path`, up
+/// to the first end-of-sequence token: (prompt ids, tokens, engine description).
+fn native_greedy(path: &Path, tok: &Tokenizer) -> pocketrt::Result<(Vec<u32>, Vec<u32>, String)> {
+    let prompt_ids = tok.encode(PROMPT, true);
+    let mut src = pocketrt::format::open(path)?;
+    let mut eos = src.config().eos_token_ids.clone();
+    eos.extend_from_slice(tok.eos_ids());
+    let mut engine = Engine::load(src.as_mut(), Backend::Gpu, WeightMode::Q4, 64)?;
+    let mut tokens = engine.greedy(&prompt_ids, TOKENS, |_| true)?;
+    if let Some(end) = tokens.iter().position(|t| eos.contains(t)) {
+        tokens.truncate(end);
+    }
+    Ok((prompt_ids, tokens, engine.description()))
+}
+
+/// `tokenizer.ggml.*` metadata for a byte-level tokenizer without merges (llama.cpp's
+/// "gpt2" model; special tokens as control tokens) and the chat template (the end-of-text
+/// id is the synthetic config's, already in the metadata).
+fn tokenizer_metadata(tok: &Tokenizer, template: &str) -> Vec<(String, MetaValue)> {
+    let ids = 0..tok.vocab_size() as u32;
+    let tokens = ids
+        .clone()
+        .map(|i| MetaValue::String(tok.id_to_token(i).unwrap_or_default().to_string()))
+        .collect();
+    let types = ids
+        .map(|i| MetaValue::I32(if tok.is_special(i) { 3 } else { 1 }))
+        .collect();
+    let s = |v: &str| MetaValue::String(v.to_string());
+    vec![
+        ("tokenizer.ggml.model".to_string(), s("gpt2")),
+        ("tokenizer.ggml.pre".to_string(), s("qwen2")),
+        ("tokenizer.ggml.tokens".to_string(), MetaValue::Array(tokens)),
+        ("tokenizer.ggml.token_type".to_string(), MetaValue::Array(types)),
+        ("tokenizer.ggml.merges".to_string(), MetaValue::Array(Vec::new())),
+        ("tokenizer.chat_template".to_string(), s(template)),
+    ]
 }

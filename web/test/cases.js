@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-const CACHE = 'pocketrt-v1';
+export const CACHE = 'pocketrt-v1';
 
-function expected(fixture) {
+export function expected(fixture) {
   return JSON.parse(fs.readFileSync(path.join(fixture, 'expected.json'), 'utf8'));
 }
 
@@ -18,7 +18,7 @@ function manifest(fixture) {
 }
 
 /** Open the plain `<script type="module">` page; it must see WebGPU. */
-async function plainPage(page, server) {
+export async function plainPage(page, server) {
   await page.goto(`${server.url}/test/`);
   await page.waitForFunction(() => document.getElementById('status').textContent !== 'loading');
   const status = await page.textContent('#status');
@@ -27,7 +27,7 @@ async function plainPage(page, server) {
 
 /** Load `url` in the page; returns { info, ms, shardMs } (shardMs: from the manifest to the
  * last shard) or { code, message } on error. */
-function load(page, url, options = {}) {
+export function load(page, url, options = {}) {
   return page.evaluate(
     async ({ url, options }) => {
       const t0 = performance.now();
@@ -208,7 +208,6 @@ export const tests = {
       ['/models/tiny/nothing-here/', 'NETWORK', /HTTP 404/],
       ['/pkg/package.json', 'BAD_MANIFEST', /missing format/],
       ['/test/index.html', 'BAD_MANIFEST', /not JSON/],
-      ['/models/tiny/model.gguf', 'UNSUPPORTED', /GGUF/],
     ];
     const hashLie = lyingCopy(server, fixture, scratch, 'hashlie', (m) => {
       m.shards[0].sha256 = '0'.repeat(64);
