@@ -159,7 +159,10 @@ impl GgufLoad<'_> {
             Some(r) => r,
             None => self.fetch(index).await?,
         };
-        let layout = self.layout.expect("set by the first piece");
+        let layout = self.layout.ok_or_else(|| Error::Fetch {
+            url: self.url.to_string(),
+            detail: "the file's layout is unknown".into(),
+        })?;
         self.progress.emit(if from_cache { "cache" } else { "download" }, Some(index));
         let copy = match (&self.cache, from_cache, layout.total) {
             (Some(_), false, Some(_)) => response.clone().ok(),
