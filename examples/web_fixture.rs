@@ -3,8 +3,9 @@
 //!   and `expected.json` with the native GPU engine's greedy tokens for a prompt;
 //! - DIR/tiny.gguf: the same model as a Q4_1 GGUF (tokenizer and template in its
 //!   metadata), and in `expected.json` the native engine's greedy tokens for it;
-//! - LARGE_DIR: a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) for the
-//!   memory test.
+//! - LARGE_DIR: a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) and the same
+//!   model as LARGE_DIR/large.gguf (≈ 190 MB, a 65,536-token vocabulary in its header) for
+//!   the memory tests.
 
 use pocketrt::convert::{convert, ConvertOptions};
 use pocketrt::cpu::WeightMode;
@@ -25,15 +26,7 @@ fn main() -> pocketrt::Result<()> {
         eprintln!("usage: web_fixture DIR LARGE_DIR");
         std::process::exit(2);
     };
-    // Byte tokens, the chat specials, then placeholders up to the model's vocabulary, so
-    // every id the model can produce decodes.
-    let config = pocketrt::synth::preset("tiny-qwen3")?;
-    let mut names: Vec<String> = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
-        .map(String::from)
-        .to_vec();
-    names.extend((256 + names.len()..config.vocab_size).map(|i| format!("<|extra_{i}|>")));
-    let specials: Vec<&str> = names.iter().map(String::as_str).collect();
-    let json = byte_level_json(&specials);
+    let json = vocabulary_json(pocketrt::synth::preset("tiny-qwen3")?.vocab_size);
     let mut tiny = SynthSource::preset("tiny-qwen3", 7)?
         .with_tokenizer(json.clone(), Some(TEMPLATE.to_string()));
     let opts = ConvertOptions {
@@ -47,12 +40,7 @@ fn main() -> pocketrt::Result<()> {
 
     // The same model as a GGUF, its tokenizer and template in the metadata.
     let gguf = Path::new(dir).join("tiny.gguf");
-    let mut writer = tiny.gguf_writer()?;
-    for (key, value) in tokenizer_metadata(&tok, TEMPLATE) {
-        writer.meta(&key, value);
-    }
-    let file = std::fs::File::create(&gguf).map_err(|e| pocketrt::Error::io(&gguf, e))?;
-    writer.write_to(std::io::BufWriter::new(file))?;
+    write_gguf(&tiny, &tok, &gguf)?;
     let (g, _) = Gguf::open(&gguf)?;
     let (gguf_prompt_ids, gguf_tokens, _) = native_greedy(&gguf, &Tokenizer::from_gguf(&g)?)?;
 
@@ -63,9 +51,33 @@ fn main() -> pocketrt::Result<()> {
     std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
         .map_err(|e| pocketrt::Error::io(dir, e))?;
 
-    let mut big = SynthSource::preset("pocket-0.3b", 1)?.with_tokenizer(byte_level_json(&[]), None);
+    let big_json = vocabulary_json(pocketrt::synth::preset("pocket-0.3b")?.vocab_size);
+    let mut big = SynthSource::preset("pocket-0.3b", 1)?.with_tokenizer(big_json.clone(), None);
     write_package(&mut big, Path::new(large))?;
+    let big_tok = Tokenizer::from_hf_json(&big_json)?;
+    write_gguf(&big, &big_tok, &Path::new(large).join("large.gguf"))?;
     Ok(())
+}
+
+/// A byte-level tokenizer.json: byte tokens, the chat specials, then placeholders up to
+/// `vocab` tokens, so every id a model can produce decodes.
+fn vocabulary_json(vocab: usize) -> String {
+    let mut names: Vec<String> = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
+        .map(String::from)
+        .to_vec();
+    names.extend((256 + names.len()..vocab).map(|i| format!("<|extra_{i}|>")));
+    let specials: Vec<&str> = names.iter().map(String::as_str).collect();
+    byte_level_json(&specials)
+}
+
+/// `src` as a Q4_1 GGUF at `path`, with `tok` and the chat template in its metadata.
+fn write_gguf(src: &SynthSource, tok: &Tokenizer, path: &Path) -> pocketrt::Result<()> {
+    let mut writer = src.gguf_writer()?;
+    for (key, value) in tokenizer_metadata(tok, TEMPLATE) {
+        writer.meta(&key, value);
+    }
+    let file = std::fs::File::create(path).map_err(|e| pocketrt::Error::io(path, e))?;
+    writer.write_to(std::io::BufWriter::new(file))
 }
 
 /// The native GPU engine's greedy continuation of the prompt for the model at `path`, up

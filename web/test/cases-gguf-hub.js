@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { CACHE, expected, load, plainPage } from './cases.js';
+import { CACHE, expected, load, loadsInLittleMemory, plainPage } from './cases.js';
 
 const GGUF = '/models/tiny/tiny.gguf';
 const ggufRequests = (server) => server.requests.filter((r) => r.endsWith('.gguf'));
@@ -74,6 +74,11 @@ export const tests = {
       server.state.noRanges = false;
     }
     assert.deepEqual((await greedy(page, want)).tokens, want.gguf_tokens);
+  },
+
+  async a_190_mb_gguf_streams_with_under_32_mb_of_wasm_memory_growth({ page, server }) {
+    assert.ok(server.models.large, 'POCKETRT_WEB_LARGE names the folder of large.gguf');
+    await loadsInLittleMemory(page, server, '/models/large/large.gguf', 'GGUF');
   },
 
   async bad_gguf_input_gives_coded_errors({ page, server, scratch }) {
