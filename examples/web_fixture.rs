@@ -111,9 +111,18 @@ fn tokenizer_metadata(tok: &Tokenizer, template: &str) -> Vec<(String, MetaValue
     vec![
         ("tokenizer.ggml.model".to_string(), s("gpt2")),
         ("tokenizer.ggml.pre".to_string(), s("qwen2")),
-        ("tokenizer.ggml.tokens".to_string(), MetaValue::Array(tokens)),
-        ("tokenizer.ggml.token_type".to_string(), MetaValue::Array(types)),
-        ("tokenizer.ggml.merges".to_string(), MetaValue::Array(Vec::new())),
+        (
+            "tokenizer.ggml.tokens".to_string(),
+            MetaValue::Array(tokens),
+        ),
+        (
+            "tokenizer.ggml.token_type".to_string(),
+            MetaValue::Array(types),
+        ),
+        (
+            "tokenizer.ggml.merges".to_string(),
+            MetaValue::Array(Vec::new()),
+        ),
         ("tokenizer.chat_template".to_string(), s(template)),
     ]
 }

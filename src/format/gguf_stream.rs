@@ -230,10 +230,13 @@ impl GgufStream {
                 continue;
             }
             // A whole batch: straight from the chunk when it holds all of it.
-            let buf = std::mem::take(&mut self.cursor.buf);
+            let mut buf = std::mem::take(&mut self.cursor.buf);
             let batch = match buf.is_empty() {
                 true => now,
-                false => &[buf.as_slice(), now].concat()[..],
+                false => {
+                    buf.extend_from_slice(now);
+                    &buf[..]
+                }
             };
             self.convert(&job, r0, nr, batch, emit)?;
             self.cursor.rows_done += nr;

@@ -21,12 +21,18 @@ pub fn is_hub_id(s: &str) -> bool {
 
 /// The listing API's URL for model `id` (files with sizes and LFS hashes).
 pub fn listing_url(endpoint: &str, id: &str) -> String {
-    format!("{}/api/models/{id}?blobs=true", endpoint.trim_end_matches('/'))
+    format!(
+        "{}/api/models/{id}?blobs=true",
+        endpoint.trim_end_matches('/')
+    )
 }
 
 /// The download URL of file `name` of model `id` (main branch).
 pub fn file_url(endpoint: &str, id: &str, name: &str) -> String {
-    format!("{}/{id}/resolve/main/{name}", endpoint.trim_end_matches('/'))
+    format!(
+        "{}/{id}/resolve/main/{name}",
+        endpoint.trim_end_matches('/')
+    )
 }
 
 /// A file of a hub repository, as the listing API describes it.

@@ -163,7 +163,8 @@ impl GgufLoad<'_> {
             url: self.url.to_string(),
             detail: "the file's layout is unknown".into(),
         })?;
-        self.progress.emit(if from_cache { "cache" } else { "download" }, Some(index));
+        self.progress
+            .emit(if from_cache { "cache" } else { "download" }, Some(index));
         let copy = match (&self.cache, from_cache, layout.total) {
             (Some(_), false, Some(_)) => response.clone().ok(),
             _ => None,
@@ -340,9 +341,7 @@ fn content_range_total(response: &Response) -> Option<u64> {
 /// (which refuses 206 responses).
 fn cacheable(response: &Response, layout: Layout) -> Option<Response> {
     let headers = web_sys::Headers::new().ok()?;
-    headers
-        .set(TOTAL_HEADER, &layout.total?.to_string())
-        .ok()?;
+    headers.set(TOTAL_HEADER, &layout.total?.to_string()).ok()?;
     if let Some(p) = layout.piece {
         headers.set(PIECE_HEADER, &p.to_string()).ok()?;
     }
