@@ -92,7 +92,7 @@ fn native_greedy(path: &Path, tok: &Tokenizer) -> pocketrt::Result<(Vec<u32>, Ve
     if let Some(end) = tokens.iter().position(|t| eos.contains(t)) {
         tokens.truncate(end);
     }
-    Ok((prompt_ids, tokens, engine.description()))
+    Ok((prompt_ids, tokens, engine.description().to_string()))
 }
 
 /// `tokenizer.ggml.*` metadata for a byte-level tokenizer without merges (llama.cpp's
