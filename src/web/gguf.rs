@@ -69,6 +69,8 @@ impl Layout {
 }
 
 /// Where the stream's bytes go: the header until it is complete, then the converter.
+/// (One per load, so the size difference between the variants does not matter.)
+#[allow(clippy::large_enum_variant)]
 enum Sink {
     Header(Vec<u8>),
     Tensors {
@@ -151,7 +153,7 @@ impl GgufLoad<'_> {
     async fn piece(&mut self, index: usize, sink: &mut Sink) -> Result<()> {
         let key = piece_key(self.url, index);
         let cached = match self.cache.clone() {
-            Some(cache) => self.from_cache(&cache, &key).await,
+            Some(cache) => self.cached_piece(&cache, &key).await,
             None => None,
         };
         let from_cache = cached.is_some();
@@ -243,7 +245,7 @@ impl GgufLoad<'_> {
     }
 
     /// A cached piece, if the cache holds one (the first also tells the file's layout).
-    async fn from_cache(&mut self, cache: &Cache, key: &str) -> Option<Response> {
+    async fn cached_piece(&mut self, cache: &Cache, key: &str) -> Option<Response> {
         let response = fetch::cached(cache, key).await?;
         if self.layout.is_none() {
             let header = |name: &str| {
