@@ -1,12 +1,16 @@
 //! The browser tests' models (scripts/test-web): `web_fixture DIR LARGE_DIR` writes
 //! - DIR: a tiny qwen3 package (20 KiB shards, a byte-level tokenizer, a chat template)
 //!   and `expected.json` with the native GPU engine's greedy tokens for a prompt;
-//! - LARGE_DIR: a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) for the
-//!   memory test.
+//! - DIR/tiny.gguf: the same model as a Q4_1 GGUF (tokenizer and template in its
+//!   metadata), and in `expected.json` the native engine's greedy tokens for it;
+//! - LARGE_DIR: a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) and the same
+//!   model as LARGE_DIR/large.gguf (≈ 190 MB, a 65,536-token vocabulary in its header) for
+//!   the memory tests.
 
 use pocketrt::convert::{convert, ConvertOptions};
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
+use pocketrt::format::gguf::{Gguf, MetaValue};
 use pocketrt::synth::{write_package, SynthSource};
 use pocketrt::tokenizer::{byte_level_json, Tokenizer};
 use std::path::Path;
@@ -22,15 +26,7 @@ fn main() -> pocketrt::Result<()> {
         eprintln!("usage: web_fixture DIR LARGE_DIR");
         std::process::exit(2);
     };
-    // Byte tokens, the chat specials, then placeholders up to the model's vocabulary, so
-    // every id the model can produce decodes.
-    let config = pocketrt::synth::preset("tiny-qwen3")?;
-    let mut names: Vec<String> = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
-        .map(String::from)
-        .to_vec();
-    names.extend((256 + names.len()..config.vocab_size).map(|i| format!("<|extra_{i}|>")));
-    let specials: Vec<&str> = names.iter().map(String::as_str).collect();
-    let json = byte_level_json(&specials);
+    let json = vocabulary_json(pocketrt::synth::preset("tiny-qwen3")?.vocab_size);
     let mut tiny = SynthSource::preset("tiny-qwen3", 7)?
         .with_tokenizer(json.clone(), Some(TEMPLATE.to_string()));
     let opts = ConvertOptions {
@@ -39,10 +35,58 @@ fn main() -> pocketrt::Result<()> {
     };
     convert(&mut tiny, Path::new(dir), &opts, &mut |_| {})?;
 
-    // The native engine's greedy continuation, up to the first end-of-sequence token.
     let tok = Tokenizer::from_hf_json(&json)?;
+    let (prompt_ids, tokens, engine) = native_greedy(Path::new(dir), &tok)?;
+
+    // The same model as a GGUF, its tokenizer and template in the metadata.
+    let gguf = Path::new(dir).join("tiny.gguf");
+    write_gguf(&tiny, &tok, &gguf)?;
+    let (g, _) = Gguf::open(&gguf)?;
+    let (gguf_prompt_ids, gguf_tokens, _) = native_greedy(&gguf, &Tokenizer::from_gguf(&g)?)?;
+
+    let expected = serde_json::json!({
+        "prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": tokens, "engine": engine,
+        "gguf_prompt_ids": gguf_prompt_ids, "gguf_tokens": gguf_tokens,
+    });
+    std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
+        .map_err(|e| pocketrt::Error::io(dir, e))?;
+
+    // The package gets a 256-byte tokenizer; the GGUF a full 65,536-token vocabulary (a
+    // tokenizer.json of 65K added tokens alone takes ~60 MB of wasm heap to parse).
+    let mut big = SynthSource::preset("pocket-0.3b", 1)?.with_tokenizer(byte_level_json(&[]), None);
+    write_package(&mut big, Path::new(large))?;
+    let vocab_size = pocketrt::synth::preset("pocket-0.3b")?.vocab_size;
+    let vocab = Tokenizer::from_hf_json(&vocabulary_json(vocab_size))?;
+    write_gguf(&big, &vocab, &Path::new(large).join("large.gguf"))?;
+    Ok(())
+}
+
+/// A byte-level tokenizer.json: byte tokens, the chat specials, then placeholders up to
+/// `vocab` tokens, so every id a model can produce decodes.
+fn vocabulary_json(vocab: usize) -> String {
+    let mut names: Vec<String> = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
+        .map(String::from)
+        .to_vec();
+    names.extend((256 + names.len()..vocab).map(|i| format!("<|extra_{i}|>")));
+    let specials: Vec<&str> = names.iter().map(String::as_str).collect();
+    byte_level_json(&specials)
+}
+
+/// `src` as a Q4_1 GGUF at `path`, with `tok` and the chat template in its metadata.
+fn write_gguf(src: &SynthSource, tok: &Tokenizer, path: &Path) -> pocketrt::Result<()> {
+    let mut writer = src.gguf_writer()?;
+    for (key, value) in tokenizer_metadata(tok, TEMPLATE) {
+        writer.meta(&key, value);
+    }
+    let file = std::fs::File::create(path).map_err(|e| pocketrt::Error::io(path, e))?;
+    writer.write_to(std::io::BufWriter::new(file))
+}
+
+/// The native GPU engine's greedy continuation of the prompt for the model at `path`, up
+/// to the first end-of-sequence token: (prompt ids, tokens, engine description).
+fn native_greedy(path: &Path, tok: &Tokenizer) -> pocketrt::Result<(Vec<u32>, Vec<u32>, String)> {
     let prompt_ids = tok.encode(PROMPT, true);
-    let mut src = pocketrt::format::open(Path::new(dir))?;
+    let mut src = pocketrt::format::open(path)?;
     let mut eos = src.config().eos_token_ids.clone();
     eos.extend_from_slice(tok.eos_ids());
     let mut engine = Engine::load(src.as_mut(), Backend::Gpu, WeightMode::Q4, 64)?;
@@ -50,14 +94,37 @@ fn main() -> pocketrt::Result<()> {
     if let Some(end) = tokens.iter().position(|t| eos.contains(t)) {
         tokens.truncate(end);
     }
-    let expected = serde_json::json!({
-        "prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": tokens,
-        "engine": engine.description(),
-    });
-    std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
-        .map_err(|e| pocketrt::Error::io(dir, e))?;
+    Ok((prompt_ids, tokens, engine.description().to_string()))
+}
 
-    let mut big = SynthSource::preset("pocket-0.3b", 1)?.with_tokenizer(byte_level_json(&[]), None);
-    write_package(&mut big, Path::new(large))?;
-    Ok(())
+/// `tokenizer.ggml.*` metadata for a byte-level tokenizer without merges (llama.cpp's
+/// "gpt2" model; special tokens as control tokens) and the chat template (the end-of-text
+/// id is the synthetic config's, already in the metadata).
+fn tokenizer_metadata(tok: &Tokenizer, template: &str) -> Vec<(String, MetaValue)> {
+    let ids = 0..tok.vocab_size() as u32;
+    let tokens = ids
+        .clone()
+        .map(|i| MetaValue::String(tok.id_to_token(i).unwrap_or_default().to_string()))
+        .collect();
+    let types = ids
+        .map(|i| MetaValue::I32(if tok.is_special(i) { 3 } else { 1 }))
+        .collect();
+    let s = |v: &str| MetaValue::String(v.to_string());
+    vec![
+        ("tokenizer.ggml.model".to_string(), s("gpt2")),
+        ("tokenizer.ggml.pre".to_string(), s("qwen2")),
+        (
+            "tokenizer.ggml.tokens".to_string(),
+            MetaValue::Array(tokens),
+        ),
+        (
+            "tokenizer.ggml.token_type".to_string(),
+            MetaValue::Array(types),
+        ),
+        (
+            "tokenizer.ggml.merges".to_string(),
+            MetaValue::Array(Vec::new()),
+        ),
+        ("tokenizer.chat_template".to_string(), s(template)),
+    ]
 }

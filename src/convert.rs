@@ -4,7 +4,7 @@
 
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
-use crate::format::package::{DType, Manifest, PackageWriter, ALIGN};
+use crate::format::package::{DType, Manifest, PackageWriter, Part, TensorEntry, ALIGN};
 use crate::format::ModelSource;
 use crate::quant::{MergeStats, Q4Tensor, GROUP};
 use std::path::Path;
@@ -197,7 +197,19 @@ fn select_rows(name: &str, q: &Q4Tensor, rows: &[u32]) -> Result<Q4Tensor> {
 /// The bytes [`convert`] writes for a model of this config: every part of every tensor,
 /// each starting on the package alignment.
 pub fn package_bytes(config: &ModelConfig) -> Result<u64> {
+    let tensors = converted_tensors(config)?;
+    let end = tensors
+        .iter()
+        .flat_map(|t| &t.parts)
+        .map(|p| p.offset + p.bytes);
+    Ok(end.max().unwrap_or(0))
+}
+
+/// The tensor table [`convert`] writes for a model of this config, in order: matrices Q4
+/// g64, vectors f32, every part at the next aligned offset of the package's stream.
+pub fn converted_tensors(config: &ModelConfig) -> Result<Vec<TensorEntry>> {
     let mut pos = 0u64;
+    let mut out = Vec::new();
     for (name, shape) in config.expected_tensors() {
         let dtype = if shape.len() == 2 {
             DType::Q4g64
@@ -207,9 +219,24 @@ pub fn package_bytes(config: &ModelConfig) -> Result<u64> {
         let parts = dtype
             .expected_parts(&shape)
             .map_err(|e| Error::InvalidArgument(format!("tensor {name}: {e}")))?;
-        for (_, bytes) in parts {
-            pos = pos.div_ceil(ALIGN) * ALIGN + bytes;
-        }
+        let parts = parts
+            .into_iter()
+            .map(|(part, bytes)| {
+                let offset = pos.div_ceil(ALIGN) * ALIGN;
+                pos = offset + bytes;
+                Part {
+                    name: part.to_string(),
+                    offset,
+                    bytes,
+                }
+            })
+            .collect();
+        out.push(TensorEntry {
+            name,
+            dtype,
+            shape,
+            parts,
+        });
     }
-    Ok(pos)
+    Ok(out)
 }

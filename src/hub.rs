@@ -9,33 +9,34 @@
 //! (mirrors expose the same API). Cache: `POCKETRT_CACHE`, else `$XDG_CACHE_HOME/pocketrt`,
 //! else `~/.cache/pocketrt`.
 
-mod choose;
+//! The listing parser, the choice of file and the URLs ([`choose`]) are shared with the
+//! browser's loader (`web::hub`); the downloads and the cache are native only.
+
+pub mod choose;
+#[cfg(not(target_arch = "wasm32"))]
 mod download;
 
+#[cfg(not(target_arch = "wasm32"))]
 use crate::error::{Error, Result};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::format::package::{Manifest, MANIFEST_FILE};
-use choose::{choose, Choice, Sibling};
+#[cfg(not(target_arch = "wasm32"))]
+use choose::{choose_or_error, file_url, listing_url, Choice, Sibling, DEFAULT_ENDPOINT};
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::{Path, PathBuf};
 
+pub use choose::is_hub_id;
+#[cfg(not(target_arch = "wasm32"))]
 pub use download::Progress;
 
 /// Marker written when every file of a model is in the cache: the model's path inside
 /// the cache folder ("." for a folder model).
+#[cfg(not(target_arch = "wasm32"))]
 const COMPLETE: &str = ".pocketrt-complete";
-
-/// Is `s` shaped like a hub id (`owner/name`, plain characters, no path syntax)?
-pub fn is_hub_id(s: &str) -> bool {
-    let ok = |p: &str| {
-        !p.is_empty()
-            && !p.starts_with('.')
-            && p.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    };
-    matches!(s.split_once('/'), Some((o, n)) if ok(o) && ok(n))
-}
 
 /// A local path as it is; an `owner/name` hub id that is not a local path through the
 /// hub (cached after the first download).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn resolve_model(arg: &str, progress: &mut dyn FnMut(Progress)) -> Result<PathBuf> {
     let path = Path::new(arg);
     if path.exists() {
@@ -51,17 +52,19 @@ pub fn resolve_model(arg: &str, progress: &mut dyn FnMut(Progress)) -> Result<Pa
 }
 
 /// A model hub endpoint and the local cache it downloads into.
+#[cfg(not(target_arch = "wasm32"))]
 pub struct Hub {
     pub endpoint: String,
     pub cache: PathBuf,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Hub {
     pub fn from_env() -> Result<Hub> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let endpoint = var("POCKETRT_HUB_ENDPOINT")
             .or_else(|| var("HF_ENDPOINT"))
-            .unwrap_or_else(|| "https://huggingface.co".into());
+            .unwrap_or_else(|| DEFAULT_ENDPOINT.into());
         let cache = match (var("POCKETRT_CACHE"), var("XDG_CACHE_HOME"), var("HOME")) {
             (Some(c), _, _) => PathBuf::from(c),
             (None, Some(x), _) => Path::new(&x).join("pocketrt"),
@@ -101,16 +104,10 @@ impl Hub {
                 return Ok(path);
             }
         }
-        let listing = download::get_text(&self.api_url(id), id, &self.endpoint)?;
+        let listing = download::get_text(&listing_url(&self.endpoint, id), id, &self.endpoint)?;
         let siblings = Sibling::parse_listing(&listing, id)?;
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let rel = match choose(&siblings).ok_or_else(|| {
-            let names: Vec<&str> = siblings.iter().map(|s| s.name.as_str()).collect();
-            Error::Hub(format!(
-                "{id} has no model file pocketrt can run (a pocket package, a GGUF, or \
-                 config.json + safetensors); its files: {names:?}"
-            ))
-        })? {
+        let rel = match choose_or_error(&siblings, id)? {
             Choice::Package { tokenizer } => {
                 let manifest = self.fetch(id, &dir, MANIFEST_FILE, None, progress)?;
                 let text =
@@ -140,10 +137,6 @@ impl Hub {
         Ok(dir.join(rel))
     }
 
-    fn api_url(&self, id: &str) -> String {
-        format!("{}/api/models/{id}?blobs=true", self.endpoint)
-    }
-
     fn fetch(
         &self,
         id: &str,
@@ -152,12 +145,12 @@ impl Hub {
         sha256: Option<&str>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<PathBuf> {
-        let url = format!("{}/{id}/resolve/main/{name}", self.endpoint);
+        let url = file_url(&self.endpoint, id, name);
         let dest = dir.join(name);
         download::file(&url, &dest, sha256, &self.endpoint, progress)?;
         Ok(dest)
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;

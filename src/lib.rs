@@ -13,7 +13,6 @@ pub mod error;
 pub mod format;
 pub mod generate;
 pub mod gpu;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod hub;
 pub mod prune;
 pub mod quant;

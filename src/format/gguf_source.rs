@@ -58,19 +58,27 @@ impl GgufSource {
     /// The tensor's raw bytes, with llama's q/k row permutation undone.
     fn raw(&mut self, t: &TensorInfo) -> Result<Vec<u8>> {
         let bytes = self.gguf.read_tensor_bytes(&mut self.file, t)?;
-        let heads = match (self.config.arch, t.name.rsplit('.').nth(1)) {
-            (Arch::Llama, Some("attn_q")) => self.config.n_heads,
-            (Arch::Llama, Some("attn_k")) => self.config.n_kv_heads,
-            _ => return Ok(bytes),
+        let Some(heads) = permuted_heads(&self.config, &t.name) else {
+            return Ok(bytes);
         };
         let rows = t.shape().first().copied().unwrap_or(0);
         Ok(unpermute_rows(&bytes, rows, heads))
     }
 }
 
+/// The head count of a tensor whose rows llama.cpp permuted (llama's `attn_q` / `attn_k`),
+/// `None` for every other tensor.
+pub(crate) fn permuted_heads(config: &ModelConfig, name: &str) -> Option<usize> {
+    match (config.arch, name.rsplit('.').nth(1)) {
+        (Arch::Llama, Some("attn_q")) => Some(config.n_heads),
+        (Arch::Llama, Some("attn_k")) => Some(config.n_kv_heads),
+        _ => None,
+    }
+}
+
 /// Undo llama.cpp's `permute(w, n_head)`: within each head, GGUF row `2i + j` holds HF row
 /// `j·(head_dim/2) + i`. Rows move whole, so quantized blocks are untouched.
-fn unpermute_rows(bytes: &[u8], rows: usize, heads: usize) -> Vec<u8> {
+pub(crate) fn unpermute_rows(bytes: &[u8], rows: usize, heads: usize) -> Vec<u8> {
     if rows == 0 || heads == 0 || rows % (2 * heads) != 0 {
         return bytes.to_vec();
     }

@@ -4,6 +4,7 @@ pub mod gguf;
 pub mod gguf_dequant;
 mod gguf_header;
 pub mod gguf_source;
+pub mod gguf_stream;
 pub mod gguf_write;
 pub mod package;
 pub mod package_source;

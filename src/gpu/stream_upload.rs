@@ -12,7 +12,7 @@ use super::device::GpuContext;
 use super::weights::{alloc_q4, assemble, layout, Filled, ModelWeights, Slot};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
-use crate::format::package::{Chunk, DType, Manifest};
+use crate::format::package::{Chunk, DType, Manifest, TensorEntry};
 use std::collections::HashMap;
 
 /// Where one tensor part goes.
@@ -47,18 +47,17 @@ pub struct StreamedWeights {
 
 /// The manifest entry `name`, checked to hold `shape` in one of `dtypes`.
 fn entry_of(
-    manifest: &Manifest,
+    tensors: &[TensorEntry],
     name: &str,
     shape: &[usize],
     dtypes: &[DType],
     supported: &'static str,
 ) -> Result<usize> {
-    let index = manifest
-        .tensors
+    let index = tensors
         .iter()
         .position(|t| t.name == name)
         .ok_or_else(|| Error::MissingTensor(name.to_string()))?;
-    let t = &manifest.tensors[index];
+    let t = &tensors[index];
     if !dtypes.contains(&t.dtype) {
         return Err(Error::Unsupported {
             what: name.to_string(),
@@ -80,8 +79,8 @@ fn entry_of(
 }
 
 /// Index of part `name` of manifest tensor `tensor`.
-fn part_index(manifest: &Manifest, tensor: usize, name: &str) -> Result<usize> {
-    let t = &manifest.tensors[tensor];
+fn part_index(tensors: &[TensorEntry], tensor: usize, name: &str) -> Result<usize> {
+    let t = &tensors[tensor];
     t.parts
         .iter()
         .position(|p| p.name == name)
@@ -94,7 +93,18 @@ impl StreamedWeights {
     /// missing or has the wrong type or shape.
     pub fn allocate(ctx: &GpuContext, manifest: &Manifest) -> Result<StreamedWeights> {
         manifest.validate()?;
-        let config = manifest.config.clone();
+        Self::allocate_for(ctx, &manifest.config, &manifest.tensors)
+    }
+
+    /// [`StreamedWeights::allocate`] for a tensor table without shards (e.g. the one a
+    /// GGUF streams into, [`crate::format::gguf_stream`]): chunks name indices into
+    /// `tensors`.
+    pub fn allocate_for(
+        ctx: &GpuContext,
+        config: &ModelConfig,
+        tensors: &[TensorEntry],
+    ) -> Result<StreamedWeights> {
+        let config = config.clone();
         let mut routes = HashMap::new();
         let mut filled = Vec::new();
         for slot in layout(&config) {
@@ -104,19 +114,19 @@ impl StreamedWeights {
                     let q4 = alloc_q4(ctx, &label, rows, cols)?;
                     let (mut codes_at, mut params_at) = (0u64, 0u64);
                     for (name, r) in &parts {
-                        let t = entry_of(manifest, name, &[*r, cols], &[DType::Q4g64], "q4g64")?;
+                        let t = entry_of(tensors, name, &[*r, cols], &[DType::Q4g64], "q4g64")?;
                         for (part, buffer, at) in [
                             ("codes", &q4.codes, &mut codes_at),
                             ("qparams", &q4.qparams, &mut params_at),
                         ] {
-                            let p = part_index(manifest, t, part)?;
+                            let p = part_index(tensors, t, part)?;
                             let route = Route {
                                 buffer: buffer.clone(),
                                 offset: *at,
                                 half: false,
                             };
                             routes.insert((t, p), route);
-                            *at += manifest.tensors[t].parts[p].bytes;
+                            *at += tensors[t].parts[p].bytes;
                         }
                     }
                     filled.push(Filled::Q4(q4));
@@ -127,9 +137,9 @@ impl StreamedWeights {
                     let mut at = 0u64;
                     for (name, len) in &parts {
                         let dtypes = [DType::F32, DType::F16];
-                        let t = entry_of(manifest, name, &[*len], &dtypes, "f32, f16")?;
-                        let p = part_index(manifest, t, "data")?;
-                        let half = manifest.tensors[t].dtype == DType::F16;
+                        let t = entry_of(tensors, name, &[*len], &dtypes, "f32, f16")?;
+                        let p = part_index(tensors, t, "data")?;
+                        let half = tensors[t].dtype == DType::F16;
                         let route = Route {
                             buffer: buffer.clone(),
                             offset: at,

@@ -1,8 +1,39 @@
-//! Which files of a hub repository to download.
+//! Which files of a hub repository to download, and where they are: pure logic shared by
+//! the native client (`hub`) and the browser's loader (`web::hub`).
 
 use crate::error::{Error, Result};
 use crate::format::package::{MANIFEST_FILE, TOKENIZER_FILE};
 use serde_json::Value;
+
+/// The hub asked when none is configured.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+
+/// Is `s` shaped like a hub id (`owner/name`, plain characters, no path syntax)?
+pub fn is_hub_id(s: &str) -> bool {
+    let ok = |p: &str| {
+        !p.is_empty()
+            && !p.starts_with('.')
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    matches!(s.split_once('/'), Some((o, n)) if ok(o) && ok(n))
+}
+
+/// The listing API's URL for model `id` (files with sizes and LFS hashes).
+pub fn listing_url(endpoint: &str, id: &str) -> String {
+    format!(
+        "{}/api/models/{id}?blobs=true",
+        endpoint.trim_end_matches('/')
+    )
+}
+
+/// The download URL of file `name` of model `id` (main branch).
+pub fn file_url(endpoint: &str, id: &str, name: &str) -> String {
+    format!(
+        "{}/{id}/resolve/main/{name}",
+        endpoint.trim_end_matches('/')
+    )
+}
 
 /// A file of a hub repository, as the listing API describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +99,17 @@ fn gguf_rank(name: &str) -> usize {
         .iter()
         .position(|q| lower.contains(q))
         .unwrap_or(GGUF_PREFERENCE.len())
+}
+
+/// [`choose`], or an error naming the repository's files when none is a model.
+pub fn choose_or_error(files: &[Sibling], id: &str) -> Result<Choice> {
+    choose(files).ok_or_else(|| {
+        let names: Vec<&str> = files.iter().map(|s| s.name.as_str()).collect();
+        Error::Hub(format!(
+            "{id} has no model file pocketrt can run (a pocket package, a GGUF, or \
+             config.json + safetensors); its files: {names:?}"
+        ))
+    })
 }
 
 /// The best model in `files`, if any.

@@ -83,6 +83,9 @@ fn load_options(options: &JsValue) -> Result<LoadOptions> {
             _ => Some(CACHE_NAME.to_string()),
         },
         files: opt(options, "files"),
+        hub_endpoint: opt(options, "hubEndpoint")
+            .and_then(|v| v.as_string())
+            .unwrap_or_else(|| crate::hub::choose::DEFAULT_ENDPOINT.to_string()),
     })
 }
 
@@ -93,11 +96,19 @@ fn to_value<T: serde::Serialize>(v: &T) -> JsValue {
         .unwrap_or(JsValue::UNDEFINED)
 }
 
+/// Whether `name` is a hub id (`owner/name`) rather than a URL (the JS API resolves other
+/// names against the page's URL).
+#[wasm_bindgen(js_name = isHubId)]
+pub fn is_hub_id(name: &str) -> bool {
+    crate::hub::choose::is_hub_id(name)
+}
+
 #[wasm_bindgen]
 impl PocketModel {
-    /// Load a pocket package (folder URL or manifest URL). Options: `onProgress(event)`,
-    /// `signal` (AbortSignal), `contextLength`, `parallel` (shards at once, default 4),
-    /// `cache` (false: no Cache Storage).
+    /// Load a model: a pocket package (folder URL or manifest URL), a GGUF URL or a hub id
+    /// (`owner/name`). Options: `onProgress(event)`, `signal` (AbortSignal),
+    /// `contextLength`, `parallel` (shards at once, default 4), `cache` (false: no Cache
+    /// Storage), `files` (local files), `hubEndpoint`.
     pub async fn load(url: String, options: JsValue) -> Result<PocketModel, JsValue> {
         let opts = load_options(&options).map_err(to_js)?;
         let l = loader::load(&url, opts).await.map_err(to_js)?;

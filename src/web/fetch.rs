@@ -31,11 +31,28 @@ pub fn check_abort(signal: Option<&AbortSignal>) -> Result<()> {
 
 /// GET `url`; a non-2xx status is an error naming it.
 pub async fn get(url: &str, signal: Option<&AbortSignal>) -> Result<Response> {
+    get_range(url, None, signal).await
+}
+
+/// GET bytes `range` (start, inclusive end) of `url` — or all of it: a server may ignore
+/// the range and answer 200 with the whole body (callers check `status()`).
+pub async fn get_range(
+    url: &str,
+    range: Option<(u64, u64)>,
+    signal: Option<&AbortSignal>,
+) -> Result<Response> {
     check_abort(signal)?;
     let init = RequestInit::new();
     init.set_method("GET");
     if let Some(s) = signal {
         init.set_signal(Some(s));
+    }
+    if let Some((start, end)) = range {
+        let headers = web_sys::Headers::new().map_err(|e| from_js(url, e))?;
+        headers
+            .set("Range", &format!("bytes={start}-{end}"))
+            .map_err(|e| from_js(url, e))?;
+        init.set_headers(&headers);
     }
     let request = Request::new_with_str_and_init(url, &init).map_err(|e| from_js(url, e))?;
     let response: Response = JsFuture::from(global_fetch(&request))
@@ -69,40 +86,79 @@ pub async fn stream_body(
     signal: Option<&AbortSignal>,
     mut sink: impl FnMut(&[u8]) -> Result<()>,
 ) -> Result<()> {
-    let body = response.body().ok_or_else(|| Error::Fetch {
-        url: url.to_string(),
-        detail: "the response has no body".into(),
-    })?;
-    let reader: ReadableStreamDefaultReader = body.get_reader().unchecked_into();
-    let mut buf = Vec::new();
+    let mut body = Body::new(url, response)?;
     let result = async {
-        loop {
-            check_abort(signal)?;
-            let next = JsFuture::from(reader.read())
-                .await
-                .map_err(|e| from_js(url, e))?;
-            let done = Reflect::get(&next, &"done".into()).map_err(|e| from_js(url, e))?;
-            if done.as_bool().unwrap_or(false) {
-                return Ok(());
-            }
-            let value: Uint8Array = Reflect::get(&next, &"value".into())
-                .map_err(|e| from_js(url, e))?
-                .unchecked_into();
-            let mut at = 0;
-            while at < value.length() {
-                let end = (at + PIECE).min(value.length());
-                buf.resize((end - at) as usize, 0);
-                value.subarray(at, end).copy_to(&mut buf);
-                sink(&buf)?;
-                at = end;
-            }
+        while let Some(bytes) = body.next(signal).await? {
+            sink(bytes)?;
         }
+        Ok(())
     }
     .await;
     if result.is_err() {
-        let _ = reader.cancel();
+        body.cancel();
     }
     result
+}
+
+/// A response body read piece by piece (at most 1 MiB each, copied into one reused
+/// buffer): for consumers that must `await` between pieces.
+pub struct Body {
+    url: String,
+    reader: ReadableStreamDefaultReader,
+    /// The stream chunk being handed out, and how much of it was.
+    chunk: Option<(Uint8Array, u32)>,
+    buf: Vec<u8>,
+}
+
+impl Body {
+    pub fn new(url: &str, response: &Response) -> Result<Body> {
+        let body = response.body().ok_or_else(|| Error::Fetch {
+            url: url.to_string(),
+            detail: "the response has no body".into(),
+        })?;
+        Ok(Body {
+            url: url.to_string(),
+            reader: body.get_reader().unchecked_into(),
+            chunk: None,
+            buf: Vec::new(),
+        })
+    }
+
+    /// The next piece of the body; `None` at its end.
+    pub async fn next(&mut self, signal: Option<&AbortSignal>) -> Result<Option<&[u8]>> {
+        check_abort(signal)?;
+        let url = self.url.as_str();
+        let (value, at) = match self.chunk.take() {
+            Some(c) => c,
+            None => loop {
+                let next = JsFuture::from(self.reader.read())
+                    .await
+                    .map_err(|e| from_js(url, e))?;
+                let done = Reflect::get(&next, &"done".into()).map_err(|e| from_js(url, e))?;
+                if done.as_bool().unwrap_or(false) {
+                    return Ok(None);
+                }
+                let value: Uint8Array = Reflect::get(&next, &"value".into())
+                    .map_err(|e| from_js(url, e))?
+                    .unchecked_into();
+                if value.length() > 0 {
+                    break (value, 0);
+                }
+            },
+        };
+        let end = (at + PIECE).min(value.length());
+        self.buf.resize((end - at) as usize, 0);
+        value.subarray(at, end).copy_to(&mut self.buf);
+        if end < value.length() {
+            self.chunk = Some((value, end));
+        }
+        Ok(Some(&self.buf))
+    }
+
+    /// Stop reading (the rest of the body is not needed).
+    pub fn cancel(&self) {
+        let _ = self.reader.cancel();
+    }
 }
 
 /// The `pocketrt-…` cache, or `None` where Cache Storage is unavailable (an insecure

@@ -7,6 +7,7 @@
 //! fetched again.
 
 use super::fetch::{self, check_abort};
+use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Manifest, ShardReader, MANIFEST_FILE};
 use crate::gpu::plan::{Budget, MemoryPlan, TABLET_BUDGET};
@@ -34,6 +35,8 @@ pub struct LoadOptions {
     /// Local files: an object mapping each package file name to a (blob) URL; the model
     /// URL is then only a label.
     pub files: Option<wasm_bindgen::JsValue>,
+    /// The model hub's endpoint, for `owner/name` ids.
+    pub hub_endpoint: String,
 }
 
 /// A loaded model and what it came with.
@@ -59,23 +62,23 @@ pub struct LoadReport {
 }
 
 /// Shared state of the shard lanes (single-threaded: plain cells).
-struct Progress<'a> {
-    opts: &'a LoadOptions,
-    total: u64,
-    done: Cell<u64>,
-    report: RefCell<LoadReport>,
+pub(super) struct Progress<'a> {
+    pub opts: &'a LoadOptions,
+    pub total: Cell<u64>,
+    pub done: Cell<u64>,
+    pub report: RefCell<LoadReport>,
 }
 
 impl Progress<'_> {
     /// Tell the caller: `phase`, bytes done/total, the shard index.
-    fn emit(&self, phase: &str, shard: Option<usize>) {
+    pub fn emit(&self, phase: &str, shard: Option<usize>) {
         let Some(f) = &self.opts.on_progress else {
             return;
         };
         let ev = serde_json::json!({
             "phase": phase,
             "loaded": self.done.get(),
-            "total": self.total,
+            "total": self.total.get(),
             "shard": shard,
             "shards": self.report.borrow().shards,
         });
@@ -96,14 +99,6 @@ impl Locator {
     /// The locator of a model `url`: a folder URL, or the URL of its manifest file.
     fn new(url: &str, files: Option<wasm_bindgen::JsValue>) -> Result<Locator> {
         let path = url.split(['?', '#']).next().unwrap_or(url);
-        if files.is_none() && path.to_ascii_lowercase().ends_with(".gguf") {
-            return Err(Error::Unsupported {
-                what: url.to_string(),
-                kind: "model file",
-                name: "GGUF (in the browser)".into(),
-                supported: "pocket packages (convert with `pocketrt convert`)",
-            });
-        }
         // A last segment with an extension names the manifest file itself.
         let last = path.rsplit('/').next().unwrap_or("");
         let names_file = last.contains('.');
@@ -131,7 +126,7 @@ impl Locator {
     }
 
     /// The URL of package file `name`.
-    fn url(&self, name: &str) -> Result<String> {
+    pub(super) fn url(&self, name: &str) -> Result<String> {
         match &self.files {
             None => Ok(format!("{}{name}", self.base)),
             Some(files) => js_sys::Reflect::get(files, &name.into())
@@ -145,38 +140,39 @@ impl Locator {
     }
 }
 
-/// Load the package at `url` (a folder URL or its manifest.json).
+/// Load the model at `url`: a pocket package (a folder URL or its manifest.json), a GGUF
+/// file, or a hub id (`owner/name`).
 pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
+    let url = match opts.files.is_none() && crate::hub::choose::is_hub_id(url) {
+        true => super::hub::resolve(url, &opts.hub_endpoint, opts.signal.as_ref()).await?,
+        false => url.to_string(),
+    };
+    let url = url.as_str();
     let locator = Locator::new(url, opts.files.clone())?;
+    if super::gguf::is_gguf(url) {
+        let file = url.rsplit('/').next().unwrap_or(url);
+        let source = match &opts.files {
+            Some(_) => locator.url(file)?,
+            None => url.to_string(),
+        };
+        return super::gguf::load(&source, &opts).await;
+    }
     let manifest_url = locator.manifest()?;
     let signal = opts.signal.as_ref();
     let response = fetch::get(&manifest_url, signal).await?;
     let manifest = Manifest::from_json(&fetch::text(&manifest_url, &response).await?)?;
     let config = manifest.config.clone();
-    let context = opts
-        .context
-        .unwrap_or(DEFAULT_CONTEXT.min(config.max_context));
-    require_webgpu()?;
-    let ctx = device(limits_needed(&config, context.max(1))).await?;
-    let plan = MemoryPlan::choose(
-        &config,
-        Some(context),
-        &Budget::new(TABLET_BUDGET, &ctx.limits),
-    )?;
+    let (ctx, plan) = gpu_for(&config, &opts).await?;
     let weights = StreamedWeights::allocate(&ctx, &manifest)?;
     let progress = Progress {
         opts: &opts,
-        total: manifest.shards.iter().map(|s| s.bytes).sum(),
+        total: Cell::new(manifest.shards.iter().map(|s| s.bytes).sum()),
         done: Cell::new(0),
         report: RefCell::new(LoadReport {
             shards: manifest.shards.len(),
             bytes: manifest.shards.iter().map(|s| s.bytes).sum(),
             context: plan.context,
-            adapter: match ctx.adapter.name.as_str() {
-                // Browsers may hide the adapter's name.
-                "" => format!("{} adapter", ctx.adapter.backend),
-                name => format!("{name} ({})", ctx.adapter.backend),
-            },
+            adapter: adapter_name(&ctx),
             ..Default::default()
         }),
     };
@@ -237,6 +233,30 @@ thread_local! {
     /// The device of earlier loads: reused (a new WebGPU device per load costs seconds on
     /// some adapters, and the old one lingers until garbage collection).
     static DEVICE: std::cell::RefCell<Option<Arc<GpuContext>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The device and memory plan for a model of `config` (the context the caller asked for,
+/// else the default).
+pub(super) async fn gpu_for(
+    config: &ModelConfig,
+    opts: &LoadOptions,
+) -> Result<(Arc<GpuContext>, MemoryPlan)> {
+    let context = opts
+        .context
+        .unwrap_or(DEFAULT_CONTEXT.min(config.max_context));
+    require_webgpu()?;
+    let ctx = device(limits_needed(config, context.max(1))).await?;
+    let budget = Budget::new(TABLET_BUDGET, &ctx.limits);
+    let plan = MemoryPlan::choose(config, Some(context), &budget)?;
+    Ok((ctx, plan))
+}
+
+/// The adapter, as reported (browsers may hide its name).
+pub(super) fn adapter_name(ctx: &GpuContext) -> String {
+    match ctx.adapter.name.as_str() {
+        "" => format!("{} adapter", ctx.adapter.backend),
+        name => format!("{name} ({})", ctx.adapter.backend),
+    }
 }
 
 /// A device with at least the limits `need` asks for: the last one when it has them.

@@ -6,5 +6,7 @@
 pub mod api;
 mod errors;
 mod fetch;
+mod gguf;
+mod hub;
 mod loader;
 mod session;

@@ -3,7 +3,7 @@ import { createWorker, hasWebGPU } from '../pkg/pocket.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-$('url').value = params.get('model') ?? '';
+$('url').value = params.get('model') ?? 'taobao-mnn/MNN-Pocket-0.3B-GGUF';
 
 let worker = null;
 let model = null;
@@ -101,13 +101,17 @@ if (!hasWebGPU()) {
   document.body.dataset.state = 'no-webgpu';
 } else {
   $('load').onclick = () => load($('url').value);
-  $('files').onchange = () => {
-    // A local package folder: each file by name as a blob URL.
+  // Local files: each by name as a blob URL; a package folder needs its manifest.json.
+  const loadLocal = (files) => {
     const urls = {};
-    for (const f of $('files').files) urls[f.name] = URL.createObjectURL(f);
-    if (!urls['manifest.json']) return showError(new Error('the folder has no manifest.json'));
-    load('local', { files: urls, cache: false });
+    for (const f of files) urls[f.name] = URL.createObjectURL(f);
+    const gguf = Object.keys(urls).find((n) => n.toLowerCase().endsWith('.gguf'));
+    if (urls['manifest.json']) return load('local', { files: urls, cache: false });
+    if (gguf) return load(gguf, { files: urls, cache: false });
+    return showError(new Error('choose a pocket package folder (with manifest.json) or a .gguf file'));
   };
+  $('files').onchange = () => loadLocal($('files').files);
+  $('file').onchange = () => loadLocal($('file').files);
   $('form').onsubmit = send;
   $('stop').onclick = () => stopper?.abort();
   if (params.get('model') && params.get('autoload') !== '0') load(params.get('model'));

@@ -8,7 +8,8 @@ export interface PocketError extends Error {
 }
 
 export interface LoadProgress {
-  /** "manifest", "cache" (a shard from Cache Storage), "download", "tokenizer", "ready". */
+  /** "manifest" (or a GGUF's header), "cache" (a shard / GGUF piece from Cache Storage),
+   * "download", "tokenizer", "ready". */
   phase: string;
   /** Shard bytes loaded so far / in all. */
   loaded: number;
@@ -29,6 +30,10 @@ export interface LoadOptions {
   cache?: boolean;
   /** Local package files: file name → (blob) URL; the model URL is then only a label. */
   files?: Record<string, string>;
+  /** The model hub asked for `owner/name` ids (default https://huggingface.co). */
+  hubEndpoint?: string;
+  /** The URL relative model URLs resolve against (default: the page's). */
+  baseUrl?: string;
   /** Where pocketrt_bg.wasm is (default: next to the module). */
   wasmUrl?: string | URL;
 }

@@ -49,8 +49,9 @@ export class PocketWorker {
   /** Load a model in the worker; options as `Pocket.load` (functions other than onProgress are not sent). */
   async load(url, options = {}) {
     const { onProgress, signal, ...rest } = options;
-    const absolute = new URL(url, globalThis.location?.href).href;
-    const info = await this.call('load', { url: absolute, options: rest }, {
+    // Resolved in the worker against this page's URL (hub ids stay as they are).
+    const page = globalThis.location?.href;
+    const info = await this.call('load', { url: String(url), options: { ...rest, baseUrl: page } }, {
       signal,
       onEvent: (m) => m.type === 'progress' && onProgress?.(m.event),
     });

@@ -8,7 +8,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launch } from './browser.js';
 import { createServer } from './serve.js';
-import { tests } from './cases.js';
+import { tests as packageTests } from './cases.js';
+import { tests as ggufHubTests } from './cases-gguf-hub.js';
+
+const tests = { ...packageTests, ...ggufHubTests };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = process.env.POCKETRT_WEB_FIXTURE;

@@ -4,8 +4,13 @@
 //   /test/...     test pages (./pages)
 //   /vite/...     the Vite-built test app (./vite-app/dist)
 //   /models/NAME/ a model folder registered with `models` (the tests' fixtures)
-// Every request is logged (`server.requests`), so tests can count shard fetches.
+//   /hub/...      an imitation of a model hub (Hugging Face's API) serving the folders
+//                 registered with `hub` (id → folder): /hub/api/models/{id}?blobs=true
+//                 lists a folder's files, /hub/{id}/resolve/main/{file} serves one
+// Files are served with HTTP range support. Every request is logged (`server.requests`),
+// so tests can count shard fetches.
 // `node test/serve.js --demo [--port N] [--model NAME=DIR]` serves the demo.
+import crypto from 'node:crypto';
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -25,7 +30,17 @@ const TYPES = {
   '.png': 'image/png',
 };
 
-export function createServer({ models = {}, port = 0 } = {}) {
+/** The hub's listing of `dir`: `{ id, siblings: [{ rfilename, size, lfs: { sha256 } }] }`. */
+function listing(id, dir) {
+  const siblings = fs.readdirSync(dir).filter((f) => fs.statSync(path.join(dir, f)).isFile()).map((f) => {
+    const bytes = fs.readFileSync(path.join(dir, f));
+    const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
+    return { rfilename: f, size: bytes.length, lfs: { sha256, size: bytes.length } };
+  });
+  return JSON.stringify({ id, siblings });
+}
+
+export function createServer({ models = {}, hub = {}, port = 0 } = {}) {
   const mounts = {
     pkg: path.join(root, 'pkg'),
     demo: path.join(root, 'web/demo'),
@@ -33,8 +48,9 @@ export function createServer({ models = {}, port = 0 } = {}) {
     vite: path.join(here, 'vite-app/dist'),
   };
   const requests = [];
-  // Latency added to shard responses (a slow network for the cache tests).
-  const state = { shardDelayMs: 0 };
+  // Latency added to shard responses (a slow network for the cache tests); noRanges: answer
+  // range requests with the whole file (a server without range support).
+  const state = { shardDelayMs: 0, noRanges: false };
   const server = http.createServer((req, res) => {
     if (state.shardDelayMs && req.url.endsWith('.bin')) {
       setTimeout(() => respond(req, res), state.shardDelayMs);
@@ -51,6 +67,14 @@ export function createServer({ models = {}, port = 0 } = {}) {
     if (parts[0] === 'models' && parts.length >= 2) {
       dir = models[parts[1]];
       rest = parts.slice(2);
+    } else if (parts[0] === 'hub' && parts[1] === 'api' && parts[2] === 'models') {
+      const id = parts.slice(3).join('/');
+      if (!hub[id]) return res.writeHead(404).end('{"error":"Repository not found"}');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(listing(id, hub[id]));
+      return;
+    } else if (parts[0] === 'hub' && parts[3] === 'resolve' && parts[4] === 'main') {
+      dir = hub[`${parts[1]}/${parts[2]}`];
+      rest = parts.slice(5);
     } else {
       dir = mounts[parts[0]];
       rest = parts.slice(1);
@@ -66,11 +90,21 @@ export function createServer({ models = {}, port = 0 } = {}) {
       return;
     }
     const size = fs.statSync(file).size;
-    res.writeHead(200, {
+    const headers = {
       'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream',
-      'content-length': size,
       'cache-control': 'no-store',
-    });
+      'accept-ranges': 'bytes',
+    };
+    const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
+    if (range && !state.noRanges) {
+      const start = Number(range[1]);
+      const end = Math.min(range[2] ? Number(range[2]) : size - 1, size - 1);
+      if (start > end) return res.writeHead(416, { 'content-range': `bytes */${size}` }).end();
+      res.writeHead(206, { ...headers, 'content-length': end - start + 1, 'content-range': `bytes ${start}-${end}/${size}` });
+      fs.createReadStream(file, { start, end }).pipe(res);
+      return;
+    }
+    res.writeHead(200, { ...headers, 'content-length': size });
     fs.createReadStream(file).pipe(res);
   }
   return new Promise((resolve) => {
@@ -81,6 +115,7 @@ export function createServer({ models = {}, port = 0 } = {}) {
         url: `http://127.0.0.1:${actual}`,
         requests,
         models,
+        hub,
         close: () => new Promise((r) => server.close(r)),
       });
     });

@@ -1,0 +1,181 @@
+// Browser tests of GGUF URLs, hub ids and the demo's local-file picker (run by run.js with
+// cases.js). Each gets { page, context, server, fixture, scratch, results }.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { CACHE, expected, load, loadsInLittleMemory, plainPage } from './cases.js';
+
+const GGUF = '/models/tiny/tiny.gguf';
+const ggufRequests = (server) => server.requests.filter((r) => r.endsWith('.gguf'));
+
+/** Greedy tokens of the loaded model (`window.model`) for the fixture's prompt. */
+function greedy(page, want) {
+  return page.evaluate(
+    async ({ prompt, n }) => ({
+      ids: window.model.encode(prompt),
+      tokens: await window.model.generateTokens(prompt, { maxTokens: n }),
+    }),
+    { prompt: want.prompt, n: want.gguf_tokens.length },
+  );
+}
+
+/** A hub repository folder `name` in the scratch dir holding `files` (name → bytes or path). */
+function hubRepo(server, scratch, id, files) {
+  const dir = path.join(scratch, id.replace('/', '--'));
+  fs.mkdirSync(dir, { recursive: true });
+  for (const [name, src] of Object.entries(files)) {
+    if (typeof src === 'string') fs.copyFileSync(src, path.join(dir, name));
+    else fs.writeFileSync(path.join(dir, name), src);
+  }
+  server.hub[id] = dir;
+}
+
+export const tests = {
+  async a_gguf_url_streams_generates_like_native_and_loads_again_from_the_cache({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    const first = await load(page, GGUF);
+    assert.ok(first.info, `load failed: ${first.code} ${first.message}`);
+    assert.ok(ggufRequests(server).length >= 1, 'the first load fetches the GGUF');
+    assert.equal(first.info.shardsFetched, first.info.shards, 'every piece is fetched');
+    assert.equal(first.info.bytes, fs.statSync(path.join(fixture, 'tiny.gguf')).size);
+    const got = await greedy(page, want);
+    assert.deepEqual(got.ids, want.gguf_prompt_ids, 'the GGUF tokenizer encodes like native');
+    assert.deepEqual(got.tokens, want.gguf_tokens, 'greedy tokens equal the native engine on the GGUF');
+
+    await page.evaluate(() => window.model.unload());
+    server.requests.length = 0;
+    const second = await load(page, GGUF);
+    assert.ok(second.info, `second load failed: ${second.code} ${second.message}`);
+    assert.deepEqual(ggufRequests(server), [], 'no network request for the GGUF on the second load');
+    assert.equal(second.info.shardsFromCache, second.info.shards);
+    assert.deepEqual((await greedy(page, want)).tokens, want.gguf_tokens, 'the cached GGUF generates alike');
+    console.log(`     GGUF first load ${first.ms.toFixed(0)} ms, cached ${second.ms.toFixed(0)} ms`);
+  },
+
+  async a_gguf_streams_with_progress_from_a_server_without_ranges({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    server.state.noRanges = true;
+    try {
+      const r = await page.evaluate(async (url) => {
+        const events = [];
+        const m = await window.Pocket.load(url, { cache: false, onProgress: (e) => events.push(e) });
+        window.model = m;
+        return { info: m.info, events };
+      }, GGUF);
+      const phases = [...new Set(r.events.map((e) => e.phase))];
+      assert.deepEqual(phases, ['download', 'manifest', 'tokenizer', 'ready'], 'progress phases');
+      const last = r.events.at(-1);
+      assert.equal(last.loaded, last.total, 'every byte counted');
+      assert.equal(last.total, r.info.bytes);
+    } finally {
+      server.state.noRanges = false;
+    }
+    assert.deepEqual((await greedy(page, want)).tokens, want.gguf_tokens);
+  },
+
+  async a_190_mb_gguf_streams_with_under_32_mb_of_wasm_memory_growth({ page, server }) {
+    assert.ok(server.models.large, 'POCKETRT_WEB_LARGE names the folder of large.gguf');
+    await loadsInLittleMemory(page, server, '/models/large/large.gguf', 'GGUF');
+  },
+
+  async bad_gguf_input_gives_coded_errors({ page, server, scratch }) {
+    await plainPage(page, server);
+    const dir = path.join(scratch, 'badgguf');
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'page.gguf'), '<!doctype html><p>not a model</p>');
+    fs.writeFileSync(path.join(dir, 'cut.gguf'), fs.readFileSync(path.join(server.models.tiny, 'tiny.gguf')).subarray(0, 60000));
+    server.models.badgguf = dir;
+    for (const [url, code, message] of [
+      ['/models/tiny/missing.gguf', 'NETWORK', /HTTP 404/],
+      ['/models/badgguf/page.gguf', 'BAD_MODEL', /GGUF/],
+      ['/models/badgguf/cut.gguf', 'BAD_MODEL', /truncated|needs|bytes/],
+    ]) {
+      const r = await load(page, url, { cache: false });
+      assert.equal(r.code, code, `${url}: ${r.message}`);
+      assert.match(r.message, message, url);
+    }
+  },
+
+  async a_hub_id_picks_the_best_file_like_the_native_client({ page, server, fixture, scratch }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    const gguf = path.join(fixture, 'tiny.gguf');
+    // Q4_1 is the lossless choice; the other file is not even a model.
+    hubRepo(server, scratch, 'test-org/tiny-GGUF', {
+      'tiny-Q4_1.gguf': gguf,
+      'tiny-F16.gguf': Buffer.from('not a model'),
+      'README.md': Buffer.from('# tiny'),
+    });
+    const hubEndpoint = `${server.url}/hub`;
+    server.requests.length = 0;
+    const r = await load(page, 'test-org/tiny-GGUF', { hubEndpoint, cache: false });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    assert.deepEqual(server.requests.filter((q) => q.startsWith('/hub/')), [
+      '/hub/api/models/test-org/tiny-GGUF',
+      '/hub/test-org/tiny-GGUF/resolve/main/tiny-Q4_1.gguf',
+    ]);
+    assert.deepEqual((await greedy(page, want)).tokens, want.gguf_tokens);
+    // A repository holding a pocket package: the package wins over its GGUF.
+    hubRepo(server, scratch, 'test-org/tiny-pocket', Object.fromEntries(
+      fs.readdirSync(fixture).map((f) => [f, path.join(fixture, f)]),
+    ));
+    server.requests.length = 0;
+    const p = await load(page, 'test-org/tiny-pocket', { hubEndpoint, cache: false });
+    assert.ok(p.info, `load failed: ${p.code} ${p.message}`);
+    assert.ok(server.requests.includes('/hub/test-org/tiny-pocket/resolve/main/manifest.json'));
+    assert.ok(!server.requests.some((q) => q.endsWith('.gguf')), 'the package is chosen');
+    const tokens = await page.evaluate(
+      ({ p, n }) => window.model.generateTokens(p, { maxTokens: n }),
+      { p: want.prompt, n: want.tokens.length },
+    );
+    assert.deepEqual(tokens, want.tokens);
+    // An unknown id is a clear network error.
+    const missing = await load(page, 'test-org/nothing', { hubEndpoint });
+    assert.equal(missing.code, 'NETWORK', missing.message);
+    assert.match(missing.message, /404/);
+  },
+
+  async a_hub_id_asks_huggingface_by_default({ page, server }) {
+    await plainPage(page, server);
+    const asked = [];
+    await page.route('https://huggingface.co/**', (route) => {
+      asked.push(route.request().url());
+      return route.fulfill({
+        status: 200,
+        contentType: 'application/json',
+        headers: { 'access-control-allow-origin': '*' },
+        body: '{"siblings":[]}',
+      });
+    });
+    const r = await load(page, 'taobao-mnn/MNN-Pocket-0.3B-GGUF');
+    assert.deepEqual(asked, ['https://huggingface.co/api/models/taobao-mnn/MNN-Pocket-0.3B-GGUF?blobs=true']);
+    assert.equal(r.code, 'NETWORK');
+    assert.match(r.message, /no model file/);
+  },
+
+  async the_demo_loads_local_files_from_its_pickers_and_generates({ page, server, fixture }) {
+    await page.goto(`${server.url}/demo/`);
+    // A package folder (the folder picker), then a GGUF file (the file picker).
+    for (const [input, choice] of [['#files', fixture], ['#file', path.join(fixture, 'tiny.gguf')]]) {
+      await page.setInputFiles(input, choice);
+      await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
+      // (The random model's tokens may all be special ones, which print as nothing.)
+      await page.evaluate(() => (document.getElementById('speed').textContent = ''));
+      await page.fill('#max', '8');
+      await page.fill('#prompt', 'Hi');
+      await page.click('#send');
+      await page.waitForFunction(
+        () => document.body.dataset.state === 'ready' && /tokens\/s/.test(document.getElementById('speed').textContent),
+        null,
+        { timeout: 60000 },
+      );
+      assert.match(await page.textContent('#speed'), /^8 tokens, [\d.]+ tokens\/s$/, 'it generated');
+      assert.equal(await page.isVisible('#error'), false, await page.textContent('#error'));
+      assert.match(await page.textContent('#phase'), /ready/);
+    }
+    assert.deepEqual(server.requests.filter((r) => r.startsWith('/models/')), [], 'nothing from the server');
+  },
+};

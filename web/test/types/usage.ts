@@ -1,0 +1,63 @@
+// Typed use of the npm package's API (checked by `tsc --noEmit` in scripts/test-web): a
+// wrong name or type in pocket.d.ts, or an API change it misses, fails the check.
+import Pocket, {
+  createWorker,
+  hasWebGPU,
+  initPocket,
+  pocketError,
+  wasmMemoryBytes,
+  type ChatMessage,
+  type GenerateOptions,
+  type GenerateStats,
+  type LoadInfo,
+  type LoadOptions,
+  type LoadProgress,
+  type PocketError,
+  type RemoteModel,
+  type TokenPiece,
+} from '../../src/pocket.js';
+
+export async function page(out: { textContent: string | null }): Promise<void> {
+  if (!hasWebGPU()) return;
+  await initPocket(new URL('pocketrt_bg.wasm', 'https://example.com/'));
+  const controller = new AbortController();
+  const options: LoadOptions = {
+    onProgress: (e: LoadProgress) => console.log(e.phase, e.loaded, e.total, e.shard, e.shards),
+    signal: controller.signal,
+    contextLength: 2048,
+    parallel: 4,
+    cache: true,
+    hubEndpoint: 'https://huggingface.co',
+  };
+  const model: Pocket = await Pocket.load('taobao-mnn/MNN-Pocket-0.3B-GGUF', options);
+  const info: LoadInfo = model.info;
+  const count: number = info.shards + info.shardsFromCache + info.shardsFetched + info.bytes;
+  const gen: GenerateOptions = {
+    maxTokens: 64,
+    temperature: 0.7,
+    topK: 40,
+    topP: 0.9,
+    seed: 1,
+    signal: controller.signal,
+    onToken: (p: TokenPiece) => void (p.finish === 'eos' && p.done),
+  };
+  for await (const text of model.generate('Once upon a time', gen)) out.textContent += text;
+  const messages: ChatMessage[] = [{ role: 'user', content: 'Hi!' }];
+  for await (const text of model.chat(messages)) out.textContent += text;
+  const ids: number[] = model.encode('hello');
+  const text: string = model.decode(ids);
+  const tokens: number[] = await model.generateTokens(ids, { maxTokens: count > 0 ? 4 : 1 });
+  const stats: GenerateStats | null = model.stats();
+  console.log(text, tokens, stats?.tokensPerSecond, await wasmMemoryBytes());
+  model.unload();
+
+  const worker = createWorker();
+  const remote: RemoteModel = await worker.load('/models/pocket/', { files: { 'manifest.json': 'blob:x' } });
+  for await (const piece of remote.chat(messages, { maxTokens: 8 })) out.textContent += piece;
+  console.log(await remote.encode('x'), (await remote.stats())?.generatedTokens);
+  await remote.unload();
+  worker.terminate();
+
+  const e: PocketError = pocketError('no', 'NETWORK');
+  console.log(e.code.toLowerCase());
+}
