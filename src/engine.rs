@@ -253,7 +253,7 @@ impl Engine {
 
     /// Run prompt tokens whose successors are not needed: one batched prefill on the GPU
     /// (chunks of up to [`crate::gpu::forward::PREFILL_CHUNK`] tokens, no readback) where
-    /// it pays ([`GpuModel::prefill_pays`]), token by token otherwise and on the CPU.
+    /// it pays ([`crate::gpu::GpuModel::prefill_pays`]), token by token otherwise and on the CPU.
     /// Nothing is processed when they do not all fit the context.
     pub fn feed_all(&mut self, tokens: &[u32]) -> Result<()> {
         if self.pos + tokens.len() > self.context {
