@@ -1,6 +1,7 @@
 //! What wasm-bindgen exports: `PocketModel` (load, tokenize, chat template, token-by-token
 //! generation, unload). The npm package's JavaScript builds the public API on it.
 
+use super::backend::Choice;
 use super::errors::to_js;
 use super::loader::{self, LoadOptions, LoadReport};
 use super::session::WebSession;
@@ -82,6 +83,11 @@ fn load_options(options: &JsValue) -> Result<LoadOptions> {
             _ => Some(CACHE_NAME.to_string()),
         },
         files: opt(options, "files"),
+        backend: Choice::parse(
+            opt(options, "backend")
+                .and_then(|v| v.as_string())
+                .as_deref(),
+        )?,
     })
 }
 
@@ -96,7 +102,7 @@ fn to_value<T: serde::Serialize>(v: &T) -> JsValue {
 impl PocketModel {
     /// Load a pocket package (folder URL or manifest URL). Options: `onProgress(event)`,
     /// `signal` (AbortSignal), `contextLength`, `parallel` (shards at once, default 4),
-    /// `cache` (false: no Cache Storage).
+    /// `cache` (false: no Cache Storage), `backend` ("webgpu" | "cpu" | "auto").
     pub async fn load(url: String, options: JsValue) -> Result<PocketModel, JsValue> {
         let opts = load_options(&options).map_err(to_js)?;
         let l = loader::load(&url, opts).await.map_err(to_js)?;
@@ -108,7 +114,7 @@ impl PocketModel {
     }
 
     /// How the load went: shards (from cache / fetched / refetched), bytes, context,
-    /// adapter.
+    /// adapter, backend ("webgpu" | "cpu") and backendReason.
     pub fn info(&self) -> JsValue {
         to_value(&self.report)
     }

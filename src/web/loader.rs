@@ -1,4 +1,5 @@
-//! Loading a pocket package from a URL into GPU buffers: the manifest, then the shards —
+//! Loading a pocket package from a URL into GPU buffers or wasm memory (the backend
+//! `backend.rs` chooses): the manifest, then the shards —
 //! several at once — each from Cache Storage when it holds a verified copy, else from the
 //! network, streamed chunk by chunk through a `ShardReader` (sha256) into the GPU
 //! (`StreamedWeights`). A verified network shard is stored in the cache; a cached shard
@@ -6,13 +7,12 @@
 //! more, then the load fails. Shards already cached when a load was interrupted are not
 //! fetched again.
 
+use super::backend::{Choice, Target};
 use super::fetch::{self, check_abort};
+use super::model::WebModel;
 use crate::error::{Error, Result};
 use crate::format::package::{Manifest, ShardReader, MANIFEST_FILE};
-use crate::gpu::plan::{Budget, MemoryPlan, TABLET_BUDGET};
-use crate::gpu::stream_upload::StreamedWeights;
-use crate::gpu::weights::limits_needed;
-use crate::gpu::{GpuContext, GpuModel, LimitsNeeded};
+use crate::gpu::{GpuContext, LimitsNeeded};
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 use futures_util::future::join_all;
 use std::cell::{Cell, RefCell};
@@ -34,11 +34,13 @@ pub struct LoadOptions {
     /// Local files: an object mapping each package file name to a (blob) URL; the model
     /// URL is then only a label.
     pub files: Option<wasm_bindgen::JsValue>,
+    /// The backend asked for (see `backend.rs`).
+    pub backend: Choice,
 }
 
 /// A loaded model and what it came with.
 pub struct Loaded {
-    pub model: GpuModel,
+    pub model: WebModel,
     pub tokenizer: Tokenizer,
     pub template: Option<ChatTemplate>,
     pub report: LoadReport,
@@ -56,6 +58,9 @@ pub struct LoadReport {
     pub bytes: u64,
     pub context: usize,
     pub adapter: String,
+    /// "webgpu" or "cpu", and why.
+    pub backend: String,
+    pub backend_reason: String,
 }
 
 /// Shared state of the shard lanes (single-threaded: plain cells).
@@ -156,14 +161,7 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
     let context = opts
         .context
         .unwrap_or(DEFAULT_CONTEXT.min(config.max_context));
-    require_webgpu()?;
-    let ctx = device(limits_needed(&config, context.max(1))).await?;
-    let plan = MemoryPlan::choose(
-        &config,
-        Some(context),
-        &Budget::new(TABLET_BUDGET, &ctx.limits),
-    )?;
-    let weights = StreamedWeights::allocate(&ctx, &manifest)?;
+    let target = Target::choose(opts.backend, &manifest, context).await?;
     let progress = Progress {
         opts: &opts,
         total: manifest.shards.iter().map(|s| s.bytes).sum(),
@@ -171,12 +169,8 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
         report: RefCell::new(LoadReport {
             shards: manifest.shards.len(),
             bytes: manifest.shards.iter().map(|s| s.bytes).sum(),
-            context: plan.context,
-            adapter: match ctx.adapter.name.as_str() {
-                // Browsers may hide the adapter's name.
-                "" => format!("{} adapter", ctx.adapter.backend),
-                name => format!("{name} ({})", ctx.adapter.backend),
-            },
+            context: target.context(),
+            adapter: target.adapter(),
             ..Default::default()
         }),
     };
@@ -186,9 +180,8 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
         None => None,
     };
     let shard = Shard {
-        ctx: &ctx,
         manifest: &manifest,
-        weights: &weights,
+        target: &target,
         locator: &locator,
         cache: cache.as_ref(),
         progress: &progress,
@@ -222,9 +215,12 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
         .as_deref()
         .map(ChatTemplate::new)
         .transpose()?;
-    let model = GpuModel::with_weights(ctx.clone(), config, weights.finish()?, plan.context)?;
+    let (model, reason) = target.finish().await?;
     progress.emit("ready", None);
-    let report = progress.report.into_inner();
+    let mut report = progress.report.into_inner();
+    report.context = model.context();
+    report.backend = model.backend().into();
+    report.backend_reason = reason;
     Ok(Loaded {
         model,
         tokenizer,
@@ -240,7 +236,7 @@ thread_local! {
 }
 
 /// A device with at least the limits `need` asks for: the last one when it has them.
-async fn device(need: LimitsNeeded) -> Result<Arc<GpuContext>> {
+pub(super) async fn device(need: LimitsNeeded) -> Result<Arc<GpuContext>> {
     let fits = |c: &GpuContext| {
         need.max_buffer <= c.limits.max_buffer_size
             && need.max_storage_binding <= c.limits.max_storage_buffer_binding_size
@@ -256,7 +252,7 @@ async fn device(need: LimitsNeeded) -> Result<Arc<GpuContext>> {
 }
 
 /// `Err(NoWebGpu)` when the global scope has no `navigator.gpu`.
-fn require_webgpu() -> Result<()> {
+pub(super) fn require_webgpu() -> Result<()> {
     use js_sys::Reflect;
     let global = js_sys::global();
     let gpu = Reflect::get(&global, &"navigator".into())
@@ -270,9 +266,8 @@ fn require_webgpu() -> Result<()> {
 
 /// Everything loading one shard needs.
 struct Shard<'a> {
-    ctx: &'a GpuContext,
     manifest: &'a Manifest,
-    weights: &'a StreamedWeights,
+    target: &'a Target,
     locator: &'a Locator,
     cache: Option<&'a Cache>,
     progress: &'a Progress<'a>,
@@ -331,7 +326,7 @@ impl Shard<'_> {
     /// Stream one response through the shard's reader into the GPU.
     async fn stream(&self, index: usize, url: &str, response: &web_sys::Response) -> Result<()> {
         let mut reader = ShardReader::new(self.manifest, index)?;
-        let mut writer = self.weights.writer(self.ctx);
+        let mut writer = self.target.writer();
         let mine = Cell::new(0u64);
         let done = &self.progress.done;
         let result = fetch::stream_body(url, response, self.signal, |bytes| {

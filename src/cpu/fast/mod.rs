@@ -32,8 +32,10 @@ mod acts;
 mod gemv;
 mod kernel;
 mod model;
+mod stream;
 
 pub use acts::{element_of, Acts, Precision};
 pub use gemv::{gemv, gemv_swiglu, rows_per_task, threads};
 pub use kernel::Kernel;
 pub use model::FastModel;
+pub use stream::StreamedTensors;
