@@ -1,6 +1,7 @@
 //! The browser tests' models (scripts/test-web): `web_fixture DIR LARGE_DIR` writes
 //! - DIR: a tiny qwen3 package (20 KiB shards, a byte-level tokenizer, a chat template)
-//!   and `expected.json` with the native GPU engine's greedy tokens for a prompt;
+//!   and `expected.json` with the native engine's greedy tokens for a prompt (on the GPU,
+//!   and on the fast CPU backend: `cpu_tokens`);
 //! - LARGE_DIR: a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) for the
 //!   memory test.
 
@@ -39,20 +40,26 @@ fn main() -> pocketrt::Result<()> {
     };
     convert(&mut tiny, Path::new(dir), &opts, &mut |_| {})?;
 
-    // The native engine's greedy continuation, up to the first end-of-sequence token.
+    // The native engine's greedy continuations (GPU and fast CPU backend), up to the
+    // first end-of-sequence token.
     let tok = Tokenizer::from_hf_json(&json)?;
     let prompt_ids = tok.encode(PROMPT, true);
-    let mut src = pocketrt::format::open(Path::new(dir))?;
-    let mut eos = src.config().eos_token_ids.clone();
-    eos.extend_from_slice(tok.eos_ids());
-    let mut engine = Engine::load(src.as_mut(), Backend::Gpu, WeightMode::Q4, 64)?;
-    let mut tokens = engine.greedy(&prompt_ids, TOKENS, |_| true)?;
-    if let Some(end) = tokens.iter().position(|t| eos.contains(t)) {
-        tokens.truncate(end);
-    }
+    let greedy = |backend| -> pocketrt::Result<(Vec<u32>, String)> {
+        let mut src = pocketrt::format::open(Path::new(dir))?;
+        let mut eos = src.config().eos_token_ids.clone();
+        eos.extend_from_slice(tok.eos_ids());
+        let mut engine = Engine::load(src.as_mut(), backend, WeightMode::Q4, 64)?;
+        let mut tokens = engine.greedy(&prompt_ids, TOKENS, |_| true)?;
+        if let Some(end) = tokens.iter().position(|t| eos.contains(t)) {
+            tokens.truncate(end);
+        }
+        Ok((tokens, engine.description().to_string()))
+    };
+    let (tokens, engine) = greedy(Backend::Gpu)?;
+    let (cpu_tokens, cpu_engine) = greedy(Backend::Cpu)?;
     let expected = serde_json::json!({
-        "prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": tokens,
-        "engine": engine.description(),
+        "prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": tokens, "engine": engine,
+        "cpu_tokens": cpu_tokens, "cpu_engine": cpu_engine,
     });
     std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
         .map_err(|e| pocketrt::Error::io(dir, e))?;

@@ -52,10 +52,11 @@ export class Pocket {
    * Load a pocket package (its folder URL or manifest.json URL).
    * Options: onProgress({phase, loaded, total, shard, shards}), signal, contextLength,
    * parallel (shards fetched at once), cache (false: no Cache Storage), files (local
-   * files: {name: blob URL}, the URL is then a label), wasmUrl.
+   * files: {name: blob URL}, the URL is then a label), wasmUrl, backend ("webgpu" | "cpu"
+   * | "auto", the default: see `model.backend` and `model.backendReason` for the choice).
    */
   static async load(url, options = {}) {
-    if (!hasWebGPU()) {
+    if (options.backend === 'webgpu' && !hasWebGPU()) {
       throw pocketError(
         'WebGPU is not available in this browser (navigator.gpu is missing); ' +
           'use a browser with WebGPU (Safari 26, Chrome 113+)',
@@ -72,6 +73,7 @@ export class Pocket {
         parallel: options.parallel,
         cache: options.cache,
         files: options.files,
+        backend: options.backend,
       });
       return new Pocket(inner);
     } catch (e) {
@@ -79,9 +81,19 @@ export class Pocket {
     }
   }
 
-  /** How the load went: shards from cache / fetched / refetched, bytes, context, adapter. */
+  /** How the load went: shards from cache / fetched / refetched, bytes, context, adapter, backend. */
   get info() {
     return this.#inner.info();
+  }
+
+  /** The backend that runs the model: "webgpu" or "cpu". */
+  get backend() {
+    return this.info.backend;
+  }
+
+  /** Why that backend (requested, no WebGPU, calibration figures, ...). */
+  get backendReason() {
+    return this.info.backendReason;
   }
 
   /** Token ids of `text`. */
@@ -168,4 +180,5 @@ export class Pocket {
 }
 
 export { createWorker, PocketWorker } from './worker-client.js';
+export { threadSupport, sharedMemorySupported, THREAD_HEADERS } from './threads.js';
 export default Pocket;

@@ -70,6 +70,9 @@ export function createServer({ models = {}, port = 0 } = {}) {
       'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream',
       'content-length': size,
       'cache-control': 'no-store',
+      // Cross-origin isolation: shared WebAssembly.Memory (wasm threads) needs it.
+      'cross-origin-opener-policy': 'same-origin',
+      'cross-origin-embedder-policy': 'require-corp',
     });
     fs.createReadStream(file).pipe(res);
   }
