@@ -1,8 +1,10 @@
 // Whether this page could run the CPU backend on several threads, and what enables it.
 // Wasm threads need a shared WebAssembly.Memory, which browsers grant only to
 // cross-origin-isolated pages (served with the two headers below). The current build is
-// single-threaded (see `reason`): stable Rust cannot build the wasm standard library with
-// the `atomics` feature that shared memory needs.
+// single-threaded (see `reason`): shared memory needs every object linked with the
+// `atomics` feature, and stable Rust ships the wasm32 standard library without it —
+// rust-lld refuses: "--shared-memory is disallowed by std-….o because it was not compiled
+// with 'atomics' or 'bulk-memory' features". Rebuilding std needs nightly -Zbuild-std.
 
 /** The headers that make a page cross-origin isolated (and so enable wasm threads). */
 export const THREAD_HEADERS = Object.freeze({
