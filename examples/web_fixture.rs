@@ -17,21 +17,25 @@ const TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.co
 const PROMPT: &str = "Hello, pocket!";
 const TOKENS: usize = 12;
 
+/// Byte tokens, the chat specials, then placeholders up to `vocab`, so every id the model
+/// can produce decodes.
+fn tokenizer_json(vocab: usize) -> String {
+    let mut names: Vec<String> = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
+        .map(String::from)
+        .to_vec();
+    names.extend((256 + names.len()..vocab).map(|i| format!("<|extra_{i}|>")));
+    let specials: Vec<&str> = names.iter().map(String::as_str).collect();
+    byte_level_json(&specials)
+}
+
 fn main() -> pocketrt::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [dir, large] = args.as_slice() else {
         eprintln!("usage: web_fixture DIR LARGE_DIR");
         std::process::exit(2);
     };
-    // Byte tokens, the chat specials, then placeholders up to the model's vocabulary, so
-    // every id the model can produce decodes.
     let config = pocketrt::synth::preset("tiny-qwen3")?;
-    let mut names: Vec<String> = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
-        .map(String::from)
-        .to_vec();
-    names.extend((256 + names.len()..config.vocab_size).map(|i| format!("<|extra_{i}|>")));
-    let specials: Vec<&str> = names.iter().map(String::as_str).collect();
-    let json = byte_level_json(&specials);
+    let json = tokenizer_json(config.vocab_size);
     let mut tiny = SynthSource::preset("tiny-qwen3", 7)?
         .with_tokenizer(json.clone(), Some(TEMPLATE.to_string()));
     let opts = ConvertOptions {
@@ -64,7 +68,10 @@ fn main() -> pocketrt::Result<()> {
     std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
         .map_err(|e| pocketrt::Error::io(dir, e))?;
 
-    let mut big = SynthSource::preset("pocket-0.3b", 1)?.with_tokenizer(byte_level_json(&[]), None);
+    // Every id decodes here too (the browser decode bench generates text from it).
+    let vocab = pocketrt::synth::preset("pocket-0.3b")?.vocab_size;
+    let mut big =
+        SynthSource::preset("pocket-0.3b", 1)?.with_tokenizer(tokenizer_json(vocab), None);
     write_package(&mut big, Path::new(large))?;
     Ok(())
 }
