@@ -3,7 +3,7 @@
 //!   and `expected.json` with the native engine's greedy tokens for a prompt (on the GPU,
 //!   and on the fast CPU backend: `cpu_tokens`);
 //! - LARGE_DIR: a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) for the
-//!   memory test.
+//!   memory test, with `bench-tokenizer.json` (every id decodes) for the decode bench.
 
 use pocketrt::convert::{convert, ConvertOptions};
 use pocketrt::cpu::WeightMode;
@@ -16,6 +16,7 @@ const TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.co
 <|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 const PROMPT: &str = "Hello, pocket!";
 const TOKENS: usize = 12;
+const BENCH_TOKENIZER: &str = "bench-tokenizer.json";
 
 /// Byte tokens, the chat specials, then placeholders up to `vocab`, so every id the model
 /// can produce decodes.
@@ -69,9 +70,16 @@ fn main() -> pocketrt::Result<()> {
         .map_err(|e| pocketrt::Error::io(dir, e))?;
 
     // Every id decodes here too (the browser decode bench generates text from it).
-    let vocab = pocketrt::synth::preset("pocket-0.3b")?.vocab_size;
-    let mut big =
-        SynthSource::preset("pocket-0.3b", 1)?.with_tokenizer(tokenizer_json(vocab), None);
+    let mut big = SynthSource::preset("pocket-0.3b", 1)?.with_tokenizer(byte_level_json(&[]), None);
     write_package(&mut big, Path::new(large))?;
+    // A tokenizer in which every id decodes, for the browser decode bench (which serves
+    // the package with it; the memory test keeps the small one: 65,536 entries cost
+    // ~64 MB of wasm memory).
+    let vocab = pocketrt::synth::preset("pocket-0.3b")?.vocab_size;
+    std::fs::write(
+        Path::new(large).join(BENCH_TOKENIZER),
+        tokenizer_json(vocab),
+    )
+    .map_err(|e| pocketrt::Error::io(large, e))?;
     Ok(())
 }
