@@ -1,11 +1,13 @@
 //! The browser tests' models (scripts/test-web): `web_fixture DIR LARGE_DIR` writes
 //! - DIR: a tiny qwen3 package (20 KiB shards, a byte-level tokenizer, a chat template)
-//!   and `expected.json` with the native GPU engine's greedy tokens for a prompt;
+//!   and `expected.json` with the native engine's greedy tokens for a prompt (on the GPU,
+//!   and on the fast CPU backend: `cpu_tokens`);
 //! - DIR/tiny.gguf: the same model as a Q4_1 GGUF (tokenizer and template in its
 //!   metadata), and in `expected.json` the native engine's greedy tokens for it;
 //! - LARGE_DIR: a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) and the same
 //!   model as LARGE_DIR/large.gguf (≈ 190 MB, a 65,536-token vocabulary in its header) for
-//!   the memory tests.
+//!   the memory tests, with `bench-tokenizer.json` (every id decodes) for the browser
+//!   decode bench.
 
 use pocketrt::convert::{convert, ConvertOptions};
 use pocketrt::cpu::WeightMode;
@@ -19,6 +21,7 @@ const TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.co
 <|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 const PROMPT: &str = "Hello, pocket!";
 const TOKENS: usize = 12;
+const BENCH_TOKENIZER: &str = "bench-tokenizer.json";
 
 fn main() -> pocketrt::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -36,16 +39,19 @@ fn main() -> pocketrt::Result<()> {
     convert(&mut tiny, Path::new(dir), &opts, &mut |_| {})?;
 
     let tok = Tokenizer::from_hf_json(&json)?;
-    let (prompt_ids, tokens, engine) = native_greedy(Path::new(dir), &tok)?;
+    let (prompt_ids, tokens, engine) = native_greedy(Path::new(dir), &tok, Backend::Gpu)?;
+    let (_, cpu_tokens, cpu_engine) = native_greedy(Path::new(dir), &tok, Backend::Cpu)?;
 
     // The same model as a GGUF, its tokenizer and template in the metadata.
     let gguf = Path::new(dir).join("tiny.gguf");
     write_gguf(&tiny, &tok, &gguf)?;
     let (g, _) = Gguf::open(&gguf)?;
-    let (gguf_prompt_ids, gguf_tokens, _) = native_greedy(&gguf, &Tokenizer::from_gguf(&g)?)?;
+    let gguf_tok = Tokenizer::from_gguf(&g)?;
+    let (gguf_prompt_ids, gguf_tokens, _) = native_greedy(&gguf, &gguf_tok, Backend::Gpu)?;
 
     let expected = serde_json::json!({
         "prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": tokens, "engine": engine,
+        "cpu_tokens": cpu_tokens, "cpu_engine": cpu_engine,
         "gguf_prompt_ids": gguf_prompt_ids, "gguf_tokens": gguf_tokens,
     });
     std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
@@ -56,8 +62,12 @@ fn main() -> pocketrt::Result<()> {
     let mut big = SynthSource::preset("pocket-0.3b", 1)?.with_tokenizer(byte_level_json(&[]), None);
     write_package(&mut big, Path::new(large))?;
     let vocab_size = pocketrt::synth::preset("pocket-0.3b")?.vocab_size;
-    let vocab = Tokenizer::from_hf_json(&vocabulary_json(vocab_size))?;
-    write_gguf(&big, &vocab, &Path::new(large).join("large.gguf"))?;
+    let vocab_json = vocabulary_json(vocab_size);
+    write_gguf(&big, &Tokenizer::from_hf_json(&vocab_json)?, &Path::new(large).join("large.gguf"))?;
+    // The browser decode bench serves the package with the full vocabulary, so every id
+    // it generates decodes (the memory test keeps the small tokenizer).
+    std::fs::write(Path::new(large).join(BENCH_TOKENIZER), vocab_json)
+        .map_err(|e| pocketrt::Error::io(large, e))?;
     Ok(())
 }
 
@@ -82,14 +92,19 @@ fn write_gguf(src: &SynthSource, tok: &Tokenizer, path: &Path) -> pocketrt::Resu
     writer.write_to(std::io::BufWriter::new(file))
 }
 
-/// The native GPU engine's greedy continuation of the prompt for the model at `path`, up
-/// to the first end-of-sequence token: (prompt ids, tokens, engine description).
-fn native_greedy(path: &Path, tok: &Tokenizer) -> pocketrt::Result<(Vec<u32>, Vec<u32>, String)> {
+/// The native engine's greedy continuation of the prompt for the model at `path` on
+/// `backend`, up to the first end-of-sequence token: (prompt ids, tokens, engine
+/// description).
+fn native_greedy(
+    path: &Path,
+    tok: &Tokenizer,
+    backend: Backend,
+) -> pocketrt::Result<(Vec<u32>, Vec<u32>, String)> {
     let prompt_ids = tok.encode(PROMPT, true);
     let mut src = pocketrt::format::open(path)?;
     let mut eos = src.config().eos_token_ids.clone();
     eos.extend_from_slice(tok.eos_ids());
-    let mut engine = Engine::load(src.as_mut(), Backend::Gpu, WeightMode::Q4, 64)?;
+    let mut engine = Engine::load(src.as_mut(), backend, WeightMode::Q4, 64)?;
     let mut tokens = engine.greedy(&prompt_ids, TOKENS, |_| true)?;
     if let Some(end) = tokens.iter().position(|t| eos.contains(t)) {
         tokens.truncate(end);

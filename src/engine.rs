@@ -6,8 +6,7 @@
 //! a software adapter (lavapipe, SwiftShader, WARP) it times a couple of decode steps on
 //! each and keeps the faster (see `calibrate.rs`). The description says which and why.
 
-#[cfg(not(target_arch = "wasm32"))]
-mod calibrate;
+pub(crate) mod calibrate;
 
 use crate::cpu::fast::{FastModel, Precision};
 use crate::cpu::{KvCache, Model, WeightMode};
@@ -346,7 +345,7 @@ fn cpu_context(config: &ModelConfig, requested: Option<usize>) -> Result<usize> 
 }
 
 /// The next token from CPU logits: the argmax when `greedy`, else the sampler's draw.
-fn choose(logits: &[f32], greedy: bool, sampler: &mut Sampler) -> Result<u32> {
+pub(crate) fn choose(logits: &[f32], greedy: bool, sampler: &mut Sampler) -> Result<u32> {
     if greedy {
         crate::cpu::ops::argmax(logits)
             .map(|i| i as u32)

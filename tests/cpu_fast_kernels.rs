@@ -14,6 +14,14 @@
 //!    tolerance applies as well: ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K) · max|x|. The int8
 //!    relative RMS error is printed and must stay under 6% (random data whose blocks hold
 //!    20× outliers, which coarsen the int8 step of their block: 1.5–4.5% measured).
+//!
+//! The same tests run on wasm32 (the simd128 kernel) under node through
+//! wasm-bindgen-test (`examples/wasm_kernels.rs`, run by `scripts/test-wasm-kernels`
+//! from `scripts/test`): there
+//! `#[test]` is wasm-bindgen-test's attribute.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 #[path = "gpu_common/mod.rs"]
 mod gpu_common;
@@ -141,6 +149,12 @@ fn the_simd_kernel_is_available_where_the_cpu_has_it() {
     );
     #[cfg(target_arch = "aarch64")]
     assert!(names.contains(&"neon"));
+    // The wasm tests exist for the simd128 kernel: a build without it fails here.
+    #[cfg(target_arch = "wasm32")]
+    assert!(
+        names.contains(&"simd128"),
+        "built without simd128: {names:?}"
+    );
 }
 
 #[test]

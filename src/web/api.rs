@@ -1,6 +1,7 @@
 //! What wasm-bindgen exports: `PocketModel` (load, tokenize, chat template, token-by-token
 //! generation, unload). The npm package's JavaScript builds the public API on it.
 
+use super::backend::Choice;
 use super::errors::to_js;
 use super::loader::{self, LoadOptions, LoadReport};
 use super::session::WebSession;
@@ -86,6 +87,11 @@ fn load_options(options: &JsValue) -> Result<LoadOptions> {
         hub_endpoint: opt(options, "hubEndpoint")
             .and_then(|v| v.as_string())
             .unwrap_or_else(|| crate::hub::choose::DEFAULT_ENDPOINT.to_string()),
+        backend: Choice::parse(
+            opt(options, "backend")
+                .and_then(|v| v.as_string())
+                .as_deref(),
+        )?,
     })
 }
 
@@ -108,7 +114,8 @@ impl PocketModel {
     /// Load a model: a pocket package (folder URL or manifest URL), a GGUF URL or a hub id
     /// (`owner/name`). Options: `onProgress(event)`, `signal` (AbortSignal),
     /// `contextLength`, `parallel` (shards at once, default 4), `cache` (false: no Cache
-    /// Storage), `files` (local files), `hubEndpoint`.
+    /// Storage), `files` (local files), `hubEndpoint`, `backend` ("webgpu" | "cpu" |
+    /// "auto").
     pub async fn load(url: String, options: JsValue) -> Result<PocketModel, JsValue> {
         let opts = load_options(&options).map_err(to_js)?;
         let l = loader::load(&url, opts).await.map_err(to_js)?;
@@ -120,7 +127,7 @@ impl PocketModel {
     }
 
     /// How the load went: shards (from cache / fetched / refetched), bytes, context,
-    /// adapter.
+    /// adapter, backend ("webgpu" | "cpu") and backendReason.
     pub fn info(&self) -> JsValue {
         to_value(&self.report)
     }

@@ -9,9 +9,17 @@
 //! template come from the GGUF metadata.
 //!
 //! GGUF has no hashes: a cached piece is checked by its length only.
+//!
+//! GGUF files load on WebGPU only (`backend: "cpu"` is refused with `UNSUPPORTED`; the CPU
+//! backend takes pocket packages).
 
 use super::fetch::{self, Body};
-use super::loader::{adapter_name, gpu_for, LoadOptions, LoadReport, Loaded, Progress};
+use super::backend::Choice;
+use super::loader::{
+    adapter_name, gpu_for, require_webgpu, requested_context, LoadOptions, LoadReport, Loaded,
+    Progress,
+};
+use super::model::WebModel;
 use crate::error::{Error, Result};
 use crate::format::gguf_stream::{header_from_prefix, GgufStream};
 use crate::format::package::SHARD_MAX;
@@ -98,6 +106,15 @@ struct GgufLoad<'a> {
 
 /// Load the GGUF file at `url`.
 pub async fn load(url: &str, opts: &LoadOptions) -> Result<Loaded> {
+    if opts.backend == Choice::Cpu {
+        return Err(Error::Unsupported {
+            what: url.to_string(),
+            kind: "model file",
+            name: "GGUF on the CPU backend".into(),
+            supported: "GGUF on WebGPU; pocket packages on either backend",
+        });
+    }
+    require_webgpu()?;
     let cache = match (&opts.cache_name, &opts.files) {
         (Some(name), None) => fetch::open_cache(name).await,
         _ => None, // local files are not cached
@@ -140,8 +157,13 @@ pub async fn load(url: &str, opts: &LoadOptions) -> Result<Loaded> {
     let config = stream.config().clone();
     let model = GpuModel::with_weights(ctx, config, weights.finish()?, context)?;
     load.progress.emit("ready", None);
+    {
+        let mut report = load.progress.report.borrow_mut();
+        report.backend = "webgpu".into();
+        report.backend_reason = "GGUF files load on WebGPU".into();
+    }
     Ok(Loaded {
-        model,
+        model: WebModel::Gpu(Box::new(model)),
         tokenizer,
         template,
         report: load.progress.report.into_inner(),
@@ -228,7 +250,7 @@ impl GgufLoad<'_> {
 
     /// The GPU buffers for the model the header describes.
     async fn prepare(&self, stream: GgufStream) -> Result<Sink> {
-        let (ctx, plan) = gpu_for(stream.config(), self.opts).await?;
+        let (ctx, plan) = gpu_for(stream.config(), requested_context(stream.config(), self.opts)).await?;
         let weights = StreamedWeights::allocate_for(&ctx, stream.config(), stream.tensors())?;
         {
             let mut report = self.progress.report.borrow_mut();

@@ -1,4 +1,5 @@
-//! Loading a pocket package from a URL into GPU buffers: the manifest, then the shards —
+//! Loading a pocket package from a URL into GPU buffers or wasm memory (the backend
+//! `backend.rs` chooses): the manifest, then the shards —
 //! several at once — each from Cache Storage when it holds a verified copy, else from the
 //! network, streamed chunk by chunk through a `ShardReader` (sha256) into the GPU
 //! (`StreamedWeights`). A verified network shard is stored in the cache; a cached shard
@@ -6,14 +7,15 @@
 //! more, then the load fails. Shards already cached when a load was interrupted are not
 //! fetched again.
 
+use super::backend::{Choice, Target};
 use super::fetch::{self, check_abort};
+use super::model::WebModel;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Manifest, ShardReader, MANIFEST_FILE};
 use crate::gpu::plan::{Budget, MemoryPlan, TABLET_BUDGET};
-use crate::gpu::stream_upload::StreamedWeights;
 use crate::gpu::weights::limits_needed;
-use crate::gpu::{GpuContext, GpuModel, LimitsNeeded};
+use crate::gpu::{GpuContext, LimitsNeeded};
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 use futures_util::future::join_all;
 use std::cell::{Cell, RefCell};
@@ -37,11 +39,13 @@ pub struct LoadOptions {
     pub files: Option<wasm_bindgen::JsValue>,
     /// The model hub's endpoint, for `owner/name` ids.
     pub hub_endpoint: String,
+    /// The backend asked for (see `backend.rs`).
+    pub backend: Choice,
 }
 
 /// A loaded model and what it came with.
 pub struct Loaded {
-    pub model: GpuModel,
+    pub model: WebModel,
     pub tokenizer: Tokenizer,
     pub template: Option<ChatTemplate>,
     pub report: LoadReport,
@@ -59,6 +63,9 @@ pub struct LoadReport {
     pub bytes: u64,
     pub context: usize,
     pub adapter: String,
+    /// "webgpu" or "cpu", and why.
+    pub backend: String,
+    pub backend_reason: String,
 }
 
 /// Shared state of the shard lanes (single-threaded: plain cells).
@@ -162,8 +169,8 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
     let response = fetch::get(&manifest_url, signal).await?;
     let manifest = Manifest::from_json(&fetch::text(&manifest_url, &response).await?)?;
     let config = manifest.config.clone();
-    let (ctx, plan) = gpu_for(&config, &opts).await?;
-    let weights = StreamedWeights::allocate(&ctx, &manifest)?;
+    let context = requested_context(&config, &opts);
+    let target = Target::choose(opts.backend, &manifest, context).await?;
     let progress = Progress {
         opts: &opts,
         total: Cell::new(manifest.shards.iter().map(|s| s.bytes).sum()),
@@ -171,8 +178,8 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
         report: RefCell::new(LoadReport {
             shards: manifest.shards.len(),
             bytes: manifest.shards.iter().map(|s| s.bytes).sum(),
-            context: plan.context,
-            adapter: adapter_name(&ctx),
+            context: target.context(),
+            adapter: target.adapter(),
             ..Default::default()
         }),
     };
@@ -182,9 +189,8 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
         None => None,
     };
     let shard = Shard {
-        ctx: &ctx,
         manifest: &manifest,
-        weights: &weights,
+        target: &target,
         locator: &locator,
         cache: cache.as_ref(),
         progress: &progress,
@@ -218,9 +224,12 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
         .as_deref()
         .map(ChatTemplate::new)
         .transpose()?;
-    let model = GpuModel::with_weights(ctx.clone(), config, weights.finish()?, plan.context)?;
+    let (model, reason) = target.finish().await?;
     progress.emit("ready", None);
-    let report = progress.report.into_inner();
+    let mut report = progress.report.into_inner();
+    report.context = model.context();
+    report.backend = model.backend().into();
+    report.backend_reason = reason;
     Ok(Loaded {
         model,
         tokenizer,
@@ -235,16 +244,17 @@ thread_local! {
     static DEVICE: std::cell::RefCell<Option<Arc<GpuContext>>> = const { std::cell::RefCell::new(None) };
 }
 
-/// The device and memory plan for a model of `config` (the context the caller asked for,
-/// else the default).
+/// The context the caller asked for, else the default (bounded by the model's).
+pub(super) fn requested_context(config: &ModelConfig, opts: &LoadOptions) -> usize {
+    opts.context
+        .unwrap_or(DEFAULT_CONTEXT.min(config.max_context))
+}
+
+/// The device and memory plan for `context` positions of a model of `config`.
 pub(super) async fn gpu_for(
     config: &ModelConfig,
-    opts: &LoadOptions,
+    context: usize,
 ) -> Result<(Arc<GpuContext>, MemoryPlan)> {
-    let context = opts
-        .context
-        .unwrap_or(DEFAULT_CONTEXT.min(config.max_context));
-    require_webgpu()?;
     let ctx = device(limits_needed(config, context.max(1))).await?;
     let budget = Budget::new(TABLET_BUDGET, &ctx.limits);
     let plan = MemoryPlan::choose(config, Some(context), &budget)?;
@@ -260,7 +270,7 @@ pub(super) fn adapter_name(ctx: &GpuContext) -> String {
 }
 
 /// A device with at least the limits `need` asks for: the last one when it has them.
-async fn device(need: LimitsNeeded) -> Result<Arc<GpuContext>> {
+pub(super) async fn device(need: LimitsNeeded) -> Result<Arc<GpuContext>> {
     let fits = |c: &GpuContext| {
         need.max_buffer <= c.limits.max_buffer_size
             && need.max_storage_binding <= c.limits.max_storage_buffer_binding_size
@@ -276,7 +286,7 @@ async fn device(need: LimitsNeeded) -> Result<Arc<GpuContext>> {
 }
 
 /// `Err(NoWebGpu)` when the global scope has no `navigator.gpu`.
-fn require_webgpu() -> Result<()> {
+pub(super) fn require_webgpu() -> Result<()> {
     use js_sys::Reflect;
     let global = js_sys::global();
     let gpu = Reflect::get(&global, &"navigator".into())
@@ -290,9 +300,8 @@ fn require_webgpu() -> Result<()> {
 
 /// Everything loading one shard needs.
 struct Shard<'a> {
-    ctx: &'a GpuContext,
     manifest: &'a Manifest,
-    weights: &'a StreamedWeights,
+    target: &'a Target,
     locator: &'a Locator,
     cache: Option<&'a Cache>,
     progress: &'a Progress<'a>,
@@ -351,7 +360,7 @@ impl Shard<'_> {
     /// Stream one response through the shard's reader into the GPU.
     async fn stream(&self, index: usize, url: &str, response: &web_sys::Response) -> Result<()> {
         let mut reader = ShardReader::new(self.manifest, index)?;
-        let mut writer = self.weights.writer(self.ctx);
+        let mut writer = self.target.writer();
         let mine = Cell::new(0u64);
         let done = &self.progress.done;
         let result = fetch::stream_body(url, response, self.signal, |bytes| {

@@ -1,18 +1,17 @@
-//! Generation in the browser: the shared [`Generation`] logic driven by awaited GPU steps,
+//! Generation in the browser: the shared [`Generation`] logic driven by awaited steps
+//! (WebGPU or the CPU backend),
 //! one token per call so JavaScript can stream, stop and abort between tokens. The KV
 //! cache is kept between requests: a request that starts with what the cache holds
 //! processes only the rest.
 
+use super::model::WebModel;
 use crate::error::{Error, Result};
 use crate::generate::{FinishReason, GenerateOptions, GenerateStats, Generation};
-use crate::gpu::kernels::topk::TOPK_MAX;
-use crate::gpu::GpuModel;
-use crate::sampler::Sampler;
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 
 /// A loaded model, its tokenizer, and the generation in progress.
 pub struct WebSession {
-    pub model: GpuModel,
+    pub model: WebModel,
     pub tokenizer: Tokenizer,
     pub template: Option<ChatTemplate>,
     eos: Vec<u32>,
@@ -49,20 +48,9 @@ fn finish_name(f: FinishReason) -> &'static str {
     }
 }
 
-/// One decode step at `pos`, reading back only what `sampler` needs.
-async fn step(model: &mut GpuModel, token: u32, pos: usize, sampler: &mut Sampler) -> Result<u32> {
-    match sampler.candidates_needed() {
-        None => model.decode_async(token, pos).await,
-        Some(k) if (1..=TOPK_MAX).contains(&k) => {
-            sampler.sample_sorted(&model.decode_topk_async(token, pos).await?)
-        }
-        Some(_) => sampler.sample_logits(&model.decode_logits_async(token, pos).await?),
-    }
-}
-
 impl WebSession {
-    pub fn new(model: GpuModel, tokenizer: Tokenizer, template: Option<ChatTemplate>) -> Self {
-        let mut eos = model.config.eos_token_ids.clone();
+    pub fn new(model: WebModel, tokenizer: Tokenizer, template: Option<ChatTemplate>) -> Self {
+        let mut eos = model.config().eos_token_ids.clone();
         eos.extend_from_slice(tokenizer.eos_ids());
         WebSession {
             model,
@@ -79,20 +67,19 @@ impl WebSession {
     /// prompt (its cached prefix skipped) and chooses the first token.
     pub async fn begin(&mut self, tokens: &[u32], opts: &GenerateOptions) -> Result<()> {
         self.active = None;
-        let context = self.model.context;
+        let context = self.model.context();
         let tokens = opts.window(tokens, context);
         let reused = Generation::check(tokens, opts, context, &self.cached)?;
         let mut gen = Generation::new(opts, &self.eos, context, tokens.len(), reused)?;
         self.cached.truncate(reused);
         let (&last, head) = tokens.split_last().expect("checked non-empty");
         if head.len() > reused {
-            self.model
-                .prefill_feed(&head[reused..], self.cached.len())?;
+            self.model.feed_all(&head[reused..], self.cached.len())?;
             self.cached.extend_from_slice(&head[reused..]);
         }
         let pos = self.cached.len();
         // Until the step succeeds the cache does not hold `last`.
-        let next = step(&mut self.model, last, pos, gen.sampler()).await?;
+        let next = self.model.step(last, pos, gen.sampler()).await?;
         self.cached.push(last);
         gen.prompt_done();
         self.active = Some(Active {
@@ -110,7 +97,7 @@ impl WebSession {
         };
         if let Some(fed) = active.to_feed.take() {
             let pos = self.cached.len();
-            active.next = step(&mut self.model, fed, pos, active.gen.sampler()).await?;
+            active.next = self.model.step(fed, pos, active.gen.sampler()).await?;
             self.cached.push(fed);
         }
         let token = active.next;

@@ -2,11 +2,14 @@
 //! it never skips), seeded random data, reference math and error measures.
 #![allow(dead_code)]
 
+#[cfg(not(target_arch = "wasm32"))]
 use pocketrt::gpu::{GpuContext, LimitsNeeded};
+#[cfg(not(target_arch = "wasm32"))]
 use std::sync::{Arc, OnceLock};
 
-/// The test device. Panics with the typed error's message (naming the fix) when there
+/// The test device (native only). Panics with the typed error's message (naming the fix) when there
 /// is no adapter: GPU tests fail rather than skip, with or without POCKETRT_REQUIRE_GPU.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn gpu() -> &'static Arc<GpuContext> {
     static CTX: OnceLock<Arc<GpuContext>> = OnceLock::new();
     CTX.get_or_init(|| {

@@ -1,5 +1,5 @@
 // The pocketrt demo: load a model in a Worker (the page never blocks) and chat with it.
-import { createWorker, hasWebGPU } from '../pkg/pocket.js';
+import { createWorker, hasWebGPU, threadSupport } from '../pkg/pocket.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -31,10 +31,13 @@ async function load(url, options = {}) {
   try {
     if (model) await model.unload();
     worker ??= createWorker(new URL('../pkg/worker.js', import.meta.url));
-    model = await worker.load(url, { ...options, onProgress: progress });
+    const backend = params.get('backend') ?? $('backend-choice').value;
+    model = await worker.load(url, { ...options, backend, onProgress: progress });
     const i = model.info;
     $('phase').textContent =
       `ready: ${i.shards} shards (${i.shardsFromCache} from cache), context ${i.context}, ${i.adapter}`;
+    $('backend').textContent = `backend: ${i.backend} (${i.backendReason})`;
+    document.body.dataset.backend = i.backend;
     $('chat').hidden = false;
     messages = [];
     $('messages').replaceChildren();
@@ -95,11 +98,10 @@ async function send(e) {
 if (!hasWebGPU()) {
   $('nogpu').hidden = false;
   $('nogpu').textContent =
-    'WebGPU is not available in this browser, so models cannot run here. ' +
-    'Use Safari 26 (iPadOS / macOS 26) or a recent Chrome or Edge.';
-  $('load').disabled = true;
-  document.body.dataset.state = 'no-webgpu';
-} else {
+    'WebGPU is not available in this browser: models run on the CPU backend (slower).';
+}
+$('threads').textContent = threadSupport().reason;
+{
   $('load').onclick = () => load($('url').value);
   // Local files: each by name as a blob URL; a package folder needs its manifest.json.
   const loadLocal = (files) => {

@@ -36,6 +36,9 @@ export interface LoadOptions {
   baseUrl?: string;
   /** Where pocketrt_bg.wasm is (default: next to the module). */
   wasmUrl?: string | URL;
+  /** "auto" (default): WebGPU on a real GPU; the CPU backend without WebGPU or an
+   * adapter; on a software adapter (SwiftShader, …) the faster of the two, measured. */
+  backend?: 'webgpu' | 'cpu' | 'auto';
 }
 
 export interface LoadInfo {
@@ -46,6 +49,9 @@ export interface LoadInfo {
   bytes: number;
   context: number;
   adapter: string;
+  /** The backend that runs the model, and why it was chosen. */
+  backend: 'webgpu' | 'cpu';
+  backendReason: string;
 }
 
 export interface TokenPiece {
@@ -88,6 +94,8 @@ export declare function pocketError(message: string, code: string): PocketError;
 export declare class Pocket {
   static load(url: string | URL, options?: LoadOptions): Promise<Pocket>;
   readonly info: LoadInfo;
+  readonly backend: 'webgpu' | 'cpu';
+  readonly backendReason: string;
   encode(text: string): number[];
   decode(ids: ArrayLike<number>): string;
   generate(prompt: string | ArrayLike<number>, options?: GenerateOptions): AsyncGenerator<string>;
@@ -99,6 +107,8 @@ export declare class Pocket {
 
 export declare class RemoteModel {
   readonly info: LoadInfo;
+  readonly backend: 'webgpu' | 'cpu';
+  readonly backendReason: string;
   generate(prompt: string | number[], options?: GenerateOptions): AsyncGenerator<string>;
   chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<string>;
   encode(text: string): Promise<number[]>;
@@ -112,6 +122,20 @@ export declare class PocketWorker {
   load(url: string | URL, options?: Omit<LoadOptions, 'wasmUrl'>): Promise<RemoteModel>;
   terminate(): void;
 }
+
+export interface ThreadSupport {
+  crossOriginIsolated: boolean;
+  sharedMemory: boolean;
+  /** Whether this build runs the CPU backend on several threads (not yet: see reason). */
+  threads: boolean;
+  /** Headers that make a page cross-origin isolated. */
+  headers: Record<string, string>;
+  reason: string;
+}
+
+export declare const THREAD_HEADERS: Readonly<Record<string, string>>;
+export declare function threadSupport(): ThreadSupport;
+export declare function sharedMemorySupported(): boolean;
 
 export declare function createWorker(url?: string | URL): PocketWorker;
 export default Pocket;

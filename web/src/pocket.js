@@ -53,10 +53,11 @@ export class Pocket {
    * a relative package URL must then start with ./ or /).
    * Options: onProgress({phase, loaded, total, shard, shards}), signal, contextLength,
    * parallel (shards fetched at once), cache (false: no Cache Storage), files (local
-   * files: {name: blob URL}, the URL is then a label), wasmUrl.
+   * files: {name: blob URL}, the URL is then a label), wasmUrl, backend ("webgpu" | "cpu"
+   * | "auto", the default: see `model.backend` and `model.backendReason` for the choice).
    */
   static async load(url, options = {}) {
-    if (!hasWebGPU()) {
+    if (options.backend === 'webgpu' && !hasWebGPU()) {
       throw pocketError(
         'WebGPU is not available in this browser (navigator.gpu is missing); ' +
           'use a browser with WebGPU (Safari 26, Chrome 113+)',
@@ -76,6 +77,7 @@ export class Pocket {
         cache: options.cache,
         files: options.files,
         hubEndpoint: options.hubEndpoint,
+        backend: options.backend,
       });
       return new Pocket(inner);
     } catch (e) {
@@ -83,9 +85,19 @@ export class Pocket {
     }
   }
 
-  /** How the load went: shards from cache / fetched / refetched, bytes, context, adapter. */
+  /** How the load went: shards from cache / fetched / refetched, bytes, context, adapter, backend. */
   get info() {
     return this.#inner.info();
+  }
+
+  /** The backend that runs the model: "webgpu" or "cpu". */
+  get backend() {
+    return this.info.backend;
+  }
+
+  /** Why that backend (requested, no WebGPU, calibration figures, ...). */
+  get backendReason() {
+    return this.info.backendReason;
   }
 
   /** Token ids of `text`. */
@@ -172,4 +184,5 @@ export class Pocket {
 }
 
 export { createWorker, PocketWorker } from './worker-client.js';
+export { threadSupport, sharedMemorySupported, THREAD_HEADERS } from './threads.js';
 export default Pocket;

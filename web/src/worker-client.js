@@ -70,6 +70,15 @@ export class RemoteModel {
     this.info = info;
   }
 
+  /** The backend that runs the model ("webgpu" or "cpu") and why. */
+  get backend() {
+    return this.info.backend;
+  }
+
+  get backendReason() {
+    return this.info.backendReason;
+  }
+
   generate(prompt, options = {}) {
     return this.#stream('generate', { prompt }, options);
   }

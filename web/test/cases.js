@@ -25,8 +25,9 @@ export async function plainPage(page, server) {
   assert.equal(status, 'ready', 'the module page imports the package and sees WebGPU');
 }
 
-/** Load `url` in the page; returns { info, ms, shardMs } (shardMs: from the manifest to the
- * last shard) or { code, message } on error. */
+/** Load `url` in the page (on WebGPU unless `options.backend` says otherwise); returns
+ * { info, ms, shardMs } (shardMs: from the manifest to the last shard) or { code, message }
+ * on error. */
 export function load(page, url, options = {}) {
   return page.evaluate(
     async ({ url, options }) => {
@@ -34,7 +35,7 @@ export function load(page, url, options = {}) {
       const at = {};
       const onProgress = (e) => (at[e.phase] ??= performance.now());
       try {
-        const m = await window.Pocket.load(url, { onProgress, ...options });
+        const m = await window.Pocket.load(url, { onProgress, backend: 'webgpu', ...options });
         window.model = m;
         return { info: m.info, ms: performance.now() - t0, shardMs: at.tokenizer - at.manifest };
       } catch (e) {
@@ -42,6 +43,14 @@ export function load(page, url, options = {}) {
       }
     },
     { url, options },
+  );
+}
+
+/** Greedy tokens of the loaded `window.model` for the fixture's prompt. */
+function generateTokens(page, want) {
+  return page.evaluate(
+    ({ prompt, n }) => window.model.generateTokens(prompt, { maxTokens: n }),
+    { prompt: want.prompt, n: want.tokens.length },
   );
 }
 
@@ -67,7 +76,7 @@ export async function loadsInLittleMemory(page, server, url, what) {
     const before = await wasmMemoryBytes();
     const t0 = performance.now();
     try {
-      const m = await window.Pocket.load(url, { cache: false, contextLength: 256 });
+      const m = await window.Pocket.load(url, { cache: false, contextLength: 256, backend: 'webgpu' });
       const after = await wasmMemoryBytes();
       const info = m.info;
       m.unload();
@@ -258,7 +267,8 @@ export const tests = {
     }
   },
 
-  async no_webgpu_is_a_clear_error_in_the_api_and_the_demo({ context, page, server }) {
+  async without_webgpu_auto_runs_on_the_cpu_and_webgpu_is_a_clear_error({ context, page, server, fixture }) {
+    const want = expected(fixture);
     await context.addInitScript(() => {
       Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });
     });
@@ -266,12 +276,62 @@ export const tests = {
     await page.waitForFunction(() => document.getElementById('status').textContent !== 'loading');
     assert.equal(await page.textContent('#status'), 'no-webgpu');
     const r = await load(page, '/models/tiny/');
-    assert.equal(r.code, 'NO_WEBGPU');
+    assert.equal(r.code, 'NO_WEBGPU', 'backend "webgpu" without WebGPU is a coded error');
     assert.match(r.message, /WebGPU is not available/);
-    await page.goto(`${server.url}/demo/`);
+    const auto = await load(page, '/models/tiny/', { backend: 'auto', cache: false });
+    assert.ok(auto.info, `auto load failed: ${auto.code} ${auto.message}`);
+    assert.equal(auto.info.backend, 'cpu');
+    assert.match(auto.info.backendReason, /no WebGPU/);
+    const tokens = await generateTokens(page, want);
+    assert.deepEqual(tokens, want.cpu_tokens, `CPU tokens equal native (${want.cpu_engine})`);
+    // (The page's init script does not reach the demo's Worker, so the demo is told.)
+    await page.goto(`${server.url}/demo/?model=/models/tiny/&backend=cpu`);
     await page.waitForSelector('#nogpu:not([hidden])');
     assert.match(await page.textContent('#nogpu'), /WebGPU is not available/);
-    assert.ok(await page.isDisabled('#load'));
+    await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
+    assert.match(await page.textContent('#backend'), /^backend: cpu \(requested/);
+  },
+
+  async the_cpu_backend_generates_like_native_and_reloads_from_the_cache({ page, server, fixture }) {
+    const want = expected(fixture);
+    const shards = manifest(fixture).shards.length;
+    await plainPage(page, server);
+    await page.evaluate((name) => caches.delete(name), CACHE);
+    for (const [round, fromCache] of [[1, 0], [2, shards]]) {
+      server.requests.length = 0;
+      const r = await load(page, '/models/tiny/', { backend: 'cpu' });
+      assert.ok(r.info, `load ${round} failed: ${r.code} ${r.message}`);
+      assert.equal(r.info.backend, 'cpu');
+      assert.equal(r.info.adapter, 'none (CPU)');
+      assert.equal(r.info.shardsFromCache, fromCache, `load ${round}: shards from the cache`);
+      assert.equal(shardRequests(server).length, shards - fromCache, `load ${round}: fetches`);
+      assert.deepEqual(await generateTokens(page, want), want.cpu_tokens, `load ${round}`);
+    }
+  },
+
+  async auto_on_swiftshader_calibrates_and_reports_its_choice({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    const r = await load(page, '/models/tiny/', { backend: 'auto', cache: false });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    console.log(`     auto chose ${r.info.backend}: ${r.info.backendReason}`);
+    assert.match(r.info.backendReason, /^software adapter .*chosen by calibration: CPU [\d.]+ tok\/s vs/);
+    const tokens = await generateTokens(page, want);
+    const native = r.info.backend === 'cpu' ? want.cpu_tokens : want.tokens;
+    assert.deepEqual(tokens, native, `tokens equal native on the chosen ${r.info.backend}`);
+  },
+
+  async thread_support_is_detected_and_the_test_server_isolates_pages({ page, server }) {
+    await plainPage(page, server);
+    const t = await page.evaluate(async () => (await import('/pkg/pocket.js')).threadSupport());
+    assert.equal(t.crossOriginIsolated, true, 'the server sends COOP/COEP');
+    assert.equal(t.sharedMemory, true, 'Chromium has shared WebAssembly.Memory when isolated');
+    assert.equal(t.threads, false);
+    assert.match(t.reason, /atomics/);
+    assert.deepEqual(t.headers, {
+      'Cross-Origin-Opener-Policy': 'same-origin',
+      'Cross-Origin-Embedder-Policy': 'require-corp',
+    });
   },
 
   async a_150_mb_package_loads_with_under_32_mb_of_wasm_memory_growth({ page, server }) {
@@ -280,8 +340,10 @@ export const tests = {
   },
 
   async the_demo_chats_through_a_worker({ page, server, results }) {
-    await page.goto(`${server.url}/demo/?model=/models/tiny/`);
+    // On WebGPU: the CPU backend finishes the tiny model's reply before the stop click.
+    await page.goto(`${server.url}/demo/?model=/models/tiny/&backend=webgpu`);
     await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
+    assert.match(await page.textContent('#backend'), /^backend: webgpu \(requested/);
     await page.fill('#max', '120');
     await page.fill('#prompt', 'Hi there');
     await page.click('#send');
@@ -298,5 +360,39 @@ export const tests = {
     await page.click('#stop');
     await page.waitForSelector('body[data-state=ready]', { timeout: 30000 });
     assert.equal(await page.isVisible('#error'), false, 'stopping is not an error');
+  },
+
+  // A bench, not run by default (`scripts/test-web bench`): the Pocket-size package
+  // (POCKETRT_WEB_BENCH_MODEL, default the large fixture) decodes at least 9.3 tokens/s
+  // (wllama's 2-thread figure on the CI machine) on the auto-chosen backend.
+  async bench_pocket_size_decodes_at_least_9_3_tokens_per_second_on_auto({ page, server, scratch }) {
+    const BAR = 9.3;
+    if (!server.models.bench) {
+      // The large fixture, served with its bench tokenizer (every id decodes).
+      const large = server.models.large;
+      assert.ok(large, 'POCKETRT_WEB_BENCH_MODEL or POCKETRT_WEB_LARGE names a Pocket-size package');
+      const dir = path.join(scratch, 'bench');
+      fs.mkdirSync(dir);
+      for (const f of fs.readdirSync(large)) fs.symlinkSync(path.join(large, f), path.join(dir, f));
+      const m = manifest(large);
+      m.tokenizer = 'bench-tokenizer.json';
+      fs.rmSync(path.join(dir, 'manifest.json'));
+      fs.writeFileSync(path.join(dir, 'manifest.json'), JSON.stringify(m));
+      server.models.bench = dir;
+    }
+    await plainPage(page, server);
+    const r = await load(page, '/models/bench/', { backend: 'auto', cache: false, contextLength: 512 });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    const s = await page.evaluate(async () => {
+      await window.model.generateTokens([1, 2, 3, 4], { maxTokens: 4 }); // warm-up
+      await window.model.generateTokens([5, 6, 7, 8], { maxTokens: 32 });
+      return window.model.stats();
+    });
+    const tps = s.tokensPerSecond;
+    console.log(JSON.stringify({ bench: 'browser_decode', backend: r.info.backend,
+      reason: r.info.backendReason, tokens: s.generatedTokens, tokens_per_second: tps,
+      load_seconds: r.ms / 1000, bar: BAR }));
+    assert.equal(s.generatedTokens, 32, 'no early end of sequence skews the figure');
+    assert.ok(tps >= BAR, `${tps.toFixed(2)} tok/s on ${r.info.backend} < ${BAR}`);
   },
 };

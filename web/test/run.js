@@ -29,6 +29,7 @@ fs.mkdirSync(results, { recursive: true });
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'pocketrt-web-'));
 const models = { tiny: fixture };
 if (process.env.POCKETRT_WEB_LARGE) models.large = process.env.POCKETRT_WEB_LARGE;
+if (process.env.POCKETRT_WEB_BENCH_MODEL) models.bench = process.env.POCKETRT_WEB_BENCH_MODEL;
 const server = await createServer({ models });
 const browser = await launch();
 const only = process.argv[2];
@@ -36,6 +37,8 @@ let failed = 0;
 try {
   for (const [name, fn] of Object.entries(tests)) {
     if (only && !name.includes(only)) continue;
+    // Benches run only when named (`scripts/test-web bench`).
+    if (name.startsWith('bench_') && !only) continue;
     const context = await browser.newContext();
     const page = await context.newPage();
     const logs = [];

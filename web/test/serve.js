@@ -94,6 +94,9 @@ export function createServer({ models = {}, hub = {}, port = 0 } = {}) {
       'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream',
       'cache-control': 'no-store',
       'accept-ranges': 'bytes',
+      // Cross-origin isolation: shared WebAssembly.Memory (wasm threads) needs it.
+      'cross-origin-opener-policy': 'same-origin',
+      'cross-origin-embedder-policy': 'require-corp',
     };
     const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
     if (range && !state.noRanges) {

@@ -4,9 +4,9 @@
 //! ([`Precision`]): `Int8` quantizes them with one f32 scale per block, so each weight
 //! group costs two byte-multiply instructions instead of 64 float FMAs (the scheme of
 //! llama.cpp's Q4_1 × Q8_1); `F32` keeps the oracle's numbers exactly. The kernel
-//! ([`Kernel`]) is picked at run time: AVX2+FMA+F16C on x86-64, NEON on aarch64, portable
-//! Rust elsewhere (wasm). Matrix rows are split across rayon's threads natively; on wasm
-//! everything runs on one thread.
+//! ([`Kernel`]) is picked at run time: AVX2+FMA+F16C on x86-64, NEON on aarch64, simd128
+//! on wasm when compiled with it, portable Rust elsewhere. Matrix rows are split across
+//! rayon's threads natively; on wasm everything runs on one thread.
 //!
 //! The plain oracle (`cpu::Model`) is the reference this backend is tested against: in
 //! f32 it differs only in summation order; in int8 by the activation rounding
@@ -32,8 +32,10 @@ mod acts;
 mod gemv;
 mod kernel;
 mod model;
+mod stream;
 
 pub use acts::{element_of, Acts, Precision};
 pub use gemv::{gemv, gemv_swiglu, rows_per_task, threads};
 pub use kernel::Kernel;
 pub use model::FastModel;
+pub use stream::StreamedTensors;

@@ -1,6 +1,7 @@
 //! The Q4 g64 GEMV kernels: `out[r] = W[r] · x` for a run of rows, with `x` prepared as
 //! [`Acts`] in int8 (per-block quantized: integer dot products) or f32. One scalar version
-//! and SIMD versions (AVX2 on x86-64, NEON on aarch64), chosen once at run time. For int8
+//! and SIMD versions (AVX2 on x86-64, NEON on aarch64, simd128 on wasm), chosen once at
+//! run time (simd128 at compile time, where the web build enables it). For int8
 //! all compute the same integer sum per group, so they differ only in the order of the f32
 //! additions; for f32 they differ in summation order only.
 
@@ -9,6 +10,8 @@ mod avx2;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod scalar;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 
 use super::acts::{Acts, Precision};
 use crate::quant::GROUP;
@@ -27,6 +30,10 @@ pub enum Kernel {
     /// aarch64 NEON (always present there): `smull`/`sadalp` on 16 nibbles at a time.
     #[cfg(target_arch = "aarch64")]
     Neon,
+    /// wasm `simd128` (a compile-time feature: the web build enables it):
+    /// `i16x8.extmul` on 16 nibbles at a time.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    Simd128,
 }
 
 impl Kernel {
@@ -50,6 +57,8 @@ impl Kernel {
         }
         #[cfg(target_arch = "aarch64")]
         v.push(Kernel::Neon);
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        v.push(Kernel::Simd128);
         v
     }
 
@@ -60,6 +69,8 @@ impl Kernel {
             Kernel::Avx2 => "avx2",
             #[cfg(target_arch = "aarch64")]
             Kernel::Neon => "neon",
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Kernel::Simd128 => "simd128",
         }
     }
 
@@ -94,6 +105,41 @@ impl Kernel {
             (Kernel::Neon, Precision::Int8) => unsafe { neon::rows_i8(c, p, groups, a, out) },
             #[cfg(target_arch = "aarch64")]
             (Kernel::Neon, Precision::F32) => unsafe { neon::rows_f32(c, p, groups, a, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            (Kernel::Simd128, Precision::Int8) => unsafe { simd128::rows_i8(c, p, groups, a, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            (Kernel::Simd128, Precision::F32) => unsafe { simd128::rows_f32(c, p, groups, a, out) },
+        }
+    }
+}
+
+/// f16 bits (the low 16 of `h`) → f32 with integer operations and one multiply, exact
+/// for every finite f16: exponent and mantissa moved into place give the value times
+/// 2^-112; multiplying by 2^112 rescales it (and normalizes subnormals); then the sign.
+#[cfg_attr(
+    not(all(target_arch = "wasm32", target_feature = "simd128")),
+    allow(dead_code)
+)]
+#[inline(always)]
+fn f16_bits_to_f32(h: u32) -> f32 {
+    let two_pow_112 = f32::from_bits((127 + 112) << 23);
+    let magnitude = f32::from_bits((h & 0x7FFF) << 13) * two_pow_112;
+    f32::from_bits(magnitude.to_bits() | ((h & 0x8000) << 16))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::f16_bits_to_f32;
+    use half::f16;
+
+    #[test]
+    fn the_integer_f16_unpack_is_exact_for_every_finite_f16() {
+        for bits in 0..=u16::MAX {
+            let h = f16::from_bits(bits);
+            if h.is_finite() {
+                let got = f16_bits_to_f32(u32::from(bits));
+                assert_eq!(got.to_bits(), h.to_f32().to_bits(), "f16 bits {bits:#06x}");
+            }
         }
     }
 }

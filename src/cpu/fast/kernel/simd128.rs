@@ -1,0 +1,107 @@
+//! wasm `simd128` kernels (compiled in with `-C target-feature=+simd128`, which the web
+//! build sets): one group (64 weights, 32 code bytes) per iteration, as two 16-byte halves
+//! like the NEON kernels. Int8: nibbles (0..=15, so also valid i8) times activation bytes
+//! in `i16x8.extmul_{low,high}_i8x16`; the group's eight product vectors are summed in i16
+//! lanes (at most 8·15·127 = 15,240, no overflow), widened pairwise to i32 once per group,
+//! converted and scaled by `scale · d`. F32: nibbles widened to f32 four at a time (there
+//! is no fused multiply-add in simd128: multiply, then add).
+//!
+//! The (scale, min) f16 pair is unpacked by [`super::f16_bits_to_f32`]: the `half`
+//! crate's portable conversion is a branchy routine that would cost more than the group's
+//! arithmetic.
+
+use super::super::acts::Acts;
+use super::{f16_bits_to_f32 as f16_to_f32, WORDS};
+use crate::quant::GROUP;
+use core::arch::wasm32::*;
+
+/// A params word's (scale, min).
+#[inline(always)]
+fn unpack(word: u32) -> (f32, f32) {
+    (f16_to_f32(word & 0xFFFF), f16_to_f32(word >> 16))
+}
+
+/// The sum of the four lanes.
+#[inline(always)]
+fn hsum(v: v128) -> f32 {
+    f32x4_extract_lane::<0>(v)
+        + f32x4_extract_lane::<1>(v)
+        + f32x4_extract_lane::<2>(v)
+        + f32x4_extract_lane::<3>(v)
+}
+
+/// `acc + a·b` over 16 byte pairs, the products in 8 i16 lanes (two per lane).
+#[inline(always)]
+fn dot16(acc: v128, a: v128, b: v128) -> v128 {
+    let acc = i16x8_add(acc, i16x8_extmul_low_i8x16(a, b));
+    i16x8_add(acc, i16x8_extmul_high_i8x16(a, b))
+}
+
+/// # Safety
+/// `codes`, `params` and `acts` must hold `out.len()` rows of `groups` groups (checked by
+/// `Kernel::rows`). `simd128` is a compile-time feature: no run-time check is needed.
+pub unsafe fn rows_i8(codes: &[u32], params: &[u32], groups: usize, acts: &Acts, out: &mut [f32]) {
+    let mask = u8x16_splat(0x0F);
+    let q = acts.q.as_ptr();
+    for (r, o) in out.iter_mut().enumerate() {
+        let c = codes.as_ptr().add(r * groups * WORDS) as *const u8;
+        let mut acc = f32x4_splat(0.0);
+        let mut mins = 0.0f32;
+        for g in 0..groups {
+            let bytes = c.add(g * WORDS * 4);
+            let x = q.add(g * GROUP);
+            let mut sums = i16x8_splat(0);
+            for half in 0..2 {
+                let w = v128_load(bytes.add(16 * half) as *const v128);
+                let lo = v128_and(w, mask);
+                let hi = u8x16_shr(w, 4);
+                sums = dot16(sums, lo, v128_load(x.add(16 * half) as *const v128));
+                sums = dot16(sums, hi, v128_load(x.add(32 + 16 * half) as *const v128));
+            }
+            let (scale, min) = unpack(*params.get_unchecked(r * groups + g));
+            let [d, sum] = *acts.ds.get_unchecked(g);
+            let sums = f32x4_convert_i32x4(i32x4_extadd_pairwise_i16x8(sums));
+            acc = f32x4_add(acc, f32x4_mul(sums, f32x4_splat(scale * d)));
+            mins += min * sum;
+        }
+        *o = hsum(acc) + mins;
+    }
+}
+
+/// `acc + Σ nibble·x` over the 16 nibbles of `v` and `x[0..16]`.
+#[inline(always)]
+unsafe fn fma16(acc: v128, v: v128, x: *const f32) -> v128 {
+    let (l, h) = (u16x8_extend_low_u8x16(v), u16x8_extend_high_u8x16(v));
+    let f = |w: v128| f32x4_convert_u32x4(w);
+    let xs = |i: usize| v128_load(x.add(4 * i) as *const v128);
+    let acc = f32x4_add(acc, f32x4_mul(f(u32x4_extend_low_u16x8(l)), xs(0)));
+    let acc = f32x4_add(acc, f32x4_mul(f(u32x4_extend_high_u16x8(l)), xs(1)));
+    let acc = f32x4_add(acc, f32x4_mul(f(u32x4_extend_low_u16x8(h)), xs(2)));
+    f32x4_add(acc, f32x4_mul(f(u32x4_extend_high_u16x8(h)), xs(3)))
+}
+
+/// # Safety
+/// As [`rows_i8`], with f32 activations.
+pub unsafe fn rows_f32(codes: &[u32], params: &[u32], groups: usize, acts: &Acts, out: &mut [f32]) {
+    let mask = u8x16_splat(0x0F);
+    let x = acts.x.as_ptr();
+    for (r, o) in out.iter_mut().enumerate() {
+        let c = codes.as_ptr().add(r * groups * WORDS) as *const u8;
+        let mut acc = f32x4_splat(0.0);
+        let mut mins = 0.0f32;
+        for g in 0..groups {
+            let bytes = c.add(g * WORDS * 4);
+            let xg = x.add(g * GROUP);
+            let mut s = f32x4_splat(0.0);
+            for half in 0..2 {
+                let w = v128_load(bytes.add(16 * half) as *const v128);
+                s = fma16(s, v128_and(w, mask), xg.add(16 * half));
+                s = fma16(s, u8x16_shr(w, 4), xg.add(32 + 16 * half));
+            }
+            let (scale, min) = unpack(*params.get_unchecked(r * groups + g));
+            acc = f32x4_add(acc, f32x4_mul(s, f32x4_splat(scale)));
+            mins += min * acts.ds.get_unchecked(g)[1];
+        }
+        *o = hsum(acc) + mins;
+    }
+}

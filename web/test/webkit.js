@@ -1,0 +1,135 @@
+// The WebKit test: Debian's WebKitGTK (no WebGPU on Linux, like a browser without it)
+// driven through WebKitWebDriver's W3C WebDriver HTTP API, under Xvfb (scripts/test-web
+// runs it with xvfb-run). Claims:
+// - `backend: "auto"` without WebGPU loads the tiny fixture on the CPU backend and says why;
+// - a second load reads every shard from Cache Storage;
+// - the greedy tokens equal the native engine's CPU tokens (examples/web_fixture.rs);
+// - the demo loads the model and shows the CPU backend;
+// - threadSupport() reports what WebKit offers (printed).
+// Fails — never skips — when WebKitWebDriver or MiniBrowser is missing.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { createServer } from './serve.js';
+
+const fixture = process.env.POCKETRT_WEB_FIXTURE;
+const want = JSON.parse(fs.readFileSync(path.join(fixture, 'expected.json'), 'utf8'));
+const shards = JSON.parse(fs.readFileSync(path.join(fixture, 'manifest.json'), 'utf8')).shards.length;
+
+const DRIVER = process.env.WEBKIT_WEBDRIVER ?? '/usr/bin/WebKitWebDriver';
+const BROWSERS = [
+  '/usr/lib/x86_64-linux-gnu/webkitgtk-6.0/MiniBrowser',
+  '/usr/lib/aarch64-linux-gnu/webkitgtk-6.0/MiniBrowser',
+  '/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser',
+  '/usr/lib/aarch64-linux-gnu/webkit2gtk-4.1/MiniBrowser',
+];
+const browser = process.env.WEBKIT_BROWSER ?? BROWSERS.find((p) => fs.existsSync(p));
+assert.ok(fs.existsSync(DRIVER), `${DRIVER} is missing (apt-get install webkit2gtk-driver)`);
+assert.ok(browser, 'MiniBrowser is missing (apt-get install gir1.2-webkit-6.0 webkit2gtk-driver)');
+
+/** A free TCP port. */
+function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** One WebDriver command; throws with the driver's message on an error. */
+async function command(base, method, route, body) {
+  const res = await fetch(`${base}${route}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await res.json();
+  if (!res.ok) throw new Error(`${method} ${route}: ${JSON.stringify(json.value)}`);
+  return json.value;
+}
+
+const server = await createServer({ models: { tiny: fixture } });
+const port = await freePort();
+const driver = spawn(DRIVER, [`--port=${port}`, '--host=127.0.0.1'], { stdio: 'inherit' });
+const base = `http://127.0.0.1:${port}`;
+let session = null;
+let failed = false;
+try {
+  for (let i = 0; ; i++) {
+    try {
+      await command(base, 'GET', '/status');
+      break;
+    } catch (e) {
+      if (i > 100) throw new Error(`WebKitWebDriver did not start: ${e.message}`);
+      await sleep(100);
+    }
+  }
+  const caps = {
+    capabilities: {
+      alwaysMatch: {
+        'webkitgtk:browserOptions': { binary: browser, args: ['--automation'] },
+        timeouts: { script: 120000 },
+      },
+    },
+  };
+  session = (await command(base, 'POST', '/session', caps)).sessionId;
+  const s = `/session/${session}`;
+  const run = (script, args = []) => command(base, 'POST', `${s}/execute/async`, { script, args });
+
+  await command(base, 'POST', `${s}/url`, { url: `${server.url}/test/` });
+  const r = await run(
+    `const [prompt, n, done] = arguments;
+     (async () => {
+       const { Pocket, hasWebGPU, threadSupport } = await import('/pkg/pocket.js');
+       await caches.delete('pocketrt-v1');
+       const first = await Pocket.load('/models/tiny/');
+       first.unload();
+       const model = await Pocket.load('/models/tiny/');
+       const tokens = await model.generateTokens(prompt, { maxTokens: n });
+       const text = model.decode(tokens);
+       return { webgpu: hasWebGPU(), first: first.info, second: model.info, tokens, text,
+                threads: threadSupport() };
+     })().then(done, (e) => done({ error: String(e.code) + ' ' + e.message }));`,
+    [want.prompt, want.tokens.length],
+  );
+  assert.ok(!r.error, `WebKit load/generate failed: ${r.error}`);
+  console.log(`webkit: backend ${r.second.backend} (${r.second.backendReason}); ` +
+    `threads: ${JSON.stringify(r.threads)}`);
+  assert.equal(r.webgpu, false, 'WebKitGTK has no WebGPU');
+  assert.equal(r.second.backend, 'cpu');
+  assert.match(r.second.backendReason, /no WebGPU/);
+  assert.equal(r.first.shardsFetched, shards, 'the first load fetches every shard');
+  assert.equal(r.second.shardsFromCache, shards, 'the second load reads every shard from Cache Storage');
+  assert.equal(r.second.shardsFetched, 0);
+  assert.deepEqual(r.tokens, want.cpu_tokens, `WebKit's tokens equal native (${want.cpu_engine})`);
+  console.log(`ok   webkit: cached load, ${r.tokens.length} tokens equal native: ${JSON.stringify(r.text)}`);
+
+  await command(base, 'POST', `${s}/url`, { url: `${server.url}/demo/?model=/models/tiny/` });
+  const demo = await run(
+    `const done = arguments[0];
+     const poll = () => {
+       const state = document.body.dataset.state;
+       if (state === 'ready' || state === 'error') {
+         done({ state, backend: document.getElementById('backend').textContent,
+                error: document.getElementById('error').textContent });
+       } else setTimeout(poll, 100);
+     };
+     poll();`,
+  );
+  assert.equal(demo.state, 'ready', `the demo loads in WebKit: ${demo.error}`);
+  assert.match(demo.backend, /^backend: cpu \(no WebGPU/);
+  console.log(`ok   webkit demo: ${demo.backend}`);
+} catch (e) {
+  failed = true;
+  console.log(`FAIL webkit: ${e.stack ?? e}`);
+} finally {
+  if (session) await command(base, 'DELETE', `/session/${session}`).catch(() => {});
+  driver.kill();
+  await server.close();
+}
+process.exit(failed ? 1 : 0);
