@@ -63,7 +63,11 @@ fn main() -> pocketrt::Result<()> {
     write_package(&mut big, Path::new(large))?;
     let vocab_size = pocketrt::synth::preset("pocket-0.3b")?.vocab_size;
     let vocab_json = vocabulary_json(vocab_size);
-    write_gguf(&big, &Tokenizer::from_hf_json(&vocab_json)?, &Path::new(large).join("large.gguf"))?;
+    write_gguf(
+        &big,
+        &Tokenizer::from_hf_json(&vocab_json)?,
+        &Path::new(large).join("large.gguf"),
+    )?;
     // The browser decode bench serves the package with the full vocabulary, so every id
     // it generates decodes (the memory test keeps the small tokenizer).
     std::fs::write(Path::new(large).join(BENCH_TOKENIZER), vocab_json)

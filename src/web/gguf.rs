@@ -13,10 +13,10 @@
 //! GGUF files load on WebGPU only (`backend: "cpu"` is refused with `UNSUPPORTED`; the CPU
 //! backend takes pocket packages).
 
-use super::fetch::{self, Body};
 use super::backend::Choice;
+use super::fetch::{self, Body};
 use super::loader::{
-    adapter_name, gpu_for, require_webgpu, requested_context, LoadOptions, LoadReport, Loaded,
+    adapter_name, gpu_for, requested_context, require_webgpu, LoadOptions, LoadReport, Loaded,
     Progress,
 };
 use super::model::WebModel;
@@ -250,7 +250,11 @@ impl GgufLoad<'_> {
 
     /// The GPU buffers for the model the header describes.
     async fn prepare(&self, stream: GgufStream) -> Result<Sink> {
-        let (ctx, plan) = gpu_for(stream.config(), requested_context(stream.config(), self.opts)).await?;
+        let (ctx, plan) = gpu_for(
+            stream.config(),
+            requested_context(stream.config(), self.opts),
+        )
+        .await?;
         let weights = StreamedWeights::allocate_for(&ctx, stream.config(), stream.tensors())?;
         {
             let mut report = self.progress.report.borrow_mut();

@@ -74,9 +74,7 @@ impl WebModel {
             WebModel::Gpu(m) if !tokens.is_empty() && m.prefill_pays() => {
                 m.prefill_feed(tokens, pos)
             }
-            _ => (pos..)
-                .zip(tokens)
-                .try_for_each(|(p, &t)| self.feed(t, p)),
+            _ => (pos..).zip(tokens).try_for_each(|(p, &t)| self.feed(t, p)),
         }
     }
 
