@@ -252,7 +252,7 @@ impl Engine {
 
     /// Run prompt tokens whose successors are not needed: one batched prefill on the GPU
     /// (chunks of up to [`crate::gpu::forward::PREFILL_CHUNK`] tokens, no readback) where
-    /// it pays ([`crate::gpu::GpuModel::prefill_pays`]), token by token otherwise and on the CPU.
+    /// it pays ([`crate::gpu::GpuModel::feed_all`]), token by token otherwise and on the CPU.
     /// Nothing is processed when they do not all fit the context.
     pub fn feed_all(&mut self, tokens: &[u32]) -> Result<()> {
         if self.pos + tokens.len() > self.context {
@@ -263,8 +263,8 @@ impl Engine {
         }
         match &mut self.inner {
             #[cfg(not(target_arch = "wasm32"))]
-            Inner::Gpu(model) if !tokens.is_empty() && model.prefill_pays() => {
-                model.prefill_feed(tokens, self.pos)?;
+            Inner::Gpu(model) => {
+                model.feed_all(tokens, self.pos)?;
                 self.pos += tokens.len();
             }
             _ => {

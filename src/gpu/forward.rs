@@ -23,7 +23,9 @@ use crate::format::source::ModelSource;
 use std::sync::Arc;
 
 mod prefill;
-pub use prefill::{scratch_sizes as prefill_scratch_sizes, CHUNK as PREFILL_CHUNK};
+pub use prefill::{
+    scratch_sizes as prefill_scratch_sizes, CHUNK as PREFILL_CHUNK, PREFILL_MAX_POSITIONS,
+};
 
 /// Activation buffers, reused by every layer.
 struct Activations {

@@ -66,14 +66,11 @@ impl WebModel {
         }
     }
 
-    /// Run prompt tokens at `pos..` whose successors are not needed: one batched prefill
-    /// on a GPU where it pays ([`crate::gpu::GpuModel::prefill_pays`]), token by token
-    /// otherwise.
+    /// Run prompt tokens at `pos..` whose successors are not needed (on the GPU: batched
+    /// prefill where it pays, [`crate::gpu::GpuModel::feed_all`]).
     pub fn feed_all(&mut self, tokens: &[u32], pos: usize) -> Result<()> {
         match self {
-            WebModel::Gpu(m) if !tokens.is_empty() && m.prefill_pays() => {
-                m.prefill_feed(tokens, pos)
-            }
+            WebModel::Gpu(m) => m.feed_all(tokens, pos),
             _ => (pos..).zip(tokens).try_for_each(|(p, &t)| self.feed(t, p)),
         }
     }

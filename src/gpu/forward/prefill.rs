@@ -22,6 +22,12 @@ use crate::gpu::kernels::{grid, Dispatch};
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::weights::{ModelWeights, Q4Buffers};
 
+/// Positions batched prefill reaches. Its attention kernel matches the oracle up to
+/// 26,624 keys per query on lavapipe but drifts beyond ~27K (1e-2 errors at 28,672 and
+/// 32,768; cause not found yet, see tests/gpu_attention_prefill.rs), so later prompt
+/// tokens go through decode steps (split-K attention, tested to 32,768).
+pub const PREFILL_MAX_POSITIONS: usize = 24_576;
+
 /// Most tokens per prefill chunk (and submit).
 pub const CHUNK: usize = 256;
 
@@ -215,6 +221,24 @@ impl GpuModel {
         !self.ctx.adapter.is_cpu
     }
 
+    /// Run prompt tokens at positions `start..` whose successors are not needed: batched
+    /// prefill where it pays and up to [`PREFILL_MAX_POSITIONS`], token-by-token decode
+    /// steps for the rest.
+    pub fn feed_all(&mut self, tokens: &[u32], start: usize) -> Result<()> {
+        let batched = match self.prefill_pays() {
+            true => tokens
+                .len()
+                .min(PREFILL_MAX_POSITIONS.saturating_sub(start)),
+            false => 0,
+        };
+        if batched > 0 {
+            self.prefill_feed(&tokens[..batched], start)?;
+        }
+        (start + batched..)
+            .zip(&tokens[batched..])
+            .try_for_each(|(pos, &t)| self.feed(t, pos))
+    }
+
     /// Check a prefill of `tokens` at positions `start..`.
     fn check_prefill(&self, tokens: &[u32], start: usize) -> Result<()> {
         if tokens.is_empty() {
@@ -227,6 +251,13 @@ impl GpuModel {
             return Err(Error::InvalidArgument(format!(
                 "token {t} is outside the vocabulary of {}",
                 self.config.vocab_size
+            )));
+        }
+        if start + tokens.len() > PREFILL_MAX_POSITIONS {
+            return Err(Error::InvalidArgument(format!(
+                "batched prefill reaches position {} (at most {PREFILL_MAX_POSITIONS}; \
+                 decode steps take the rest)",
+                start + tokens.len()
             )));
         }
         if start + tokens.len() > self.context {
