@@ -1,8 +1,8 @@
 //! Prefill attention kernels against CPU references: the batched q/k-norm + RoPE + KV
 //! write (rope_kv_prefill) for a whole chunk, then causal flash attention
 //! (attention_prefill) of the chunk's queries over the cache, at total lengths 1, 63, 64,
-//! 65, 1000, 4097 and 24,576 (the longest batched prefill; Pocket's head shape: 14 q heads, 2 KV heads, head_dim 64),
-//! and a small GQA shape. For long lengths the positions before the chunk hold random
+//! 65, 1000, 4097 and 24,576 (the longest batched prefill), with Pocket's head shape (14 q
+//! heads, 2 KV heads, head_dim 64), and a small GQA shape. For long lengths the positions before the chunk hold random
 //! f16 keys/values (as earlier chunks would) and a sample of the chunk's queries is
 //! compared, to keep it quick on lavapipe.
 //!
@@ -11,8 +11,8 @@
 
 mod gpu_common;
 
+use gpu_common::attention_ref::{attention_ref, pack_f16, rope, unpack_f16};
 use gpu_common::{assert_close, f16_round, gpu, rmsnorm, Rng};
-use half::f16;
 use pocketrt::gpu::forward::PREFILL_MAX_POSITIONS;
 use pocketrt::gpu::kernels::attention_prefill::AttentionPrefill;
 use pocketrt::gpu::kernels::gemm_q4::ChunkUniform;
@@ -22,76 +22,6 @@ use pocketrt::gpu::kernels::run;
 
 const THETA: f32 = 1e6;
 const EPS: f32 = 1e-6;
-
-fn pack_f16(v: &[f32]) -> Vec<u32> {
-    v.chunks_exact(2)
-        .map(|p| {
-            u32::from(f16::from_f32(p[0]).to_bits())
-                | u32::from(f16::from_f32(p[1]).to_bits()) << 16
-        })
-        .collect()
-}
-
-fn unpack_f16(w: &[u32]) -> Vec<f32> {
-    w.iter()
-        .flat_map(|x| {
-            [
-                f16::from_bits(*x as u16).to_f32(),
-                f16::from_bits((*x >> 16) as u16).to_f32(),
-            ]
-        })
-        .collect()
-}
-
-/// Reference neox RoPE of every head of `x` at `pos`, angles as the kernels form them
-/// (an f32 product θ_i · pos, then sin/cos in f64).
-fn rope(x: &mut [f32], pos: usize, inv_freq: &[f32]) {
-    let half = inv_freq.len();
-    for head in x.chunks_exact_mut(2 * half) {
-        for i in 0..half {
-            let (s, c) = f64::from(pos as f32 * inv_freq[i]).sin_cos();
-            let (x0, x1) = (f64::from(head[i]), f64::from(head[i + half]));
-            head[i] = (x0 * c - x1 * s) as f32;
-            head[i + half] = (x0 * s + x1 * c) as f32;
-        }
-    }
-}
-
-/// Reference causal attention of query token `t` (all q heads) at position `pos` over the
-/// cache positions `0..=pos`, in f64.
-fn attention_ref(q: &[f32], kc: &[f32], vc: &[f32], s: HeadShape, pos: usize) -> Vec<f32> {
-    let hd = s.head_dim;
-    let group = s.n_heads / s.n_kv_heads;
-    let mut out = vec![0f32; s.n_heads * hd];
-    for h in 0..s.n_heads {
-        let kv = h / group;
-        let qh = &q[h * hd..][..hd];
-        let row = |c: &'_ [f32], t: usize| c[(kv * s.context + t) * hd..][..hd].to_vec();
-        let scores: Vec<f64> = (0..=pos)
-            .map(|t| {
-                let dot: f64 = qh
-                    .iter()
-                    .zip(&row(kc, t))
-                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
-                    .sum();
-                dot / (hd as f64).sqrt()
-            })
-            .collect();
-        let m = scores.iter().cloned().fold(f64::MIN, f64::max);
-        let e: Vec<f64> = scores.iter().map(|x| (x - m).exp()).collect();
-        let l: f64 = e.iter().sum();
-        let mut acc = vec![0f64; hd];
-        for (t, p) in e.iter().enumerate() {
-            for (a, v) in acc.iter_mut().zip(row(vc, t)) {
-                *a += p / l * f64::from(v);
-            }
-        }
-        for (o, a) in out[h * hd..][..hd].iter_mut().zip(acc) {
-            *o = a as f32;
-        }
-    }
-    out
-}
 
 /// Run the chunk of `count` tokens at positions `start..` (cache length `shape.context`
 /// = the total length) and check q, the chunk's cache entries and the attention output
@@ -161,13 +91,10 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
         let pos = start + t;
         let row = &qkv[t * (qd + 2 * kvd)..][..qd + 2 * kvd];
         for h in row[..qd].chunks(hd) {
-            let mut x = norm(h, &qn);
-            rope(&mut x, pos, &inv_freq);
-            want_q.extend(x);
+            want_q.extend(rope(&norm(h, &qn), pos, &inv_freq));
         }
         for kv in 0..shape.n_kv_heads {
-            let mut k = norm(&row[qd + kv * hd..][..hd], &kn);
-            rope(&mut k, pos, &inv_freq);
+            let k = rope(&norm(&row[qd + kv * hd..][..hd], &kn), pos, &inv_freq);
             let at = |c: &[f32]| c[(kv * shape.context + pos) * hd..][..hd].to_vec();
             // One f16 rounding step of tolerance (the f32 values may straddle an edge).
             assert_close(&format!("k {what} pos {pos}"), &at(&kc), &k, 1e-3, 1e-4);
@@ -183,7 +110,7 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
     let got = ctx.read_f32(&out, count * qd).unwrap();
     let all: Vec<usize> = (0..count).collect();
     for &t in if sample.is_empty() { &all[..] } else { sample } {
-        let want = attention_ref(&q_gpu[t * qd..][..qd], &kc, &vc, shape, start + t);
+        let want = attention_ref(&q_gpu[t * qd..][..qd], &kc, &vc, shape, start + t + 1);
         assert_close(
             &format!("attention {what} query {t}"),
             &got[t * qd..][..qd],

@@ -3,6 +3,9 @@
 #![allow(dead_code)]
 
 #[cfg(not(target_arch = "wasm32"))]
+pub mod attention_ref;
+
+#[cfg(not(target_arch = "wasm32"))]
 use pocketrt::gpu::{GpuContext, LimitsNeeded};
 #[cfg(not(target_arch = "wasm32"))]
 use std::sync::{Arc, OnceLock};
