@@ -1,10 +1,10 @@
-//! The browser tests' models (scripts/test-web): `web_fixture DIR LARGE_DIR` writes
+//! The browser tests' models (scripts/test-web): `web_fixture DIR [LARGE_DIR]` writes
 //! - DIR: a tiny qwen3 package (20 KiB shards, a byte-level tokenizer, a chat template)
 //!   and `expected.json` with the native engine's greedy tokens for a prompt (on the GPU,
 //!   and on the fast CPU backend: `cpu_tokens`);
 //! - DIR/tiny.gguf: the same model as a Q4_1 GGUF (tokenizer and template in its
 //!   metadata), and in `expected.json` the native engine's greedy tokens for it;
-//! - LARGE_DIR: a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) and the same
+//! - LARGE_DIR (when given): a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) and the same
 //!   model as LARGE_DIR/large.gguf (≈ 190 MB, a 65,536-token vocabulary in its header) for
 //!   the memory tests, with `bench-tokenizer.json` (every id decodes) for the browser
 //!   decode bench.
@@ -25,9 +25,13 @@ const BENCH_TOKENIZER: &str = "bench-tokenizer.json";
 
 fn main() -> pocketrt::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [dir, large] = args.as_slice() else {
-        eprintln!("usage: web_fixture DIR LARGE_DIR");
-        std::process::exit(2);
+    let (dir, large) = match args.as_slice() {
+        [dir] => (dir, None),
+        [dir, large] => (dir, Some(large)),
+        _ => {
+            eprintln!("usage: web_fixture DIR [LARGE_DIR]");
+            std::process::exit(2);
+        }
     };
     let json = vocabulary_json(pocketrt::synth::preset("tiny-qwen3")?.vocab_size);
     let mut tiny = SynthSource::preset("tiny-qwen3", 7)?
@@ -57,6 +61,9 @@ fn main() -> pocketrt::Result<()> {
     std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
         .map_err(|e| pocketrt::Error::io(dir, e))?;
 
+    let Some(large) = large else {
+        return Ok(());
+    };
     // The package gets a 256-byte tokenizer; the GGUF a full 65,536-token vocabulary (a
     // tokenizer.json of 65K added tokens alone takes ~60 MB of wasm heap to parse).
     let mut big = SynthSource::preset("pocket-0.3b", 1)?.with_tokenizer(byte_level_json(&[]), None);
