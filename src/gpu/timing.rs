@@ -2,7 +2,9 @@
 //! benchmarks: the time the device spent between the start and the end of the pass.
 
 use super::device::GpuContext;
+#[cfg(not(target_arch = "wasm32"))]
 use super::kernels::Dispatch;
+#[cfg(not(target_arch = "wasm32"))]
 use crate::error::Result;
 
 /// Two timestamps (pass start, pass end), resolved into a readback buffer.
@@ -10,7 +12,8 @@ pub struct GpuTimer {
     queries: wgpu::QuerySet,
     resolve: wgpu::Buffer,
     staging: wgpu::Buffer,
-    /// Nanoseconds per timestamp tick.
+    /// Nanoseconds per timestamp tick (read back natively only; benchmarks are native).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     period_ns: f64,
 }
 
