@@ -33,7 +33,8 @@ const KV4: u32 = 16u;
 
 var<workgroup> xs: array<vec4<f32>, 512>; // [BM][KV4]
 var<workgroup> ws: array<vec4<f32>, 512>; // [BN][KV4]
-var<workgroup> half_ss: array<f32, 64>;
+// After the K loop, xs[i].x holds loader i's half-row sum of x² (the fused norm), so the
+// workgroup stays within WebGPU's default 16 KiB of workgroup storage.
 
 fn parts() -> u32 {
     return select(1u, 2u, EPILOGUE == 2u);
@@ -90,7 +91,7 @@ fn write_row(m: u32, n0: u32, tx: u32, acc: vec4<f32>, scale: f32) {
 
 fn row_scale(r: u32) -> f32 {
     if (NORM) {
-        return inverseSqrt((half_ss[2u * r] + half_ss[2u * r + 1u]) / f32(K) + EPS);
+        return inverseSqrt((xs[2u * r].x + xs[2u * r + 1u].x) / f32(K) + EPS);
     }
     return 1.0;
 }
@@ -155,7 +156,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
     }
-    half_ss[lid] = sum_sq;
+    // The loop ended with a barrier: xs is free.
+    xs[lid].x = sum_sq;
     workgroupBarrier();
     let r = ty * 4u;
     if (m0 + r < count) {
