@@ -5,40 +5,12 @@
 
 mod real_data;
 
-use pocketrt::cpu::WeightMode;
-use pocketrt::engine::{Backend, Engine};
-use pocketrt::format;
-use pocketrt::tokenizer::Tokenizer;
-use real_data::coder_gguf;
-
-const NEW_TOKENS: usize = 32;
-
-fn greedy(backend: Backend, prompt: &[u32]) -> Vec<u32> {
-    let mut src = format::open(&coder_gguf()).unwrap();
-    let context = prompt.len() + NEW_TOKENS;
-    let mut engine = Engine::load(src.as_mut(), backend, WeightMode::Q4, context)
-        .unwrap_or_else(|e| panic!("{backend:?}: {e}"));
-    println!("{backend:?}: {}", engine.description());
-    let t = std::time::Instant::now();
-    let out = engine.greedy(prompt, NEW_TOKENS, |_| true).unwrap();
-    println!(
-        "{backend:?}: {:.2} tok/s",
-        (prompt.len() + NEW_TOKENS) as f64 / t.elapsed().as_secs_f64()
-    );
-    out
-}
+use pocketrt::engine::Backend;
+use real_data::greedy::{fibonacci_prompt, greedy, NEW_TOKENS};
 
 #[test]
 fn gpu_greedy_equals_the_oracle_on_real_q4_weights_for_32_tokens() {
-    let mut src = format::open(&coder_gguf()).unwrap();
-    let tok = Tokenizer::from_hf_json(&src.tokenizer_json().unwrap().unwrap()).unwrap();
-    let prompt = tok.encode("def fibonacci(n):", false);
-    assert_eq!(
-        prompt,
-        [750, 75698, 1445, 1648],
-        "llama.cpp's ids for the prompt"
-    );
-    drop(src);
+    let (tok, prompt) = fibonacci_prompt();
 
     let cpu = greedy(Backend::Reference, &prompt);
     let gpu = greedy(Backend::Gpu, &prompt);

@@ -2,6 +2,8 @@
 //! paths come from environment variables that scripts/test sets). Missing data fails the
 //! test with the command that fetches it — real-data tests never skip.
 
+pub mod greedy;
+
 use std::path::PathBuf;
 
 /// The real Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF.
