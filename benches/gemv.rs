@@ -10,7 +10,7 @@
 //! a small read, small GEMVs and the tiny qwen3 model.
 
 use pocketrt::gpu::forward::Readback;
-use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant};
+use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes};
 use pocketrt::gpu::kernels::read_bench::{ReadBench, ReadLayout};
 use pocketrt::gpu::kernels::Dispatch;
 use pocketrt::gpu::timing::{time_dispatches, GpuTimer};
@@ -78,14 +78,14 @@ fn gemv_figure(
         Q4Tensor::from_ggml(pocketrt::format::gguf::GgmlType::Q4_1, &bytes, rows, k).expect("q4");
     let x: Vec<f32> = (0..k).map(|_| rng.unit() - 0.5).collect();
     let kernel = GemvQ4::new(ctx, variant, spec).expect("gemv");
-    let codes = ctx.storage_init("codes", &w.codes).unwrap();
+    let codes = MatrixCodes::upload(ctx, variant, &w.codes).unwrap();
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
     let xb = ctx.storage_init("x", &x).unwrap();
     let none = ctx.storage("none", 4).unwrap();
     let out = ctx.storage("out", 4 * n as u64).unwrap();
     let norm_w = ctx.storage_init("norm", &vec![1.0f32; k]).unwrap();
     let norm = spec.norm_eps.map(|_| &norm_w);
-    let d = kernel.dispatch(ctx, &codes, &qparams, &xb, norm, &none, &out);
+    let d = kernel.dispatch(ctx, codes.bind(), &qparams, &xb, norm, &none, &out);
     let seconds = best_time(ctx, timer, &d);
     let activations = 4 * k * (1 + usize::from(norm.is_some()))
         + if epilogue == Epilogue::AddInto {

@@ -40,8 +40,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let o = min(first + (s / PARTS) * WG + lid, N - 1u);
             let r = matrix_row(o, s % PARTS);
             let c = r * vec_per_row + 2u * g;
-            let d = dot32_scaled(codes[c], s0, s1, s2, s3, s4, s5, s6, s7)
-                  + dot32_scaled(codes[c + 1u], s8, s9, sa, sb, sc, sd, se, sf);
+            let d = dot32_scaled(code4(c), s0, s1, s2, s3, s4, s5, s6, s7)
+                  + dot32_scaled(code4(c + 1u), s8, s9, sa, sb, sc, sd, se, sf);
             let p = unpack2x16float(qparams[r * groups + g]);
             acc[s] += p.x * d + p.y * xsum;
         }

@@ -1,8 +1,10 @@
 // Shared by the two Q4 g64 GEMV variants (prepended): bindings, code unpacking, the
 // fused RMSNorm prologue and the epilogue. W is [ROWS_TOTAL][K]: codes u32[.][K/8] read
 // as vec4<u32> (32 values), qparams u32[.][K/64] = pack2x16float(scale, min);
-// w = scale · code + min. The wrapper declares x (binding 2) and norm_w (binding 3), as
-// uniform or storage arrays of vec4<f32>.
+// w = scale · code + min. The wrapper declares the codes (binding 0: a storage array of
+// vec4<u32>, or an rgba32uint texture on CPU adapters) with their accessor `code4(i)`
+// (vec4 i of the codes), and x (binding 2) and norm_w (binding 3), as uniform or storage
+// arrays of vec4<f32>.
 //
 // NORM: the input is rmsnorm(x) ⊙ norm_w. The rms factor is one scalar, so it factors out
 // of every dot product: Σ W·(x ⊙ norm_w · r) = r · Σ W·(x ⊙ norm_w); the kernel sums
@@ -20,7 +22,6 @@ override HAS_BIAS: bool = false;
 override NORM: bool = false;
 override EPS: f32 = 1e-6;
 
-@group(0) @binding(0) var<storage, read> codes: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> qparams: array<u32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;

@@ -26,7 +26,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let xsum = dot(x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7, vec4<f32>(1.0));
         for (var p = 0u; p < parts; p++) {
             let r = matrix_row(o, p);
-            let d = dot32(codes[r * vec_per_row + c], x0, x1, x2, x3, x4, x5, x6, x7);
+            let d = dot32(code4(r * vec_per_row + c), x0, x1, x2, x3, x4, x5, x6, x7);
             let q = unpack2x16float(qparams[r * groups + c / 2u]);
             sums[p] += q.x * d + q.y * xsum;
         }

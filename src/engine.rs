@@ -112,7 +112,7 @@ impl Engine {
             match GpuContext::new_blocking(limits_needed(&config, probe)) {
                 Ok(ctx) => {
                     let plan =
-                        MemoryPlan::choose(&config, context, &Budget::new(budget, &ctx.limits))?;
+                        MemoryPlan::choose(&config, context, &Budget::for_device(budget, &ctx))?;
                     if backend == Backend::Auto && ctx.adapter.is_cpu {
                         let cpu_context = cpu_context(&config, context)?;
                         let (inner, context, description) =

@@ -1,4 +1,4 @@
-//! Q4 g64 GEMV kernels (both variants, several row layouts, every epilogue, with and
+//! Q4 g64 GEMV kernels (every variant, several row layouts, every epilogue, with and
 //! without the fused RMSNorm) against the dequantized weights (`Q4Tensor::dequantize_row`)
 //! with f64 sums on the CPU.
 //! Tolerance: max abs err ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K) (f32 accumulation of K
@@ -7,7 +7,9 @@
 mod gpu_common;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
-use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant, RowsLayout};
+use pocketrt::gpu::kernels::gemv_q4::{
+    Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes, RowsLayout,
+};
 use pocketrt::gpu::kernels::{grid, run};
 use pocketrt::quant::Q4Tensor;
 
@@ -28,6 +30,8 @@ fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
         let k = GemvQ4::with_layout(ctx, GemvVariant::RowsPerInvocation, spec, layout);
         out.push((format!("{layout:?}"), k.unwrap()));
     }
+    let k = GemvQ4::with_layout(ctx, GemvVariant::RowsFromTexture, spec, default);
+    out.push((format!("{default:?} from texture"), k.unwrap()));
     out
 }
 
@@ -84,14 +88,14 @@ fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> (Vec<f32>, Vec<f32>) {
         })
         .collect();
 
-    let codes = ctx.storage_init("codes", &w.codes).unwrap();
+    let codes = MatrixCodes::upload(ctx, kernel.variant(), &w.codes).unwrap();
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
     let xb = ctx.storage_init("x", &x_in).unwrap();
     let nb = ctx.storage_init("norm", &norm_w).unwrap();
     let bb = ctx.storage_init("bias", &bias).unwrap();
     let out = ctx.storage_init("out", &out0).unwrap();
     let norm = c.norm.then_some(&nb);
-    let d = kernel.dispatch(ctx, &codes, &qparams, &xb, norm, &bb, &out);
+    let d = kernel.dispatch(ctx, codes.bind(), &qparams, &xb, norm, &bb, &out);
     run(ctx, &[&d]);
     (ctx.read_f32(&out, c.n).unwrap(), want)
 }

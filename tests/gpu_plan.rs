@@ -48,6 +48,7 @@ fn unlimited(total: u64) -> Budget {
         total,
         max_buffer: u64::MAX,
         max_binding: u64::MAX,
+        code_textures: false,
     }
 }
 
@@ -56,7 +57,8 @@ fn the_plan_equals_the_bytes_the_engine_allocates() {
     let ctx = gpu();
     for (name, context) in [("qwen3", 64), ("qwen2", 100), ("llama", 7)] {
         let mut src = open(&fixture(name)).unwrap();
-        let plan = MemoryPlan::new(src.config(), context);
+        let budget = Budget::for_device(u64::MAX, &ctx);
+        let plan = MemoryPlan::for_budget(src.config(), context, &budget);
         let before = ctx.allocated_bytes();
         let model = GpuModel::load(ctx.clone(), &mut *src, context).unwrap();
         assert_eq!(

@@ -23,7 +23,7 @@ impl GpuContext {
         self.allocated.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn count(&self, bytes: u64) {
+    pub(crate) fn count(&self, bytes: u64) {
         self.allocated
             .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
     }

@@ -3,13 +3,14 @@
 //! dispatches. Per token: write one 16-byte uniform (token, position), encode all
 //! dispatches into one command buffer, submit once, read back 4 bytes (the argmax).
 
+use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::kernels::argmax::Argmax;
 use super::kernels::attention::{
     default_split_len, partials_bytes, Attention, AttentionDispatch, AttentionInputs, GPU_SPLIT_LEN,
 };
 use super::kernels::embed_q4::EmbedQ4;
-use super::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant};
+use super::kernels::gemv_q4::{Codes, Epilogue, GemvQ4, GemvSpec, GemvVariant};
 use super::kernels::rope_kv::{rope_inv_freq, KvBuffers};
 use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;
@@ -81,6 +82,8 @@ pub struct GpuModel {
     acts: Activations,
     /// Kept alive for the bind groups (and for tests that inspect them).
     pub weights: ModelWeights,
+    /// The decode GEMVs' codes as textures, where the GEMV variant reads them so.
+    code_textures: Option<ModelCodeTextures>,
     pub kv: KvCache,
     /// One decode step, in order.
     dispatches: Vec<StepDispatch>,
@@ -199,7 +202,15 @@ impl GpuModel {
         let kv = KvCache::new(c, &config, context)?;
         let acts = Activations::new(c, &config, &kernels.attention)?;
         let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
-        let dispatches = record_step(c, &kernels, &weights, &kv, &acts, &step);
+        let code_textures = match GemvVariant::for_adapter(c).reads_texture() {
+            true => Some(ModelCodeTextures::new(c, &weights)?),
+            false => None,
+        };
+        let matrices = StepMatrices {
+            weights: &weights,
+            textures: code_textures.as_ref(),
+        };
+        let dispatches = record_step(c, &kernels, &matrices, &kv, &acts, &step);
         let prefill = prefill::Prefill::new(c, &config, context, &weights, &kv, &acts)?;
         let topk_scratch = c.storage("topk scratch", TopK::scratch_bytes())?;
         let topk_result = c.storage("topk", TopK::result_bytes())?;
@@ -220,6 +231,7 @@ impl GpuModel {
             step,
             acts,
             weights,
+            code_textures,
             kv,
             dispatches,
             attention: kernels.attention,
@@ -447,6 +459,9 @@ impl GpuModel {
         }
         self.prefill.destroy();
         self.weights.destroy();
+        self.code_textures
+            .iter()
+            .for_each(ModelCodeTextures::destroy);
     }
 
     /// The context this model runs on.
@@ -458,21 +473,43 @@ impl GpuModel {
 /// Dispatches outside the layers: embed, then norm + head, and argmax.
 const DISPATCHES_OUTSIDE_LAYERS: usize = 3;
 
+/// The decode GEMVs' matrices: the weights, and their codes as textures where the GEMV
+/// variant reads them so.
+struct StepMatrices<'a> {
+    weights: &'a ModelWeights,
+    textures: Option<&'a ModelCodeTextures>,
+}
+
+impl<'a> StepMatrices<'a> {
+    /// Matrix `m` with its codes: the texture of layer `i`'s matrix `j` (0 QKV, 1 output,
+    /// 2 gate/up, 3 down; `None`: the head) when there are textures, else its buffer.
+    fn codes(&self, m: &'a Q4Buffers, at: Option<(usize, usize)>) -> (&'a Q4Buffers, Codes<'a>) {
+        let codes = match (self.textures, at) {
+            (Some(t), Some((i, j))) => Codes::Texture(&t.layers[i][j].view),
+            (Some(t), None) => Codes::Texture(&t.head.view),
+            (None, _) => Codes::Buffer(&m.codes),
+        };
+        (m, codes)
+    }
+}
+
 /// The decode step as the model reads: embed → for each layer [norm + QKV, q/k-norm +
 /// RoPE + KV write + attention, O + residual, norm + gate/up + SwiGLU, down + residual]
 /// → norm + head → argmax.
 fn record_step(
     ctx: &GpuContext,
     k: &Kernels,
-    w: &ModelWeights,
+    matrices: &StepMatrices,
     kv: &KvCache,
     a: &Activations,
     step: &wgpu::Buffer,
 ) -> Vec<StepDispatch> {
-    let gemv = |kernel: &GemvQ4, m: &Q4Buffers, x, norm, bias: Option<&wgpu::Buffer>, out| {
+    let w = matrices.weights;
+    let gemv = |kernel: &GemvQ4, (m, codes): (&Q4Buffers, Codes), x, norm, bias, out| {
+        let bias: Option<&wgpu::Buffer> = bias;
         StepDispatch::Fixed(kernel.dispatch(
             ctx,
-            &m.codes,
+            codes,
             &m.qparams,
             x,
             norm,
@@ -501,9 +538,10 @@ fn record_step(
             scores: &a.scores,
         };
         let attn_norm = Some(&l.attn_norm);
+        let m = |j: usize, m| matrices.codes(m, Some((i, j)));
         d.push(gemv(
             &k.qkv,
-            &l.qkv,
+            m(0, &l.qkv),
             &a.h,
             attn_norm,
             l.qkv_bias.as_ref(),
@@ -517,7 +555,7 @@ fn record_step(
         )));
         d.push(gemv(
             &k.attn_output,
-            &l.attn_output,
+            m(1, &l.attn_output),
             &a.attn,
             None,
             None,
@@ -525,17 +563,17 @@ fn record_step(
         ));
         d.push(gemv(
             &k.gate_up,
-            &l.gate_up,
+            m(2, &l.gate_up),
             &a.h,
             Some(&l.ffn_norm),
             None,
             &a.ffn,
         ));
-        d.push(gemv(&k.down, &l.down, &a.ffn, None, None, &a.h));
+        d.push(gemv(&k.down, m(3, &l.down), &a.ffn, None, None, &a.h));
     }
     d.push(gemv(
         &k.head,
-        w.head(),
+        matrices.codes(w.head(), None),
         &a.h,
         Some(&w.output_norm),
         None,

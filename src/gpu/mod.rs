@@ -2,6 +2,7 @@
 //! GPU, the KV cache, and the decode step.
 
 pub mod buffers;
+pub mod code_texture;
 pub mod device;
 pub mod forward;
 pub mod kernels;

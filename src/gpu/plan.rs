@@ -7,8 +7,11 @@
 //! really allocates.
 
 use super::buffers::padded;
+use super::code_texture::ModelCodeTextures;
+use super::device::GpuContext;
 use super::forward::prefill_scratch_sizes;
 use super::kernels::attention::{partials_bytes, GPU_SPLIT_LEN};
+use super::kernels::gemv_q4::GemvVariant;
 use super::kernels::topk::TopK;
 use super::kv_cache::KvCache;
 use crate::config::ModelConfig;
@@ -26,6 +29,9 @@ pub struct Budget {
     /// Largest single buffer / storage binding the device allows.
     pub max_buffer: u64,
     pub max_binding: u64,
+    /// The device keeps the decode GEMVs' codes again as textures (CPU adapters:
+    /// `gpu::code_texture`).
+    pub code_textures: bool,
 }
 
 impl Budget {
@@ -36,6 +42,15 @@ impl Budget {
             total,
             max_buffer: limits.max_buffer_size,
             max_binding: limits.max_storage_buffer_binding_size,
+            code_textures: false,
+        }
+    }
+
+    /// [`Budget::new`] for the device of `ctx`, with its GEMV variant's code textures.
+    pub fn for_device(total: u64, ctx: &GpuContext) -> Budget {
+        Budget {
+            code_textures: GemvVariant::for_adapter(ctx).reads_texture(),
+            ..Budget::new(total, &ctx.limits)
         }
     }
 }
@@ -50,6 +65,8 @@ pub struct MemoryPlan {
     pub scratch: u64,
     /// The largest single buffer (bound whole as storage).
     pub largest_buffer: u64,
+    /// The decode GEMVs' codes again as textures, on devices that read them so.
+    pub code_textures: u64,
 }
 
 fn q4(rows: usize, cols: usize) -> u64 {
@@ -119,11 +136,23 @@ impl MemoryPlan {
                 + topk
                 + prefill.iter().sum::<u64>(),
             largest_buffer,
+            code_textures: 0,
+        }
+    }
+
+    /// [`MemoryPlan::new`] plus the code textures when `budget`'s device keeps them.
+    pub fn for_budget(cfg: &ModelConfig, context: usize, budget: &Budget) -> MemoryPlan {
+        MemoryPlan {
+            code_textures: match budget.code_textures {
+                true => ModelCodeTextures::bytes(cfg),
+                false => 0,
+            },
+            ..MemoryPlan::new(cfg, context)
         }
     }
 
     pub fn total(&self) -> u64 {
-        self.weights + self.kv_cache + self.scratch
+        self.weights + self.kv_cache + self.scratch + self.code_textures
     }
 
     /// Does the plan fit `budget`? An error naming what does not fit.
@@ -171,21 +200,24 @@ impl MemoryPlan {
                     cfg.max_context
                 )));
             }
-            let plan = MemoryPlan::new(cfg, c);
+            let plan = MemoryPlan::for_budget(cfg, c, budget);
             plan.check(budget)?;
             return Ok(plan);
         }
-        MemoryPlan::new(cfg, 1).check(budget)?;
+        MemoryPlan::for_budget(cfg, 1, budget).check(budget)?;
         // The plan grows with the context: binary search for the largest that fits.
         let (mut lo, mut hi) = (1, cfg.max_context);
         while lo < hi {
             let mid = lo + (hi - lo).div_ceil(2);
-            if MemoryPlan::new(cfg, mid).check(budget).is_ok() {
+            if MemoryPlan::for_budget(cfg, mid, budget)
+                .check(budget)
+                .is_ok()
+            {
                 lo = mid;
             } else {
                 hi = mid - 1;
             }
         }
-        Ok(MemoryPlan::new(cfg, lo))
+        Ok(MemoryPlan::for_budget(cfg, lo, budget))
     }
 }

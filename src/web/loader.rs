@@ -256,7 +256,7 @@ pub(super) async fn gpu_for(
     context: usize,
 ) -> Result<(Arc<GpuContext>, MemoryPlan)> {
     let ctx = device(limits_needed(config, context.max(1))).await?;
-    let budget = Budget::new(TABLET_BUDGET, &ctx.limits);
+    let budget = Budget::for_device(TABLET_BUDGET, &ctx);
     let plan = MemoryPlan::choose(config, Some(context), &budget)?;
     Ok((ctx, plan))
 }

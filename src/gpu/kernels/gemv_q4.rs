@@ -1,10 +1,12 @@
 //! Q4 g64 GEMV for decode: `y = W·x` (+ bias) with an optional fused RMSNorm prologue
 //! (`x` → rmsnorm(x) ⊙ norm weights) and an epilogue (store, residual add, or fused
 //! gate/up + SwiGLU). Two designs behind one wrapper, chosen by adapter class: one
-//! invocation per several rows on CPU-backed adapters, one workgroup per row on GPUs.
+//! invocation per several rows on CPU-backed adapters (codes read from a texture there,
+//! `gpu::code_texture`), one workgroup per row on GPUs.
 
-use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
+use super::{Binding, Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
 use crate::error::{Error, Result};
+use crate::gpu::code_texture::{CodeTexture, WIDTH, WIDTH_SHIFT};
 use crate::gpu::device::GpuContext;
 
 const COMMON_WGSL: &str = include_str!("../../../shaders/gemv_q4_common.wgsl");
@@ -44,8 +46,11 @@ impl Epilogue {
 /// Which kernel design computes the GEMV.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemvVariant {
-    /// Several rows per invocation, no barriers: fastest on CPU-backed adapters.
+    /// Several rows per invocation, no barriers, codes from the storage buffer.
     RowsPerInvocation,
+    /// The same with the codes read from a texture ([`Codes::Texture`]): 3–4× faster
+    /// than storage loads on CPU-backed adapters (`gpu::code_texture`).
+    RowsFromTexture,
     /// One workgroup per row with a workgroup reduction: the design for real GPUs.
     WorkgroupPerRow,
 }
@@ -54,11 +59,24 @@ impl GemvVariant {
     /// The variant suited to the context's adapter.
     pub fn for_adapter(ctx: &GpuContext) -> GemvVariant {
         if ctx.adapter.is_cpu {
-            GemvVariant::RowsPerInvocation
+            GemvVariant::RowsFromTexture
         } else {
             GemvVariant::WorkgroupPerRow
         }
     }
+
+    /// Does this variant read the codes from a texture?
+    pub fn reads_texture(self) -> bool {
+        self == GemvVariant::RowsFromTexture
+    }
+}
+
+/// Where a dispatch reads the matrix codes: the storage buffer, or its texture copy
+/// (for [`GemvVariant::RowsFromTexture`]).
+#[derive(Clone, Copy)]
+pub enum Codes<'a> {
+    Buffer(&'a wgpu::Buffer),
+    Texture(&'a wgpu::TextureView),
 }
 
 /// What one GEMV computes.
@@ -109,6 +127,36 @@ impl RowsLayout {
     }
 }
 
+/// A matrix's codes as a GEMV variant binds them: the storage buffer, plus its texture
+/// copy for [`GemvVariant::RowsFromTexture`] (what tests and benchmarks upload).
+pub struct MatrixCodes {
+    pub buffer: wgpu::Buffer,
+    pub texture: Option<CodeTexture>,
+}
+
+impl MatrixCodes {
+    /// Upload `codes` (a Q4 tensor's code words) for `variant`.
+    pub fn upload(ctx: &GpuContext, variant: GemvVariant, codes: &[u32]) -> Result<MatrixCodes> {
+        let buffer = ctx.storage_init("codes", codes)?;
+        let texture = match variant.reads_texture() {
+            true => Some(CodeTexture::from_buffer(
+                ctx,
+                &buffer,
+                4 * codes.len() as u64,
+            )?),
+            false => None,
+        };
+        Ok(MatrixCodes { buffer, texture })
+    }
+
+    pub fn bind(&self) -> Codes<'_> {
+        match &self.texture {
+            Some(t) => Codes::Texture(&t.view),
+            None => Codes::Buffer(&self.buffer),
+        }
+    }
+}
+
 /// A GEMV of fixed shape.
 pub struct GemvQ4 {
     kernel: KernelPipeline,
@@ -117,9 +165,26 @@ pub struct GemvQ4 {
     pub spec: GemvSpec,
 }
 
-/// The per-pipeline WGSL header: the rows variant's constants and the x / norm-weight
-/// bindings, as uniform arrays of K/4 vec4 when `uniform_x`, else as storage arrays.
-pub fn gemv_header(spec: &GemvSpec, layout: RowsLayout, uniform_x: bool) -> String {
+/// The codes binding (0) and its accessor `code4(i)`: vec4 `i` of the codes.
+fn codes_decl(texture: bool) -> String {
+    if texture {
+        format!(
+            "@group(0) @binding(0) var codes: texture_2d<u32>;\n\
+             fn code4(i: u32) -> vec4<u32> {{\n    \
+             return textureLoad(codes, vec2<u32>(i & {}u, i >> {WIDTH_SHIFT}u), 0);\n}}\n",
+            WIDTH - 1
+        )
+    } else {
+        "@group(0) @binding(0) var<storage, read> codes: array<vec4<u32>>;\n\
+         fn code4(i: u32) -> vec4<u32> {\n    return codes[i];\n}\n"
+            .into()
+    }
+}
+
+/// The per-pipeline WGSL header: the rows variant's constants, the codes binding (a
+/// texture when `texture`) and the x / norm-weight bindings, as uniform arrays of K/4
+/// vec4 when `uniform_x`, else as storage arrays.
+pub fn gemv_header(spec: &GemvSpec, layout: RowsLayout, uniform_x: bool, texture: bool) -> String {
     let decl = |binding: u32, name: &str| {
         if uniform_x {
             format!(
@@ -131,9 +196,10 @@ pub fn gemv_header(spec: &GemvSpec, layout: RowsLayout, uniform_x: bool) -> Stri
         }
     };
     format!(
-        "const ROWS: u32 = {}u;\nconst PARTS: u32 = {}u;\n{}{}",
+        "const ROWS: u32 = {}u;\nconst PARTS: u32 = {}u;\n{}{}{}",
         layout.rows,
         spec.epilogue.parts(),
+        codes_decl(texture),
         decl(2, "x"),
         decl(3, "norm_w")
     )
@@ -169,11 +235,13 @@ impl GemvQ4 {
             )));
         }
         // x as a uniform array (broadcast loads) where it fits the uniform binding limit.
-        let uniform_x = variant == GemvVariant::RowsPerInvocation
-            && 4 * k as u64 <= ctx.limits.max_uniform_buffer_binding_size;
-        let header = gemv_header(&spec, layout, uniform_x);
+        let rows = variant != GemvVariant::WorkgroupPerRow;
+        let uniform_x = rows && 4 * k as u64 <= ctx.limits.max_uniform_buffer_binding_size;
+        let header = gemv_header(&spec, layout, uniform_x, variant.reads_texture());
         let source = match variant {
-            GemvVariant::RowsPerInvocation => [&header, COMMON_WGSL, ROWS_WGSL].concat(),
+            GemvVariant::RowsPerInvocation | GemvVariant::RowsFromTexture => {
+                [&header, COMMON_WGSL, ROWS_WGSL].concat()
+            }
             GemvVariant::WorkgroupPerRow => {
                 [&header, REDUCE64_WGSL, COMMON_WGSL, WORKGROUP_WGSL].concat()
             }
@@ -186,12 +254,17 @@ impl GemvQ4 {
             ("NORM", if spec.norm_eps.is_some() { 1.0 } else { 0.0 }),
             ("EPS", f64::from(spec.norm_eps.unwrap_or(0.0))),
         ];
-        if variant == GemvVariant::RowsPerInvocation {
+        if rows {
             constants.push(("WG", f64::from(layout.wg)));
         }
         let x_slot = if uniform_x { Slot::Uniform } else { Slot::Read };
+        let codes_slot = if variant.reads_texture() {
+            Slot::TextureU32
+        } else {
+            Slot::Read
+        };
         let slots = [
-            Slot::Read,
+            codes_slot,
             Slot::Read,
             x_slot,
             x_slot,
@@ -206,25 +279,32 @@ impl GemvQ4 {
         })
     }
 
+    pub fn variant(&self) -> GemvVariant {
+        self.variant
+    }
+
     /// Workgroups for one GEMV.
     pub fn workgroups(&self) -> u32 {
         let n = self.spec.n as u32;
         match self.variant {
-            GemvVariant::RowsPerInvocation => n.div_ceil(self.layout.wg * self.layout.rows),
+            GemvVariant::RowsPerInvocation | GemvVariant::RowsFromTexture => {
+                n.div_ceil(self.layout.wg * self.layout.rows)
+            }
             GemvVariant::WorkgroupPerRow => n,
         }
     }
 
-    /// Bind `codes`/`qparams` (the matrix, `parts · n` rows), `x` (k floats), the norm
-    /// weights (k floats; required exactly when the spec fuses a norm), `bias`
-    /// (`parts · n` floats, or any small buffer when there is none) and `out` (n floats).
-    /// Buffers bound as x must allow uniform use on CPU adapters (`GpuContext::storage`
-    /// buffers do).
+    /// Bind `codes`/`qparams` (the matrix, `parts · n` rows; the codes as a texture
+    /// exactly for [`GemvVariant::RowsFromTexture`]), `x` (k floats), the norm weights
+    /// (k floats; required exactly when the spec fuses a norm), `bias` (`parts · n`
+    /// floats, or any small buffer when there is none) and `out` (n floats). Buffers
+    /// bound as x must allow uniform use on CPU adapters (`GpuContext::storage` buffers
+    /// do).
     #[allow(clippy::too_many_arguments)]
     pub fn dispatch(
         &self,
         ctx: &GpuContext,
-        codes: &wgpu::Buffer,
+        codes: Codes,
         qparams: &wgpu::Buffer,
         x: &wgpu::Buffer,
         norm_weight: Option<&wgpu::Buffer>,
@@ -236,10 +316,20 @@ impl GemvQ4 {
             self.spec.norm_eps.is_some(),
             "gemv_q4: norm weights are bound exactly when the norm is fused"
         );
+        let codes = match codes {
+            Codes::Buffer(b) => Binding::Buffer(b),
+            Codes::Texture(t) => Binding::Texture(t),
+        };
+        assert_eq!(
+            matches!(codes, Binding::Texture(_)),
+            self.variant.reads_texture(),
+            "gemv_q4: codes are bound as a texture exactly for the texture variant"
+        );
         let norm = norm_weight.unwrap_or(x);
-        self.kernel.dispatch(
+        let b = Binding::Buffer;
+        self.kernel.dispatch_bindings(
             ctx,
-            &[codes, qparams, x, norm, bias, out],
+            &[codes, b(qparams), b(x), b(norm), b(bias), b(out)],
             self.workgroups(),
         )
     }

@@ -25,12 +25,40 @@ pub(crate) const REDUCE64_WGSL: &str = include_str!("../../../shaders/reduce64.w
 /// Most workgroups a dispatch may have in one dimension (WebGPU default limit).
 pub const MAX_GROUPS_PER_DIM: u32 = 65_535;
 
-/// How a kernel binds one buffer.
+/// How a kernel binds one resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
     Uniform,
     Read,
     ReadWrite,
+    /// A `texture_2d<u32>` read with `textureLoad` (Q4 codes on CPU adapters,
+    /// `gpu::code_texture`).
+    TextureU32,
+}
+
+/// What fills one slot at dispatch.
+#[derive(Clone, Copy)]
+pub enum Binding<'a> {
+    Buffer(&'a wgpu::Buffer),
+    Texture(&'a wgpu::TextureView),
+}
+
+fn binding_type(slot: Slot) -> wgpu::BindingType {
+    let buffer = |ty| wgpu::BindingType::Buffer {
+        ty,
+        has_dynamic_offset: false,
+        min_binding_size: None,
+    };
+    match slot {
+        Slot::Uniform => buffer(wgpu::BufferBindingType::Uniform),
+        Slot::Read => buffer(wgpu::BufferBindingType::Storage { read_only: true }),
+        Slot::ReadWrite => buffer(wgpu::BufferBindingType::Storage { read_only: false }),
+        Slot::TextureU32 => wgpu::BindingType::Texture {
+            sample_type: wgpu::TextureSampleType::Uint,
+            view_dimension: wgpu::TextureViewDimension::D2,
+            multisampled: false,
+        },
+    }
 }
 
 /// A compute pipeline with its explicit bind-group layout.
@@ -56,15 +84,7 @@ impl KernelPipeline {
             .map(|(i, s)| wgpu::BindGroupLayoutEntry {
                 binding: i as u32,
                 visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: match s {
-                        Slot::Uniform => wgpu::BufferBindingType::Uniform,
-                        Slot::Read => wgpu::BufferBindingType::Storage { read_only: true },
-                        Slot::ReadWrite => wgpu::BufferBindingType::Storage { read_only: false },
-                    },
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
+                ty: binding_type(*s),
                 count: None,
             })
             .collect();
@@ -104,20 +124,34 @@ impl KernelPipeline {
 
     /// Bind whole buffers, one per slot, and pair them with a workgroup count.
     pub fn dispatch(&self, ctx: &GpuContext, buffers: &[&wgpu::Buffer], groups: u32) -> Dispatch {
+        let bindings: Vec<Binding> = buffers.iter().map(|b| Binding::Buffer(b)).collect();
+        self.dispatch_bindings(ctx, &bindings, groups)
+    }
+
+    /// [`KernelPipeline::dispatch`] with textures among the resources.
+    pub fn dispatch_bindings(
+        &self,
+        ctx: &GpuContext,
+        bindings: &[Binding],
+        groups: u32,
+    ) -> Dispatch {
         assert_eq!(
-            buffers.len(),
+            bindings.len(),
             self.slots.len(),
-            "{}: {} buffers for {} slots",
+            "{}: {} resources for {} slots",
             self.label,
-            buffers.len(),
+            bindings.len(),
             self.slots.len()
         );
-        let entries: Vec<wgpu::BindGroupEntry> = buffers
+        let entries: Vec<wgpu::BindGroupEntry> = bindings
             .iter()
             .enumerate()
             .map(|(i, b)| wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: b.as_entire_binding(),
+                resource: match *b {
+                    Binding::Buffer(b) => b.as_entire_binding(),
+                    Binding::Texture(t) => wgpu::BindingResource::TextureView(t),
+                },
             })
             .collect();
         let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {

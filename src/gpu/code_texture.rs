@@ -1,0 +1,165 @@
+//! Q4 codes as an `rgba32uint` texture, for the GEMV variant of CPU adapters.
+//!
+//! On lavapipe (and other CPU-backed adapters) every storage-buffer load is done lane by
+//! lane: a scalar load per invocation and component, inserted into the SIMD vector
+//! through the stack (a store-forwarding stall each), which caps any storage read at
+//! ~1 GB/s on this machine. `textureLoad` goes through the texel-fetch path instead:
+//! 16 bytes per invocation per load, ~5 GB/s (DESIGN.md, "What is fast on which device").
+//!
+//! Layout: the codes buffer (rows × K/2 bytes, row-major) read as a linear run of 16-byte
+//! texels (32 codes each), wrapped into rows of [`WIDTH`] texels: texel `i` sits at
+//! (`i % WIDTH`, `i / WIDTH`). The copy is made on the device from the storage buffer.
+
+use super::device::GpuContext;
+use super::weights::{ModelWeights, Q4Buffers};
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+
+/// Texels per texture row (a power of two: the shader splits indices with a mask and a
+/// shift). 4096 × 16 bytes = 64 KiB per row, a multiple of the 256-byte copy alignment.
+pub const WIDTH: u32 = 4096;
+/// log2([`WIDTH`]).
+pub const WIDTH_SHIFT: u32 = 12;
+const TEXEL_BYTES: u64 = 16;
+
+/// One matrix's codes as a texture.
+pub struct CodeTexture {
+    texture: wgpu::Texture,
+    pub view: wgpu::TextureView,
+}
+
+/// Texture rows holding `code_bytes` bytes of codes.
+fn rows_for(code_bytes: u64) -> u64 {
+    (code_bytes / TEXEL_BYTES).div_ceil(u64::from(WIDTH))
+}
+
+/// Bytes a texture for `code_bytes` bytes of codes takes (whole rows).
+pub fn texture_bytes(code_bytes: u64) -> u64 {
+    rows_for(code_bytes) * u64::from(WIDTH) * TEXEL_BYTES
+}
+
+impl CodeTexture {
+    /// A texture holding the `code_bytes` bytes of `codes` (a multiple of 16), copied on
+    /// the device (submitted here; the queue orders it before later work).
+    pub fn from_buffer(ctx: &GpuContext, codes: &wgpu::Buffer, code_bytes: u64) -> Result<Self> {
+        let rows = rows_for(code_bytes);
+        let max = u64::from(ctx.limits.max_texture_dimension_2d);
+        if code_bytes == 0 || code_bytes % TEXEL_BYTES != 0 || rows > max {
+            return Err(Error::ExceedsDeviceLimits {
+                what: format!(
+                    "Q4 codes texture ({code_bytes} bytes, {rows} rows of {WIDTH} texels)"
+                ),
+                limit: "max_texture_dimension_2d",
+                needed: rows,
+                available: max,
+            });
+        }
+        let texture = ctx.device.create_texture(&wgpu::TextureDescriptor {
+            label: Some("q4 codes"),
+            size: wgpu::Extent3d {
+                width: WIDTH,
+                height: rows as u32,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: wgpu::TextureFormat::Rgba32Uint,
+            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            view_formats: &[],
+        });
+        ctx.count(texture_bytes(code_bytes));
+        let texels = code_bytes / TEXEL_BYTES;
+        let full_rows = texels / u64::from(WIDTH);
+        let rest = (texels % u64::from(WIDTH)) as u32;
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        // Whole rows in one copy, the partial last row in another.
+        for (first_row, width, height) in [(0, WIDTH, full_rows as u32), (full_rows, rest, 1)] {
+            if width == 0 || height == 0 {
+                continue;
+            }
+            let row_bytes = u64::from(WIDTH) * TEXEL_BYTES;
+            enc.copy_buffer_to_texture(
+                wgpu::TexelCopyBufferInfo {
+                    buffer: codes,
+                    layout: wgpu::TexelCopyBufferLayout {
+                        offset: first_row * row_bytes,
+                        bytes_per_row: Some(row_bytes as u32),
+                        rows_per_image: None,
+                    },
+                },
+                wgpu::TexelCopyTextureInfo {
+                    texture: &texture,
+                    mip_level: 0,
+                    origin: wgpu::Origin3d {
+                        x: 0,
+                        y: first_row as u32,
+                        z: 0,
+                    },
+                    aspect: wgpu::TextureAspect::All,
+                },
+                wgpu::Extent3d {
+                    width,
+                    height,
+                    depth_or_array_layers: 1,
+                },
+            );
+        }
+        ctx.queue.submit([enc.finish()]);
+        let view = texture.create_view(&Default::default());
+        Ok(CodeTexture { texture, view })
+    }
+
+    /// Free the texture now.
+    pub fn destroy(&self) {
+        self.texture.destroy();
+    }
+}
+
+/// The codes of every decode GEMV's matrix as textures (CPU adapters): per layer QKV,
+/// attention output, gate/up and down, then the LM head. The storage buffers stay (the
+/// embedding lookup and batched prefill read them).
+pub struct ModelCodeTextures {
+    pub layers: Vec<[CodeTexture; 4]>,
+    pub head: CodeTexture,
+}
+
+fn code_bytes(m: &Q4Buffers) -> u64 {
+    m.rows as u64 * m.cols as u64 / 2
+}
+
+impl ModelCodeTextures {
+    pub fn new(ctx: &GpuContext, w: &ModelWeights) -> Result<ModelCodeTextures> {
+        let tex = |m: &Q4Buffers| CodeTexture::from_buffer(ctx, &m.codes, code_bytes(m));
+        let layers = w
+            .layers
+            .iter()
+            .map(|l| {
+                Ok([
+                    tex(&l.qkv)?,
+                    tex(&l.attn_output)?,
+                    tex(&l.gate_up)?,
+                    tex(&l.down)?,
+                ])
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ModelCodeTextures {
+            layers,
+            head: tex(w.head())?,
+        })
+    }
+
+    /// Bytes the textures of a `cfg` model take (for the memory plan).
+    pub fn bytes(cfg: &ModelConfig) -> u64 {
+        let (h, f) = (cfg.hidden_size, cfg.ffn_size);
+        let qkv = cfg.q_dim() + 2 * cfg.kv_dim();
+        let t = |rows: usize, cols: usize| texture_bytes(rows as u64 * cols as u64 / 2);
+        let layer = t(qkv, h) + t(h, cfg.q_dim()) + t(2 * f, h) + t(h, f);
+        cfg.n_layers as u64 * layer + t(cfg.vocab_size, h)
+    }
+
+    pub fn destroy(&self) {
+        self.layers.iter().flatten().for_each(CodeTexture::destroy);
+        self.head.destroy();
+    }
+}
