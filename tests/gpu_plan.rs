@@ -126,7 +126,8 @@ fn pocket_at_4k_and_32k_and_the_largest_context_in_a_budget() {
 #[test]
 fn the_engine_refuses_a_plan_over_budget_and_picks_a_context_when_asked() {
     let mut src = open(&fixture("qwen3")).unwrap();
-    let needed = MemoryPlan::new(src.config(), 64).total();
+    let budget = Budget::for_device(u64::MAX, &gpu());
+    let needed = MemoryPlan::for_budget(src.config(), 64, &budget).total();
     let r = Engine::load_planned(
         &mut *src,
         Backend::Gpu,
