@@ -1,17 +1,20 @@
 //! Per-kernel roofline figures for MNN-Pocket-0.3B's decode shapes, on the default adapter
 //! (lavapipe here): each Q4 GEMV's effective bandwidth (bytes of weights and activations
-//! read per second) next to a plain read-only kernel's (a vec4 sum of 64 MiB) in the same
-//! run, and the decode step's dispatches, submits and CPU encode time per token on the
-//! synthetic Pocket model. Prints one JSON object.
+//! read per second) next to a plain read-only kernel's (a vec4 sum of 64 MiB of storage
+//! buffer; and the same bytes read as a code texture, which CPU adapters read faster) in
+//! the same run, and the decode step's dispatches, submits and CPU encode time per token
+//! on the synthetic Pocket model. Prints one JSON object.
 //!
-//! Run: `cargo bench --bench gemv`. GPU times come from timestamp queries where the
+//! Run: `cargo bench --bench gemv` (`POCKETRT_GEMV=rows|texture|workgroup` picks the GEMV
+//! variant instead of the adapter's default). GPU times come from timestamp queries where the
 //! adapter has them (lavapipe does), else from wall time around submit + wait. Without
 //! `--bench` (`cargo test --all-targets` runs benches that way) it is a quick smoke run:
 //! a small read, small GEMVs and the tiny qwen3 model.
 
+use pocketrt::gpu::code_texture::{self, CodeTexture};
 use pocketrt::gpu::forward::Readback;
 use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes};
-use pocketrt::gpu::kernels::read_bench::{ReadBench, ReadLayout};
+use pocketrt::gpu::kernels::read_bench::{ReadBench, ReadLayout, ReadTextureBench};
 use pocketrt::gpu::kernels::Dispatch;
 use pocketrt::gpu::timing::{time_dispatches, GpuTimer};
 use pocketrt::gpu::weights::limits_needed;
@@ -58,6 +61,37 @@ fn read_ceiling(ctx: &GpuContext, timer: Option<&GpuTimer>, len: usize) -> serde
     json!({
         "kernel": format!("vec4 sum of {} MiB", len >> 18), "gb_s": best.0,
         "workgroups": best.1, "layout": format!("{:?}", best.2), "tried": all,
+    })
+}
+
+/// The texture read ceiling: GB/s of summing the same `len` f32 as a code texture
+/// (`gpu::code_texture`), best of a few grid sizes.
+fn texture_read_ceiling(
+    ctx: &GpuContext,
+    timer: Option<&GpuTimer>,
+    len: usize,
+) -> serde_json::Value {
+    let data = ctx
+        .storage("read data", 4 * len as u64)
+        .expect("read buffer");
+    let bytes = 4 * len as u64;
+    let texture = CodeTexture::from_buffer(ctx, &data, bytes).expect("texture");
+    let height = (bytes / 16).div_ceil(u64::from(code_texture::WIDTH)) as u32;
+    let mut best = (0.0f64, 0u32);
+    for groups in [1u32, 2, 8, 32, 128] {
+        let Ok(k) = ReadTextureBench::new(ctx, height, groups) else {
+            continue; // a grid that does not divide the rows
+        };
+        let out = ctx.storage("partials", 4 * k.partials() as u64).unwrap();
+        let d = k.dispatch(ctx, &texture.view, &out);
+        let gbs = bytes as f64 / best_time(ctx, timer, &d) / 1e9;
+        if gbs > best.0 {
+            best = (gbs, groups);
+        }
+    }
+    json!({
+        "kernel": format!("texel sum of {} MiB (rgba32uint, textureLoad)", len >> 18),
+        "gb_s": best.0, "workgroups": best.1,
     })
 }
 
@@ -143,6 +177,9 @@ fn main() {
     let timer = GpuTimer::new(&ctx);
     let ceiling = read_ceiling(&ctx, timer.as_ref(), if full { 16 << 20 } else { 1 << 16 });
     let ceiling_gbs = ceiling["gb_s"].as_f64().unwrap_or(f64::NAN);
+    let len = if full { 16 << 20 } else { 1 << 16 };
+    let texture_ceiling = texture_read_ceiling(&ctx, timer.as_ref(), len);
+    let texture_gbs = texture_ceiling["gb_s"].as_f64().unwrap_or(f64::NAN);
     // As decode runs them: the norm fused into QKV, gate/up and the head.
     let normed = |n, k, e| GemvSpec {
         norm_eps: Some(1e-6),
@@ -163,7 +200,9 @@ fn main() {
         .iter()
         .map(|&(name, spec)| {
             let mut f = gemv_figure(&ctx, timer.as_ref(), name, spec);
-            f["roofline_ratio"] = (f["gb_s"].as_f64().unwrap_or(0.0) / ceiling_gbs).into();
+            let gbs = f["gb_s"].as_f64().unwrap_or(0.0);
+            f["roofline_ratio"] = (gbs / ceiling_gbs).into();
+            f["roofline_ratio_texture"] = (gbs / texture_gbs).into();
             f
         })
         .collect();
@@ -172,6 +211,7 @@ fn main() {
         "adapter": format!("{} ({})", ctx.adapter.name, ctx.adapter.backend),
         "timing": if timer.is_some() { "timestamp queries" } else { "wall time" },
         "read_ceiling": ceiling,
+        "texture_read_ceiling": texture_ceiling,
         "gemv": gemvs,
         "decode": decode_figures(if full { "pocket-0.3b" } else { "tiny-qwen3" }),
     });

@@ -56,12 +56,30 @@ pub enum GemvVariant {
 }
 
 impl GemvVariant {
-    /// The variant suited to the context's adapter.
+    /// The variant suited to the context's adapter, or the one `POCKETRT_GEMV` names
+    /// (`rows`, `texture`, `workgroup`: for benchmarks comparing them in one run).
     pub fn for_adapter(ctx: &GpuContext) -> GemvVariant {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(v) = std::env::var("POCKETRT_GEMV")
+            .ok()
+            .and_then(|v| GemvVariant::named(&v))
+        {
+            return v;
+        }
         if ctx.adapter.is_cpu {
             GemvVariant::RowsFromTexture
         } else {
             GemvVariant::WorkgroupPerRow
+        }
+    }
+
+    /// The variant called `name` (`rows`, `texture`, `workgroup`).
+    pub fn named(name: &str) -> Option<GemvVariant> {
+        match name {
+            "rows" => Some(GemvVariant::RowsPerInvocation),
+            "texture" => Some(GemvVariant::RowsFromTexture),
+            "workgroup" => Some(GemvVariant::WorkgroupPerRow),
+            _ => None,
         }
     }
 

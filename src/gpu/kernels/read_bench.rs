@@ -1,11 +1,14 @@
-//! The read ceiling for benchmarks (shaders/read_bench.wgsl): a vec4 sum of a large buffer,
-//! against which the GEMVs' effective bandwidth is stated (the roofline ratio).
+//! The read ceilings for benchmarks, against which the GEMVs' effective bandwidth is
+//! stated (the roofline ratio): a vec4 sum of a large storage buffer
+//! (shaders/read_bench.wgsl), and a sum of a code texture (shaders/read_texture_bench.wgsl;
+//! CPU adapters read textures several times faster than storage buffers).
 
-use super::{Dispatch, KernelPipeline, Slot};
+use super::{Binding, Dispatch, KernelPipeline, Slot};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/read_bench.wgsl");
+const TEXTURE_WGSL: &str = include_str!("../../../shaders/read_texture_bench.wgsl");
 const WG: u32 = 64;
 
 /// How the invocations split the buffer.
@@ -67,5 +70,51 @@ impl ReadBench {
     /// `data`: `len` f32; `out`: [`ReadBench::partials`] f32.
     pub fn dispatch(&self, ctx: &GpuContext, data: &wgpu::Buffer, out: &wgpu::Buffer) -> Dispatch {
         self.kernel.dispatch(ctx, &[data, out], self.groups)
+    }
+}
+
+/// The sum of a code texture (`gpu::code_texture`'s layout), `rows` texture rows per
+/// workgroup.
+pub struct ReadTextureBench {
+    kernel: KernelPipeline,
+    pub groups: u32,
+}
+
+impl ReadTextureBench {
+    /// Sum a texture of `height` rows with `groups` workgroups (`groups` must divide
+    /// `height`).
+    pub fn new(ctx: &GpuContext, height: u32, groups: u32) -> Result<ReadTextureBench> {
+        if groups == 0 || height % groups != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "texture read bench: {groups} workgroups do not split {height} rows evenly"
+            )));
+        }
+        let constants = [("WG", f64::from(WG)), ("ROWS", f64::from(height / groups))];
+        let slots = [Slot::TextureU32, Slot::ReadWrite];
+        Ok(ReadTextureBench {
+            kernel: KernelPipeline::new(
+                ctx,
+                "read_texture_bench",
+                TEXTURE_WGSL,
+                &slots,
+                &constants,
+            ),
+            groups,
+        })
+    }
+
+    /// Partial sums written to `out`: one u32 per invocation.
+    pub fn partials(&self) -> usize {
+        (self.groups * WG) as usize
+    }
+
+    pub fn dispatch(
+        &self,
+        ctx: &GpuContext,
+        data: &wgpu::TextureView,
+        out: &wgpu::Buffer,
+    ) -> Dispatch {
+        let bindings = [Binding::Texture(data), Binding::Buffer(out)];
+        self.kernel.dispatch_bindings(ctx, &bindings, self.groups)
     }
 }
