@@ -6,8 +6,7 @@
 // t0 + lid. Key/value tiles of BKV positions of KV head h / (N_HEADS / N_KV) are unpacked
 // into workgroup memory (BKV · HD ≤ 2048 floats each, BKV set by the host); every
 // invocation reads the same tile element at a time (broadcast loads). Online softmax per
-// tile: the tile's scores, a new running max, one rescale of the accumulator, then the
-// weighted values. Scores never leave registers.
+// key: running max, rescale of the accumulator, weighted value.
 //
 // q: [count][N_HEADS·HD] f32; out: [count][N_HEADS·HD] f32.
 
@@ -52,7 +51,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     var m = -3.4e38;
     var l = 0.0;
-    var s: array<f32, 64>;
     let cbase = kv * CTX * half;
     for (var k0 = 0u; k0 <= last; k0 += BKV) {
         // Unpack the tile: BKV positions × HD values of K and of V (past `last`: zeros).
@@ -70,32 +68,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             vs[i] = vec4<f32>(unpack2x16float(vw.x), unpack2x16float(vw.y));
         }
         workgroupBarrier();
-        // Keys of this tile the query sees.
+        // Keys of this tile the query sees, in one pass: the online softmax per key
+        // (running max, rescale, weighted value) rather than a score pass then a value
+        // pass. Few loop iterations per key matter on lavapipe: mesa's loop limiter ends
+        // all of a shader's loops, silently, after 65,535 iterations in all (the two-pass
+        // loop passed it at ~28K keys; this one at ~51K). The d loops have constant trip
+        // counts and are unrolled.
         let n = select(0u, min(BKV, pos + 1u - k0), pos >= k0);
-        var tmax = m;
         for (var j = 0u; j < n; j++) {
             var d4 = vec4<f32>(0.0);
             for (var d = 0u; d < hd4; d++) {
                 d4 += qv[d] * ks[j * hd4 + d];
             }
             let sj = d4.x + d4.y + d4.z + d4.w;
-            s[j] = sj;
-            tmax = max(tmax, sj);
-        }
-        if (n > 0u) {
-            let corr = exp(m - tmax);
-            l *= corr;
+            let m_new = max(m, sj);
+            let corr = exp(m - m_new);
+            let p = exp(sj - m_new);
+            l = l * corr + p;
             for (var d = 0u; d < hd4; d++) {
-                acc[d] *= corr;
+                acc[d] = acc[d] * corr + p * vs[j * hd4 + d];
             }
-            for (var j = 0u; j < n; j++) {
-                let p = exp(s[j] - tmax);
-                l += p;
-                for (var d = 0u; d < hd4; d++) {
-                    acc[d] += p * vs[j * hd4 + d];
-                }
-            }
-            m = tmax;
+            m = m_new;
         }
         workgroupBarrier();
     }

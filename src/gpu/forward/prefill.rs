@@ -22,11 +22,10 @@ use crate::gpu::kernels::{grid, Dispatch};
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::weights::{ModelWeights, Q4Buffers};
 
-/// Positions batched prefill reaches. Its attention kernel matches the oracle up to
-/// 26,624 keys per query on lavapipe but drifts beyond ~27K (1e-2 errors at 28,672 and
-/// 32,768; cause not found yet, see tests/gpu_attention_prefill.rs), so later prompt
-/// tokens go through decode steps (split-K attention, tested to 32,768).
-pub const PREFILL_MAX_POSITIONS: usize = 24_576;
+/// Positions batched prefill reaches: its attention is tested against the oracle up to
+/// 32,768 keys per query (tests/gpu_attention_prefill.rs); later prompt tokens go through
+/// decode steps (split-K attention).
+pub const PREFILL_MAX_POSITIONS: usize = 32_768;
 
 /// Most tokens per prefill chunk (and submit).
 pub const CHUNK: usize = 256;

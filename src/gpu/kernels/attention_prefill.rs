@@ -28,7 +28,7 @@ impl AttentionPrefill {
                 shape.head_dim
             )));
         }
-        // Key positions per tile: as many as fit, at most 64 (the score registers).
+        // Key positions per tile: as many as fit, at most 64.
         let bkv = (TILE_FLOATS / shape.head_dim).min(64);
         let mut constants = shape.constants();
         constants.push(("BKV", bkv as f64));
