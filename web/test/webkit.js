@@ -122,7 +122,7 @@ try {
      poll();`,
   );
   assert.equal(demo.state, 'ready', `the demo loads in WebKit: ${demo.error}`);
-  assert.match(demo.backend, /^backend: cpu \(no WebGPU/);
+  assert.match(demo.backend, /^backend: cpu, \d+ threads? \(no WebGPU/);
   console.log(`ok   webkit demo: ${demo.backend}`);
 } catch (e) {
   failed = true;
