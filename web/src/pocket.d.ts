@@ -41,8 +41,9 @@ export interface LoadOptions {
   backend?: 'webgpu' | 'cpu' | 'auto';
   /** The CPU backend's threads (1 to 64; default: the cores, at most 8). More than one
    * needs a Worker of a cross-origin-isolated page with shared WebAssembly.Memory, else
-   * the load runs on one thread (`info.threadsReason` says why). The first load in a page
-   * or Worker fixes it. */
+   * the load runs on one thread (`info.threadsReason` says why). Only loads sure to run on
+   * the CPU backend (backend "cpu", or "auto" without WebGPU) use threads. The first
+   * threaded load in a page or Worker fixes the count. */
   threads?: number;
   /** Where threads/pocketrt_bg.wasm (the threaded build) is (default: next to its module). */
   threadedWasmUrl?: string | URL;
@@ -100,6 +101,7 @@ export declare function hasWebGPU(): boolean;
 export interface InitOptions {
   threads?: number;
   threadedWasmUrl?: string | URL;
+  backend?: 'webgpu' | 'cpu' | 'auto';
 }
 /** Initialise the wasm module once (the threaded build where it can run); resolves with
  * the thread count and why (and the glue module and its exports, untyped). */
@@ -162,7 +164,10 @@ export interface ThreadSupport {
 export declare const THREAD_HEADERS: Readonly<Record<string, string>>;
 export declare function threadSupport(): ThreadSupport;
 /** The threads a load with option `threads` gets here, and why. */
-export declare function plannedThreads(requested?: number): { threads: number; why: string };
+export declare function plannedThreads(
+  requested?: number,
+  backend?: 'webgpu' | 'cpu' | 'auto',
+): { threads: number; why: string };
 export declare function sharedMemorySupported(): boolean;
 
 export declare function createWorker(url?: string | URL): PocketWorker;

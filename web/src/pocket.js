@@ -5,44 +5,52 @@
 import * as single from './pocketrt.js';
 import { plannedThreads } from './threads.js';
 
-let ready = null;
+let singleReady = null;
+let threadedReady = null;
+let last = null;
 
 /**
- * Initialise the wasm module once: the threaded build when this context can run it
- * (`threads` option: see threads.js's plannedThreads), else the single-threaded one.
- * Resolves with `{ wasm, exports, threads, threadsReason }` (the glue module, its wasm
- * exports, the thread count and why). Later calls get the first call's module.
+ * Initialise the wasm module a load runs on (each build at most once): the threaded build
+ * when the load can use it (`threads` and `backend` options: see threads.js's
+ * plannedThreads), else the single-threaded one. Resolves with `{ wasm, exports, threads,
+ * threadsReason }` (the glue module, its wasm exports, the thread count and why); the
+ * first threaded load fixes the pool's size.
  */
-export function initPocket(wasmUrl, options = {}) {
-  ready ??= start(wasmUrl, options).catch((e) => {
-    ready = null;
-    throw e;
-  });
-  return ready;
-}
-
-const at = (url) => (url ? { module_or_path: url } : undefined);
-
-async function start(wasmUrl, { threads, threadedWasmUrl } = {}) {
-  let plan = plannedThreads(threads);
+export async function initPocket(wasmUrl, options = {}) {
+  let plan = plannedThreads(options.threads, options.backend);
   if (plan.threads > 1) {
+    threadedReady ??= startThreaded(plan.threads, options.threadedWasmUrl);
     try {
-      const wasm = await import('./threads/pocketrt.js');
-      const exports = await wasm.default(at(threadedWasmUrl));
-      await wasm.initThreadPool(plan.threads);
-      return { wasm, exports, threads: plan.threads, threadsReason: plan.why };
+      const t = await threadedReady;
+      const why = t.threads === plan.threads ? plan.why
+        : `the CPU backend runs on ${t.threads} threads (the pool of this context's first threaded load)`;
+      return (last = { ...t, threadsReason: why });
     } catch (e) {
       // E.g. a server without threads/ or a CSP forbidding blob Workers: one thread.
       plan = { threads: 1, why: `the CPU backend runs on one thread: the threaded build failed to start (${e?.message ?? e})` };
     }
   }
-  const exports = await single.default(at(wasmUrl));
-  return { wasm: single, exports, threads: 1, threadsReason: plan.why };
+  singleReady ??= single.default(at(wasmUrl)).catch((e) => {
+    singleReady = null;
+    throw e;
+  });
+  const exports = await singleReady;
+  return (last = { wasm: single, exports, threads: 1, threadsReason: plan.why });
 }
 
-/** Bytes of the module's WebAssembly.Memory (it only grows: after a load, its peak). */
+const at = (url) => (url ? { module_or_path: url } : undefined);
+
+async function startThreaded(threads, wasmUrl) {
+  const wasm = await import('./threads/pocketrt.js');
+  const exports = await wasm.default(at(wasmUrl));
+  await wasm.initThreadPool(threads);
+  return { wasm, exports, threads };
+}
+
+/** Bytes of the WebAssembly.Memory of the module the last load ran on (it only grows:
+ * after a load, its peak). */
 export async function wasmMemoryBytes() {
-  const { exports } = await initPocket();
+  const { exports } = last ?? (await initPocket());
   return exports.memory.buffer.byteLength;
 }
 
@@ -89,7 +97,8 @@ export class Pocket {
    * | "auto", the default: see `model.backend` and `model.backendReason` for the choice),
    * threads (the CPU backend's; default: the cores, at most 8, in a Worker of a
    * cross-origin-isolated page, else 1 — see `model.threads`, `info.threadsReason`; the
-   * first load in a page or Worker fixes it), threadedWasmUrl (threads/pocketrt_bg.wasm).
+   * first threaded load in a page or Worker fixes it; only CPU-backend loads use
+   * threads), threadedWasmUrl (threads/pocketrt_bg.wasm).
    */
   static async load(url, options = {}) {
     if (options.backend === 'webgpu' && !hasWebGPU()) {

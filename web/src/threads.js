@@ -76,14 +76,23 @@ export function threadSupport() {
   return { crossOriginIsolated: isolated, sharedMemory, worker, threads, workerThreads, headers: THREAD_HEADERS, reason };
 }
 
+/** Whether a load asking for `backend` runs on the CPU backend for sure. The threaded
+ * build serves only those: WebGPU's awaited results never arrive in it (it stalls). */
+function cpuOnly(backend) {
+  return backend === 'cpu' || ((backend ?? 'auto') === 'auto' && !globalThis.navigator?.gpu);
+}
+
+const GPU_LOAD = `${ONE}: the threaded build serves only loads on the CPU backend (backend "cpu", or "auto" without WebGPU)`;
+
 /**
  * The threads a load gets here for its `threads` option (`requested`; default as
- * threadSupport): `{ threads, why }`, 1 meaning the single-threaded build. More than one
- * where threads are impossible falls back to 1, `why` saying why.
+ * threadSupport) and `backend`: `{ threads, why }`, 1 meaning the single-threaded build.
+ * More than one where threads are impossible falls back to 1, `why` saying why.
  */
-export function plannedThreads(requested) {
+export function plannedThreads(requested, backend = 'cpu') {
   const support = threadSupport();
   if (requested === undefined || requested === null) {
+    if (support.threads > 1 && !cpuOnly(backend)) return { threads: 1, why: GPU_LOAD };
     return { threads: support.threads, why: support.reason };
   }
   const n = Number(requested);
@@ -96,5 +105,6 @@ export function plannedThreads(requested) {
   const block = blocker(support.crossOriginIsolated, support.sharedMemory);
   if (block) return { threads: 1, why: `${ONE}: ${block}` };
   if (!support.worker) return { threads: 1, why: MAIN_THREAD };
+  if (!cpuOnly(backend)) return { threads: 1, why: GPU_LOAD };
   return { threads: n, why: `the CPU backend runs on ${n} threads (requested)` };
 }
