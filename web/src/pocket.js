@@ -17,7 +17,7 @@ let last = null;
  * first threaded load fixes the pool's size.
  */
 export async function initPocket(wasmUrl, options = {}) {
-  let plan = plannedThreads(options.threads, options.backend);
+  let plan = plannedThreads(options.threads, options.backend ?? 'auto');
   if (plan.threads > 1) {
     threadedReady ??= startThreaded(plan.threads, options.threadedWasmUrl);
     try {
