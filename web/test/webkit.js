@@ -116,6 +116,7 @@ try {
        const state = document.body.dataset.state;
        if (state === 'ready' || state === 'error') {
          done({ state, backend: document.getElementById('backend').textContent,
+                threads: document.getElementById('threads').textContent,
                 error: document.getElementById('error').textContent });
        } else setTimeout(poll, 100);
      };
@@ -123,7 +124,7 @@ try {
   );
   assert.equal(demo.state, 'ready', `the demo loads in WebKit: ${demo.error}`);
   assert.match(demo.backend, /^backend: cpu, \d+ threads? \(no WebGPU/);
-  console.log(`ok   webkit demo: ${demo.backend}`);
+  console.log(`ok   webkit demo: ${demo.backend}; ${demo.threads}`);
 } catch (e) {
   failed = true;
   console.log(`FAIL webkit: ${e.stack ?? e}`);
