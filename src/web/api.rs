@@ -118,7 +118,8 @@ impl PocketModel {
     /// "auto").
     pub async fn load(url: String, options: JsValue) -> Result<PocketModel, JsValue> {
         let opts = load_options(&options).map_err(to_js)?;
-        let l = loader::load(&url, opts).await.map_err(to_js)?;
+        let mut l = loader::load(&url, opts).await.map_err(to_js)?;
+        l.report.threads = crate::cpu::fast::threads();
         let session = WebSession::new(l.model, l.tokenizer, l.template);
         Ok(PocketModel {
             session: Rc::new(RefCell::new(Some(session))),
@@ -127,7 +128,7 @@ impl PocketModel {
     }
 
     /// How the load went: shards (from cache / fetched / refetched), bytes, context,
-    /// adapter, backend ("webgpu" | "cpu") and backendReason.
+    /// adapter, backend ("webgpu" | "cpu"), backendReason and threads (the CPU backend's).
     pub fn info(&self) -> JsValue {
         to_value(&self.report)
     }

@@ -66,6 +66,8 @@ pub struct LoadReport {
     /// "webgpu" or "cpu", and why.
     pub backend: String,
     pub backend_reason: String,
+    /// Threads the CPU backend splits its work across (1 in the single-threaded build).
+    pub threads: usize,
 }
 
 /// Shared state of the shard lanes (single-threaded: plain cells).

@@ -12,3 +12,8 @@ mod hub;
 mod loader;
 mod model;
 mod session;
+
+/// `initThreadPool(n)` in the threaded build: starts `n` Web Workers sharing the module's
+/// memory as rayon's global pool (call once, from a Worker, before loading a model).
+#[cfg(feature = "wasm-threads")]
+pub use wasm_bindgen_rayon::init_thread_pool;

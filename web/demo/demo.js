@@ -36,7 +36,9 @@ async function load(url, options = {}) {
     const i = model.info;
     $('phase').textContent =
       `ready: ${i.shards} shards (${i.shardsFromCache} from cache), context ${i.context}, ${i.adapter}`;
-    $('backend').textContent = `backend: ${i.backend} (${i.backendReason})`;
+    const threads = i.backend === 'cpu' ? `, ${i.threads} thread${i.threads === 1 ? '' : 's'}` : '';
+    $('backend').textContent = `backend: ${i.backend}${threads} (${i.backendReason})`;
+    $('threads').textContent = i.threadsReason;
     document.body.dataset.backend = i.backend;
     $('chat').hidden = false;
     messages = [];

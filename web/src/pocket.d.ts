@@ -39,6 +39,14 @@ export interface LoadOptions {
   /** "auto" (default): WebGPU on a real GPU; the CPU backend without WebGPU or an
    * adapter; on a software adapter (SwiftShader, …) the faster of the two, measured. */
   backend?: 'webgpu' | 'cpu' | 'auto';
+  /** The CPU backend's threads (1 to 64; default: the cores, at most 8). More than one
+   * needs a Worker of a cross-origin-isolated page with shared WebAssembly.Memory, else
+   * the load runs on one thread (`info.threadsReason` says why). Only loads sure to run on
+   * the CPU backend (backend "cpu", or "auto" without WebGPU) use threads. The first
+   * threaded load in a page or Worker fixes the count. */
+  threads?: number;
+  /** Where threads/pocketrt_bg.wasm (the threaded build) is (default: next to its module). */
+  threadedWasmUrl?: string | URL;
 }
 
 export interface LoadInfo {
@@ -52,6 +60,9 @@ export interface LoadInfo {
   /** The backend that runs the model, and why it was chosen. */
   backend: 'webgpu' | 'cpu';
   backendReason: string;
+  /** Threads the CPU backend runs on (1: the single-threaded build), and why. */
+  threads: number;
+  threadsReason: string;
 }
 
 export interface TokenPiece {
@@ -87,7 +98,17 @@ export interface GenerateStats {
 }
 
 export declare function hasWebGPU(): boolean;
-export declare function initPocket(wasmUrl?: string | URL): Promise<unknown>;
+export interface InitOptions {
+  threads?: number;
+  threadedWasmUrl?: string | URL;
+  backend?: 'webgpu' | 'cpu' | 'auto';
+}
+/** Initialise the wasm module once (the threaded build where it can run); resolves with
+ * the thread count and why (and the glue module and its exports, untyped). */
+export declare function initPocket(
+  wasmUrl?: string | URL,
+  options?: InitOptions,
+): Promise<{ wasm: unknown; exports: unknown; threads: number; threadsReason: string }>;
 export declare function wasmMemoryBytes(): Promise<number>;
 export declare function pocketError(message: string, code: string): PocketError;
 
@@ -96,6 +117,8 @@ export declare class Pocket {
   readonly info: LoadInfo;
   readonly backend: 'webgpu' | 'cpu';
   readonly backendReason: string;
+  /** Threads the CPU backend runs on. */
+  readonly threads: number;
   encode(text: string): number[];
   decode(ids: ArrayLike<number>): string;
   generate(prompt: string | ArrayLike<number>, options?: GenerateOptions): AsyncGenerator<string>;
@@ -109,6 +132,7 @@ export declare class RemoteModel {
   readonly info: LoadInfo;
   readonly backend: 'webgpu' | 'cpu';
   readonly backendReason: string;
+  readonly threads: number;
   generate(prompt: string | number[], options?: GenerateOptions): AsyncGenerator<string>;
   chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<string>;
   encode(text: string): Promise<number[]>;
@@ -126,8 +150,12 @@ export declare class PocketWorker {
 export interface ThreadSupport {
   crossOriginIsolated: boolean;
   sharedMemory: boolean;
-  /** Whether this build runs the CPU backend on several threads (not yet: see reason). */
-  threads: boolean;
+  /** Whether this code runs in a Worker (threads need one: the main thread must not block). */
+  worker: boolean;
+  /** Threads the CPU backend gets by default when a model loads here (1: single-threaded). */
+  threads: number;
+  /** ... and in a Worker started by this page (`createWorker`). */
+  workerThreads: number;
   /** Headers that make a page cross-origin isolated. */
   headers: Record<string, string>;
   reason: string;
@@ -135,6 +163,11 @@ export interface ThreadSupport {
 
 export declare const THREAD_HEADERS: Readonly<Record<string, string>>;
 export declare function threadSupport(): ThreadSupport;
+/** The threads a load with option `threads` gets here, and why. */
+export declare function plannedThreads(
+  requested?: number,
+  backend?: 'webgpu' | 'cpu' | 'auto',
+): { threads: number; why: string };
 export declare function sharedMemorySupported(): boolean;
 
 export declare function createWorker(url?: string | URL): PocketWorker;

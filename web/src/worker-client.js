@@ -79,6 +79,11 @@ export class RemoteModel {
     return this.info.backendReason;
   }
 
+  /** Threads the CPU backend runs on in the worker (1: the single-threaded build). */
+  get threads() {
+    return this.info.threads;
+  }
+
   generate(prompt, options = {}) {
     return this.#stream('generate', { prompt }, options);
   }

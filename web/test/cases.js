@@ -96,6 +96,22 @@ export async function loadsInLittleMemory(page, server, url, what) {
   assert.ok(growth < 32 * 1048576, `peak wasm memory growth ${mb(growth)} MB < 32 MB`);
 }
 
+/** Serve the bench model as models/bench: POCKETRT_WEB_BENCH_MODEL, else the large
+ * fixture with its bench tokenizer (every id decodes). */
+export function benchModel(server, scratch) {
+  if (server.models.bench) return;
+  const large = server.models.large;
+  assert.ok(large, 'POCKETRT_WEB_BENCH_MODEL or POCKETRT_WEB_LARGE names a Pocket-size package');
+  const dir = path.join(scratch, 'bench');
+  fs.mkdirSync(dir);
+  for (const f of fs.readdirSync(large)) fs.symlinkSync(path.join(large, f), path.join(dir, f));
+  const m = manifest(large);
+  m.tokenizer = 'bench-tokenizer.json';
+  fs.rmSync(path.join(dir, 'manifest.json'));
+  fs.writeFileSync(path.join(dir, 'manifest.json'), JSON.stringify(m));
+  server.models.bench = dir;
+}
+
 export const tests = {
   async webgpu_adapter_is_available({ page, server }) {
     await plainPage(page, server);
@@ -289,7 +305,7 @@ export const tests = {
     await page.waitForSelector('#nogpu:not([hidden])');
     assert.match(await page.textContent('#nogpu'), /WebGPU is not available/);
     await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
-    assert.match(await page.textContent('#backend'), /^backend: cpu \(requested/);
+    assert.match(await page.textContent('#backend'), /^backend: cpu, \d+ threads? \(requested/);
   },
 
   async the_cpu_backend_generates_like_native_and_reloads_from_the_cache({ page, server, fixture }) {
@@ -319,19 +335,6 @@ export const tests = {
     const tokens = await generateTokens(page, want);
     const native = r.info.backend === 'cpu' ? want.cpu_tokens : want.tokens;
     assert.deepEqual(tokens, native, `tokens equal native on the chosen ${r.info.backend}`);
-  },
-
-  async thread_support_is_detected_and_the_test_server_isolates_pages({ page, server }) {
-    await plainPage(page, server);
-    const t = await page.evaluate(async () => (await import('/pkg/pocket.js')).threadSupport());
-    assert.equal(t.crossOriginIsolated, true, 'the server sends COOP/COEP');
-    assert.equal(t.sharedMemory, true, 'Chromium has shared WebAssembly.Memory when isolated');
-    assert.equal(t.threads, false);
-    assert.match(t.reason, /atomics/);
-    assert.deepEqual(t.headers, {
-      'Cross-Origin-Opener-Policy': 'same-origin',
-      'Cross-Origin-Embedder-Policy': 'require-corp',
-    });
   },
 
   async a_150_mb_package_loads_with_under_32_mb_of_wasm_memory_growth({ page, server }) {
@@ -367,19 +370,7 @@ export const tests = {
   // (wllama's 2-thread figure on the CI machine) on the auto-chosen backend.
   async bench_pocket_size_decodes_at_least_9_3_tokens_per_second_on_auto({ page, server, scratch }) {
     const BAR = 9.3;
-    if (!server.models.bench) {
-      // The large fixture, served with its bench tokenizer (every id decodes).
-      const large = server.models.large;
-      assert.ok(large, 'POCKETRT_WEB_BENCH_MODEL or POCKETRT_WEB_LARGE names a Pocket-size package');
-      const dir = path.join(scratch, 'bench');
-      fs.mkdirSync(dir);
-      for (const f of fs.readdirSync(large)) fs.symlinkSync(path.join(large, f), path.join(dir, f));
-      const m = manifest(large);
-      m.tokenizer = 'bench-tokenizer.json';
-      fs.rmSync(path.join(dir, 'manifest.json'));
-      fs.writeFileSync(path.join(dir, 'manifest.json'), JSON.stringify(m));
-      server.models.bench = dir;
-    }
+    benchModel(server, scratch);
     await plainPage(page, server);
     const r = await load(page, '/models/bench/', { backend: 'auto', cache: false, contextLength: 512 });
     assert.ok(r.info, `load failed: ${r.code} ${r.message}`);

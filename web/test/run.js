@@ -10,8 +10,9 @@ import { launch } from './browser.js';
 import { createServer } from './serve.js';
 import { tests as packageTests } from './cases.js';
 import { tests as ggufHubTests } from './cases-gguf-hub.js';
+import { tests as threadTests } from './cases-threads.js';
 
-const tests = { ...packageTests, ...ggufHubTests };
+const tests = { ...packageTests, ...ggufHubTests, ...threadTests };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = process.env.POCKETRT_WEB_FIXTURE;

@@ -49,8 +49,9 @@ export function createServer({ models = {}, hub = {}, port = 0 } = {}) {
   };
   const requests = [];
   // Latency added to shard responses (a slow network for the cache tests); noRanges: answer
-  // range requests with the whole file (a server without range support).
-  const state = { shardDelayMs: 0, noRanges: false };
+  // range requests with the whole file (a server without range support); isolated: send
+  // COOP/COEP (false: a server that does not, so no wasm threads).
+  const state = { shardDelayMs: 0, noRanges: false, isolated: true };
   const server = http.createServer((req, res) => {
     if (state.shardDelayMs && req.url.endsWith('.bin')) {
       setTimeout(() => respond(req, res), state.shardDelayMs);
@@ -95,8 +96,10 @@ export function createServer({ models = {}, hub = {}, port = 0 } = {}) {
       'cache-control': 'no-store',
       'accept-ranges': 'bytes',
       // Cross-origin isolation: shared WebAssembly.Memory (wasm threads) needs it.
-      'cross-origin-opener-policy': 'same-origin',
-      'cross-origin-embedder-policy': 'require-corp',
+      ...(state.isolated && {
+        'cross-origin-opener-policy': 'same-origin',
+        'cross-origin-embedder-policy': 'require-corp',
+      }),
     };
     const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
     if (range && !state.noRanges) {

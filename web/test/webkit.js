@@ -116,14 +116,15 @@ try {
        const state = document.body.dataset.state;
        if (state === 'ready' || state === 'error') {
          done({ state, backend: document.getElementById('backend').textContent,
+                threads: document.getElementById('threads').textContent,
                 error: document.getElementById('error').textContent });
        } else setTimeout(poll, 100);
      };
      poll();`,
   );
   assert.equal(demo.state, 'ready', `the demo loads in WebKit: ${demo.error}`);
-  assert.match(demo.backend, /^backend: cpu \(no WebGPU/);
-  console.log(`ok   webkit demo: ${demo.backend}`);
+  assert.match(demo.backend, /^backend: cpu, \d+ threads? \(no WebGPU/);
+  console.log(`ok   webkit demo: ${demo.backend}; ${demo.threads}`);
 } catch (e) {
   failed = true;
   console.log(`FAIL webkit: ${e.stack ?? e}`);

@@ -1,5 +1,6 @@
 //! Matrix-vector products over Q4 g64 matrices with int8 activations, rows split across
-//! threads (rayon natively, in order on wasm), and the fused gate/up + SwiGLU product.
+//! threads (rayon natively and in the threaded wasm build, feature `wasm-threads`; in order
+//! in the single-threaded wasm build), and the fused gate/up + SwiGLU product.
 
 use super::acts::Acts;
 use super::kernel::Kernel;
@@ -15,11 +16,12 @@ const TASKS_PER_THREAD: usize = 4;
 /// Rows of gate and up computed together before the SwiGLU (two stack buffers).
 const SWIGLU_ROWS: usize = 64;
 
-/// Threads the row split targets.
+/// Threads the row split targets (in the threaded wasm build: the Web Workers of the pool
+/// `initThreadPool` started).
 pub fn threads() -> usize {
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
     return rayon::current_num_threads();
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(all(target_arch = "wasm32", not(feature = "wasm-threads")))]
     1
 }
 
@@ -30,20 +32,20 @@ pub fn rows_per_task(rows: usize) -> usize {
 }
 
 /// Run `task(first_row, chunk)` over consecutive chunks of `chunk_rows` rows of `out`:
-/// in parallel natively, in order on wasm.
+/// in parallel on rayon's threads, in order in the single-threaded wasm build.
 pub fn for_row_chunks(
     out: &mut [f32],
     chunk_rows: usize,
     task: impl Fn(usize, &mut [f32]) + Sync + Send,
 ) {
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
     {
         use rayon::prelude::*;
         out.par_chunks_mut(chunk_rows)
             .enumerate()
             .for_each(|(i, chunk)| task(i * chunk_rows, chunk));
     }
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(all(target_arch = "wasm32", not(feature = "wasm-threads")))]
     for (i, chunk) in out.chunks_mut(chunk_rows).enumerate() {
         task(i * chunk_rows, chunk);
     }

@@ -6,7 +6,9 @@
 //! llama.cpp's Q4_1 × Q8_1); `F32` keeps the oracle's numbers exactly. The kernel
 //! ([`Kernel`]) is picked at run time: AVX2+FMA+F16C on x86-64, NEON on aarch64, simd128
 //! on wasm when compiled with it, portable Rust elsewhere. Matrix rows are split across
-//! rayon's threads natively; on wasm everything runs on one thread.
+//! rayon's threads natively and in the threaded wasm build (feature `wasm-threads`: a pool
+//! of Web Workers sharing the module's memory, started by `initThreadPool`); the plain wasm
+//! build runs everything on one thread.
 //!
 //! The plain oracle (`cpu::Model`) is the reference this backend is tested against: in
 //! f32 it differs only in summation order; in int8 by the activation rounding

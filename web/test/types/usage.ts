@@ -4,7 +4,9 @@ import Pocket, {
   createWorker,
   hasWebGPU,
   initPocket,
+  plannedThreads,
   pocketError,
+  threadSupport,
   wasmMemoryBytes,
   type ChatMessage,
   type GenerateOptions,
@@ -19,7 +21,8 @@ import Pocket, {
 
 export async function page(out: { textContent: string | null }): Promise<void> {
   if (!hasWebGPU()) return;
-  await initPocket(new URL('pocketrt_bg.wasm', 'https://example.com/'));
+  const init = await initPocket(new URL('pocketrt_bg.wasm', 'https://example.com/'), { threads: 2 });
+  console.log(init.threads + 1, init.threadsReason.length);
   const controller = new AbortController();
   const options: LoadOptions = {
     onProgress: (e: LoadProgress) => console.log(e.phase, e.loaded, e.total, e.shard, e.shards),
@@ -28,10 +31,13 @@ export async function page(out: { textContent: string | null }): Promise<void> {
     parallel: 4,
     cache: true,
     hubEndpoint: 'https://huggingface.co',
+    threads: threadSupport().workerThreads,
+    threadedWasmUrl: 'threads/pocketrt_bg.wasm',
   };
   const model: Pocket = await Pocket.load('taobao-mnn/MNN-Pocket-0.3B-GGUF', options);
   const info: LoadInfo = model.info;
-  const count: number = info.shards + info.shardsFromCache + info.shardsFetched + info.bytes;
+  const count: number = info.shards + info.shardsFromCache + info.shardsFetched + info.bytes + info.threads;
+  console.log(model.threads, info.threadsReason, plannedThreads(4).why);
   const gen: GenerateOptions = {
     maxTokens: 64,
     temperature: 0.7,
@@ -54,7 +60,7 @@ export async function page(out: { textContent: string | null }): Promise<void> {
   const worker = createWorker();
   const remote: RemoteModel = await worker.load('/models/pocket/', { files: { 'manifest.json': 'blob:x' } });
   for await (const piece of remote.chat(messages, { maxTokens: 8 })) out.textContent += piece;
-  console.log(await remote.encode('x'), (await remote.stats())?.generatedTokens);
+  console.log(await remote.encode('x'), (await remote.stats())?.generatedTokens, remote.threads);
   await remote.unload();
   worker.terminate();
 
