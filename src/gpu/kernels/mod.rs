@@ -8,6 +8,7 @@ pub mod attention_prefill;
 pub mod embed_prefill;
 pub mod embed_q4;
 pub mod gemm_q4;
+mod gemm_q4_lanes;
 pub mod gemv_q4;
 pub mod read_bench;
 pub mod rmsnorm;
@@ -104,6 +105,20 @@ impl KernelPipeline {
 
     /// Bind whole buffers, one per slot, and pair them with a workgroup count.
     pub fn dispatch(&self, ctx: &GpuContext, buffers: &[&wgpu::Buffer], groups: u32) -> Dispatch {
+        let ranges: Vec<wgpu::BufferBinding> = buffers
+            .iter()
+            .map(|b| b.as_entire_buffer_binding())
+            .collect();
+        self.dispatch_ranges(ctx, &ranges, groups)
+    }
+
+    /// [`KernelPipeline::dispatch`] with buffer ranges (offset and size) per slot.
+    pub fn dispatch_ranges(
+        &self,
+        ctx: &GpuContext,
+        buffers: &[wgpu::BufferBinding],
+        groups: u32,
+    ) -> Dispatch {
         assert_eq!(
             buffers.len(),
             self.slots.len(),
@@ -117,7 +132,7 @@ impl KernelPipeline {
             .enumerate()
             .map(|(i, b)| wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: b.as_entire_binding(),
+                resource: wgpu::BindingResource::Buffer(b.clone()),
             })
             .collect();
         let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
