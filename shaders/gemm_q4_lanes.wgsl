@@ -24,7 +24,8 @@ struct Tile {
 }
 
 @group(0) @binding(1) var<uniform> tile: Tile;
-@group(0) @binding(2) var<storage, read> codes: array<vec4<u32>>;
+// The code words (8 per row and group), read one u32 per lane.
+@group(0) @binding(2) var<storage, read> codes: array<u32>;
 @group(0) @binding(3) var<storage, read> qparams: array<u32>;
 @group(0) @binding(6) var<storage, read> bias: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
@@ -41,57 +42,27 @@ fn quad(acc: vec4<f32>, wl: vec4<f32>, wh: vec4<f32>, t0: u32, kv: u32) -> vec4<
         dot(wl, x[b + 3u * s]) + dot(wh, x[b + 3u * s + 1u]));
 }
 
-// The TOKENS sums of one matrix row, in a[0..TOKENS / 4].
-struct Sums {
-    a0: vec4<f32>,
-    a1: vec4<f32>,
-    a2: vec4<f32>,
-    a3: vec4<f32>,
-}
-
-// Add code word w (8 weights, values kv·4 .. kv·4 + 7; p = (scale, min)) into the sums.
-fn word(s: ptr<function, Sums>, w: u32, p: vec2<f32>, kv: u32) {
+// The 8 weights of code word w (values kv·4 .. kv·4 + 7; p = (scale, min)), times the
+// norm weights when NORM: (first 4, last 4).
+fn weights(w: u32, p: vec2<f32>, kv: u32) -> array<vec4<f32>, 2> {
     var wl = lo4(w) * p.x + p.y;
     var wh = hi4(w) * p.x + p.y;
     if (NORM) {
         wl *= norm_w[kv];
         wh *= norm_w[kv + 1u];
     }
-    (*s).a0 = quad((*s).a0, wl, wh, 0u, kv);
-    if (TOKENS > 4u) {
-        (*s).a1 = quad((*s).a1, wl, wh, 4u, kv);
-    }
-    if (TOKENS > 8u) {
-        (*s).a2 = quad((*s).a2, wl, wh, 8u, kv);
-        (*s).a3 = quad((*s).a3, wl, wh, 12u, kv);
-    }
+    return array<vec4<f32>, 2>(wl, wh);
 }
 
-// Add quant group g of matrix row r into the sums.
-fn group(s: ptr<function, Sums>, r: u32, g: u32) {
-    let p = unpack2x16float(qparams[r * (K / 64u) + g]);
-    let c0 = codes[r * (K / 32u) + 2u * g];
-    let c1 = codes[r * (K / 32u) + 2u * g + 1u];
-    let kv = 16u * g;
-    word(s, c0.x, p, kv);
-    word(s, c0.y, p, kv + 2u);
-    word(s, c0.z, p, kv + 4u);
-    word(s, c0.w, p, kv + 6u);
-    word(s, c1.x, p, kv + 8u);
-    word(s, c1.y, p, kv + 10u);
-    word(s, c1.z, p, kv + 12u);
-    word(s, c1.w, p, kv + 14u);
-}
-
-// Sum t (< TOKENS) of s.
-fn pick(s: Sums, t: u32) -> f32 {
-    var q = s.a0;
+// Sum t (< TOKENS) of the sums a0..a3 (tokens 4·i .. 4·i + 3 in ai).
+fn pick(a0: vec4<f32>, a1: vec4<f32>, a2: vec4<f32>, a3: vec4<f32>, t: u32) -> f32 {
+    var q = a0;
     if (t >= 12u) {
-        q = s.a3;
+        q = a3;
     } else if (t >= 8u) {
-        q = s.a2;
+        q = a2;
     } else if (t >= 4u) {
-        q = s.a1;
+        q = a1;
     }
     return q[t % 4u];
 }
@@ -101,13 +72,46 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let o_raw = wid.x * WG + lid;
     // Rows past N repeat row N - 1 (all lanes run the loop); they are never written.
     let o = min(o_raw, N - 1u);
-    let zero = vec4<f32>(0.0);
-    var gate = Sums(zero, zero, zero, zero);
-    var up = Sums(zero, zero, zero, zero);
+    // Sums of tokens 4·i .. 4·i + 3 in gi (gate or plain row) and ui (up row); plain
+    // vec4 variables, not arrays or structs, so that they stay in registers.
+    var g0 = vec4<f32>(0.0);
+    var g1 = vec4<f32>(0.0);
+    var g2 = vec4<f32>(0.0);
+    var g3 = vec4<f32>(0.0);
+    var u0 = vec4<f32>(0.0);
+    var u1 = vec4<f32>(0.0);
+    var u2 = vec4<f32>(0.0);
+    var u3 = vec4<f32>(0.0);
+    let up = o + N;
     for (var g = 0u; g < K / 64u; g++) {
-        group(&gate, o, g);
+        let pg = unpack2x16float(qparams[o * (K / 64u) + g]);
+        var pu = pg;
         if (EPILOGUE == 2u) {
-            group(&up, o + N, g);
+            pu = unpack2x16float(qparams[up * (K / 64u) + g]);
+        }
+        for (var j = 0u; j < 8u; j++) {
+            // Word j of the group: values 8·j .. 8·j + 7, x vec4s kv and kv + 1.
+            let kv = 16u * g + 2u * j;
+            let wg = weights(codes[o * (K / 8u) + 8u * g + j], pg, kv);
+            g0 = quad(g0, wg[0], wg[1], 0u, kv);
+            if (TOKENS > 4u) {
+                g1 = quad(g1, wg[0], wg[1], 4u, kv);
+            }
+            if (TOKENS > 8u) {
+                g2 = quad(g2, wg[0], wg[1], 8u, kv);
+                g3 = quad(g3, wg[0], wg[1], 12u, kv);
+            }
+            if (EPILOGUE == 2u) {
+                let wu = weights(codes[up * (K / 8u) + 8u * g + j], pu, kv);
+                u0 = quad(u0, wu[0], wu[1], 0u, kv);
+                if (TOKENS > 4u) {
+                    u1 = quad(u1, wu[0], wu[1], 4u, kv);
+                }
+                if (TOKENS > 8u) {
+                    u2 = quad(u2, wu[0], wu[1], 8u, kv);
+                    u3 = quad(u3, wu[0], wu[1], 12u, kv);
+                }
+            }
         }
     }
     if (o_raw >= N) {
@@ -122,6 +126,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (NORM) {
             scale = tile.scale[t / 4u][t % 4u];
         }
-        finish(m, o, scale * pick(gate, t), scale * pick(up, t));
+        finish(m, o, scale * pick(g0, g1, g2, g3, t), scale * pick(u0, u1, u2, u3, t));
     }
 }
