@@ -11,14 +11,8 @@
 // per-lane memory). Lanes of one SIMD batch share ty, so their x loads are broadcasts.
 // The loaders of token row r also sum r's x² for the fused norm.
 
-override N: u32;
-override K: u32;
-override EPILOGUE: u32 = 0u;
-override HAS_BIAS: bool = false;
-override NORM: bool = false;
-override EPS: f32 = 1e-6;
-
-// `Chunk` and binding 0 (`chunk`) come from chunk.wgsl.
+// `Chunk` and binding 0 (`chunk`) come from chunk.wgsl; the constants, lo4/hi4 and
+// `finish` from gemm_q4_common.wgsl.
 @group(0) @binding(1) var<storage, read> codes: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> qparams: array<u32>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
@@ -35,38 +29,6 @@ var<workgroup> xs: array<vec4<f32>, 512>; // [BM][KV4]
 var<workgroup> ws: array<vec4<f32>, 512>; // [BN][KV4]
 // After the K loop, xs[i].x holds loader i's half-row sum of x² (the fused norm), so the
 // workgroup stays within WebGPU's default 16 KiB of workgroup storage.
-
-fn parts() -> u32 {
-    return select(1u, 2u, EPILOGUE == 2u);
-}
-
-fn lo4(w: u32) -> vec4<f32> {
-    return vec4<f32>(unpack4xU8(w & 0x0F0F0F0Fu));
-}
-
-fn hi4(w: u32) -> vec4<f32> {
-    return vec4<f32>(unpack4xU8((w >> 4u) & 0x0F0F0F0Fu));
-}
-
-// Write output (m, o) from its matrix-row sums (up unused unless SwiGLU).
-fn finish(m: u32, o: u32, gate_in: f32, up_in: f32) {
-    var g = gate_in;
-    var u = up_in;
-    if (HAS_BIAS) {
-        g += bias[o];
-        if (EPILOGUE == 2u) {
-            u += bias[o + N];
-        }
-    }
-    let i = m * N + o;
-    if (EPILOGUE == 1u) {
-        out[i] = out[i] + g;
-    } else if (EPILOGUE == 2u) {
-        out[i] = g / (1.0 + exp(-g)) * u;
-    } else {
-        out[i] = g;
-    }
-}
 
 // The four sums of token row `m` (tile columns tx + 8·j in acc's components).
 fn write_row(m: u32, n0: u32, tx: u32, acc: vec4<f32>, scale: f32) {

@@ -3,20 +3,24 @@
 //! K = 64 (one quant group, two K tiles), 192 and 896 (odd numbers of groups); N odd and
 //! not a multiple of the 64-row tile; every epilogue, with bias and with the fused norm.
 //! (K is always a multiple of the 32-wide K tile: the quant group is 64.)
+//! Every case runs in both variants (workgroup tiles, the GPU design; row lanes, the
+//! CPU-adapter design), whatever the adapter.
 //! Tolerance as the GEMV's: ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K); a wrong code, row, column
 //! or epilogue is off by ≥ 1e-2.
 
 mod gpu_common;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
-use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4};
+use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4, GemmVariant};
 use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvSpec};
 use pocketrt::quant::Q4Tensor;
 
 const EPS: f32 = 1e-6;
 
+const VARIANTS: [GemmVariant; 2] = [GemmVariant::WorkgroupTiles, GemmVariant::RowLanes];
+
 /// Run one GEMM on the GPU and the reference on the CPU; returns (gpu, reference).
-fn run_case(spec: GemvSpec, m: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
     let ctx = gpu();
     let (n, k) = (spec.n, spec.k);
     let mut rng = Rng::new(seed);
@@ -62,7 +66,8 @@ fn run_case(spec: GemvSpec, m: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
         }
     }
 
-    let kernel = GemmQ4::new(ctx, spec).unwrap();
+    let kernel = GemmQ4::with_variant(ctx, variant, spec).unwrap();
+    assert_eq!(kernel.variant(), variant);
     let chunk = ctx.uniform("chunk", 16);
     let uniform = ChunkUniform {
         start: 0,
@@ -73,7 +78,10 @@ fn run_case(spec: GemvSpec, m: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
         .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
     let codes = ctx.storage_init("codes", &w.codes).unwrap();
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
-    let xb = ctx.storage_init("x", &x_in).unwrap();
+    // x holds whole tiles of the row-lanes variant; the padding rows must not matter.
+    let mut x_padded = x_in.clone();
+    x_padded.resize(kernel.x_rows(m) * k, 1e30);
+    let xb = ctx.storage_init("x", &x_padded).unwrap();
     let nb = ctx.storage_init("norm", &norm_w).unwrap();
     let bb = ctx.storage_init("bias", &bias).unwrap();
     let out = ctx.storage_init("out", &out0).unwrap();
@@ -81,15 +89,18 @@ fn run_case(spec: GemvSpec, m: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
     let d = kernel
         .dispatch(ctx, &chunk, &codes, &qparams, &xb, norm, &bb, &out, m)
         .unwrap();
-    pocketrt::gpu::kernels::run(ctx, &[&d]);
+    d.run(ctx, m).unwrap();
     (ctx.read_f32(&out, m * n).unwrap(), want)
 }
 
 fn check(spec: GemvSpec, ms: &[usize], seed: u64) {
-    for &m in ms {
-        let (got, want) = run_case(spec, m, seed + m as u64);
+    for (&m, variant) in ms
+        .iter()
+        .flat_map(|m| VARIANTS.iter().map(move |v| (m, *v)))
+    {
+        let (got, want) = run_case(variant, spec, m, seed + m as u64);
         let what = format!(
-            "GEMM M {m} N {} K {} {:?} bias {} norm {}",
+            "GEMM {variant:?} M {m} N {} K {} {:?} bias {} norm {}",
             spec.n,
             spec.k,
             spec.epilogue,
@@ -143,6 +154,32 @@ fn gemm_fused_gate_up_swiglu_matches_reference() {
 
 #[test]
 fn gemm_rejects_k_not_a_multiple_of_the_group() {
-    let r = GemmQ4::new(gpu(), spec(8, 100, Epilogue::Store, false, false));
+    for variant in VARIANTS {
+        let r = GemmQ4::with_variant(gpu(), variant, spec(8, 100, Epilogue::Store, false, false));
+        assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
+    }
+}
+
+#[test]
+fn gemm_variant_for_a_cpu_adapter_is_row_lanes() {
+    let ctx = gpu();
+    let s = spec(896, 2560, Epilogue::AddInto, false, false);
+    let want = if ctx.adapter.is_cpu {
+        GemmVariant::RowLanes
+    } else {
+        GemmVariant::WorkgroupTiles
+    };
+    assert_eq!(GemmQ4::new(ctx, s).unwrap().variant(), want);
+}
+
+#[test]
+fn gemm_row_lanes_rejects_an_x_buffer_shorter_than_whole_tiles() {
+    let ctx = gpu();
+    let s = spec(8, 64, Epilogue::Store, false, false);
+    let kernel = GemmQ4::with_variant(ctx, GemmVariant::RowLanes, s).unwrap();
+    let chunk = ctx.uniform("chunk", 16);
+    let small = ctx.storage("small", 4 * 64).unwrap();
+    let codes = ctx.storage("codes", 8 * 32).unwrap();
+    let r = kernel.dispatch(ctx, &chunk, &codes, &small, &small, None, &small, &small, 5);
     assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
 }

@@ -1,21 +1,29 @@
 //! Q4 g64 GEMM for batched prefill: `Y[M×N] = X[M×K] · Wᵀ` (+ bias) over the chunk's
 //! `M` token rows, with the GEMV's fused RMSNorm prologue and epilogues (store, residual
-//! add, gate/up + SwiGLU). Tiled in workgroup memory (shaders/gemm_q4.wgsl); `M` comes
+//! add, gate/up + SwiGLU). Two designs behind one wrapper, chosen per adapter as the GEMV
+//! does: tiles in workgroup memory on GPUs (shaders/gemm_q4.wgsl), and on CPU adapters,
+//! where barriers and per-lane storage loads are slow, one row per invocation reusing
+//! each weight across a tile of tokens read as uniforms (gemm_q4_lanes.rs). `M` comes
 //! from the chunk uniform, so one pipeline and bind group serve every chunk size.
 
+use super::gemm_q4_lanes::{tokens_for, Bindings, LanesDispatch, LanesGemm};
 use super::gemv_q4::GemvSpec;
 use super::{Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/gemm_q4.wgsl");
+const COMMON_WGSL: &str = include_str!("../../../shaders/gemm_q4_common.wgsl");
 /// The prefill chunk uniform, prepended to the prefill kernels.
 pub(crate) const CHUNK_WGSL: &str = include_str!("../../../shaders/chunk.wgsl");
 
-/// Token rows per workgroup tile.
+/// Token rows per workgroup tile (workgroup-tiles variant).
 pub const TILE_M: usize = 32;
-/// Matrix rows per workgroup tile.
+/// Matrix rows per workgroup tile (workgroup-tiles variant).
 pub const TILE_N: usize = 32;
+/// The most token rows per tile of the row-lanes variant: x buffers hold whole tiles,
+/// so buffers of a multiple of this many rows suit every GEMM ([`GemmQ4::x_rows`]).
+pub const MAX_LANE_TOKENS: usize = 16;
 
 /// The chunk uniform every prefill kernel reads (`struct Chunk` in shaders/chunk.wgsl).
 #[repr(C)]
@@ -28,14 +36,58 @@ pub struct ChunkUniform {
     pub pad: [u32; 2],
 }
 
+/// Which kernel design computes the GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmVariant {
+    /// 32 × 32 tiles staged in workgroup memory: the design for real GPUs.
+    WorkgroupTiles,
+    /// One row per invocation, each weight reused across a tile of tokens read from a
+    /// uniform binding, no barriers: the design for CPU adapters.
+    RowLanes,
+}
+
+impl GemmVariant {
+    /// The variant suited to the context's adapter (row lanes on CPU adapters where four
+    /// token rows of K fit a uniform binding).
+    pub fn for_adapter(ctx: &GpuContext, spec: &GemvSpec) -> GemmVariant {
+        if ctx.adapter.is_cpu && tokens_for(ctx, spec.k).is_some() {
+            GemmVariant::RowLanes
+        } else {
+            GemmVariant::WorkgroupTiles
+        }
+    }
+}
+
+enum Kernel {
+    Tiles(KernelPipeline),
+    Lanes(LanesGemm),
+}
+
 /// A GEMM of fixed N and K (the [`GemvSpec`] of the matching GEMV).
 pub struct GemmQ4 {
-    kernel: KernelPipeline,
+    kernel: Kernel,
     pub spec: GemvSpec,
 }
 
+/// A bound GEMM, ready to encode for any M up to the `max_m` it was bound for.
+pub struct GemmDispatch {
+    inner: Inner,
+    spec: GemvSpec,
+}
+
+enum Inner {
+    Tiles(Dispatch),
+    Lanes(LanesDispatch),
+}
+
 impl GemmQ4 {
+    /// The GEMM of `spec` in the adapter's variant ([`GemmVariant::for_adapter`]).
     pub fn new(ctx: &GpuContext, spec: GemvSpec) -> Result<GemmQ4> {
+        Self::with_variant(ctx, GemmVariant::for_adapter(ctx, &spec), spec)
+    }
+
+    /// The GEMM of `spec` in `variant` (any variant runs on any adapter).
+    pub fn with_variant(ctx: &GpuContext, variant: GemmVariant, spec: GemvSpec) -> Result<GemmQ4> {
         let (n, k) = (spec.n, spec.k);
         if n == 0 || k == 0 || k % 64 != 0 || n > u32::MAX as usize / 2 {
             return Err(Error::InvalidArgument(format!(
@@ -50,42 +102,48 @@ impl GemmQ4 {
             ("NORM", if spec.norm_eps.is_some() { 1.0 } else { 0.0 }),
             ("EPS", f64::from(spec.norm_eps.unwrap_or(0.0))),
         ];
-        let slots = [
-            Slot::Uniform,
-            Slot::Read,
-            Slot::Read,
-            Slot::Read,
-            Slot::Read,
-            Slot::Read,
-            Slot::ReadWrite,
-        ];
-        let source = [CHUNK_WGSL, WGSL].concat();
-        Ok(GemmQ4 {
-            kernel: KernelPipeline::new(ctx, "gemm_q4", &source, &slots, &constants),
-            spec,
-        })
+        let kernel = match variant {
+            GemmVariant::RowLanes => Kernel::Lanes(LanesGemm::new(ctx, spec, &constants)?),
+            GemmVariant::WorkgroupTiles => {
+                let slots = [
+                    Slot::Uniform,
+                    Slot::Read,
+                    Slot::Read,
+                    Slot::Read,
+                    Slot::Read,
+                    Slot::Read,
+                    Slot::ReadWrite,
+                ];
+                let source = [CHUNK_WGSL, COMMON_WGSL, WGSL].concat();
+                Kernel::Tiles(KernelPipeline::new(
+                    ctx, "gemm_q4", &source, &slots, &constants,
+                ))
+            }
+        };
+        Ok(GemmQ4 { kernel, spec })
     }
 
-    /// The workgroup grid for `m` token rows: output tiles along x, token tiles along y.
-    /// An error when the grid exceeds the per-dimension limit.
-    pub fn grid(&self, m: usize) -> Result<[u32; 3]> {
-        let outs_per_tile = TILE_N / self.spec.epilogue.parts();
-        let x = self.spec.n.div_ceil(outs_per_tile);
-        let y = m.div_ceil(TILE_M);
-        if x > MAX_GROUPS_PER_DIM as usize || y > MAX_GROUPS_PER_DIM as usize {
-            return Err(Error::InvalidArgument(format!(
-                "GEMM of {m} × {} needs a {x} × {y} grid, over the per-dimension limit",
-                self.spec.n
-            )));
+    pub fn variant(&self) -> GemmVariant {
+        match self.kernel {
+            Kernel::Tiles(_) => GemmVariant::WorkgroupTiles,
+            Kernel::Lanes(_) => GemmVariant::RowLanes,
         }
-        Ok([x as u32, y as u32, 1])
+    }
+
+    /// Token rows a buffer bound as x must hold for `m` rows (the row-lanes variant reads
+    /// whole tiles; rows past `m` are read but never affect an output).
+    pub fn x_rows(&self, m: usize) -> usize {
+        match &self.kernel {
+            Kernel::Tiles(_) => m,
+            Kernel::Lanes(l) => l.x_rows(m),
+        }
     }
 
     /// Bind `chunk` ([`ChunkUniform`]; its `count` is M), the matrix (`parts · n` rows of
-    /// k), `x` (M × k floats), the norm weights (k floats; exactly when the spec fuses a
-    /// norm), `bias` (`parts · n` floats, or any small buffer) and `out` (M × n floats).
-    /// The returned dispatch's grid is for `max_m` rows; encode it with
-    /// [`Dispatch::encode_grid`] and [`GemmQ4::grid`] for fewer.
+    /// k), `x` ([`GemmQ4::x_rows`]`(max_m)` × k floats; storage buffers of
+    /// `GpuContext::storage`, which also allow uniform use), the norm weights (k floats;
+    /// exactly when the spec fuses a norm), `bias` (`parts · n` floats, or any small
+    /// buffer) and `out` (M × n floats), for up to `max_m` token rows.
     #[allow(clippy::too_many_arguments)]
     pub fn dispatch(
         &self,
@@ -98,20 +156,75 @@ impl GemmQ4 {
         bias: &wgpu::Buffer,
         out: &wgpu::Buffer,
         max_m: usize,
-    ) -> Result<Dispatch> {
+    ) -> Result<GemmDispatch> {
         assert_eq!(
             norm_weight.is_some(),
             self.spec.norm_eps.is_some(),
             "gemm_q4: norm weights are bound exactly when the norm is fused"
         );
-        let grid = self.grid(max_m)?;
-        let norm = norm_weight.unwrap_or(x);
-        let mut d = self.kernel.dispatch(
-            ctx,
-            &[chunk, codes, qparams, x, norm, bias, out],
-            grid[0] * grid[1],
-        );
-        d.grid = grid;
-        Ok(d)
+        let inner = match &self.kernel {
+            Kernel::Tiles(kernel) => {
+                let grid = tiles_grid(&self.spec, max_m)?;
+                let norm = norm_weight.unwrap_or(x);
+                let buffers = [chunk, codes, qparams, x, norm, bias, out];
+                Inner::Tiles(kernel.dispatch(ctx, &buffers, grid[0] * grid[1]))
+            }
+            Kernel::Lanes(kernel) => {
+                let b = Bindings {
+                    chunk,
+                    codes,
+                    qparams,
+                    x,
+                    norm_weight,
+                    bias,
+                    out,
+                };
+                Inner::Lanes(kernel.dispatch(ctx, &b, max_m)?)
+            }
+        };
+        Ok(GemmDispatch {
+            inner,
+            spec: self.spec,
+        })
+    }
+}
+
+/// The workgroup-tiles grid for `m` token rows: output tiles along x, token tiles along
+/// y. An error when the grid exceeds the per-dimension limit.
+fn tiles_grid(spec: &GemvSpec, m: usize) -> Result<[u32; 3]> {
+    let outs_per_tile = TILE_N / spec.epilogue.parts();
+    let x = spec.n.div_ceil(outs_per_tile);
+    let y = m.div_ceil(TILE_M);
+    if x > MAX_GROUPS_PER_DIM as usize || y > MAX_GROUPS_PER_DIM as usize {
+        return Err(Error::InvalidArgument(format!(
+            "GEMM of {m} × {} needs a {x} × {y} grid, over the per-dimension limit",
+            spec.n
+        )));
+    }
+    Ok([x as u32, y as u32, 1])
+}
+
+impl GemmDispatch {
+    /// Encode the GEMM of `m` token rows (the chunk uniform's count; at most the bound
+    /// `max_m`).
+    pub fn encode(&self, pass: &mut wgpu::ComputePass<'_>, m: usize) -> Result<()> {
+        match &self.inner {
+            Inner::Tiles(d) => {
+                d.encode_grid(pass, tiles_grid(&self.spec, m)?);
+                Ok(())
+            }
+            Inner::Lanes(d) => d.encode(pass, m),
+        }
+    }
+
+    /// Encode for `m` rows in one pass of its own and submit it.
+    pub fn run(&self, ctx: &GpuContext, m: usize) -> Result<()> {
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            self.encode(&mut pass, m)?;
+        }
+        ctx.queue.submit([enc.finish()]);
+        Ok(())
     }
 }

@@ -8,6 +8,7 @@ pub mod attention_prefill;
 pub mod embed_prefill;
 pub mod embed_q4;
 pub mod gemm_q4;
+mod gemm_q4_lanes;
 pub mod gemv_q4;
 pub mod read_bench;
 pub mod rmsnorm;
@@ -37,9 +38,11 @@ pub enum Slot {
 }
 
 /// What fills one slot at dispatch.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub enum Binding<'a> {
     Buffer(&'a wgpu::Buffer),
+    /// A range of a buffer (offset and size).
+    Range(wgpu::BufferBinding<'a>),
     Texture(&'a wgpu::TextureView),
 }
 
@@ -128,7 +131,18 @@ impl KernelPipeline {
         self.dispatch_bindings(ctx, &bindings, groups)
     }
 
-    /// [`KernelPipeline::dispatch`] with textures among the resources.
+    /// [`KernelPipeline::dispatch`] with buffer ranges (offset and size) per slot.
+    pub fn dispatch_ranges(
+        &self,
+        ctx: &GpuContext,
+        buffers: &[wgpu::BufferBinding],
+        groups: u32,
+    ) -> Dispatch {
+        let bindings: Vec<Binding> = buffers.iter().cloned().map(Binding::Range).collect();
+        self.dispatch_bindings(ctx, &bindings, groups)
+    }
+
+    /// [`KernelPipeline::dispatch`] with textures or buffer ranges among the resources.
     pub fn dispatch_bindings(
         &self,
         ctx: &GpuContext,
@@ -148,8 +162,9 @@ impl KernelPipeline {
             .enumerate()
             .map(|(i, b)| wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: match *b {
+                resource: match b {
                     Binding::Buffer(b) => b.as_entire_binding(),
+                    Binding::Range(r) => wgpu::BindingResource::Buffer(r.clone()),
                     Binding::Texture(t) => wgpu::BindingResource::TextureView(t),
                 },
             })

@@ -1,0 +1,199 @@
+//! The CPU-adapter design of the Q4 GEMM (shaders/gemm_q4_lanes.wgsl): one output row per
+//! invocation, each code word loaded once per tile of [`LanesGemm::tokens`] token rows and
+//! reused for all of them, x read from a uniform binding (broadcast loads on CPU
+//! adapters, where storage loads go lane by lane). One dispatch per token tile, each
+//! binding its tile of x; with a fused norm a small pass first writes every row's RMSNorm
+//! factor into the tiles' uniform records.
+
+use super::gemm_q4::CHUNK_WGSL;
+use super::gemv_q4::GemvSpec;
+use super::{grid, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
+use crate::error::{Error, Result};
+use crate::gpu::device::GpuContext;
+
+const COMMON_WGSL: &str = include_str!("../../../shaders/gemm_q4_common.wgsl");
+const LANES_WGSL: &str = include_str!("../../../shaders/gemm_q4_lanes.wgsl");
+const RMS_WGSL: &str = include_str!("../../../shaders/gemm_q4_rms.wgsl");
+
+/// Invocations per workgroup: one 256-bit SIMD batch of f32 lanes.
+const WG: usize = 8;
+/// Bytes between the tiles' uniform records (the uniform offset alignment).
+const TILE_STRIDE: u64 = 256;
+/// Bytes of one tile record (`struct Tile`: start, padding, 16 scales).
+const TILE_BYTES: u64 = 80;
+
+/// Token rows per tile for K inputs: the most of 16, 8, 4 whose x tile fits a uniform
+/// binding (`None` when not even 4 rows fit).
+pub(super) fn tokens_for(ctx: &GpuContext, k: usize) -> Option<usize> {
+    let limit = ctx.limits.max_uniform_buffer_binding_size;
+    [16, 8, 4].into_iter().find(|t| (4 * t * k) as u64 <= limit)
+}
+
+/// The buffers one GEMM binds (see `GemmQ4::dispatch`).
+pub(super) struct Bindings<'a> {
+    pub chunk: &'a wgpu::Buffer,
+    pub codes: &'a wgpu::Buffer,
+    pub qparams: &'a wgpu::Buffer,
+    pub x: &'a wgpu::Buffer,
+    pub norm_weight: Option<&'a wgpu::Buffer>,
+    pub bias: &'a wgpu::Buffer,
+    pub out: &'a wgpu::Buffer,
+}
+
+pub(super) struct LanesGemm {
+    main: KernelPipeline,
+    rms: Option<KernelPipeline>,
+    /// Token rows per tile.
+    pub tokens: usize,
+    spec: GemvSpec,
+}
+
+/// The dispatches of one bound lanes GEMM.
+pub(super) struct LanesDispatch {
+    /// The norm factors pass (fused norm only).
+    rms: Option<Dispatch>,
+    /// One per token tile of the largest M.
+    tiles: Vec<Dispatch>,
+    tokens: usize,
+    /// The tile records (bound by every dispatch; kept alive with them).
+    _records: wgpu::Buffer,
+}
+
+impl LanesGemm {
+    pub(super) fn new(ctx: &GpuContext, spec: GemvSpec, constants: &[(&str, f64)]) -> Result<Self> {
+        let (n, k) = (spec.n, spec.k);
+        let tokens = tokens_for(ctx, k).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "GEMM K {k}: four token rows do not fit a uniform binding"
+            ))
+        })?;
+        if n.div_ceil(WG) > MAX_GROUPS_PER_DIM as usize {
+            return Err(Error::InvalidArgument(format!(
+                "GEMM N {n}: too many rows for one dispatch"
+            )));
+        }
+        let header = format!(
+            "const TOKENS: u32 = {tokens}u;\n\
+             @group(0) @binding(4) var<uniform> x: array<vec4<f32>, {}>;\n\
+             @group(0) @binding(5) var<uniform> norm_w: array<vec4<f32>, {}>;\n",
+            tokens * k / 4,
+            k / 4
+        );
+        let source = [&header, CHUNK_WGSL, COMMON_WGSL, LANES_WGSL].concat();
+        let mut main_constants = constants.to_vec();
+        main_constants.push(("WG", WG as f64));
+        let slots = [
+            Slot::Uniform,
+            Slot::Uniform,
+            Slot::Read,
+            Slot::Read,
+            Slot::Uniform,
+            Slot::Uniform,
+            Slot::Read,
+            Slot::ReadWrite,
+        ];
+        let main = KernelPipeline::new(ctx, "gemm_q4_lanes", &source, &slots, &main_constants);
+        let rms = spec.norm_eps.map(|eps| {
+            let source = [CHUNK_WGSL, RMS_WGSL].concat();
+            let constants = [
+                ("K", k as f64),
+                ("EPS", f64::from(eps)),
+                ("TOKENS", tokens as f64),
+            ];
+            let slots = [Slot::Uniform, Slot::Read, Slot::ReadWrite];
+            KernelPipeline::new(ctx, "gemm_q4_rms", &source, &slots, &constants)
+        });
+        Ok(LanesGemm {
+            main,
+            rms,
+            tokens,
+            spec,
+        })
+    }
+
+    /// x rows a buffer bound as x must hold for `m` token rows (whole tiles).
+    pub(super) fn x_rows(&self, m: usize) -> usize {
+        m.div_ceil(self.tokens) * self.tokens
+    }
+
+    pub(super) fn dispatch(
+        &self,
+        ctx: &GpuContext,
+        b: &Bindings,
+        max_m: usize,
+    ) -> Result<LanesDispatch> {
+        let (t, k) = (self.tokens as u64, self.spec.k as u64);
+        let tiles = max_m.div_ceil(self.tokens);
+        let x_bytes = 4 * k * self.x_rows(max_m) as u64;
+        if b.x.size() < x_bytes {
+            return Err(Error::InvalidArgument(format!(
+                "GEMM x buffer of {} bytes: {max_m} rows need {x_bytes} (whole tiles of {t})",
+                b.x.size()
+            )));
+        }
+        // Tile records: the first row of each tile; the scales are written by the rms pass.
+        let mut records = vec![0u32; tiles * TILE_STRIDE as usize / 4];
+        for (i, r) in records.chunks_mut(TILE_STRIDE as usize / 4).enumerate() {
+            r[0] = (i * self.tokens) as u32;
+        }
+        let tile_buf = ctx.storage_init("gemm tiles", &records)?;
+        let range = |buffer, offset, size| wgpu::BufferBinding {
+            buffer,
+            offset,
+            size: std::num::NonZeroU64::new(size),
+        };
+        fn whole(buffer: &wgpu::Buffer) -> wgpu::BufferBinding<'_> {
+            buffer.as_entire_buffer_binding()
+        }
+        let norm = match b.norm_weight {
+            Some(w) => range(w, 0, 4 * k),
+            None => range(b.x, 0, 4 * k),
+        };
+        let groups = self.spec.n.div_ceil(WG) as u32;
+        let tile_dispatches = (0..tiles as u64)
+            .map(|i| {
+                let bindings = [
+                    whole(b.chunk),
+                    range(&tile_buf, i * TILE_STRIDE, TILE_BYTES),
+                    whole(b.codes),
+                    whole(b.qparams),
+                    range(b.x, i * 4 * t * k, 4 * t * k),
+                    norm.clone(),
+                    whole(b.bias),
+                    whole(b.out),
+                ];
+                self.main.dispatch_ranges(ctx, &bindings, groups)
+            })
+            .collect();
+        let rms = self
+            .rms
+            .as_ref()
+            .map(|p| p.dispatch(ctx, &[b.chunk, b.x, &tile_buf], max_m.div_ceil(WG) as u32));
+        Ok(LanesDispatch {
+            rms,
+            tiles: tile_dispatches,
+            tokens: self.tokens,
+            _records: tile_buf,
+        })
+    }
+}
+
+impl LanesDispatch {
+    /// Encode the GEMM of `m` token rows (at most the dispatch's `max_m`).
+    pub(super) fn encode(&self, pass: &mut wgpu::ComputePass<'_>, m: usize) -> Result<()> {
+        let tiles = m.div_ceil(self.tokens);
+        if tiles > self.tiles.len() {
+            return Err(Error::InvalidArgument(format!(
+                "GEMM of {m} token rows: bound for at most {}",
+                self.tiles.len() * self.tokens
+            )));
+        }
+        if let Some(rms) = &self.rms {
+            rms.encode_grid(pass, grid(m.div_ceil(WG) as u32));
+        }
+        for d in &self.tiles[..tiles] {
+            d.encode(pass);
+        }
+        Ok(())
+    }
+}
