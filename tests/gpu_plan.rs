@@ -57,7 +57,7 @@ fn the_plan_equals_the_bytes_the_engine_allocates() {
     let ctx = gpu();
     for (name, context) in [("qwen3", 64), ("qwen2", 100), ("llama", 7)] {
         let mut src = open(&fixture(name)).unwrap();
-        let budget = Budget::for_device(u64::MAX, &ctx);
+        let budget = Budget::for_device(u64::MAX, ctx);
         let plan = MemoryPlan::for_budget(src.config(), context, &budget);
         let before = ctx.allocated_bytes();
         let model = GpuModel::load(ctx.clone(), &mut *src, context).unwrap();
@@ -126,7 +126,7 @@ fn pocket_at_4k_and_32k_and_the_largest_context_in_a_budget() {
 #[test]
 fn the_engine_refuses_a_plan_over_budget_and_picks_a_context_when_asked() {
     let mut src = open(&fixture("qwen3")).unwrap();
-    let budget = Budget::for_device(u64::MAX, &gpu());
+    let budget = Budget::for_device(u64::MAX, gpu());
     let needed = MemoryPlan::for_budget(src.config(), 64, &budget).total();
     let r = Engine::load_planned(
         &mut *src,
