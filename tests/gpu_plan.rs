@@ -49,6 +49,7 @@ fn unlimited(total: u64) -> Budget {
         max_buffer: u64::MAX,
         max_binding: u64::MAX,
         code_textures: false,
+        lanes_gemm_uniform: None,
     }
 }
 

@@ -25,7 +25,8 @@ use std::sync::Arc;
 
 mod prefill;
 pub use prefill::{
-    scratch_sizes as prefill_scratch_sizes, CHUNK as PREFILL_CHUNK, PREFILL_MAX_POSITIONS,
+    lanes_records_bytes as prefill_lanes_records_bytes, scratch_sizes as prefill_scratch_sizes,
+    CHUNK as PREFILL_CHUNK, PREFILL_MAX_POSITIONS,
 };
 
 /// Activation buffers, reused by every layer.

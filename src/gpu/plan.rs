@@ -9,7 +9,7 @@
 use super::buffers::padded;
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
-use super::forward::prefill_scratch_sizes;
+use super::forward::{prefill_lanes_records_bytes, prefill_scratch_sizes};
 use super::kernels::attention::{partials_bytes, GPU_SPLIT_LEN};
 use super::kernels::gemv_q4::GemvVariant;
 use super::kernels::topk::TopK;
@@ -32,6 +32,9 @@ pub struct Budget {
     /// The device keeps the decode GEMVs' codes again as textures (CPU adapters:
     /// `gpu::code_texture`).
     pub code_textures: bool,
+    /// The device runs the row-lanes prefill GEMM (CPU adapters), with this uniform
+    /// binding limit (its tile sizes depend on it).
+    pub lanes_gemm_uniform: Option<u64>,
 }
 
 impl Budget {
@@ -43,6 +46,7 @@ impl Budget {
             max_buffer: limits.max_buffer_size,
             max_binding: limits.max_storage_buffer_binding_size,
             code_textures: false,
+            lanes_gemm_uniform: None,
         }
     }
 
@@ -50,6 +54,10 @@ impl Budget {
     pub fn for_device(total: u64, ctx: &GpuContext) -> Budget {
         Budget {
             code_textures: GemvVariant::for_adapter(ctx).reads_texture(),
+            lanes_gemm_uniform: ctx
+                .adapter
+                .is_cpu
+                .then_some(ctx.limits.max_uniform_buffer_binding_size),
             ..Budget::new(total, &ctx.limits)
         }
     }
@@ -140,14 +148,20 @@ impl MemoryPlan {
         }
     }
 
-    /// [`MemoryPlan::new`] plus the code textures when `budget`'s device keeps them.
+    /// [`MemoryPlan::new`] plus what `budget`'s device adds: the code textures and the
+    /// row-lanes GEMM's tile records (CPU adapters).
     pub fn for_budget(cfg: &ModelConfig, context: usize, budget: &Budget) -> MemoryPlan {
+        let plan = MemoryPlan::new(cfg, context);
+        let records = budget
+            .lanes_gemm_uniform
+            .map_or(0, |limit| prefill_lanes_records_bytes(cfg, context, limit));
         MemoryPlan {
             code_textures: match budget.code_textures {
                 true => ModelCodeTextures::bytes(cfg),
                 false => 0,
             },
-            ..MemoryPlan::new(cfg, context)
+            scratch: plan.scratch + records,
+            ..plan
         }
     }
 

@@ -11,12 +11,14 @@
 use super::{Activations, GpuModel, StepDispatch, DISPATCHES_OUTSIDE_LAYERS};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
+use crate::gpu::buffers::padded;
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention_prefill::AttentionPrefill;
 use crate::gpu::kernels::embed_prefill::EmbedPrefill;
 use crate::gpu::kernels::gemm_q4::{
     ChunkUniform, GemmDispatch, GemmQ4, GemmVariant, MAX_LANE_TOKENS,
 };
+use crate::gpu::kernels::gemm_q4_lanes::{records_bytes, tokens_for_limit};
 use crate::gpu::kernels::gemv_q4::{Epilogue, GemvSpec};
 use crate::gpu::kernels::rope_kv::KvBuffers;
 use crate::gpu::kernels::rope_kv_prefill::RopeKvPrefill;
@@ -51,6 +53,19 @@ pub fn scratch_sizes(cfg: &ModelConfig, context: usize) -> [(&'static str, u64);
         ("prefill attn", f(cfg.q_dim())),
         ("prefill ffn", f(cfg.ffn_size)),
     ]
+}
+
+/// Bytes of the row-lanes GEMMs' tile records (CPU adapters, `GemmVariant::RowLanes`)
+/// for `cfg` at `context` on a device with a `uniform_limit`-byte uniform binding limit:
+/// each layer binds its four GEMMs for a whole chunk.
+pub fn lanes_records_bytes(cfg: &ModelConfig, context: usize, uniform_limit: u64) -> u64 {
+    let ks = [cfg.hidden_size, cfg.q_dim(), cfg.hidden_size, cfg.ffn_size];
+    let per_layer: u64 = ks
+        .iter()
+        .filter_map(|&k| tokens_for_limit(uniform_limit, k))
+        .map(|t| padded(records_bytes(chunk_len(context), t)))
+        .sum();
+    cfg.n_layers as u64 * per_layer
 }
 
 /// A recorded step of a chunk (its grid depends on the chunk's length).

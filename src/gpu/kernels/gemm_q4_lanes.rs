@@ -25,8 +25,18 @@ const TILE_BYTES: u64 = 80;
 /// Token rows per tile for K inputs: the most of 16, 8, 4 whose x tile fits a uniform
 /// binding (`None` when not even 4 rows fit).
 pub(super) fn tokens_for(ctx: &GpuContext, k: usize) -> Option<usize> {
-    let limit = ctx.limits.max_uniform_buffer_binding_size;
+    tokens_for_limit(ctx.limits.max_uniform_buffer_binding_size, k)
+}
+
+/// [`tokens_for`] with a uniform binding limit of `limit` bytes.
+pub fn tokens_for_limit(limit: u64, k: usize) -> Option<usize> {
     [16, 8, 4].into_iter().find(|t| (4 * t * k) as u64 <= limit)
+}
+
+/// Bytes of the tile records one lanes GEMM bound for `max_m` rows allocates, with
+/// `tokens` rows per tile (for the memory plan).
+pub fn records_bytes(max_m: usize, tokens: usize) -> u64 {
+    max_m.div_ceil(tokens) as u64 * TILE_STRIDE
 }
 
 /// The buffers one GEMM binds (see `GemmQ4::dispatch`).
@@ -132,7 +142,7 @@ impl LanesGemm {
             )));
         }
         // Tile records: the first row of each tile; the scales are written by the rms pass.
-        let mut records = vec![0u32; tiles * TILE_STRIDE as usize / 4];
+        let mut records = vec![0u32; records_bytes(max_m, self.tokens) as usize / 4];
         for (i, r) in records.chunks_mut(TILE_STRIDE as usize / 4).enumerate() {
             r[0] = (i * self.tokens) as u32;
         }

@@ -8,7 +8,7 @@ pub mod attention_prefill;
 pub mod embed_prefill;
 pub mod embed_q4;
 pub mod gemm_q4;
-mod gemm_q4_lanes;
+pub mod gemm_q4_lanes;
 pub mod gemv_q4;
 pub mod read_bench;
 pub mod rmsnorm;
