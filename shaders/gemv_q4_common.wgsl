@@ -1,4 +1,4 @@
-// Shared by the two Q4 g64 GEMV variants (prepended): bindings, code unpacking, the
+// Shared by the Q4 g64 GEMV variants (prepended after q4_common.wgsl): bindings, the
 // fused RMSNorm prologue and the epilogue. W is [ROWS_TOTAL][K]: codes u32[.][K/8] read
 // as vec4<u32> (32 values), qparams u32[.][K/64] = pack2x16float(scale, min);
 // w = scale · code + min. The wrapper declares the codes (binding 0: a storage array of
@@ -15,21 +15,9 @@
 // EPILOGUE 2: out[o] = silu(W[o]·x) · (W[N + o]·x)        (fused gate/up + SwiGLU; W holds
 //             the gate rows then the up rows; bias, if any, likewise)
 
-override N: u32;
-override K: u32;
-override EPILOGUE: u32 = 0u;
-override HAS_BIAS: bool = false;
-override NORM: bool = false;
-override EPS: f32 = 1e-6;
-
 @group(0) @binding(1) var<storage, read> qparams: array<u32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
-
-// Matrix rows feeding one output row: 2 for SwiGLU (gate, up), else 1.
-fn rows_per_output() -> u32 {
-    return select(1u, 2u, EPILOGUE == 2u);
-}
 
 // The matrix row of part `part` (0 gate/plain, 1 up) of output row `o`.
 fn matrix_row(o: u32, part: u32) -> u32 {
@@ -50,14 +38,6 @@ fn rms_scale(sum_sq: f32) -> f32 {
         return inverseSqrt(sum_sq / f32(K) + EPS);
     }
     return 1.0;
-}
-
-fn lo4(w: u32) -> vec4<f32> {
-    return vec4<f32>(unpack4xU8(w & 0x0F0F0F0Fu));
-}
-
-fn hi4(w: u32) -> vec4<f32> {
-    return vec4<f32>(unpack4xU8((w >> 4u) & 0x0F0F0F0Fu));
 }
 
 // Σ code·x over the 32 values of one vec4 of code words; xs holds those 32 x values.

@@ -9,7 +9,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (o >= N) {
         return;
     }
-    let parts = rows_per_output();
+    let n_parts = parts();
     let groups = K / 64u;
     let vec_per_row = K / 32u;
     var sums = vec2<f32>(0.0);
@@ -24,7 +24,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let x0 = xn(xb); let x1 = xn(xb + 1u); let x2 = xn(xb + 2u); let x3 = xn(xb + 3u);
         let x4 = xn(xb + 4u); let x5 = xn(xb + 5u); let x6 = xn(xb + 6u); let x7 = xn(xb + 7u);
         let xsum = dot(x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7, vec4<f32>(1.0));
-        for (var p = 0u; p < parts; p++) {
+        for (var p = 0u; p < n_parts; p++) {
             let r = matrix_row(o, p);
             let d = dot32(code4(r * vec_per_row + c), x0, x1, x2, x3, x4, x5, x6, x7);
             let q = unpack2x16float(qparams[r * groups + c / 2u]);

@@ -7,13 +7,13 @@
 //! from the chunk uniform, so one pipeline and bind group serve every chunk size.
 
 use super::gemm_q4_lanes::{tokens_for, Bindings, LanesDispatch, LanesGemm};
-use super::gemv_q4::GemvSpec;
+use super::gemv_q4::{GemvSpec, Q4_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/gemm_q4.wgsl");
-const COMMON_WGSL: &str = include_str!("../../../shaders/gemm_q4_common.wgsl");
+pub(super) const COMMON_WGSL: &str = include_str!("../../../shaders/gemm_q4_common.wgsl");
 /// The prefill chunk uniform, prepended to the prefill kernels.
 pub(crate) const CHUNK_WGSL: &str = include_str!("../../../shaders/chunk.wgsl");
 
@@ -94,14 +94,7 @@ impl GemmQ4 {
                 "GEMM N {n} × K {k}: N must be positive and K a positive multiple of 64"
             )));
         }
-        let constants = [
-            ("N", n as f64),
-            ("K", k as f64),
-            ("EPILOGUE", spec.epilogue.code()),
-            ("HAS_BIAS", if spec.bias { 1.0 } else { 0.0 }),
-            ("NORM", if spec.norm_eps.is_some() { 1.0 } else { 0.0 }),
-            ("EPS", f64::from(spec.norm_eps.unwrap_or(0.0))),
-        ];
+        let constants = spec.constants();
         let kernel = match variant {
             GemmVariant::RowLanes => Kernel::Lanes(LanesGemm::new(ctx, spec, &constants)?),
             GemmVariant::WorkgroupTiles => {
@@ -114,7 +107,7 @@ impl GemmQ4 {
                     Slot::Read,
                     Slot::ReadWrite,
                 ];
-                let source = [CHUNK_WGSL, COMMON_WGSL, WGSL].concat();
+                let source = [CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, WGSL].concat();
                 Kernel::Tiles(KernelPipeline::new(
                     ctx, "gemm_q4", &source, &slots, &constants,
                 ))

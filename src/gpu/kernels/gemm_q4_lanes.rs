@@ -5,13 +5,12 @@
 //! binding its tile of x; with a fused norm a small pass first writes every row's RMSNorm
 //! factor into the tiles' uniform records.
 
-use super::gemm_q4::CHUNK_WGSL;
-use super::gemv_q4::GemvSpec;
+use super::gemm_q4::{CHUNK_WGSL, COMMON_WGSL};
+use super::gemv_q4::{GemvSpec, Q4_COMMON_WGSL};
 use super::{grid, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
-const COMMON_WGSL: &str = include_str!("../../../shaders/gemm_q4_common.wgsl");
 const LANES_WGSL: &str = include_str!("../../../shaders/gemm_q4_lanes.wgsl");
 const RMS_WGSL: &str = include_str!("../../../shaders/gemm_q4_rms.wgsl");
 
@@ -89,7 +88,7 @@ impl LanesGemm {
             tokens * k / 4,
             k / 4
         );
-        let source = [&header, CHUNK_WGSL, COMMON_WGSL, LANES_WGSL].concat();
+        let source = [&header, CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, LANES_WGSL].concat();
         let mut main_constants = constants.to_vec();
         main_constants.push(("WG", WG as f64));
         let slots = [

@@ -9,6 +9,8 @@ use crate::error::{Error, Result};
 use crate::gpu::code_texture::{CodeTexture, WIDTH, WIDTH_SHIFT};
 use crate::gpu::device::GpuContext;
 
+/// The overrides of [`GemvSpec::constants`] and code unpacking, shared with the GEMM.
+pub(crate) const Q4_COMMON_WGSL: &str = include_str!("../../../shaders/q4_common.wgsl");
 const COMMON_WGSL: &str = include_str!("../../../shaders/gemv_q4_common.wgsl");
 const ROWS_WGSL: &str = include_str!("../../../shaders/gemv_q4.wgsl");
 const WORKGROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_wg.wgsl");
@@ -112,6 +114,18 @@ pub struct GemvSpec {
 }
 
 impl GemvSpec {
+    /// The override values of shaders/q4_common.wgsl for this spec.
+    pub(crate) fn constants(&self) -> [(&'static str, f64); 6] {
+        [
+            ("N", self.n as f64),
+            ("K", self.k as f64),
+            ("EPILOGUE", self.epilogue.code()),
+            ("HAS_BIAS", if self.bias { 1.0 } else { 0.0 }),
+            ("NORM", if self.norm_eps.is_some() { 1.0 } else { 0.0 }),
+            ("EPS", f64::from(self.norm_eps.unwrap_or(0.0))),
+        ]
+    }
+
     /// A plain GEMV: no bias, no norm.
     pub fn new(n: usize, k: usize, epilogue: Epilogue) -> GemvSpec {
         GemvSpec {
@@ -258,20 +272,18 @@ impl GemvQ4 {
         let header = gemv_header(&spec, layout, uniform_x, variant.reads_texture());
         let source = match variant {
             GemvVariant::RowsPerInvocation | GemvVariant::RowsFromTexture => {
-                [&header, COMMON_WGSL, ROWS_WGSL].concat()
+                [&header, Q4_COMMON_WGSL, COMMON_WGSL, ROWS_WGSL].concat()
             }
-            GemvVariant::WorkgroupPerRow => {
-                [&header, REDUCE64_WGSL, COMMON_WGSL, WORKGROUP_WGSL].concat()
-            }
+            GemvVariant::WorkgroupPerRow => [
+                &header,
+                REDUCE64_WGSL,
+                Q4_COMMON_WGSL,
+                COMMON_WGSL,
+                WORKGROUP_WGSL,
+            ]
+            .concat(),
         };
-        let mut constants = vec![
-            ("N", n as f64),
-            ("K", k as f64),
-            ("EPILOGUE", spec.epilogue.code()),
-            ("HAS_BIAS", if spec.bias { 1.0 } else { 0.0 }),
-            ("NORM", if spec.norm_eps.is_some() { 1.0 } else { 0.0 }),
-            ("EPS", f64::from(spec.norm_eps.unwrap_or(0.0))),
-        ];
+        let mut constants = spec.constants().to_vec();
         if rows {
             constants.push(("WG", f64::from(layout.wg)));
         }
