@@ -3,21 +3,27 @@
 //! K = 64 (one quant group, two K tiles), 192 and 896 (odd numbers of groups); N odd and
 //! not a multiple of the 64-row tile; every epilogue, with bias and with the fused norm.
 //! (K is always a multiple of the 32-wide K tile: the quant group is 64.)
-//! Every case runs in both variants (workgroup tiles, the GPU design; row lanes, the
-//! CPU-adapter design), whatever the adapter.
+//! Every case runs in every variant (workgroup tiles, the GPU design; row lanes with codes
+//! from storage or from their texture copy, the CPU-adapter designs), whatever the
+//! adapter.
 //! Tolerance as the GEMV's: ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K); a wrong code, row, column
 //! or epilogue is off by ≥ 1e-2.
 
 mod gpu_common;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
+use pocketrt::gpu::code_texture::CodeTexture;
 use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4, GemmVariant};
-use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvSpec};
+use pocketrt::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvSpec, GemvVariant};
 use pocketrt::quant::Q4Tensor;
 
 const EPS: f32 = 1e-6;
 
-const VARIANTS: [GemmVariant; 2] = [GemmVariant::WorkgroupTiles, GemmVariant::RowLanes];
+const VARIANTS: [GemmVariant; 3] = [
+    GemmVariant::WorkgroupTiles,
+    GemmVariant::RowLanes,
+    GemmVariant::RowLanesFromTexture,
+];
 
 /// Run one GEMM on the GPU and the reference on the CPU; returns (gpu, reference).
 fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
@@ -77,6 +83,13 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
     ctx.queue
         .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
     let codes = ctx.storage_init("codes", &w.codes).unwrap();
+    let texture = variant
+        .reads_texture()
+        .then(|| CodeTexture::from_buffer(ctx, &codes, 4 * w.codes.len() as u64).unwrap());
+    let codes = match &texture {
+        Some(t) => Codes::Texture(&t.view),
+        None => Codes::Buffer(&codes),
+    };
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
     // x holds whole tiles of the row-lanes variant; the padding rows must not matter.
     let mut x_padded = x_in.clone();
@@ -87,7 +100,7 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
     let out = ctx.storage_init("out", &out0).unwrap();
     let norm = spec.norm_eps.is_some().then_some(&nb);
     let d = kernel
-        .dispatch(ctx, &chunk, &codes, &qparams, &xb, norm, &bb, &out, m)
+        .dispatch(ctx, &chunk, codes, &qparams, &xb, norm, &bb, &out, m)
         .unwrap();
     d.run(ctx, m).unwrap();
     (ctx.read_f32(&out, m * n).unwrap(), want)
@@ -143,6 +156,12 @@ fn gemm_residual_add_with_bias_and_fused_norm_matches_reference() {
 }
 
 #[test]
+fn gemm_long_k_matches_reference() {
+    // Pocket's down projection K: each half tile of x (4 rows) is 40 KiB of uniforms.
+    check(spec(70, 2560, Epilogue::AddInto, false, false), &[9], 35);
+}
+
+#[test]
 fn gemm_fused_gate_up_swiglu_matches_reference() {
     check(
         spec(45, 192, Epilogue::SwiGlu, false, true),
@@ -161,13 +180,16 @@ fn gemm_rejects_k_not_a_multiple_of_the_group() {
 }
 
 #[test]
-fn gemm_variant_for_a_cpu_adapter_is_row_lanes() {
+fn gemm_variant_for_a_cpu_adapter_is_row_lanes_reading_codes_as_the_gemv_does() {
     let ctx = gpu();
     let s = spec(896, 2560, Epilogue::AddInto, false, false);
-    let want = if ctx.adapter.is_cpu {
-        GemmVariant::RowLanes
-    } else {
-        GemmVariant::WorkgroupTiles
+    let want = match (
+        ctx.adapter.is_cpu,
+        GemvVariant::for_adapter(ctx).reads_texture(),
+    ) {
+        (false, _) => GemmVariant::WorkgroupTiles,
+        (true, false) => GemmVariant::RowLanes,
+        (true, true) => GemmVariant::RowLanesFromTexture,
     };
     assert_eq!(GemmQ4::new(ctx, s).unwrap().variant(), want);
 }
@@ -180,6 +202,7 @@ fn gemm_row_lanes_rejects_an_x_buffer_shorter_than_whole_tiles() {
     let chunk = ctx.uniform("chunk", 16);
     let small = ctx.storage("small", 4 * 64).unwrap();
     let codes = ctx.storage("codes", 8 * 32).unwrap();
-    let r = kernel.dispatch(ctx, &chunk, &codes, &small, &small, None, &small, &small, 5);
+    let codes = Codes::Buffer(&codes);
+    let r = kernel.dispatch(ctx, &chunk, codes, &small, &small, None, &small, &small, 5);
     assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
 }

@@ -212,7 +212,7 @@ impl GpuModel {
             textures: code_textures.as_ref(),
         };
         let dispatches = record_step(c, &kernels, &matrices, &kv, &acts, &step);
-        let prefill = prefill::Prefill::new(c, &config, context, &weights, &kv, &acts)?;
+        let prefill = prefill::Prefill::new(c, &config, context, &matrices, &kv, &acts)?;
         let topk_scratch = c.storage("topk scratch", TopK::scratch_bytes())?;
         let topk_result = c.storage("topk", TopK::result_bytes())?;
         let topk =

@@ -8,23 +8,20 @@
 //! Scratch is bounded by the chunk and allocated at load; [`scratch_sizes`] lists it for
 //! the memory planner.
 
-use super::{Activations, GpuModel, StepDispatch, DISPATCHES_OUTSIDE_LAYERS};
+use super::{Activations, GpuModel, StepDispatch, StepMatrices, DISPATCHES_OUTSIDE_LAYERS};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::gpu::buffers::padded;
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention_prefill::AttentionPrefill;
 use crate::gpu::kernels::embed_prefill::EmbedPrefill;
-use crate::gpu::kernels::gemm_q4::{
-    ChunkUniform, GemmDispatch, GemmQ4, GemmVariant, MAX_LANE_TOKENS,
-};
+use crate::gpu::kernels::gemm_q4::{ChunkUniform, GemmDispatch, GemmQ4, MAX_LANE_TOKENS};
 use crate::gpu::kernels::gemm_q4_lanes::{records_bytes, tokens_for_limit};
-use crate::gpu::kernels::gemv_q4::{Epilogue, GemvSpec};
+use crate::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvSpec};
 use crate::gpu::kernels::rope_kv::KvBuffers;
 use crate::gpu::kernels::rope_kv_prefill::RopeKvPrefill;
 use crate::gpu::kernels::{grid, Dispatch};
 use crate::gpu::kv_cache::KvCache;
-use crate::gpu::weights::{ModelWeights, Q4Buffers};
 
 /// Positions batched prefill reaches: its attention is tested against the oracle up to
 /// 32,768 keys per query (tests/gpu_attention_prefill.rs); later prompt tokens go through
@@ -102,10 +99,11 @@ impl Prefill {
         ctx: &GpuContext,
         cfg: &ModelConfig,
         context: usize,
-        w: &ModelWeights,
+        matrices: &StepMatrices,
         kv: &KvCache,
         acts: &Activations,
     ) -> Result<Prefill> {
+        let w = matrices.weights;
         let len = chunk_len(context);
         let (h, qd) = (cfg.hidden_size, cfg.q_dim());
         let spec = |n, k, epilogue, bias, norm: bool| GemvSpec {
@@ -139,11 +137,16 @@ impl Prefill {
         let [chunk, tokens, x, qkv, q, attn, ffn]: [wgpu::Buffer; 7] = bufs
             .try_into()
             .map_err(|_| Error::InvalidArgument("prefill scratch".into()))?;
-        let gemm = |i: usize, m: &Q4Buffers, input, norm, bias: Option<&wgpu::Buffer>, out| {
+        // GEMM `i` (0 QKV, 1 output, 2 gate/up, 3 down) of `layer` over matrix `m`.
+        let gemm = |layer: usize, i: usize, m, input, norm, bias: Option<&wgpu::Buffer>, out| {
+            let codes = match k.gemms[i].variant().reads_texture() {
+                true => matrices.codes(m, Some((layer, i))).1,
+                false => Codes::Buffer(&m.codes),
+            };
             let d = k.gemms[i].dispatch(
                 ctx,
                 &chunk,
-                &m.codes,
+                codes,
                 &m.qparams,
                 input,
                 norm,
@@ -168,6 +171,7 @@ impl Prefill {
                 v: &kv.v[i],
             };
             d.push(gemm(
+                i,
                 0,
                 &l.qkv,
                 &x,
@@ -189,9 +193,9 @@ impl Prefill {
             d.push(Step::Rope(rope));
             let attention = k.attention.dispatch(ctx, &chunk, &q, cache, &attn, len);
             d.push(Step::Attention(attention));
-            d.push(gemm(1, &l.attn_output, &attn, None, None, &x)?);
-            d.push(gemm(2, &l.gate_up, &x, Some(&l.ffn_norm), None, &ffn)?);
-            d.push(gemm(3, &l.down, &ffn, None, None, &x)?);
+            d.push(gemm(i, 1, &l.attn_output, &attn, None, None, &x)?);
+            d.push(gemm(i, 2, &l.gate_up, &x, Some(&l.ffn_norm), None, &ffn)?);
+            d.push(gemm(i, 3, &l.down, &ffn, None, None, &x)?);
         }
         Ok(Prefill {
             kernels: k,
@@ -244,7 +248,7 @@ impl GpuModel {
                 .kernels
                 .gemms
                 .iter()
-                .all(|g| g.variant() == GemmVariant::RowLanes)
+                .all(|g| g.variant().is_lanes())
     }
 
     /// Run prompt tokens at positions `start..` whose successors are not needed: batched

@@ -6,8 +6,8 @@
 //! each weight across a tile of tokens read as uniforms (gemm_q4_lanes.rs). `M` comes
 //! from the chunk uniform, so one pipeline and bind group serve every chunk size.
 
-use super::gemm_q4_lanes::{tokens_for, Bindings, LanesDispatch, LanesGemm};
-use super::gemv_q4::{GemvSpec, Q4_COMMON_WGSL};
+use super::gemm_q4_lanes::{tokens_for, Bindings, LanesDispatch, LanesGemm, TOKENS};
+use super::gemv_q4::{Codes, GemvSpec, GemvVariant, Q4_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -23,7 +23,7 @@ pub const TILE_M: usize = 32;
 pub const TILE_N: usize = 32;
 /// The most token rows per tile of the row-lanes variant: x buffers hold whole tiles,
 /// so buffers of a multiple of this many rows suit every GEMM ([`GemmQ4::x_rows`]).
-pub const MAX_LANE_TOKENS: usize = 16;
+pub const MAX_LANE_TOKENS: usize = TOKENS;
 
 /// The chunk uniform every prefill kernel reads (`struct Chunk` in shaders/chunk.wgsl).
 #[repr(C)]
@@ -41,20 +41,35 @@ pub struct ChunkUniform {
 pub enum GemmVariant {
     /// 32 × 32 tiles staged in workgroup memory: the design for real GPUs.
     WorkgroupTiles,
-    /// One row per invocation, each weight reused across a tile of tokens read from a
-    /// uniform binding, no barriers: the design for CPU adapters.
+    /// Rows per invocation, each weight reused across a tile of tokens read from uniform
+    /// bindings, no barriers: the design for CPU adapters. Codes from storage.
     RowLanes,
+    /// [`GemmVariant::RowLanes`] with the codes read from their texture copy (where the
+    /// decode GEMV reads them so: `GemvVariant::RowsFromTexture`).
+    RowLanesFromTexture,
 }
 
 impl GemmVariant {
-    /// The variant suited to the context's adapter (row lanes on CPU adapters where four
-    /// token rows of K fit a uniform binding).
+    /// The variant suited to the context's adapter: row lanes on CPU adapters where four
+    /// token rows of K fit a uniform binding, reading the codes as the decode GEMV does.
     pub fn for_adapter(ctx: &GpuContext, spec: &GemvSpec) -> GemmVariant {
-        if ctx.adapter.is_cpu && tokens_for(ctx, spec.k).is_some() {
-            GemmVariant::RowLanes
-        } else {
+        if !ctx.adapter.is_cpu || tokens_for(ctx, spec.k).is_none() {
             GemmVariant::WorkgroupTiles
+        } else if GemvVariant::for_adapter(ctx).reads_texture() {
+            GemmVariant::RowLanesFromTexture
+        } else {
+            GemmVariant::RowLanes
         }
+    }
+
+    /// Does this variant read the codes from a texture?
+    pub fn reads_texture(self) -> bool {
+        self == GemmVariant::RowLanesFromTexture
+    }
+
+    /// Is this one of the CPU-adapter designs?
+    pub fn is_lanes(self) -> bool {
+        self != GemmVariant::WorkgroupTiles
     }
 }
 
@@ -96,7 +111,9 @@ impl GemmQ4 {
         }
         let constants = spec.constants();
         let kernel = match variant {
-            GemmVariant::RowLanes => Kernel::Lanes(LanesGemm::new(ctx, spec, &constants)?),
+            GemmVariant::RowLanes | GemmVariant::RowLanesFromTexture => Kernel::Lanes(
+                LanesGemm::new(ctx, spec, &constants, variant.reads_texture())?,
+            ),
             GemmVariant::WorkgroupTiles => {
                 let slots = [
                     Slot::Uniform,
@@ -117,8 +134,9 @@ impl GemmQ4 {
     }
 
     pub fn variant(&self) -> GemmVariant {
-        match self.kernel {
+        match &self.kernel {
             Kernel::Tiles(_) => GemmVariant::WorkgroupTiles,
+            Kernel::Lanes(l) if l.texture => GemmVariant::RowLanesFromTexture,
             Kernel::Lanes(_) => GemmVariant::RowLanes,
         }
     }
@@ -133,7 +151,7 @@ impl GemmQ4 {
     }
 
     /// Bind `chunk` ([`ChunkUniform`]; its `count` is M), the matrix (`parts · n` rows of
-    /// k), `x` ([`GemmQ4::x_rows`]`(max_m)` × k floats; storage buffers of
+    /// k; the codes as a texture exactly for [`GemmVariant::RowLanesFromTexture`]), `x` ([`GemmQ4::x_rows`]`(max_m)` × k floats; storage buffers of
     /// `GpuContext::storage`, which also allow uniform use), the norm weights (k floats;
     /// exactly when the spec fuses a norm), `bias` (`parts · n` floats, or any small
     /// buffer) and `out` (M × n floats), for up to `max_m` token rows.
@@ -142,7 +160,7 @@ impl GemmQ4 {
         &self,
         ctx: &GpuContext,
         chunk: &wgpu::Buffer,
-        codes: &wgpu::Buffer,
+        codes: Codes,
         qparams: &wgpu::Buffer,
         x: &wgpu::Buffer,
         norm_weight: Option<&wgpu::Buffer>,
@@ -157,6 +175,9 @@ impl GemmQ4 {
         );
         let inner = match &self.kernel {
             Kernel::Tiles(kernel) => {
+                let Codes::Buffer(codes) = codes else {
+                    panic!("gemm_q4: the workgroup-tiles variant reads codes from storage");
+                };
                 let grid = tiles_grid(&self.spec, max_m)?;
                 let norm = norm_weight.unwrap_or(x);
                 let buffers = [chunk, codes, qparams, x, norm, bias, out];

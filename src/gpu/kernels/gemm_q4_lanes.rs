@@ -1,13 +1,15 @@
-//! The CPU-adapter design of the Q4 GEMM (shaders/gemm_q4_lanes.wgsl): one output row per
-//! invocation, each code word loaded once per tile of [`LanesGemm::tokens`] token rows and
-//! reused for all of them, x read from a uniform binding (broadcast loads on CPU
-//! adapters, where storage loads go lane by lane). One dispatch per token tile, each
-//! binding its tile of x; with a fused norm a small pass first writes every row's RMSNorm
-//! factor into the tiles' uniform records.
+//! The CPU-adapter design of the Q4 GEMM (shaders/gemm_q4_lanes.wgsl): 8 matrix rows per
+//! invocation, each code texel loaded once per tile of [`TOKENS`] token rows and reused
+//! for all of them, each x value loaded once and reused for the 8 rows (on CPU adapters
+//! loads go lane by lane, so loads per multiply-add set the speed). The codes come from
+//! their texture copy (`gpu::code_texture`) where the model has one, else from storage.
+//! One dispatch per token tile, each binding its tile of x as two uniform ranges of 4
+//! rows; with a fused norm a small pass first writes every row's RMSNorm factor into the
+//! tiles' uniform records.
 
 use super::gemm_q4::{CHUNK_WGSL, COMMON_WGSL};
-use super::gemv_q4::{GemvSpec, Q4_COMMON_WGSL};
-use super::{grid, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
+use super::gemv_q4::{codes_decl, Codes, GemvSpec, Q4_COMMON_WGSL};
+use super::{grid, Binding, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
@@ -16,20 +18,29 @@ const RMS_WGSL: &str = include_str!("../../../shaders/gemm_q4_rms.wgsl");
 
 /// Invocations per workgroup: one 256-bit SIMD batch of f32 lanes.
 const WG: usize = 8;
+/// Matrix rows per invocation (`ROWS` in the shader).
+const ROWS: usize = 8;
+/// Token rows per tile: two uniform bindings of 4 rows.
+pub const TOKENS: usize = 8;
 /// Bytes between the tiles' uniform records (the uniform offset alignment).
 const TILE_STRIDE: u64 = 256;
-/// Bytes of one tile record (`struct Tile`: start, padding, 16 scales).
-const TILE_BYTES: u64 = 80;
+/// Bytes of one tile record (`struct Tile`: start, padding, 8 scales).
+const TILE_BYTES: u64 = 48;
 
-/// Token rows per tile for K inputs: the most of 16, 8, 4 whose x tile fits a uniform
-/// binding (`None` when not even 4 rows fit).
+/// Token rows per tile for K inputs ([`TOKENS`]) when half a tile of x fits a uniform
+/// binding (`None` otherwise).
 pub(super) fn tokens_for(ctx: &GpuContext, k: usize) -> Option<usize> {
     tokens_for_limit(ctx.limits.max_uniform_buffer_binding_size, k)
 }
 
 /// [`tokens_for`] with a uniform binding limit of `limit` bytes.
 pub fn tokens_for_limit(limit: u64, k: usize) -> Option<usize> {
-    [16, 8, 4].into_iter().find(|t| (4 * t * k) as u64 <= limit)
+    (half_tile_bytes(k) <= limit).then_some(TOKENS)
+}
+
+/// Bytes of x one of the two uniform bindings holds (4 rows of K).
+fn half_tile_bytes(k: usize) -> u64 {
+    (4 * TOKENS / 2 * k) as u64
 }
 
 /// Bytes of the tile records one lanes GEMM bound for `max_m` rows allocates, with
@@ -41,7 +52,7 @@ pub fn records_bytes(max_m: usize, tokens: usize) -> u64 {
 /// The buffers one GEMM binds (see `GemmQ4::dispatch`).
 pub(super) struct Bindings<'a> {
     pub chunk: &'a wgpu::Buffer,
-    pub codes: &'a wgpu::Buffer,
+    pub codes: Codes<'a>,
     pub qparams: &'a wgpu::Buffer,
     pub x: &'a wgpu::Buffer,
     pub norm_weight: Option<&'a wgpu::Buffer>,
@@ -55,6 +66,8 @@ pub(super) struct LanesGemm {
     /// Token rows per tile.
     pub tokens: usize,
     spec: GemvSpec,
+    /// Codes bound as a texture (else a storage buffer).
+    pub texture: bool,
 }
 
 /// The dispatches of one bound lanes GEMM.
@@ -69,33 +82,48 @@ pub(super) struct LanesDispatch {
 }
 
 impl LanesGemm {
-    pub(super) fn new(ctx: &GpuContext, spec: GemvSpec, constants: &[(&str, f64)]) -> Result<Self> {
+    pub(super) fn new(
+        ctx: &GpuContext,
+        spec: GemvSpec,
+        constants: &[(&str, f64)],
+        texture: bool,
+    ) -> Result<Self> {
         let (n, k) = (spec.n, spec.k);
         let tokens = tokens_for(ctx, k).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "GEMM K {k}: four token rows do not fit a uniform binding"
             ))
         })?;
-        if n.div_ceil(WG) > MAX_GROUPS_PER_DIM as usize {
+        if Self::groups(&spec) > MAX_GROUPS_PER_DIM {
             return Err(Error::InvalidArgument(format!(
                 "GEMM N {n}: too many rows for one dispatch"
             )));
         }
-        let header = format!(
-            "const TOKENS: u32 = {tokens}u;\n\
-             @group(0) @binding(4) var<uniform> x: array<vec4<f32>, {}>;\n\
-             @group(0) @binding(5) var<uniform> norm_w: array<vec4<f32>, {}>;\n",
-            tokens * k / 4,
-            k / 4
-        );
+        let uniform = |binding: u32, name: &str, len: usize| {
+            format!("@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n")
+        };
+        let header = [
+            format!("const TOKENS: u32 = {tokens}u;\n"),
+            codes_decl(texture, 2),
+            uniform(4, "x0", tokens / 2 * k / 4),
+            uniform(5, "x1", tokens / 2 * k / 4),
+            uniform(6, "norm_w", k / 4),
+        ]
+        .concat();
         let source = [&header, CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, LANES_WGSL].concat();
         let mut main_constants = constants.to_vec();
         main_constants.push(("WG", WG as f64));
+        let codes = if texture {
+            Slot::TextureU32
+        } else {
+            Slot::Read
+        };
         let slots = [
             Slot::Uniform,
             Slot::Uniform,
+            codes,
             Slot::Read,
-            Slot::Read,
+            Slot::Uniform,
             Slot::Uniform,
             Slot::Uniform,
             Slot::Read,
@@ -117,7 +145,14 @@ impl LanesGemm {
             rms,
             tokens,
             spec,
+            texture,
         })
+    }
+
+    /// Workgroups of one tile's dispatch.
+    fn groups(spec: &GemvSpec) -> u32 {
+        let outs_per_group = WG * ROWS / spec.epilogue.parts();
+        spec.n.div_ceil(outs_per_group).min(u32::MAX as usize) as u32
     }
 
     /// x rows a buffer bound as x must hold for `m` token rows (whole tiles).
@@ -151,27 +186,35 @@ impl LanesGemm {
             offset,
             size: std::num::NonZeroU64::new(size),
         };
-        fn whole(buffer: &wgpu::Buffer) -> wgpu::BufferBinding<'_> {
-            buffer.as_entire_buffer_binding()
-        }
         let norm = match b.norm_weight {
             Some(w) => range(w, 0, 4 * k),
             None => range(b.x, 0, 4 * k),
         };
-        let groups = self.spec.n.div_ceil(WG) as u32;
+        let codes = match b.codes {
+            Codes::Buffer(c) => Binding::Buffer(c),
+            Codes::Texture(t) => Binding::Texture(t),
+        };
+        assert_eq!(
+            matches!(codes, Binding::Texture(_)),
+            self.texture,
+            "gemm_q4_lanes: codes are bound as a texture exactly when built for one"
+        );
+        let groups = Self::groups(&self.spec);
+        let half = half_tile_bytes(self.spec.k);
         let tile_dispatches = (0..tiles as u64)
             .map(|i| {
                 let bindings = [
-                    whole(b.chunk),
-                    range(&tile_buf, i * TILE_STRIDE, TILE_BYTES),
-                    whole(b.codes),
-                    whole(b.qparams),
-                    range(b.x, i * 4 * t * k, 4 * t * k),
-                    norm.clone(),
-                    whole(b.bias),
-                    whole(b.out),
+                    Binding::Buffer(b.chunk),
+                    Binding::Range(range(&tile_buf, i * TILE_STRIDE, TILE_BYTES)),
+                    codes.clone(),
+                    Binding::Buffer(b.qparams),
+                    Binding::Range(range(b.x, i * 4 * t * k, half)),
+                    Binding::Range(range(b.x, i * 4 * t * k + half, half)),
+                    Binding::Range(norm.clone()),
+                    Binding::Buffer(b.bias),
+                    Binding::Buffer(b.out),
                 ];
-                self.main.dispatch_ranges(ctx, &bindings, groups)
+                self.main.dispatch_bindings(ctx, &bindings, groups)
             })
             .collect();
         let rms = self

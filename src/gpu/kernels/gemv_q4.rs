@@ -197,19 +197,20 @@ pub struct GemvQ4 {
     pub spec: GemvSpec,
 }
 
-/// The codes binding (0) and its accessor `code4(i)`: vec4 `i` of the codes.
-fn codes_decl(texture: bool) -> String {
+/// The codes binding (`binding`) and its accessor `code4(i)`: vec4 `i` of the codes.
+pub(crate) fn codes_decl(texture: bool, binding: u32) -> String {
     if texture {
         format!(
-            "@group(0) @binding(0) var codes: texture_2d<u32>;\n\
+            "@group(0) @binding({binding}) var codes: texture_2d<u32>;\n\
              fn code4(i: u32) -> vec4<u32> {{\n    \
              return textureLoad(codes, vec2<u32>(i & {}u, i >> {WIDTH_SHIFT}u), 0);\n}}\n",
             WIDTH - 1
         )
     } else {
-        "@group(0) @binding(0) var<storage, read> codes: array<vec4<u32>>;\n\
-         fn code4(i: u32) -> vec4<u32> {\n    return codes[i];\n}\n"
-            .into()
+        format!(
+            "@group(0) @binding({binding}) var<storage, read> codes: array<vec4<u32>>;\n\
+             fn code4(i: u32) -> vec4<u32> {{\n    return codes[i];\n}}\n"
+        )
     }
 }
 
@@ -231,7 +232,7 @@ pub fn gemv_header(spec: &GemvSpec, layout: RowsLayout, uniform_x: bool, texture
         "const ROWS: u32 = {}u;\nconst PARTS: u32 = {}u;\n{}{}{}",
         layout.rows,
         spec.epilogue.parts(),
-        codes_decl(texture),
+        codes_decl(texture, 0),
         decl(2, "x"),
         decl(3, "norm_w")
     )

@@ -35,6 +35,8 @@ pub enum Slot {
     /// A `texture_2d<u32>` read with `textureLoad` (Q4 codes on CPU adapters,
     /// `gpu::code_texture`).
     TextureU32,
+    /// A `texture_2d<f32>` read with `textureLoad` (activations on CPU adapters).
+    TextureF32,
 }
 
 /// What fills one slot at dispatch.
@@ -52,15 +54,17 @@ fn binding_type(slot: Slot) -> wgpu::BindingType {
         has_dynamic_offset: false,
         min_binding_size: None,
     };
+    let texture = |sample_type| wgpu::BindingType::Texture {
+        sample_type,
+        view_dimension: wgpu::TextureViewDimension::D2,
+        multisampled: false,
+    };
     match slot {
         Slot::Uniform => buffer(wgpu::BufferBindingType::Uniform),
         Slot::Read => buffer(wgpu::BufferBindingType::Storage { read_only: true }),
         Slot::ReadWrite => buffer(wgpu::BufferBindingType::Storage { read_only: false }),
-        Slot::TextureU32 => wgpu::BindingType::Texture {
-            sample_type: wgpu::TextureSampleType::Uint,
-            view_dimension: wgpu::TextureViewDimension::D2,
-            multisampled: false,
-        },
+        Slot::TextureU32 => texture(wgpu::TextureSampleType::Uint),
+        Slot::TextureF32 => texture(wgpu::TextureSampleType::Float { filterable: false }),
     }
 }
 
