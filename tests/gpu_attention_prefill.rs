@@ -14,7 +14,7 @@ mod gpu_common;
 use gpu_common::attention_ref::{attention_ref, pack_f16, rope, unpack_f16};
 use gpu_common::{assert_close, f16_round, gpu, rmsnorm, Rng};
 use pocketrt::gpu::forward::PREFILL_MAX_POSITIONS;
-use pocketrt::gpu::kernels::attention_prefill::AttentionPrefill;
+use pocketrt::gpu::kernels::attention_prefill::{AttentionPrefill, AttentionPrefillVariant};
 use pocketrt::gpu::kernels::gemm_q4::ChunkUniform;
 use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
 use pocketrt::gpu::kernels::rope_kv_prefill::RopeKvPrefill;
@@ -67,12 +67,10 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
     let vb = ctx.storage_init("v", &vc0).unwrap();
     let cache = KvBuffers { k: &kb, v: &vb };
     let rope_kernel = RopeKvPrefill::new(ctx, shape, qk_norm, EPS).unwrap();
-    let attention = AttentionPrefill::new(ctx, shape).unwrap();
     let d1 = rope_kernel.dispatch(
         ctx, &chunk, &qkv_b, &qn_b, &kn_b, &f_b, &q_out, cache, count,
     );
-    let d2 = attention.dispatch(ctx, &chunk, &q_out, cache, &out, count);
-    run(ctx, &[&d1, &d2]);
+    run(ctx, &[&d1]);
 
     let what = format!("{shape:?} start {start} count {count}");
     let q_gpu = ctx.read_f32(&q_out, count * qd).unwrap();
@@ -107,19 +105,34 @@ fn check(shape: HeadShape, start: usize, count: usize, qk_norm: bool, sample: &[
     }
     assert_close(&format!("q {what}"), &q_gpu, &want_q, 1e-5, 1e-5);
 
-    let got = ctx.read_f32(&out, count * qd).unwrap();
     let all: Vec<usize> = (0..count).collect();
-    for &t in if sample.is_empty() { &all[..] } else { sample } {
-        let want = attention_ref(&q_gpu[t * qd..][..qd], &kc, &vc, shape, start + t + 1);
-        assert_close(
-            &format!("attention {what} query {t}"),
-            &got[t * qd..][..qd],
-            &want,
-            1e-5,
-            1e-6,
-        );
+    let queries = if sample.is_empty() { &all[..] } else { sample };
+    let want: Vec<Vec<f32>> = queries
+        .iter()
+        .map(|&t| attention_ref(&q_gpu[t * qd..][..qd], &kc, &vc, shape, start + t + 1))
+        .collect();
+    for variant in VARIANTS {
+        let attention = AttentionPrefill::with_variant(ctx, variant, shape).unwrap();
+        let d2 = attention.dispatch(ctx, &chunk, &q_out, cache, &out, count);
+        run(ctx, &[&d2]);
+        let got = ctx.read_f32(&out, count * qd).unwrap();
+        for (&t, want) in queries.iter().zip(&want) {
+            assert_close(
+                &format!("attention {variant:?} {what} query {t}"),
+                &got[t * qd..][..qd],
+                want,
+                1e-5,
+                1e-6,
+            );
+        }
     }
 }
+
+/// Every case runs in both designs, whatever the adapter.
+const VARIANTS: [AttentionPrefillVariant; 2] = [
+    AttentionPrefillVariant::KeyTiles,
+    AttentionPrefillVariant::Lanes,
+];
 
 fn pocket(context: usize) -> HeadShape {
     HeadShape {

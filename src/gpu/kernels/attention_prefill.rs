@@ -1,5 +1,9 @@
 //! Causal flash attention for prefill: a chunk of queries against the f16 KV cache (GQA,
-//! online softmax over key tiles in workgroup memory).
+//! online softmax). Two designs behind one wrapper, chosen per adapter as the GEMM's:
+//! key tiles staged in workgroup memory on GPUs (shaders/attention_prefill.wgsl), and on
+//! CPU adapters, where workgroup-memory loads and barriers are slow, 8 queries per
+//! workgroup reading each key straight from the cache in step
+//! (shaders/attention_prefill_lanes.wgsl).
 
 use super::gemm_q4::CHUNK_WGSL;
 use super::rope_kv::{HeadShape, KvBuffers};
@@ -8,19 +12,60 @@ use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/attention_prefill.wgsl");
+const LANES_WGSL: &str = include_str!("../../../shaders/attention_prefill_lanes.wgsl");
 
-/// Queries per workgroup.
+/// Queries per workgroup of the key-tiles design.
 pub const QUERY_TILE: usize = 64;
+/// Queries per workgroup of the lanes design (one SIMD batch on CPU adapters).
+const LANES: usize = 8;
+
+/// Which kernel design computes prefill attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionPrefillVariant {
+    /// Key tiles in workgroup memory: the design for real GPUs.
+    KeyTiles,
+    /// 8 queries per workgroup walking the keys in step, no barriers: CPU adapters.
+    Lanes,
+}
+
+impl AttentionPrefillVariant {
+    pub fn for_adapter(ctx: &GpuContext) -> Self {
+        if ctx.adapter.is_cpu {
+            AttentionPrefillVariant::Lanes
+        } else {
+            AttentionPrefillVariant::KeyTiles
+        }
+    }
+
+    /// Queries per workgroup.
+    fn queries(self) -> usize {
+        match self {
+            AttentionPrefillVariant::KeyTiles => QUERY_TILE,
+            AttentionPrefillVariant::Lanes => LANES,
+        }
+    }
+}
 /// Floats of one K (or V) tile in workgroup memory (2 × 8 KiB: the default 16 KiB).
 const TILE_FLOATS: usize = 2048;
 
 pub struct AttentionPrefill {
     kernel: KernelPipeline,
     pub shape: HeadShape,
+    pub variant: AttentionPrefillVariant,
 }
 
 impl AttentionPrefill {
+    /// Prefill attention for `shape` in the adapter's variant.
     pub fn new(ctx: &GpuContext, shape: HeadShape) -> Result<AttentionPrefill> {
+        Self::with_variant(ctx, AttentionPrefillVariant::for_adapter(ctx), shape)
+    }
+
+    /// Prefill attention for `shape` in `variant` (any variant runs on any adapter).
+    pub fn with_variant(
+        ctx: &GpuContext,
+        variant: AttentionPrefillVariant,
+        shape: HeadShape,
+    ) -> Result<AttentionPrefill> {
         shape.check()?;
         if shape.head_dim % 4 != 0 {
             return Err(Error::InvalidArgument(format!(
@@ -28,11 +73,24 @@ impl AttentionPrefill {
                 shape.head_dim
             )));
         }
-        // Key positions per tile: as many as fit, at most 64.
-        let bkv = (TILE_FLOATS / shape.head_dim).min(64);
         let mut constants = shape.constants();
-        constants.push(("BKV", bkv as f64));
-        let source = [CHUNK_WGSL, WGSL].concat();
+        let source = match variant {
+            AttentionPrefillVariant::KeyTiles => {
+                // Key positions per tile: as many as fit, at most 64.
+                let bkv = (TILE_FLOATS / shape.head_dim).min(64);
+                constants.push(("BKV", bkv as f64));
+                [CHUNK_WGSL, WGSL].concat()
+            }
+            AttentionPrefillVariant::Lanes => {
+                let group = shape.n_heads / shape.n_kv_heads;
+                [
+                    CHUNK_WGSL,
+                    &state_wgsl(group, shape.head_dim / 4),
+                    LANES_WGSL,
+                ]
+                .concat()
+            }
+        };
         let slots = [
             Slot::Uniform,
             Slot::Read,
@@ -43,14 +101,20 @@ impl AttentionPrefill {
         Ok(AttentionPrefill {
             kernel: KernelPipeline::new(ctx, "attention_prefill", &source, &slots, &constants),
             shape,
+            variant,
         })
     }
 
-    /// The grid for `tokens` queries: query tiles along x, q heads along y.
+    /// The grid for `tokens` queries: query tiles along x, q heads (KV heads for the lanes
+    /// design) along y.
     pub fn grid(&self, tokens: usize) -> [u32; 3] {
+        let heads = match self.variant {
+            AttentionPrefillVariant::KeyTiles => self.shape.n_heads,
+            AttentionPrefillVariant::Lanes => self.shape.n_kv_heads,
+        };
         [
-            tokens.div_ceil(QUERY_TILE).max(1) as u32,
-            self.shape.n_heads as u32,
+            tokens.div_ceil(self.variant.queries()).max(1) as u32,
+            heads as u32,
             1,
         ]
     }
@@ -73,4 +137,46 @@ impl AttentionPrefill {
         d.grid = grid;
         d
     }
+}
+
+/// The lanes kernel's `State` for `group` q heads of `n` vec4s each (see the shader's
+/// header) and its functions, written out member by member so that they stay in
+/// registers: q of head g is `q{g}_{d}`, its accumulator `a{g}_{d}`, its running max and
+/// sum `m{g}`, `l{g}`; `row` is the vec4 index of the group's first head in q and out.
+fn state_wgsl(group: usize, n: usize) -> String {
+    let mut members = String::new();
+    let (mut init, mut step, mut store) = (Vec::new(), String::new(), String::new());
+    for d in 0..n {
+        step += &format!("    let k{d} = f16x4(k_cache[key + {d}u]);\n");
+        step += &format!("    let v{d} = f16x4(v_cache[key + {d}u]);\n");
+    }
+    for g in 0..group {
+        let dot: Vec<String> = (0..n).map(|d| format!("dot(s.q{g}_{d}, k{d})")).collect();
+        step += &format!(
+            "    let f{g} = softmax_step(s.m{g}, s.l{g}, {}, seen);\n    r.m{g} = f{g}.x;\n    r.l{g} = f{g}.y;\n",
+            dot.join(" + ")
+        );
+        for d in 0..n {
+            members += &format!("q{g}_{d}: vec4<f32>, a{g}_{d}: vec4<f32>, ");
+            init.push(format!("q[row + {}u] * scale, vec4<f32>(0.0)", g * n + d));
+            step += &format!("    r.a{g}_{d} = s.a{g}_{d} * f{g}.z + f{g}.w * v{d};\n");
+            store += &format!("    out[row + {}u] = s.a{g}_{d} / s.l{g};\n", g * n + d);
+        }
+        members += &format!("m{g}: f32, l{g}: f32,\n");
+    }
+    let start: Vec<String> = (0..group).map(|_| "-3.4e38, 0.0".into()).collect();
+    // Members are declared per head as q, a pairs, then m, l: init follows that order.
+    let init: Vec<String> = (0..group)
+        .map(|g| format!("{}, {}", init[g * n..][..n].join(", "), start[g]))
+        .collect();
+    format!(
+        "struct State {{\n{members}}}\n\
+         // The group's q (times `scale`) at vec4 `row`; empty accumulators.\n\
+         fn state_init(row: u32, scale: f32) -> State {{\n    return State({init});\n}}\n\
+         // One key (and value) at vec2 `key` of the caches, for every head of the group.\n\
+         fn state_step(s: State, key: u32, seen: bool) -> State {{\n    var r = s;\n{step}    return r;\n}}\n\
+         // The normalised outputs at vec4 `row`.\n\
+         fn state_store(row: u32, s: State) {{\n{store}}}\n",
+        init = init.join(",\n        "),
+    )
 }
