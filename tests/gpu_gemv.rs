@@ -62,12 +62,6 @@ fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> Outcome {
     let w = Q4Tensor::quantize(&rng.vec(rows * c.k, 1.0), rows, c.k).unwrap();
     let h_in = rng.vec(c.k, 2.0);
     let norm_w = rng.vec(c.k, 1.5);
-    // The fused norm's reference: rmsnorm in f64, rounded to f32.
-    let x = if c.norm {
-        rmsnorm(&x_in, &norm_w, EPS)
-    } else {
-        x_in.clone()
-    };
     let bias = if c.bias {
         rng.vec(rows, 1.0)
     } else {
@@ -83,6 +77,12 @@ fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> Outcome {
             (f64::from(h_in[i]) + p) as f32
         })
         .collect();
+    // The fused norm's reference: rmsnorm in f64, rounded to f32.
+    let x = if c.norm {
+        rmsnorm(&x_in, &norm_w, EPS)
+    } else {
+        x_in.clone()
+    };
 
     // Reference: f64 dot products of the dequantized rows.
     let mut row = vec![0f32; c.k];
