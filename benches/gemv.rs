@@ -183,6 +183,7 @@ fn main() {
     // As decode runs them: the norm fused into QKV, gate/up and the head.
     let normed = |n, k, e| GemvSpec {
         norm_eps: Some(1e-6),
+        add_parts: 0,
         ..GemvSpec::new(n, k, e)
     };
     let shapes = [

@@ -12,6 +12,8 @@
 // One split (pos < SPLIT_LEN): out[h] = softmax(q·K/sqrt(HD))·V, normalised.
 // Several: out holds per (head, split) the unnormalised Σ p·v (HD values), then the
 // split's max score m and Σ p (p = exp(score - m)); attention_combine.wgsl merges them.
+// WO_FOLD (attention_wo.wgsl; a const from the wrapper): one split also projects out[h] through its W_o columns
+// into parts[h] (with several, the combine kernel does).
 //
 // qkv: [q (N_HEADS·HD) | k (N_KV·HD) | v (N_KV·HD)] f32, the QKV GEMV's output.
 // Caches: f16 pairs packed in u32, [N_KV][CTX][HD/2]. Scores: scratch [N_HEADS][CTX].
@@ -28,9 +30,9 @@ override SPLIT_LEN: u32;
 
 // `Step` and binding 0 (`step`) come from step.wgsl.
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;
-@group(0) @binding(2) var<storage, read> q_norm: array<f32>;
-@group(0) @binding(3) var<storage, read> k_norm: array<f32>;
-@group(0) @binding(4) var<storage, read> inv_freq: array<f32>;
+// Bindings 2-4 (q_norm, k_norm, inv_freq) and their accessors q_norm_at, k_norm_at,
+// inv_freq_at come from the wrapper (attention.rs): storage arrays, or uniform arrays of
+// vec4 when the W_o fold needs the storage slots (WebGPU allows 8 per stage).
 @group(0) @binding(5) var<storage, read_write> k_cache: array<u32>;
 @group(0) @binding(6) var<storage, read_write> v_cache: array<u32>;
 @group(0) @binding(7) var<storage, read_write> scores: array<f32>;
@@ -100,12 +102,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let fpos = f32(pos);
     for (var i = lid; i < half; i += RED_WIDTH) {
-        let sc = sin_cos(fpos * inv_freq[i]);
+        let sc = sin_cos(fpos * inv_freq_at(i));
         var wq = vec2<f32>(1.0);
         var wk = vec2<f32>(1.0);
         if (QK_NORM) {
-            wq = vec2<f32>(q_norm[i], q_norm[i + half]);
-            wk = vec2<f32>(k_norm[i], k_norm[i + half]);
+            wq = vec2<f32>(q_norm_at(i), q_norm_at(i + half));
+            wk = vec2<f32>(k_norm_at(i), k_norm_at(i + half));
         }
         let q = norm_rope(q_src, i, inv_q, wq.x, wq.y, sc);
         q_head[i] = q.x;
@@ -180,6 +182,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (splits == 1u) {
             out[h * HD + 2u * j] = acc.x / l;
             out[h * HD + 2u * j + 1u] = acc.y / l;
+            o_head[2u * j] = acc.x / l;
+            o_head[2u * j + 1u] = acc.y / l;
         } else {
             let base = (h * splits + split) * (HD + 2u);
             out[base + 2u * j] = acc.x;
@@ -190,5 +194,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let base = (h * splits + split) * (HD + 2u);
         out[base + HD] = m;
         out[base + HD + 1u] = l;
+    }
+    workgroupBarrier();
+    if (WO_FOLD && splits == 1u) {
+        project_head(h, lid);
     }
 }

@@ -2,6 +2,8 @@
 // q head h, with splits s of max score m_s, Σp l_s and unnormalised Σ p·v acc_s,
 //   out[h] = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s,   M = max_s m_s.
 // One workgroup per head; the split count follows from the position, as the host's grid.
+// WO_FOLD: out[h] is also projected through its W_o columns into parts[h]
+// (attention_wo.wgsl).
 
 override N_HEADS: u32;
 override HD: u32;
@@ -33,5 +35,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             acc += exp(partials[at + HD] - big_m) * partials[at + d];
         }
         out[h * HD + d] = acc / l;
+        o_head[d] = acc / l;
+    }
+    workgroupBarrier();
+    if (WO_FOLD) {
+        project_head(h, lid);
     }
 }

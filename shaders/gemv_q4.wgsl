@@ -13,6 +13,7 @@ override WG: u32 = 64u;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let first = (wid.x + wid.y * nwg.x) * WG * ROWS;
+    store_residual(first == 0u, lid, WG);
     if (first >= N) {
         return;
     }
@@ -49,7 +50,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var sum_sq = 0.0;
     if (NORM) {
         for (var i = 0u; i < K / 4u; i++) {
-            sum_sq += dot(x[i], x[i]);
+            let v = x_in(i);
+            sum_sq += dot(v, v);
         }
     }
     let scale = rms_scale(sum_sq);

@@ -4,7 +4,8 @@
 // w = scale · code + min. The wrapper declares the codes (binding 0: a storage array of
 // vec4<u32>, or an rgba32uint texture on CPU adapters) with their accessor `code4(i)`
 // (vec4 i of the codes), and x (binding 2) and norm_w (binding 3), as uniform or storage
-// arrays of vec4<f32>.
+// arrays of vec4<f32>, and `x_in(i)` (vec4 i of the input: x, plus the partial vectors of
+// gemv_q4_parts.wgsl when the spec adds some) with `store_residual`.
 //
 // NORM: the input is rmsnorm(x) ⊙ norm_w. The rms factor is one scalar, so it factors out
 // of every dot product: Σ W·(x ⊙ norm_w · r) = r · Σ W·(x ⊙ norm_w); the kernel sums
@@ -24,12 +25,12 @@ fn matrix_row(o: u32, part: u32) -> u32 {
     return o + part * N;
 }
 
-// x[i] (4 values), times the norm weights when NORM.
+// x_in(i) (4 values), times the norm weights when NORM.
 fn xn(i: u32) -> vec4<f32> {
     if (NORM) {
-        return x[i] * norm_w[i];
+        return x_in(i) * norm_w[i];
     }
-    return x[i];
+    return x_in(i);
 }
 
 // The RMSNorm factor from Σx² (1 without NORM).

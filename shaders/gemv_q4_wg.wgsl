@@ -6,6 +6,7 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let o = wid.x + wid.y * nwg.x;
+    store_residual(o == 0u, lid, 64u);
     if (o >= N) {
         return;
     }
@@ -18,7 +19,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let xb = 8u * c;
         if (NORM) {
             for (var i = xb; i < xb + 8u; i++) {
-                sum_sq += dot(x[i], x[i]);
+                let v = x_in(i);
+                sum_sq += dot(v, v);
             }
         }
         let x0 = xn(xb); let x1 = xn(xb + 1u); let x2 = xn(xb + 2u); let x3 = xn(xb + 3u);

@@ -1,14 +1,15 @@
-//! q/k-norm + RoPE + KV write, and the fused (optionally split) decode attention, against
-//! CPU references.
+//! q/k-norm + RoPE + KV write, and the fused (optionally split) decode attention, with and
+//! without the output projection folded in, against CPU references.
 
 mod gpu_common;
 
 use gpu_common::attention_ref::{attention_ref, pack_f16, rope, unpack_f16};
 use gpu_common::{assert_close, f16_round, gpu, rmsnorm, Rng};
-use pocketrt::gpu::kernels::attention::{Attention, AttentionInputs};
+use pocketrt::gpu::kernels::attention::{Attention, AttentionInputs, OutputProjection};
 use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers, RopeKv};
 use pocketrt::gpu::kernels::run;
 use pocketrt::gpu::StepUniform;
+use pocketrt::quant::Q4Tensor;
 
 fn check_rope_kv(shape: HeadShape, qk_norm: bool, pos: usize, seed: u64) {
     let ctx = gpu();
@@ -138,6 +139,20 @@ fn rope_stays_accurate_at_position_40959() {
 /// step's k and v written to the cache (f16), the output over the cached history plus
 /// this step. Earlier positions hold random f16 values; later ones stay zero.
 fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize, seed: u64) {
+    check_attention_folding(shape, qk_norm, pos, split_len, seed, None);
+}
+
+/// [`check_attention`], with the output projection (`Some(hidden)` rows, random Q4 W_o)
+/// folded in: then parts[h] must equal W_o's head-h columns times the reference output
+/// of head h, and Σ_h parts[h] the whole W_o · o.
+fn check_attention_folding(
+    shape: HeadShape,
+    qk_norm: bool,
+    pos: usize,
+    split_len: usize,
+    seed: u64,
+    hidden: Option<usize>,
+) {
     let ctx = gpu();
     let hd = shape.head_dim;
     let (qd, kvd) = (shape.n_heads * hd, shape.n_kv_heads * hd);
@@ -155,7 +170,18 @@ fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize
     let qkv = rng.vec(qd + 2 * kvd, 2.0);
     let (qn, kn) = (rng.vec(hd, 1.5), rng.vec(hd, 1.5));
     let inv_freq = rope_inv_freq(1e6, hd);
-    let kernel = Attention::new(ctx, shape, qk_norm, 1e-6, split_len).unwrap();
+    let kernel = match hidden {
+        Some(rows) => Attention::with_output_projection(ctx, shape, qk_norm, 1e-6, split_len, rows),
+        None => Attention::new(ctx, shape, qk_norm, 1e-6, split_len),
+    }
+    .unwrap();
+    let rows = hidden.unwrap_or(0);
+    let wo = Q4Tensor::quantize(&rng.vec(rows.max(1) * qd, 1.0), rows.max(1), qd).unwrap();
+    let wo_codes = ctx.storage_init("wo codes", &wo.codes).unwrap();
+    let wo_qparams = ctx.storage_init("wo qparams", &wo.qparams).unwrap();
+    let parts = ctx
+        .storage("parts", Attention::parts_bytes(shape, rows.max(1)))
+        .unwrap();
     let step = ctx.uniform("step", 16);
     let s = StepUniform {
         token: 0,
@@ -185,6 +211,11 @@ fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize
         inv_freq: &f_b,
         cache: KvBuffers { k: &kb, v: &vb },
         scores: &scores,
+        wo: hidden.map(|_| OutputProjection {
+            codes: &wo_codes,
+            qparams: &wo_qparams,
+            parts: &parts,
+        }),
     };
     let d = kernel.dispatch(ctx, inputs, &partials, &out);
     let mut enc = ctx.device.create_command_encoder(&Default::default());
@@ -219,6 +250,15 @@ fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize
     let what = format!("attention {shape:?} qk_norm={qk_norm} pos={pos} split={split_len}");
     let want = attention_ref(&q, &kc, &vc, shape, pos + 1);
     assert_close(&what, &got, &want, 1e-4, 1e-5);
+    if hidden.is_some() {
+        check_parts(
+            &what,
+            &ctx.read_f32(&parts, shape.n_heads * rows).unwrap(),
+            &wo,
+            &want,
+            hd,
+        );
+    }
     // The cache now holds this step's k and v (one f16 step of tolerance for k: the
     // f32 values may straddle a rounding edge) and nothing past it.
     let words = cache_len / 2;
@@ -228,6 +268,41 @@ fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize
     );
     assert_close(&format!("k cache {what}"), &k_got, &kc, 1e-3, 1e-5);
     assert_close(&format!("v cache {what}"), &v_got, &vc, 0.0, 0.0);
+}
+
+/// parts (n_heads × rows) against the dequantized W_o times the reference output `o`
+/// (n_heads · hd), head by head and summed over heads (f64 sums).
+fn check_parts(what: &str, parts: &[f32], wo: &Q4Tensor, o: &[f32], hd: usize) {
+    let (rows, heads) = (wo.rows, o.len() / hd);
+    let mut w = vec![0f32; wo.cols];
+    let mut want = vec![0f32; heads * rows];
+    for r in 0..rows {
+        wo.dequantize_row(r, &mut w);
+        for h in 0..heads {
+            let cols = h * hd..(h + 1) * hd;
+            let d: f64 = w[cols.clone()]
+                .iter()
+                .zip(&o[cols])
+                .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                .sum();
+            want[h * rows + r] = d as f32;
+        }
+    }
+    let tol = 1e-5 * (hd as f32).sqrt();
+    assert_close(&format!("parts {what}"), parts, &want, 1e-4, tol);
+    let sum = |v: &[f32]| -> Vec<f32> {
+        (0..rows)
+            .map(|r| (0..heads).map(|h| f64::from(v[h * rows + r])).sum::<f64>() as f32)
+            .collect()
+    };
+    let tol = 1e-5 * (wo.cols as f32).sqrt();
+    assert_close(
+        &format!("Σ parts {what}"),
+        &sum(parts),
+        &sum(&want),
+        1e-4,
+        tol,
+    );
 }
 
 const POCKET_HEADS: HeadShape = HeadShape {
@@ -284,6 +359,45 @@ fn split_attention_matches_reference_at_32768_positions() {
         ..POCKET_HEADS
     };
     check_attention(shape, true, 32_767, 256, 40);
+}
+
+#[test]
+fn folded_output_projection_matches_reference_single_and_split() {
+    // Pocket's heads (64 values: one Q4 group per head), one split and 16 splits.
+    check_attention_folding(POCKET_HEADS, true, 0, 4096, 50, Some(896));
+    check_attention_folding(POCKET_HEADS, true, 999, 64, 51, Some(896));
+    check_attention_folding(POCKET_HEADS, true, 999, 4096, 52, Some(896));
+    // Heads of 16 (four per Q4 group) and of 128 (two groups per head); hidden rows not
+    // a multiple of the 64-wide workgroup.
+    let narrow = HeadShape {
+        n_heads: 4,
+        n_kv_heads: 2,
+        head_dim: 16,
+        context: 80,
+    };
+    check_attention_folding(narrow, false, 5, 256, 53, Some(40));
+    check_attention_folding(narrow, true, 70, 32, 54, Some(40));
+    let wide = HeadShape {
+        n_heads: 2,
+        n_kv_heads: 1,
+        head_dim: 128,
+        context: 80,
+    };
+    check_attention_folding(wide, true, 3, 256, 55, Some(72));
+    check_attention_folding(wide, true, 79, 16, 56, Some(72));
+}
+
+#[test]
+fn output_projection_fold_rejects_heads_not_a_multiple_of_8() {
+    let odd = HeadShape {
+        n_heads: 16,
+        n_kv_heads: 2,
+        head_dim: 12,
+        context: 10,
+    };
+    assert!(!Attention::can_fold_output(odd));
+    let r = Attention::with_output_projection(gpu(), odd, false, 1e-6, 64, 64);
+    assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
 }
 
 #[test]

@@ -131,6 +131,7 @@ fn spec(n: usize, k: usize, epilogue: Epilogue, bias: bool, norm: bool) -> GemvS
         epilogue,
         bias,
         norm_eps: norm.then_some(EPS),
+        add_parts: 0,
     }
 }
 

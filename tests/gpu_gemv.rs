@@ -1,5 +1,6 @@
 //! Q4 g64 GEMV kernels (every variant, several row layouts, every epilogue, with and
-//! without the fused RMSNorm) against the dequantized weights (`Q4Tensor::dequantize_row`)
+//! without the fused RMSNorm, with and without partial vectors added to x) against the
+//! dequantized weights (`Q4Tensor::dequantize_row`)
 //! with f64 sums on the CPU.
 //! Tolerance: max abs err ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K) (f32 accumulation of K
 //! products of magnitude ≤ 1); a wrong code, param, row or epilogue is off by ≥ 1e-2.
@@ -8,7 +9,7 @@ mod gpu_common;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
 use pocketrt::gpu::kernels::gemv_q4::{
-    Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes, RowsLayout,
+    Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes, ResidualParts, RowsLayout,
 };
 use pocketrt::gpu::kernels::{grid, run};
 use pocketrt::quant::Q4Tensor;
@@ -43,26 +44,45 @@ struct Case {
     norm: bool,
 }
 
-/// Run one GEMV on the GPU and the reference on the CPU; returns (gpu, reference).
-fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> (Vec<f32>, Vec<f32>) {
+/// What one GEMV run gave and should have given: the output, then the stored residual
+/// x + Σ parts (empty when the kernel adds no parts).
+struct Outcome {
+    got: Vec<f32>,
+    want: Vec<f32>,
+    h_got: Vec<f32>,
+    h_want: Vec<f32>,
+}
+
+/// Run one GEMV on the GPU (adding the kernel's `add_parts` random partial vectors to x)
+/// and the reference on the CPU.
+fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> Outcome {
     let ctx = gpu();
     let mut rng = Rng::new(seed);
     let rows = c.n * c.epilogue.parts();
     let w = Q4Tensor::quantize(&rng.vec(rows * c.k, 1.0), rows, c.k).unwrap();
-    let x_in = rng.vec(c.k, 2.0);
+    let h_in = rng.vec(c.k, 2.0);
     let norm_w = rng.vec(c.k, 1.5);
-    // The fused norm's reference: rmsnorm in f64, rounded to f32.
-    let x = if c.norm {
-        rmsnorm(&x_in, &norm_w, EPS)
-    } else {
-        x_in.clone()
-    };
     let bias = if c.bias {
         rng.vec(rows, 1.0)
     } else {
         vec![0.0]
     };
     let out0 = rng.vec(c.n, 1.0);
+    let n_parts = kernel.spec.add_parts;
+    let parts = rng.vec(n_parts * c.k, 1.0);
+    // The input: h + Σ parts, summed in f64.
+    let x_in: Vec<f32> = (0..c.k)
+        .map(|i| {
+            let p: f64 = (0..n_parts).map(|p| f64::from(parts[p * c.k + i])).sum();
+            (f64::from(h_in[i]) + p) as f32
+        })
+        .collect();
+    // The fused norm's reference: rmsnorm in f64, rounded to f32.
+    let x = if c.norm {
+        rmsnorm(&x_in, &norm_w, EPS)
+    } else {
+        x_in.clone()
+    };
 
     // Reference: f64 dot products of the dequantized rows.
     let mut row = vec![0f32; c.k];
@@ -90,35 +110,53 @@ fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> (Vec<f32>, Vec<f32>) {
 
     let codes = MatrixCodes::upload(ctx, kernel.variant(), &w.codes).unwrap();
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
-    let xb = ctx.storage_init("x", &x_in).unwrap();
+    let xb = ctx.storage_init("x", &h_in).unwrap();
     let nb = ctx.storage_init("norm", &norm_w).unwrap();
     let bb = ctx.storage_init("bias", &bias).unwrap();
     let out = ctx.storage_init("out", &out0).unwrap();
     let norm = c.norm.then_some(&nb);
-    let d = kernel.dispatch(ctx, codes.bind(), &qparams, &xb, norm, &bb, &out);
+    let pb = ctx.storage_init("parts", &parts).unwrap();
+    let h_out = ctx.storage("h out", 4 * c.k as u64).unwrap();
+    let residual = (n_parts > 0).then_some(ResidualParts {
+        parts: &pb,
+        h_out: &h_out,
+    });
+    let d = kernel.dispatch_adding(ctx, codes.bind(), &qparams, &xb, norm, &bb, &out, residual);
     run(ctx, &[&d]);
-    (ctx.read_f32(&out, c.n).unwrap(), want)
+    let (h_got, h_want) = match n_parts {
+        0 => (vec![], vec![]),
+        _ => (ctx.read_f32(&h_out, c.k).unwrap(), x_in),
+    };
+    Outcome {
+        got: ctx.read_f32(&out, c.n).unwrap(),
+        want,
+        h_got,
+        h_want,
+    }
 }
 
 const EPS: f32 = 1e-6;
 
 fn check(name: &str, c: Case, seed: u64) {
+    check_adding(name, c, 0, seed);
+}
+
+/// [`check`] with `add_parts` partial vectors added to x (and the sum stored).
+fn check_adding(name: &str, c: Case, add_parts: usize, seed: u64) {
     let spec = GemvSpec {
         n: c.n,
         k: c.k,
         epilogue: c.epilogue,
         bias: c.bias,
         norm_eps: c.norm.then_some(EPS),
+        add_parts,
     };
     for (design, kernel) in kernels(spec) {
-        let (got, want) = run_case(&kernel, &c, seed);
-        assert_close(
-            &format!("{name} {design}"),
-            &got,
-            &want,
-            2e-6,
-            1e-6 * (c.k as f32).sqrt(),
-        );
+        let r = run_case(&kernel, &c, seed);
+        let what = format!("{name} {design}");
+        assert_close(&what, &r.got, &r.want, 2e-6, 1e-6 * (c.k as f32).sqrt());
+        assert_eq!(r.h_got.len(), if add_parts > 0 { c.k } else { 0 });
+        assert_close(&format!("h_out {what}"), &r.h_got, &r.h_want, 1e-6, 1e-6);
     }
 }
 
@@ -266,6 +304,31 @@ fn gemv_with_fused_rmsnorm_matches_norm_then_gemv_for_every_epilogue() {
             norm: true,
         };
         check(&format!("norm {epilogue:?} {n} x {k}"), c, 20 + i as u64);
+    }
+}
+
+#[test]
+fn gemv_adding_parts_to_x_matches_reference_and_stores_the_sum() {
+    // Pocket's gate/up (x = h + 14 heads' parts, norm, SwiGLU) and smaller shapes with
+    // every epilogue; each in every variant and layout.
+    for (i, (n, k, epilogue, norm, add)) in [
+        (2560, 896, Epilogue::SwiGlu, true, 14),
+        (50, 192, Epilogue::SwiGlu, true, 3),
+        (70, 128, Epilogue::Store, false, 1),
+        (33, 64, Epilogue::AddInto, true, 2),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = Case {
+            n,
+            k,
+            epilogue,
+            bias: false,
+            norm,
+        };
+        let name = format!("+{add} parts {epilogue:?} norm={norm} {n} x {k}");
+        check_adding(&name, c, add, 40 + i as u64);
     }
 }
 

@@ -7,10 +7,11 @@ use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::kernels::argmax::Argmax;
 use super::kernels::attention::{
-    default_split_len, partials_bytes, Attention, AttentionDispatch, AttentionInputs, GPU_SPLIT_LEN,
+    default_split_len, partials_bytes, Attention, AttentionDispatch, AttentionInputs,
+    OutputProjection, GPU_SPLIT_LEN,
 };
 use super::kernels::embed_q4::EmbedQ4;
-use super::kernels::gemv_q4::{Codes, Epilogue, GemvQ4, GemvSpec, GemvVariant};
+use super::kernels::gemv_q4::{Codes, Epilogue, GemvQ4, GemvSpec, GemvVariant, ResidualParts};
 use super::kernels::rope_kv::{rope_inv_freq, KvBuffers};
 use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;
@@ -31,8 +32,15 @@ pub use prefill::{
 
 /// Activation buffers, reused by every layer.
 struct Activations {
-    /// The residual stream (hidden_size).
+    /// The residual stream (hidden_size): where the embedding starts it when the layers
+    /// keep it in one buffer, and where the last layer leaves it in any case.
     h: wgpu::Buffer,
+    /// The other residual buffer (hidden_size): with the output projection folded into
+    /// attention, each layer's gate/up GEMV reads one buffer (plus `parts`) and writes the
+    /// other.
+    h_alt: wgpu::Buffer,
+    /// The heads' shares of the output projection (n_heads × hidden_size).
+    parts: wgpu::Buffer,
     /// q|k|v projections (q_dim + 2·kv_dim).
     qkv: wgpu::Buffer,
     /// Attention scores scratch (n_heads · context).
@@ -56,6 +64,8 @@ impl Activations {
         let f = |label: &str, n: usize| ctx.storage(label, 4 * n as u64);
         Ok(Activations {
             h: f("h", cfg.hidden_size)?,
+            h_alt: f("h alt", cfg.hidden_size)?,
+            parts: f("attention parts", cfg.n_heads * cfg.hidden_size)?,
             qkv: f("qkv", cfg.q_dim() + 2 * cfg.kv_dim())?,
             scores: ctx.storage("scores", attention.scratch_bytes())?,
             // Sized for the shortest split of any adapter (the memory plan's figure).
@@ -127,11 +137,14 @@ enum StepDispatch {
 
 /// The kernels of one model (one pipeline per distinct shape, shared by all layers).
 /// RMSNorms are fused into the GEMVs that read the normed vector (QKV, gate/up, head).
+/// The output projection is folded into attention where the head shape allows it
+/// ([`Attention::can_fold_output`]; the gate/up GEMV then adds the heads' parts to the
+/// residual), else it is a GEMV of its own.
 struct Kernels {
     embed: EmbedQ4,
     qkv: GemvQ4,
     attention: Attention,
-    attn_output: GemvQ4,
+    attn_output: Option<GemvQ4>,
     gate_up: GemvQ4,
     down: GemvQ4,
     head: GemvQ4,
@@ -142,30 +155,44 @@ impl Kernels {
     fn new(ctx: &GpuContext, cfg: &ModelConfig, context: usize) -> Result<Kernels> {
         let variant = GemvVariant::for_adapter(ctx);
         let (h, f, v) = (cfg.hidden_size, cfg.ffn_size, cfg.vocab_size);
-        let gemv = |n, k, epilogue, bias, norm: bool| {
+        let gemv_adding = |n, k, epilogue, bias, norm: bool, add_parts| {
             let spec = GemvSpec {
                 n,
                 k,
                 epilogue,
                 bias,
                 norm_eps: norm.then_some(cfg.rms_eps),
+                add_parts,
             };
             GemvQ4::new(ctx, variant, spec)
         };
+        let gemv = |n, k, epilogue, bias, norm| gemv_adding(n, k, epilogue, bias, norm, 0);
         let qkv_rows = cfg.q_dim() + 2 * cfg.kv_dim();
         let shape = KvCache::shape(cfg, context);
-        Ok(Kernels {
-            embed: EmbedQ4::new(ctx, h)?,
-            qkv: gemv(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
-            attention: Attention::new(
+        let split_len = default_split_len(ctx);
+        let fold = Attention::can_fold_output(shape);
+        let (attention, attn_output) = if fold {
+            let a = Attention::with_output_projection(
                 ctx,
                 shape,
                 cfg.qk_norm,
                 cfg.rms_eps,
-                default_split_len(ctx),
-            )?,
-            attn_output: gemv(h, cfg.q_dim(), Epilogue::AddInto, false, false)?,
-            gate_up: gemv(f, h, Epilogue::SwiGlu, false, true)?,
+                split_len,
+                h,
+            )?;
+            (a, None)
+        } else {
+            let a = Attention::new(ctx, shape, cfg.qk_norm, cfg.rms_eps, split_len)?;
+            let o = gemv(h, cfg.q_dim(), Epilogue::AddInto, false, false)?;
+            (a, Some(o))
+        };
+        let add_parts = if fold { cfg.n_heads } else { 0 };
+        Ok(Kernels {
+            embed: EmbedQ4::new(ctx, h)?,
+            qkv: gemv(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
+            attention,
+            attn_output,
+            gate_up: gemv_adding(f, h, Epilogue::SwiGlu, false, true, add_parts)?,
             down: gemv(h, f, Epilogue::AddInto, false, false)?,
             head: gemv(v, h, Epilogue::Store, false, true)?,
             argmax: Argmax::new(ctx, v),
@@ -437,6 +464,8 @@ impl GpuModel {
         let a = &self.acts;
         let acts = [
             &a.h,
+            &a.h_alt,
+            &a.parts,
             &a.qkv,
             &a.scores,
             &a.partials,
@@ -495,8 +524,14 @@ impl<'a> StepMatrices<'a> {
 }
 
 /// The decode step as the model reads: embed → for each layer [norm + QKV, q/k-norm +
-/// RoPE + KV write + attention, O + residual, norm + gate/up + SwiGLU, down + residual]
-/// → norm + head → argmax.
+/// RoPE + KV write + attention (+ the output projection's per-head parts), (O + residual
+/// when not folded,) residual + parts → norm + gate/up + SwiGLU, down + residual] → norm +
+/// head → argmax.
+///
+/// Folded, the residual ping-pongs: layer i's gate/up reads `cur` + parts and stores the
+/// sum to `next` (down adds into `next`), and layer i + 1 reads `next`. The embedding
+/// starts in the buffer that makes the last layer end in `a.h` (what the head reads and
+/// prefill's last row is copied to).
 fn record_step(
     ctx: &GpuContext,
     k: &Kernels,
@@ -506,20 +541,29 @@ fn record_step(
     step: &wgpu::Buffer,
 ) -> Vec<StepDispatch> {
     let w = matrices.weights;
-    let gemv = |kernel: &GemvQ4, (m, codes): (&Q4Buffers, Codes), x, norm, bias, out| {
-        let bias: Option<&wgpu::Buffer> = bias;
-        StepDispatch::Fixed(kernel.dispatch(
-            ctx,
-            codes,
-            &m.qparams,
-            x,
-            norm,
-            bias.unwrap_or(&a.none),
-            out,
-        ))
+    let gemv_adding =
+        |kernel: &GemvQ4, (m, codes): (&Q4Buffers, Codes), x, norm, bias, out, residual| {
+            let bias: Option<&wgpu::Buffer> = bias;
+            StepDispatch::Fixed(kernel.dispatch_adding(
+                ctx,
+                codes,
+                &m.qparams,
+                x,
+                norm,
+                bias.unwrap_or(&a.none),
+                out,
+                residual,
+            ))
+        };
+    let gemv = |kernel, m, x, norm, bias, out| gemv_adding(kernel, m, x, norm, bias, out, None);
+    let folded = k.attn_output.is_none();
+    // Folded, the residual alternates buffers every layer and must end in a.h.
+    let mut cur = match folded && w.layers.len() % 2 == 1 {
+        true => &a.h_alt,
+        false => &a.h,
     };
     let e = &w.token_embd;
-    let embed = k.embed.dispatch(ctx, step, &e.codes, &e.qparams, &a.h);
+    let embed = k.embed.dispatch(ctx, step, &e.codes, &e.qparams, cur);
     let mut d = vec![StepDispatch::Fixed(embed)];
     for (i, l) in w.layers.iter().enumerate() {
         let (q_norm, k_norm) = match &l.qk_norm {
@@ -537,13 +581,18 @@ fn record_step(
                 v: &kv.v[i],
             },
             scores: &a.scores,
+            wo: folded.then_some(OutputProjection {
+                codes: &l.attn_output.codes,
+                qparams: &l.attn_output.qparams,
+                parts: &a.parts,
+            }),
         };
         let attn_norm = Some(&l.attn_norm);
         let m = |j: usize, m| matrices.codes(m, Some((i, j)));
         d.push(gemv(
             &k.qkv,
             m(0, &l.qkv),
-            &a.h,
+            cur,
             attn_norm,
             l.qkv_bias.as_ref(),
             &a.qkv,
@@ -554,28 +603,46 @@ fn record_step(
             &a.partials,
             &a.attn,
         )));
-        d.push(gemv(
-            &k.attn_output,
-            m(1, &l.attn_output),
-            &a.attn,
-            None,
-            None,
-            &a.h,
-        ));
-        d.push(gemv(
+        let residual = match &k.attn_output {
+            Some(o) => {
+                d.push(gemv(o, m(1, &l.attn_output), &a.attn, None, None, cur));
+                None
+            }
+            None => {
+                let next = if std::ptr::eq(cur, &a.h) {
+                    &a.h_alt
+                } else {
+                    &a.h
+                };
+                let parts = ResidualParts {
+                    parts: &a.parts,
+                    h_out: next,
+                };
+                Some((parts, next))
+            }
+        };
+        d.push(gemv_adding(
             &k.gate_up,
             m(2, &l.gate_up),
-            &a.h,
+            cur,
             Some(&l.ffn_norm),
             None,
             &a.ffn,
+            residual.map(|(p, _)| p),
         ));
-        d.push(gemv(&k.down, m(3, &l.down), &a.ffn, None, None, &a.h));
+        if let Some((_, next)) = residual {
+            cur = next;
+        }
+        d.push(gemv(&k.down, m(3, &l.down), &a.ffn, None, None, cur));
     }
+    debug_assert!(
+        std::ptr::eq(cur, &a.h),
+        "the last layer leaves the residual in a.h"
+    );
     d.push(gemv(
         &k.head,
         matrices.codes(w.head(), None),
-        &a.h,
+        cur,
         Some(&w.output_norm),
         None,
         &a.logits,

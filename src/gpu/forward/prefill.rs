@@ -112,6 +112,7 @@ impl Prefill {
             epilogue,
             bias,
             norm_eps: norm.then_some(cfg.rms_eps),
+            add_parts: 0,
         };
         let qkv_rows = qd + 2 * cfg.kv_dim();
         let shape = KvCache::shape(cfg, context);

@@ -1,8 +1,12 @@
 //! Decode attention for one query token (GQA, softmax) with the q/k-norm + RoPE + KV-cache
 //! write fused in (shaders/attention.wgsl), split along the context into chunks of
 //! `split_len` positions when the history is longer than one chunk (flash-decoding: the
-//! splits write partial results that shaders/attention_combine.wgsl merges).
+//! splits write partial results that shaders/attention_combine.wgsl merges). Optionally
+//! with the output projection W_o folded in (shaders/attention_wo.wgsl): each head also
+//! writes its share of W_o · o to a `parts` buffer, which the next GEMV adds to the
+//! residual.
 
+use super::gemv_q4::Q4_UNPACK_WGSL;
 use super::rope_kv::{HeadShape, KvBuffers};
 use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
 use crate::error::{Error, Result};
@@ -10,6 +14,56 @@ use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/attention.wgsl");
 const COMBINE_WGSL: &str = include_str!("../../../shaders/attention_combine.wgsl");
+const WO_WGSL: &str = include_str!("../../../shaders/attention_wo.wgsl");
+
+/// The W_o fold: its bindings (from binding `first` on: codes, qparams, parts) and
+/// shaders/attention_wo.wgsl; unfolded, a stub of what the kernels call.
+fn wo_source(folded: bool, first: u32) -> String {
+    if !folded {
+        return "const WO_FOLD = false;\nvar<workgroup> o_head: array<f32, 256>;\n\
+                fn project_head(h: u32, lid: u32) {}\n"
+            .into();
+    }
+    let bindings = format!(
+        "const WO_FOLD = true;\n\
+         @group(0) @binding({}) var<storage, read> wo_codes: array<u32>;\n\
+         @group(0) @binding({}) var<storage, read> wo_qparams: array<u32>;\n\
+         @group(0) @binding({}) var<storage, read_write> parts: array<f32>;\n",
+        first,
+        first + 1,
+        first + 2
+    );
+    [&bindings, Q4_UNPACK_WGSL, WO_WGSL].concat()
+}
+
+/// The attention kernel's small inputs (bindings 2-4: q_norm, k_norm, inv_freq) with
+/// accessors `NAME_at(i)`: storage arrays, or (`uniform`: when the W_o fold takes 3
+/// more storage slots) uniform arrays of vec4, q/k norm `hd` floats long with `qk_norm`
+/// (else a 16-byte stand-in), inv_freq hd / 2 (the fold makes hd a multiple of 8).
+fn small_inputs(uniform: bool, qk_norm: bool, hd: usize) -> String {
+    let norm_len = if qk_norm { hd / 4 } else { 1 };
+    let inputs = [
+        ("q_norm", 2, norm_len),
+        ("k_norm", 3, norm_len),
+        ("inv_freq", 4, hd / 8),
+    ];
+    inputs
+        .iter()
+        .map(|(name, binding, len)| {
+            if uniform {
+                format!(
+                    "@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n\
+                     fn {name}_at(i: u32) -> f32 {{ return {name}[i / 4u][i % 4u]; }}\n"
+                )
+            } else {
+                format!(
+                    "@group(0) @binding({binding}) var<storage, read> {name}: array<f32>;\n\
+                     fn {name}_at(i: u32) -> f32 {{ return {name}[i]; }}\n"
+                )
+            }
+        })
+        .collect()
+}
 
 /// Positions per split on GPUs: short chunks, so that the heads × splits workgroups
 /// fill the device. Also the shortest split any adapter uses (it sizes the partials).
@@ -47,6 +101,18 @@ pub struct AttentionInputs<'a> {
     pub cache: KvBuffers<'a>,
     /// Scores scratch: [`Attention::scratch_bytes`].
     pub scores: &'a wgpu::Buffer,
+    /// The folded output projection: required exactly when the kernel folds it.
+    pub wo: Option<OutputProjection<'a>>,
+}
+
+/// The folded output projection's buffers: W_o (Q4 g64, hidden × n_heads·head_dim) and
+/// `parts` (n_heads × hidden f32: [`Attention::parts_bytes`]), where head h writes
+/// `W_o[:, h·head_dim..(h+1)·head_dim] · o_h`.
+#[derive(Clone, Copy)]
+pub struct OutputProjection<'a> {
+    pub codes: &'a wgpu::Buffer,
+    pub qparams: &'a wgpu::Buffer,
+    pub parts: &'a wgpu::Buffer,
 }
 
 /// The dispatches of one layer's attention: `single` when the history fits one split,
@@ -62,6 +128,8 @@ pub struct Attention {
     combine: KernelPipeline,
     pub shape: HeadShape,
     pub split_len: usize,
+    /// Rows of the folded W_o (the hidden size), when folded.
+    pub wo_rows: Option<usize>,
 }
 
 impl Attention {
@@ -73,6 +141,44 @@ impl Attention {
         eps: f32,
         split_len: usize,
     ) -> Result<Attention> {
+        Self::build(ctx, shape, qk_norm, eps, split_len, None)
+    }
+
+    /// [`Attention::new`] with the output projection (`hidden` rows) folded in: needs
+    /// head_dim % 8 == 0 and n_heads · head_dim % 64 == 0 (whole Q4 code words per head,
+    /// whole groups per row).
+    pub fn with_output_projection(
+        ctx: &GpuContext,
+        shape: HeadShape,
+        qk_norm: bool,
+        eps: f32,
+        split_len: usize,
+        hidden: usize,
+    ) -> Result<Attention> {
+        let q_dim = shape.n_heads * shape.head_dim;
+        if shape.head_dim % 8 != 0 || q_dim % 64 != 0 || hidden == 0 || hidden > u32::MAX as usize {
+            return Err(Error::InvalidArgument(format!(
+                "W_o fold: head_dim {} must be a multiple of 8, n_heads·head_dim {q_dim} of \
+                 64, hidden {hidden} positive",
+                shape.head_dim
+            )));
+        }
+        Self::build(ctx, shape, qk_norm, eps, split_len, Some(hidden))
+    }
+
+    /// Can the output projection of `shape` be folded in?
+    pub fn can_fold_output(shape: HeadShape) -> bool {
+        shape.head_dim % 8 == 0 && (shape.n_heads * shape.head_dim) % 64 == 0
+    }
+
+    fn build(
+        ctx: &GpuContext,
+        shape: HeadShape,
+        qk_norm: bool,
+        eps: f32,
+        split_len: usize,
+        wo_rows: Option<usize>,
+    ) -> Result<Attention> {
         shape.check()?;
         if split_len == 0 || split_len > u32::MAX as usize {
             return Err(Error::InvalidArgument(format!(
@@ -83,21 +189,44 @@ impl Attention {
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
         constants.push(("EPS", f64::from(eps)));
         constants.push(("SPLIT_LEN", split_len as f64));
-        let source = [STEP_WGSL, REDUCE64_WGSL, WGSL].concat();
-        let mut slots = vec![Slot::Uniform];
-        slots.extend([Slot::Read; 4]);
+        let folded = wo_rows.is_some();
+        // Folded: q/k norm and inv_freq as uniforms, W_o's codes, qparams and the parts
+        // as 3 more storage bindings (8 in all).
+        let wo: &[Slot] = match folded {
+            true => &[Slot::Read, Slot::Read, Slot::ReadWrite],
+            false => &[],
+        };
+        let wo_constants: Vec<_> = wo_rows.map(|r| ("HIDDEN", r as f64)).into_iter().collect();
+        constants.extend(wo_constants.iter().copied());
+        let small = small_inputs(folded, qk_norm, shape.head_dim);
+        let source = [
+            STEP_WGSL,
+            REDUCE64_WGSL,
+            &small,
+            &wo_source(folded, 9),
+            WGSL,
+        ]
+        .concat();
+        let small_slot = if folded { Slot::Uniform } else { Slot::Read };
+        let mut slots = vec![Slot::Uniform, Slot::Read];
+        slots.extend([small_slot; 3]);
         slots.extend([Slot::ReadWrite; 4]);
+        slots.extend(wo);
         let attend = KernelPipeline::new(ctx, "attention", &source, &slots, &constants);
-        let combine_constants = [
+        let mut combine_constants = vec![
             ("N_HEADS", shape.n_heads as f64),
             ("HD", shape.head_dim as f64),
             ("SPLIT_LEN", split_len as f64),
         ];
+        combine_constants.extend(wo_constants);
+        let mut combine_slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
+        combine_slots.extend(wo);
+        let combine_source = [STEP_WGSL, &wo_source(folded, 3), COMBINE_WGSL].concat();
         let combine = KernelPipeline::new(
             ctx,
             "attention_combine",
-            &[STEP_WGSL, COMBINE_WGSL].concat(),
-            &[Slot::Uniform, Slot::Read, Slot::ReadWrite],
+            &combine_source,
+            &combine_slots,
             &combine_constants,
         );
         Ok(Attention {
@@ -105,6 +234,7 @@ impl Attention {
             combine,
             shape,
             split_len,
+            wo_rows,
         })
     }
 
@@ -118,14 +248,20 @@ impl Attention {
         partials_bytes(self.shape, self.split_len)
     }
 
+    /// Bytes of the folded projection's `parts` buffer: n_heads × `hidden` f32.
+    pub fn parts_bytes(shape: HeadShape, hidden: usize) -> u64 {
+        (shape.n_heads * hidden * 4) as u64
+    }
+
     /// Splits for the step at position `pos`.
     pub fn splits_at(&self, pos: usize) -> u32 {
         (pos / self.split_len + 1) as u32
     }
 
-    /// The dispatches for one layer: `out` receives n_heads · head_dim floats;
-    /// `partials` is at least [`Attention::partials_bytes`] of scratch. This step's k and v are
-    /// written to `inputs.cache` at the step's position.
+    /// The dispatches for one layer: `out` receives n_heads · head_dim floats (and, when
+    /// folded, `inputs.wo`'s parts the projection); `partials` is at least
+    /// [`Attention::partials_bytes`] of scratch. This step's k and v are written to
+    /// `inputs.cache` at the step's position.
     pub fn dispatch(
         &self,
         ctx: &GpuContext,
@@ -134,21 +270,29 @@ impl Attention {
         out: &wgpu::Buffer,
     ) -> AttentionDispatch {
         let i = inputs;
+        assert_eq!(
+            i.wo.is_some(),
+            self.wo_rows.is_some(),
+            "attention: W_o is bound exactly when the kernel folds it"
+        );
+        let wo: Vec<&wgpu::Buffer> = match i.wo {
+            Some(wo) => vec![wo.codes, wo.qparams, wo.parts],
+            None => vec![],
+        };
+        let heads = self.shape.n_heads as u32;
         let attend = |dst| {
-            let buffers = [
+            let mut buffers = vec![
                 i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.cache.k, i.cache.v, i.scores, dst,
             ];
-            self.attend
-                .dispatch(ctx, &buffers, self.shape.n_heads as u32)
+            buffers.extend(&wo);
+            self.attend.dispatch(ctx, &buffers, heads)
         };
+        let mut combine = vec![i.step, partials, out];
+        combine.extend(&wo);
         AttentionDispatch {
             single: attend(out),
             split: attend(partials),
-            combine: self.combine.dispatch(
-                ctx,
-                &[i.step, partials, out],
-                self.shape.n_heads as u32,
-            ),
+            combine: self.combine.dispatch(ctx, &combine, heads),
         }
     }
 }

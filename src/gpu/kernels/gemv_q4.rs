@@ -10,10 +10,16 @@ use crate::gpu::code_texture::{CodeTexture, WIDTH, WIDTH_SHIFT};
 use crate::gpu::device::GpuContext;
 
 /// The overrides of [`GemvSpec::constants`] and code unpacking, shared with the GEMM.
-pub(crate) const Q4_COMMON_WGSL: &str = include_str!("../../../shaders/q4_common.wgsl");
+pub(crate) const Q4_COMMON_WGSL: &str = concat!(
+    include_str!("../../../shaders/q4_common.wgsl"),
+    include_str!("../../../shaders/q4_unpack.wgsl")
+);
+/// Code unpacking alone (`lo4`, `hi4`), for other kernels reading Q4 codes.
+pub(crate) const Q4_UNPACK_WGSL: &str = include_str!("../../../shaders/q4_unpack.wgsl");
 const COMMON_WGSL: &str = include_str!("../../../shaders/gemv_q4_common.wgsl");
 const ROWS_WGSL: &str = include_str!("../../../shaders/gemv_q4.wgsl");
 const WORKGROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_wg.wgsl");
+const PARTS_WGSL: &str = include_str!("../../../shaders/gemv_q4_parts.wgsl");
 
 /// What happens to each output row after the dot product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,6 +117,10 @@ pub struct GemvSpec {
     pub bias: bool,
     /// Fuse an RMSNorm of x with this epsilon (norm weights bound at dispatch).
     pub norm_eps: Option<f32>,
+    /// When positive, the input is x plus this many partial vectors of k floats (bound
+    /// at dispatch: [`ResidualParts`]), and the kernel also stores that sum (the next
+    /// residual). 0: the input is x.
+    pub add_parts: usize,
 }
 
 impl GemvSpec {
@@ -134,6 +144,7 @@ impl GemvSpec {
             epilogue,
             bias: false,
             norm_eps: None,
+            add_parts: 0,
         }
     }
 }
@@ -157,6 +168,15 @@ impl RowsLayout {
             rows: 16 / parts as u32,
         }
     }
+}
+
+/// The partial vectors a [`GemvSpec::add_parts`] GEMV adds to x (`parts`: add_parts × k
+/// floats), and where it stores the sum (`h_out`: k floats, a buffer the dispatch does
+/// not otherwise bind).
+#[derive(Clone, Copy)]
+pub struct ResidualParts<'a> {
+    pub parts: &'a wgpu::Buffer,
+    pub h_out: &'a wgpu::Buffer,
 }
 
 /// A matrix's codes as a GEMV variant binds them: the storage buffer, plus its texture
@@ -216,20 +236,42 @@ pub(crate) fn codes_decl(texture: bool, binding: u32) -> String {
 
 /// The per-pipeline WGSL header: the rows variant's constants, the codes binding (a
 /// texture when `texture`) and the x / norm-weight bindings, as uniform arrays of K/4
-/// vec4 when `uniform_x`, else as storage arrays.
-pub fn gemv_header(spec: &GemvSpec, layout: RowsLayout, uniform_x: bool, texture: bool) -> String {
+/// vec4 when `uniform_x`, else as storage arrays, and the input accessor `x_in`
+/// (shaders/gemv_q4_parts.wgsl when the spec adds partial vectors, their binding uniform
+/// when `uniform_parts`).
+pub fn gemv_header(
+    spec: &GemvSpec,
+    layout: RowsLayout,
+    (uniform_x, uniform_parts): (bool, bool),
+    texture: bool,
+) -> String {
+    let uniform_decl = |binding: u32, name: &str, len: usize| {
+        format!("@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n")
+    };
     let decl = |binding: u32, name: &str| {
         if uniform_x {
-            format!(
-                "@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {}>;\n",
-                spec.k / 4
-            )
+            uniform_decl(binding, name, spec.k / 4)
         } else {
             format!("@group(0) @binding({binding}) var<storage, read> {name}: array<vec4<f32>>;\n")
         }
     };
+    let input = if spec.add_parts > 0 {
+        let parts = if uniform_parts {
+            uniform_decl(6, "add_vecs", spec.add_parts * spec.k / 4)
+        } else {
+            "@group(0) @binding(6) var<storage, read> add_vecs: array<vec4<f32>>;\n".to_string()
+        };
+        format!(
+            "const ADD_PARTS: u32 = {}u;\n{parts}{PARTS_WGSL}",
+            spec.add_parts
+        )
+    } else {
+        "fn x_in(i: u32) -> vec4<f32> {\n    return x[i];\n}\n\
+         fn store_residual(first: bool, lid: u32, stride: u32) {}\n"
+            .to_string()
+    };
     format!(
-        "const ROWS: u32 = {}u;\nconst PARTS: u32 = {}u;\n{}{}{}",
+        "const ROWS: u32 = {}u;\nconst PARTS: u32 = {}u;\n{}{}{}{input}",
         layout.rows,
         spec.epilogue.parts(),
         codes_decl(texture, 0),
@@ -269,8 +311,12 @@ impl GemvQ4 {
         }
         // x as a uniform array (broadcast loads) where it fits the uniform binding limit.
         let rows = variant != GemvVariant::WorkgroupPerRow;
-        let uniform_x = rows && 4 * k as u64 <= ctx.limits.max_uniform_buffer_binding_size;
-        let header = gemv_header(&spec, layout, uniform_x, variant.reads_texture());
+        let max_uniform = ctx.limits.max_uniform_buffer_binding_size;
+        let uniform_x = rows && 4 * k as u64 <= max_uniform;
+        // The partial vectors likewise (Pocket's 14 × 896 floats fit in 64 KiB).
+        let uniform_parts = rows && 4 * (spec.add_parts * k) as u64 <= max_uniform;
+        let uniform = (uniform_x, uniform_parts);
+        let header = gemv_header(&spec, layout, uniform, variant.reads_texture());
         let source = match variant {
             GemvVariant::RowsPerInvocation | GemvVariant::RowsFromTexture => {
                 [&header, Q4_COMMON_WGSL, COMMON_WGSL, ROWS_WGSL].concat()
@@ -294,7 +340,7 @@ impl GemvQ4 {
         } else {
             Slot::Read
         };
-        let slots = [
+        let mut slots = vec![
             codes_slot,
             Slot::Read,
             x_slot,
@@ -302,6 +348,14 @@ impl GemvQ4 {
             Slot::Read,
             Slot::ReadWrite,
         ];
+        if spec.add_parts > 0 {
+            let parts_slot = if uniform_parts {
+                Slot::Uniform
+            } else {
+                Slot::Read
+            };
+            slots.extend([parts_slot, Slot::ReadWrite]);
+        }
         Ok(GemvQ4 {
             kernel: KernelPipeline::new(ctx, "gemv_q4", &source, &slots, &constants),
             variant,
@@ -342,6 +396,28 @@ impl GemvQ4 {
         bias: &wgpu::Buffer,
         out: &wgpu::Buffer,
     ) -> Dispatch {
+        self.dispatch_adding(ctx, codes, qparams, x, norm_weight, bias, out, None)
+    }
+
+    /// [`GemvQ4::dispatch`] with the partial vectors added to x (`residual`: required
+    /// exactly when the spec's `add_parts` is positive).
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatch_adding(
+        &self,
+        ctx: &GpuContext,
+        codes: Codes,
+        qparams: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        norm_weight: Option<&wgpu::Buffer>,
+        bias: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        residual: Option<ResidualParts>,
+    ) -> Dispatch {
+        assert_eq!(
+            residual.is_some(),
+            self.spec.add_parts > 0,
+            "gemv_q4: partial vectors are bound exactly when the spec adds them"
+        );
         assert_eq!(
             norm_weight.is_some(),
             self.spec.norm_eps.is_some(),
@@ -358,10 +434,11 @@ impl GemvQ4 {
         );
         let norm = norm_weight.unwrap_or(x);
         let b = Binding::Buffer;
-        self.kernel.dispatch_bindings(
-            ctx,
-            &[codes, b(qparams), b(x), b(norm), b(bias), b(out)],
-            self.workgroups(),
-        )
+        let mut bindings = vec![codes, b(qparams), b(x), b(norm), b(bias), b(out)];
+        if let Some(r) = residual {
+            bindings.extend([b(r.parts), b(r.h_out)]);
+        }
+        self.kernel
+            .dispatch_bindings(ctx, &bindings, self.workgroups())
     }
 }
