@@ -152,7 +152,12 @@ struct Kernels {
 }
 
 impl Kernels {
-    fn new(ctx: &GpuContext, cfg: &ModelConfig, context: usize) -> Result<Kernels> {
+    fn new(
+        ctx: &GpuContext,
+        cfg: &ModelConfig,
+        context: usize,
+        options: StepOptions,
+    ) -> Result<Kernels> {
         let variant = GemvVariant::for_adapter(ctx);
         let (h, f, v) = (cfg.hidden_size, cfg.ffn_size, cfg.vocab_size);
         let gemv_adding = |n, k, epilogue, bias, norm: bool, add_parts| {
@@ -170,7 +175,7 @@ impl Kernels {
         let qkv_rows = cfg.q_dim() + 2 * cfg.kv_dim();
         let shape = KvCache::shape(cfg, context);
         let split_len = default_split_len(ctx);
-        let fold = Attention::can_fold_output(shape);
+        let fold = options.folds_output(ctx, shape);
         let (attention, attn_output) = if fold {
             let a = Attention::with_output_projection(
                 ctx,
@@ -200,6 +205,24 @@ impl Kernels {
     }
 }
 
+/// How the decode step is built; the defaults suit the adapter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepOptions {
+    /// Fold the attention output projection into attention (4 dispatches per layer
+    /// instead of 5). `None`: on GPUs, where it saves a dispatch and a pass over the
+    /// residual, and not on CPU adapters, where it measured ~2x slower per token on
+    /// lavapipe (W_o's codes and the 14 heads' parts are read with per-lane loads there;
+    /// the O GEMV reads W_o from its texture). Shapes that cannot fold never do
+    /// ([`Attention::can_fold_output`]).
+    pub fold_output: Option<bool>,
+}
+
+impl StepOptions {
+    fn folds_output(self, ctx: &GpuContext, shape: super::kernels::rope_kv::HeadShape) -> bool {
+        Attention::can_fold_output(shape) && self.fold_output.unwrap_or(!ctx.adapter.is_cpu)
+    }
+}
+
 impl GpuModel {
     /// Upload `src` to the GPU of `ctx` with a `context`-position KV cache.
     pub fn load(
@@ -207,11 +230,21 @@ impl GpuModel {
         src: &mut dyn ModelSource,
         context: usize,
     ) -> Result<GpuModel> {
+        Self::load_with(ctx, src, context, StepOptions::default())
+    }
+
+    /// [`GpuModel::load`] with explicit step options (tests and benchmarks compare them).
+    pub fn load_with(
+        ctx: Arc<GpuContext>,
+        src: &mut dyn ModelSource,
+        context: usize,
+        options: StepOptions,
+    ) -> Result<GpuModel> {
         if context == 0 {
             return Err(Error::InvalidArgument("context length 0".into()));
         }
         let weights = ModelWeights::upload(&ctx, src)?;
-        Self::with_weights(ctx, src.config().clone(), weights, context)
+        Self::with_options(ctx, src.config().clone(), weights, context, options)
     }
 
     /// A model over `weights` already on the GPU of `ctx` (e.g. streamed there by the
@@ -222,11 +255,22 @@ impl GpuModel {
         weights: ModelWeights,
         context: usize,
     ) -> Result<GpuModel> {
+        Self::with_options(ctx, config, weights, context, StepOptions::default())
+    }
+
+    /// [`GpuModel::with_weights`] with explicit step options.
+    pub fn with_options(
+        ctx: Arc<GpuContext>,
+        config: ModelConfig,
+        weights: ModelWeights,
+        context: usize,
+        options: StepOptions,
+    ) -> Result<GpuModel> {
         if context == 0 {
             return Err(Error::InvalidArgument("context length 0".into()));
         }
         let c = &*ctx;
-        let kernels = Kernels::new(c, &config, context)?;
+        let kernels = Kernels::new(c, &config, context, options)?;
         let kv = KvCache::new(c, &config, context)?;
         let acts = Activations::new(c, &config, &kernels.attention)?;
         let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
