@@ -5,19 +5,14 @@
 
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
-use super::kernels::argmax::Argmax;
-use super::kernels::attention::{
-    default_split_len, partials_bytes, Attention, AttentionDispatch, AttentionInputs,
-    OutputProjection, GPU_SPLIT_LEN,
-};
-use super::kernels::embed_q4::EmbedQ4;
-use super::kernels::gemv_q4::{Codes, Epilogue, GemvQ4, GemvSpec, GemvVariant, ResidualParts};
-use super::kernels::rope_kv::{rope_inv_freq, KvBuffers};
+use super::kernels::attention::{partials_bytes, Attention, AttentionDispatch, GPU_SPLIT_LEN};
+use super::kernels::gemv_q4::GemvVariant;
+use super::kernels::rope_kv::rope_inv_freq;
 use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
 use super::timing::GpuTimer;
-use super::weights::{ModelWeights, Q4Buffers};
+use super::weights::ModelWeights;
 use super::StepUniform;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
@@ -25,10 +20,13 @@ use crate::format::source::ModelSource;
 use std::sync::Arc;
 
 mod prefill;
+mod step;
 pub use prefill::{
     lanes_records_bytes as prefill_lanes_records_bytes, scratch_sizes as prefill_scratch_sizes,
     CHUNK as PREFILL_CHUNK, PREFILL_MAX_POSITIONS,
 };
+pub use step::StepOptions;
+use step::{record_step, Kernels, StepDispatch, StepMatrices, DISPATCHES_OUTSIDE_LAYERS};
 
 /// Activation buffers, reused by every layer.
 struct Activations {
@@ -126,101 +124,6 @@ pub enum Readback {
     TopK,
     /// All logits (and the argmax).
     Logits,
-}
-
-/// One entry of the recorded decode step.
-enum StepDispatch {
-    Fixed(Dispatch),
-    /// Attention: one dispatch, or split + combine at long histories.
-    Attention(AttentionDispatch),
-}
-
-/// The kernels of one model (one pipeline per distinct shape, shared by all layers).
-/// RMSNorms are fused into the GEMVs that read the normed vector (QKV, gate/up, head).
-/// The output projection is folded into attention where the head shape allows it
-/// ([`Attention::can_fold_output`]; the gate/up GEMV then adds the heads' parts to the
-/// residual), else it is a GEMV of its own.
-struct Kernels {
-    embed: EmbedQ4,
-    qkv: GemvQ4,
-    attention: Attention,
-    attn_output: Option<GemvQ4>,
-    gate_up: GemvQ4,
-    down: GemvQ4,
-    head: GemvQ4,
-    argmax: Argmax,
-}
-
-impl Kernels {
-    fn new(
-        ctx: &GpuContext,
-        cfg: &ModelConfig,
-        context: usize,
-        options: StepOptions,
-    ) -> Result<Kernels> {
-        let variant = GemvVariant::for_adapter(ctx);
-        let (h, f, v) = (cfg.hidden_size, cfg.ffn_size, cfg.vocab_size);
-        let gemv_adding = |n, k, epilogue, bias, norm: bool, add_parts| {
-            let spec = GemvSpec {
-                n,
-                k,
-                epilogue,
-                bias,
-                norm_eps: norm.then_some(cfg.rms_eps),
-                add_parts,
-            };
-            GemvQ4::new(ctx, variant, spec)
-        };
-        let gemv = |n, k, epilogue, bias, norm| gemv_adding(n, k, epilogue, bias, norm, 0);
-        let qkv_rows = cfg.q_dim() + 2 * cfg.kv_dim();
-        let shape = KvCache::shape(cfg, context);
-        let split_len = default_split_len(ctx);
-        let fold = options.folds_output(ctx, shape);
-        let (attention, attn_output) = if fold {
-            let a = Attention::with_output_projection(
-                ctx,
-                shape,
-                cfg.qk_norm,
-                cfg.rms_eps,
-                split_len,
-                h,
-            )?;
-            (a, None)
-        } else {
-            let a = Attention::new(ctx, shape, cfg.qk_norm, cfg.rms_eps, split_len)?;
-            let o = gemv(h, cfg.q_dim(), Epilogue::AddInto, false, false)?;
-            (a, Some(o))
-        };
-        let add_parts = if fold { cfg.n_heads } else { 0 };
-        Ok(Kernels {
-            embed: EmbedQ4::new(ctx, h)?,
-            qkv: gemv(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
-            attention,
-            attn_output,
-            gate_up: gemv_adding(f, h, Epilogue::SwiGlu, false, true, add_parts)?,
-            down: gemv(h, f, Epilogue::AddInto, false, false)?,
-            head: gemv(v, h, Epilogue::Store, false, true)?,
-            argmax: Argmax::new(ctx, v),
-        })
-    }
-}
-
-/// How the decode step is built; the defaults suit the adapter.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StepOptions {
-    /// Fold the attention output projection into attention (4 dispatches per layer
-    /// instead of 5). `None`: on GPUs, where it saves a dispatch and a pass over the
-    /// residual, and not on CPU adapters, where it measured ~2x slower per token on
-    /// lavapipe (W_o's codes and the 14 heads' parts are read with per-lane loads there;
-    /// the O GEMV reads W_o from its texture). Shapes that cannot fold never do
-    /// ([`Attention::can_fold_output`]).
-    pub fold_output: Option<bool>,
-}
-
-impl StepOptions {
-    fn folds_output(self, ctx: &GpuContext, shape: super::kernels::rope_kv::HeadShape) -> bool {
-        Attention::can_fold_output(shape) && self.fold_output.unwrap_or(!ctx.adapter.is_cpu)
-    }
 }
 
 impl GpuModel {
@@ -542,157 +445,4 @@ impl GpuModel {
     pub fn gpu(&self) -> &Arc<GpuContext> {
         &self.ctx
     }
-}
-
-/// Dispatches outside the layers: embed, then norm + head, and argmax.
-const DISPATCHES_OUTSIDE_LAYERS: usize = 3;
-
-/// The decode GEMVs' matrices: the weights, and their codes as textures where the GEMV
-/// variant reads them so.
-struct StepMatrices<'a> {
-    weights: &'a ModelWeights,
-    textures: Option<&'a ModelCodeTextures>,
-}
-
-impl<'a> StepMatrices<'a> {
-    /// Matrix `m` with its codes: the texture of layer `i`'s matrix `j` (0 QKV, 1 output,
-    /// 2 gate/up, 3 down; `None`: the head) when there are textures, else its buffer.
-    fn codes(&self, m: &'a Q4Buffers, at: Option<(usize, usize)>) -> (&'a Q4Buffers, Codes<'a>) {
-        let codes = match (self.textures, at) {
-            (Some(t), Some((i, j))) => Codes::Texture(&t.layers[i][j].view),
-            (Some(t), None) => Codes::Texture(&t.head.view),
-            (None, _) => Codes::Buffer(&m.codes),
-        };
-        (m, codes)
-    }
-}
-
-/// The decode step as the model reads: embed → for each layer [norm + QKV, q/k-norm +
-/// RoPE + KV write + attention (+ the output projection's per-head parts), (O + residual
-/// when not folded,) residual + parts → norm + gate/up + SwiGLU, down + residual] → norm +
-/// head → argmax.
-///
-/// Folded, the residual ping-pongs: layer i's gate/up reads `cur` + parts and stores the
-/// sum to `next` (down adds into `next`), and layer i + 1 reads `next`. The embedding
-/// starts in the buffer that makes the last layer end in `a.h` (what the head reads and
-/// prefill's last row is copied to).
-fn record_step(
-    ctx: &GpuContext,
-    k: &Kernels,
-    matrices: &StepMatrices,
-    kv: &KvCache,
-    a: &Activations,
-    step: &wgpu::Buffer,
-) -> Vec<StepDispatch> {
-    let w = matrices.weights;
-    let gemv_adding =
-        |kernel: &GemvQ4, (m, codes): (&Q4Buffers, Codes), x, norm, bias, out, residual| {
-            let bias: Option<&wgpu::Buffer> = bias;
-            StepDispatch::Fixed(kernel.dispatch_adding(
-                ctx,
-                codes,
-                &m.qparams,
-                x,
-                norm,
-                bias.unwrap_or(&a.none),
-                out,
-                residual,
-            ))
-        };
-    let gemv = |kernel, m, x, norm, bias, out| gemv_adding(kernel, m, x, norm, bias, out, None);
-    let folded = k.attn_output.is_none();
-    // Folded, the residual alternates buffers every layer and must end in a.h.
-    let mut cur = match folded && w.layers.len() % 2 == 1 {
-        true => &a.h_alt,
-        false => &a.h,
-    };
-    let e = &w.token_embd;
-    let embed = k.embed.dispatch(ctx, step, &e.codes, &e.qparams, cur);
-    let mut d = vec![StepDispatch::Fixed(embed)];
-    for (i, l) in w.layers.iter().enumerate() {
-        let (q_norm, k_norm) = match &l.qk_norm {
-            Some((q, k)) => (q, k),
-            None => (&a.none, &a.none),
-        };
-        let inputs = AttentionInputs {
-            step,
-            qkv: &a.qkv,
-            q_norm,
-            k_norm,
-            inv_freq: &a.inv_freq,
-            cache: KvBuffers {
-                k: &kv.k[i],
-                v: &kv.v[i],
-            },
-            scores: &a.scores,
-            wo: folded.then_some(OutputProjection {
-                codes: &l.attn_output.codes,
-                qparams: &l.attn_output.qparams,
-                parts: &a.parts,
-            }),
-        };
-        let attn_norm = Some(&l.attn_norm);
-        let m = |j: usize, m| matrices.codes(m, Some((i, j)));
-        d.push(gemv(
-            &k.qkv,
-            m(0, &l.qkv),
-            cur,
-            attn_norm,
-            l.qkv_bias.as_ref(),
-            &a.qkv,
-        ));
-        d.push(StepDispatch::Attention(k.attention.dispatch(
-            ctx,
-            inputs,
-            &a.partials,
-            &a.attn,
-        )));
-        let residual = match &k.attn_output {
-            Some(o) => {
-                d.push(gemv(o, m(1, &l.attn_output), &a.attn, None, None, cur));
-                None
-            }
-            None => {
-                let next = if std::ptr::eq(cur, &a.h) {
-                    &a.h_alt
-                } else {
-                    &a.h
-                };
-                let parts = ResidualParts {
-                    parts: &a.parts,
-                    h_out: next,
-                };
-                Some((parts, next))
-            }
-        };
-        d.push(gemv_adding(
-            &k.gate_up,
-            m(2, &l.gate_up),
-            cur,
-            Some(&l.ffn_norm),
-            None,
-            &a.ffn,
-            residual.map(|(p, _)| p),
-        ));
-        if let Some((_, next)) = residual {
-            cur = next;
-        }
-        d.push(gemv(&k.down, m(3, &l.down), &a.ffn, None, None, cur));
-    }
-    debug_assert!(
-        std::ptr::eq(cur, &a.h),
-        "the last layer leaves the residual in a.h"
-    );
-    d.push(gemv(
-        &k.head,
-        matrices.codes(w.head(), None),
-        cur,
-        Some(&w.output_norm),
-        None,
-        &a.logits,
-    ));
-    d.push(StepDispatch::Fixed(
-        k.argmax.dispatch(ctx, &a.logits, &a.argmax),
-    ));
-    d
 }
