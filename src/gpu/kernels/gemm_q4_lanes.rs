@@ -190,15 +190,7 @@ impl LanesGemm {
             Some(w) => range(w, 0, 4 * k),
             None => range(b.x, 0, 4 * k),
         };
-        let codes = match b.codes {
-            Codes::Buffer(c) => Binding::Buffer(c),
-            Codes::Texture(t) => Binding::Texture(t),
-        };
-        assert_eq!(
-            matches!(codes, Binding::Texture(_)),
-            self.texture,
-            "gemm_q4_lanes: codes are bound as a texture exactly when built for one"
-        );
+        let codes = b.codes.binding(self.texture, "gemm_q4_lanes");
         let groups = Self::groups(&self.spec);
         let half = half_tile_bytes(self.spec.k);
         let tile_dispatches = (0..tiles as u64)

@@ -105,6 +105,21 @@ pub enum Codes<'a> {
     Texture(&'a wgpu::TextureView),
 }
 
+impl<'a> Codes<'a> {
+    /// The codes as a kernel binding, checked against the kernel's `texture` slot kind.
+    pub(crate) fn binding(self, texture: bool, kernel: &str) -> Binding<'a> {
+        assert_eq!(
+            matches!(self, Codes::Texture(_)),
+            texture,
+            "{kernel}: codes are bound as a texture exactly when the kernel reads one"
+        );
+        match self {
+            Codes::Buffer(b) => Binding::Buffer(b),
+            Codes::Texture(t) => Binding::Texture(t),
+        }
+    }
+}
+
 /// What one GEMV computes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GemvSpec {
@@ -423,15 +438,7 @@ impl GemvQ4 {
             self.spec.norm_eps.is_some(),
             "gemv_q4: norm weights are bound exactly when the norm is fused"
         );
-        let codes = match codes {
-            Codes::Buffer(b) => Binding::Buffer(b),
-            Codes::Texture(t) => Binding::Texture(t),
-        };
-        assert_eq!(
-            matches!(codes, Binding::Texture(_)),
-            self.variant.reads_texture(),
-            "gemv_q4: codes are bound as a texture exactly for the texture variant"
-        );
+        let codes = codes.binding(self.variant.reads_texture(), "gemv_q4");
         let norm = norm_weight.unwrap_or(x);
         let b = Binding::Buffer;
         let mut bindings = vec![codes, b(qparams), b(x), b(norm), b(bias), b(out)];
