@@ -5,12 +5,14 @@
 
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
-use super::kernels::attention::{partials_bytes, Attention, AttentionDispatch, GPU_SPLIT_LEN};
+use super::kernels::attention::{partials_bytes, Attention, GPU_SPLIT_LEN};
 use super::kernels::gemv_q4::GemvVariant;
 use super::kernels::rope_kv::rope_inv_freq;
 use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
+#[cfg(not(target_arch = "wasm32"))]
+use super::timing::time_pass;
 use super::timing::GpuTimer;
 use super::weights::ModelWeights;
 use super::StepUniform;
@@ -25,8 +27,8 @@ pub use prefill::{
     lanes_records_bytes as prefill_lanes_records_bytes, scratch_sizes as prefill_scratch_sizes,
     CHUNK as PREFILL_CHUNK, PREFILL_MAX_POSITIONS,
 };
-pub use step::StepOptions;
 use step::{record_step, Kernels, StepDispatch, StepMatrices, DISPATCHES_OUTSIDE_LAYERS};
+pub use step::{StepKernel, StepOptions};
 
 /// Activation buffers, reused by every layer.
 struct Activations {
@@ -111,6 +113,16 @@ pub struct GpuModel {
     timer: Option<GpuTimer>,
     /// Batched prompt processing (forward/prefill.rs).
     prefill: prefill::Prefill,
+}
+
+/// GPU time of one kind of kernel in a decode step ([`GpuModel::profile_step`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelTime {
+    /// [`StepKernel::name`]: embed, qkv, attention, o, gate_up, down, head, argmax.
+    pub kernel: &'static str,
+    /// Its dispatches in the step (all layers).
+    pub dispatches: usize,
+    pub seconds: f64,
 }
 
 /// What a decode step copies back to the host.
@@ -225,10 +237,7 @@ impl GpuModel {
 
     /// Dispatches of the step at position `pos` (split attention adds one per layer).
     pub fn dispatches_at(&self, pos: usize) -> usize {
-        let count = |d: &StepDispatch| match d {
-            StepDispatch::Fixed(_) => 1,
-            StepDispatch::Attention(_) => AttentionDispatch::count(&self.attention, pos),
-        };
+        let count = |d: &StepDispatch| d.count(&self.attention, pos);
         self.dispatches.iter().map(count).sum()
     }
 
@@ -263,6 +272,53 @@ impl GpuModel {
             .transpose()
     }
 
+    /// Write the step uniform for `token` at `pos`.
+    fn write_step(&self, token: u32, pos: usize) {
+        let step = StepUniform {
+            token,
+            pos: pos as u32,
+            pad: [0; 2],
+        };
+        self.ctx
+            .queue
+            .write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
+    }
+
+    /// The GPU time of the decode step at `pos`, per kind of kernel (in step order): each
+    /// dispatch timed alone in its own pass (best of `passes`), summed over the layers.
+    /// From timestamp queries where the adapter has them, else wall time of each submit
+    /// (which then includes the submit's own cost). For benchmarks: the repeated
+    /// dispatches clobber the activations and position `pos` of the cache, so decode `pos`
+    /// again before going on.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn profile_step(&self, token: u32, pos: usize, passes: usize) -> Result<Vec<KernelTime>> {
+        // Validates token and pos like a real step (the command buffer is dropped).
+        drop(self.encode_step(token, pos, Readback::Nothing)?);
+        let timer = GpuTimer::new(&self.ctx);
+        let mut times: Vec<KernelTime> = vec![];
+        for d in &self.dispatches {
+            let encode = |pass: &mut wgpu::ComputePass<'_>| d.encode(&self.attention, pos, pass);
+            let mut best = f64::INFINITY;
+            for _ in 0..passes.max(1) {
+                best = best.min(time_pass(&self.ctx, timer.as_ref(), 1, encode)?);
+            }
+            let name = d.kernel.name();
+            let dispatches = d.count(&self.attention, pos);
+            match times.iter_mut().find(|t| t.kernel == name) {
+                Some(t) => {
+                    t.seconds += best;
+                    t.dispatches += dispatches;
+                }
+                None => times.push(KernelTime {
+                    kernel: name,
+                    dispatches,
+                    seconds: best,
+                }),
+            }
+        }
+        Ok(times)
+    }
+
     /// Write the step uniform for `token` at `pos` and encode the step (copying what
     /// `readback` asks for to the staging buffers) into a command buffer.
     pub fn encode_step(
@@ -283,14 +339,8 @@ impl GpuModel {
                 context: self.context,
             });
         }
-        let step = StepUniform {
-            token,
-            pos: pos as u32,
-            pad: [0; 2],
-        };
+        self.write_step(token, pos);
         let ctx = &self.ctx;
-        ctx.queue
-            .write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
         let mut enc = ctx.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -298,10 +348,7 @@ impl GpuModel {
                 timestamp_writes: self.timer.as_ref().map(GpuTimer::pass_writes),
             });
             for d in &self.dispatches {
-                match d {
-                    StepDispatch::Fixed(d) => d.encode(&mut pass),
-                    StepDispatch::Attention(a) => a.encode(&self.attention, pos, &mut pass),
-                }
+                d.encode(&self.attention, pos, &mut pass);
             }
             if readback == Readback::TopK {
                 self.topk.iter().for_each(|d| d.encode(&mut pass));

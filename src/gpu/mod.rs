@@ -14,7 +14,7 @@ pub mod timing;
 pub mod weights;
 
 pub use device::{AdapterSummary, GpuContext, LimitsNeeded, OptionalFeatures};
-pub use forward::GpuModel;
+pub use forward::{GpuModel, KernelTime};
 
 /// The per-step uniform every step-dependent kernel reads (`struct Step` in the shaders).
 #[repr(C)]

@@ -75,6 +75,19 @@ pub fn time_dispatches(
     dispatches: &[&Dispatch],
     repeat: usize,
 ) -> Result<f64> {
+    time_pass(ctx, timer, repeat, |pass| {
+        dispatches.iter().for_each(|d| d.encode(pass))
+    })
+}
+
+/// [`time_dispatches`] for whatever `encode` records into the pass (called `repeat` times).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn time_pass(
+    ctx: &GpuContext,
+    timer: Option<&GpuTimer>,
+    repeat: usize,
+    encode: impl Fn(&mut wgpu::ComputePass<'_>),
+) -> Result<f64> {
     let t0 = std::time::Instant::now();
     let mut enc = ctx.device.create_command_encoder(&Default::default());
     {
@@ -83,9 +96,7 @@ pub fn time_dispatches(
             timestamp_writes: timer.map(GpuTimer::pass_writes),
         });
         for _ in 0..repeat {
-            for d in dispatches {
-                d.encode(&mut pass);
-            }
+            encode(&mut pass);
         }
     }
     if let Some(t) = timer {

@@ -5,7 +5,8 @@
 //! The prompt runs as the engine runs it: one batched prefill on the GPU (chunks of 256
 //! tokens, then the last position's logits), token by token on the CPU backends. tok/s is
 //! wall time (what a user sees, readback included); on adapters with timestamp queries the GPU time of a step's
-//! pass is measured too, in one extra generation run.
+//! pass is measured too, in one extra generation run. On the GPU the step is then profiled:
+//! each dispatch timed alone, summed per kernel (embed, qkv, attention, ...).
 
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{self, Engine};
@@ -205,6 +206,22 @@ pub fn run(a: BenchArgs) -> Result<()> {
                     serde_json::json!({"mean": mean * 1e3, "std": std * 1e3});
                 report["gpu_tok_s"] = (1.0 / mean).into();
             }
+            // Last: it clobbers the state of the position it profiles.
+            let pos = a.gen_tokens - 1;
+            let kernels: Vec<serde_json::Value> = m
+                .profile_step(first, pos, 3)?
+                .iter()
+                .map(|t| {
+                    serde_json::json!({
+                        "kernel": t.kernel, "dispatches": t.dispatches, "ms": t.seconds * 1e3,
+                    })
+                })
+                .collect();
+            report["step_profile"] = serde_json::json!({
+                "position": pos,
+                "note": "each dispatch timed alone (best of 3), summed per kernel over the layers",
+                "kernels": kernels,
+            });
         }
     }
     if a.json {
@@ -246,6 +263,23 @@ fn print_table(r: &serde_json::Value) {
     }
     if let Some(g) = r["gpu_ms_per_token"]["mean"].as_f64() {
         println!("GPU pass time {g:.2} ms per token (timestamp queries)");
+    }
+    if let Some(ks) = r["step_profile"]["kernels"].as_array() {
+        let total: f64 = ks.iter().filter_map(|k| k["ms"].as_f64()).sum();
+        println!(
+            "step at position {}, each dispatch timed alone ({total:.2} ms in all):",
+            r["step_profile"]["position"]
+        );
+        for k in ks {
+            let ms = k["ms"].as_f64().unwrap_or(0.0);
+            println!(
+                "  {:<10} {:>4} dispatches {:>9.2} ms {:>5.1}%",
+                k["kernel"].as_str().unwrap_or(""),
+                k["dispatches"],
+                ms,
+                100.0 * ms / total
+            );
+        }
     }
     println!("prompt: batched prefill on the GPU, token by token on the CPU");
 }

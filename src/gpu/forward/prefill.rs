@@ -8,7 +8,7 @@
 //! Scratch is bounded by the chunk and allocated at load; [`scratch_sizes`] lists it for
 //! the memory planner.
 
-use super::{Activations, GpuModel, StepDispatch, StepMatrices, DISPATCHES_OUTSIDE_LAYERS};
+use super::{Activations, GpuModel, StepKernel, StepMatrices, DISPATCHES_OUTSIDE_LAYERS};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::gpu::buffers::padded;
@@ -337,12 +337,9 @@ impl GpuModel {
             // Decode's step ends with the final norm + head GEMV and the argmax.
             let n = self.dispatches.len();
             for d in &self.dispatches[n - (DISPATCHES_OUTSIDE_LAYERS - 1)..] {
-                match d {
-                    StepDispatch::Fixed(d) => d.encode(&mut pass),
-                    StepDispatch::Attention(_) => {
-                        unreachable!("decode's step ends with the head and argmax")
-                    }
-                }
+                debug_assert!(matches!(d.kernel, StepKernel::Head | StepKernel::Argmax));
+                // Neither is attention: the position does not matter.
+                d.encode(&self.attention, 0, &mut pass);
             }
         }
         enc.copy_buffer_to_buffer(&self.acts.argmax, 0, &self.token_staging, 0, 4);

@@ -18,11 +18,75 @@ use crate::gpu::kernels::Dispatch;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::weights::{ModelWeights, Q4Buffers};
 
+/// What one entry of the decode step computes (benchmarks sum their GPU time per kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepKernel {
+    Embed,
+    /// Norm + QKV GEMV.
+    Qkv,
+    /// q/k-norm + RoPE + KV write + attention (+ the folded output projection).
+    Attention,
+    /// The output projection GEMV + residual (when not folded).
+    Output,
+    /// (Residual + parts →) norm + gate/up GEMV + SwiGLU.
+    GateUp,
+    /// Down GEMV + residual.
+    Down,
+    /// Final norm + head GEMV.
+    Head,
+    Argmax,
+}
+
+impl StepKernel {
+    pub fn name(self) -> &'static str {
+        match self {
+            StepKernel::Embed => "embed",
+            StepKernel::Qkv => "qkv",
+            StepKernel::Attention => "attention",
+            StepKernel::Output => "o",
+            StepKernel::GateUp => "gate_up",
+            StepKernel::Down => "down",
+            StepKernel::Head => "head",
+            StepKernel::Argmax => "argmax",
+        }
+    }
+}
+
 /// One entry of the recorded decode step.
-pub(super) enum StepDispatch {
+pub(super) struct StepDispatch {
+    pub(super) kernel: StepKernel,
+    pub(super) work: StepWork,
+}
+
+pub(super) enum StepWork {
     Fixed(Dispatch),
     /// Attention: one dispatch, or split + combine at long histories.
     Attention(AttentionDispatch),
+}
+
+impl StepDispatch {
+    fn fixed(kernel: StepKernel, d: Dispatch) -> StepDispatch {
+        StepDispatch {
+            kernel,
+            work: StepWork::Fixed(d),
+        }
+    }
+
+    /// Encode at position `pos` (attention's grid follows it).
+    pub(super) fn encode(&self, attention: &Attention, pos: usize, pass: &mut wgpu::ComputePass) {
+        match &self.work {
+            StepWork::Fixed(d) => d.encode(pass),
+            StepWork::Attention(a) => a.encode(attention, pos, pass),
+        }
+    }
+
+    /// Dispatches encoded at `pos`.
+    pub(super) fn count(&self, attention: &Attention, pos: usize) -> usize {
+        match &self.work {
+            StepWork::Fixed(_) => 1,
+            StepWork::Attention(_) => AttentionDispatch::count(attention, pos),
+        }
+    }
 }
 
 /// The kernels of one model (one pipeline per distinct shape, shared by all layers).
@@ -159,20 +223,25 @@ pub(super) fn record_step(
 ) -> Vec<StepDispatch> {
     let w = matrices.weights;
     let gemv_adding =
-        |kernel: &GemvQ4, (m, codes): (&Q4Buffers, Codes), x, norm, bias, out, residual| {
+        |role, kernel: &GemvQ4, (m, codes): (&Q4Buffers, Codes), x, norm, bias, out, residual| {
             let bias: Option<&wgpu::Buffer> = bias;
-            StepDispatch::Fixed(kernel.dispatch_adding(
-                ctx,
-                codes,
-                &m.qparams,
-                x,
-                norm,
-                bias.unwrap_or(&a.none),
-                out,
-                residual,
-            ))
+            StepDispatch::fixed(
+                role,
+                kernel.dispatch_adding(
+                    ctx,
+                    codes,
+                    &m.qparams,
+                    x,
+                    norm,
+                    bias.unwrap_or(&a.none),
+                    out,
+                    residual,
+                ),
+            )
         };
-    let gemv = |kernel, m, x, norm, bias, out| gemv_adding(kernel, m, x, norm, bias, out, None);
+    let gemv = |role, kernel, m, x, norm, bias, out| {
+        gemv_adding(role, kernel, m, x, norm, bias, out, None)
+    };
     let folded = k.attn_output.is_none();
     // Folded, the residual alternates buffers every layer and must end in a.h.
     let mut cur = match folded && w.layers.len() % 2 == 1 {
@@ -181,7 +250,7 @@ pub(super) fn record_step(
     };
     let e = &w.token_embd;
     let embed = k.embed.dispatch(ctx, step, &e.codes, &e.qparams, cur);
-    let mut d = vec![StepDispatch::Fixed(embed)];
+    let mut d = vec![StepDispatch::fixed(StepKernel::Embed, embed)];
     for (i, l) in w.layers.iter().enumerate() {
         let (q_norm, k_norm) = match &l.qk_norm {
             Some((q, k)) => (q, k),
@@ -207,6 +276,7 @@ pub(super) fn record_step(
         let attn_norm = Some(&l.attn_norm);
         let m = |j: usize, m| matrices.codes(m, Some((i, j)));
         d.push(gemv(
+            StepKernel::Qkv,
             &k.qkv,
             m(0, &l.qkv),
             cur,
@@ -214,15 +284,22 @@ pub(super) fn record_step(
             l.qkv_bias.as_ref(),
             &a.qkv,
         ));
-        d.push(StepDispatch::Attention(k.attention.dispatch(
-            ctx,
-            inputs,
-            &a.partials,
-            &a.attn,
-        )));
+        d.push(StepDispatch {
+            kernel: StepKernel::Attention,
+            work: StepWork::Attention(k.attention.dispatch(ctx, inputs, &a.partials, &a.attn)),
+        });
         let residual = match &k.attn_output {
             Some(o) => {
-                d.push(gemv(o, m(1, &l.attn_output), &a.attn, None, None, cur));
+                let o_codes = m(1, &l.attn_output);
+                d.push(gemv(
+                    StepKernel::Output,
+                    o,
+                    o_codes,
+                    &a.attn,
+                    None,
+                    None,
+                    cur,
+                ));
                 None
             }
             None => {
@@ -239,6 +316,7 @@ pub(super) fn record_step(
             }
         };
         d.push(gemv_adding(
+            StepKernel::GateUp,
             &k.gate_up,
             m(2, &l.gate_up),
             cur,
@@ -250,13 +328,23 @@ pub(super) fn record_step(
         if let Some((_, next)) = residual {
             cur = next;
         }
-        d.push(gemv(&k.down, m(3, &l.down), &a.ffn, None, None, cur));
+        let down_codes = m(3, &l.down);
+        d.push(gemv(
+            StepKernel::Down,
+            &k.down,
+            down_codes,
+            &a.ffn,
+            None,
+            None,
+            cur,
+        ));
     }
     debug_assert!(
         std::ptr::eq(cur, &a.h),
         "the last layer leaves the residual in a.h"
     );
     d.push(gemv(
+        StepKernel::Head,
         &k.head,
         matrices.codes(w.head(), None),
         cur,
@@ -264,8 +352,7 @@ pub(super) fn record_step(
         None,
         &a.logits,
     ));
-    d.push(StepDispatch::Fixed(
-        k.argmax.dispatch(ctx, &a.logits, &a.argmax),
-    ));
+    let argmax = k.argmax.dispatch(ctx, &a.logits, &a.argmax);
+    d.push(StepDispatch::fixed(StepKernel::Argmax, argmax));
     d
 }
