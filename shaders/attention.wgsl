@@ -44,13 +44,7 @@ var<workgroup> q_head: array<f32, 256>;
 var<workgroup> k_now: array<f32, 256>;
 var<workgroup> v_now: array<f32, 256>;
 
-// sin and cos of a (possibly large) angle: subtract the nearest multiple of 2π in two
-// parts (6.28125 is exact in few bits, so k · 6.28125 is exact for k < 2^16).
-fn sin_cos(a: f32) -> vec2<f32> {
-    let k = round(a * 0.15915494309189535);
-    let r = (a - k * 6.28125) - k * 0.0019353071795864769;
-    return vec2<f32>(sin(r), cos(r));
-}
+// sin_cos: rope_common.wgsl.
 
 // 1 / rms of head `src` in qkv (a workgroup reduction: call in uniform control flow).
 fn inv_rms(src: u32, lid: u32) -> f32 {

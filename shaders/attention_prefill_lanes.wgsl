@@ -16,9 +16,9 @@
 //
 // The per-lane state (GROUP heads' q and accumulators, HD values each, and their running
 // max and sum) is `State`, a struct of vec4 members written out by the wrapper with its
-// functions (attention_prefill.rs `state_wgsl`): state_init, state_step, state_store. A
-// private array would live in memory, its loads and stores going lane by lane; struct
-// members stay in registers (or plain stack spills).
+// functions (lanes_state.rs): state_init, state_step, state_store. A private array would
+// live in memory, its loads and stores going lane by lane; struct members stay in
+// registers (or plain stack spills). f16x4 and softmax_step: attention_lanes_common.wgsl.
 //
 // q: [count][N_HEADS·HD] f32; out: [count][N_HEADS·HD] f32. HD ≤ 256, a multiple of 4.
 
@@ -32,21 +32,6 @@ override CTX: u32;
 @group(0) @binding(2) var<storage, read> k_cache: array<vec2<u32>>;
 @group(0) @binding(3) var<storage, read> v_cache: array<vec2<u32>>;
 @group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
-
-// Four f16 values (two packed pairs) as a vec4.
-fn f16x4(w: vec2<u32>) -> vec4<f32> {
-    return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
-}
-
-// The online-softmax update of one head for score s: (m, l) → (m', l'), and the factors
-// (corr, p) that rescale its accumulator and weigh the value. A key not `seen` leaves
-// everything as it is (corr 1, p 0).
-fn softmax_step(m: f32, l: f32, s: f32, seen: bool) -> vec4<f32> {
-    let m_new = select(m, max(m, s), seen);
-    let corr = exp(m - m_new);
-    let p = select(0.0, exp(s - m_new), seen);
-    return vec4<f32>(m_new, l * corr + p, corr, p);
-}
 
 @compute @workgroup_size(8)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

@@ -23,12 +23,7 @@ override EPS: f32;
 @group(0) @binding(6) var<storage, read_write> k_cache: array<u32>;
 @group(0) @binding(7) var<storage, read_write> v_cache: array<u32>;
 
-// The same angle reduction as rope_kv.wgsl (decode and prefill agree bit for bit).
-fn sin_cos(a: f32) -> vec2<f32> {
-    let k = round(a * 0.15915494309189535);
-    let r = (a - k * 6.28125) - k * 0.0019353071795864769;
-    return vec2<f32>(sin(r), cos(r));
-}
+// sin_cos: rope_common.wgsl.
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

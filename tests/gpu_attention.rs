@@ -5,7 +5,9 @@ mod gpu_common;
 
 use gpu_common::attention_ref::{attention_ref, pack_f16, rope, unpack_f16};
 use gpu_common::{assert_close, f16_round, gpu, rmsnorm, Rng};
-use pocketrt::gpu::kernels::attention::{Attention, AttentionInputs, OutputProjection};
+use pocketrt::gpu::kernels::attention::{
+    Attention, AttentionInputs, AttentionVariant, OutputProjection,
+};
 use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers, RopeKv};
 use pocketrt::gpu::kernels::run;
 use pocketrt::gpu::StepUniform;
@@ -121,6 +123,14 @@ fn rope_kv_without_qk_norm_matches_reference() {
         context: 20,
     };
     check_rope_kv(shape, false, 13, 4);
+    // head_dim 6: rotation pairs (i, i + 3) straddle the cache's packed pairs.
+    let odd_half = HeadShape {
+        n_heads: 2,
+        n_kv_heads: 1,
+        head_dim: 6,
+        context: 5,
+    };
+    check_rope_kv(odd_half, true, 3, 7);
 }
 
 #[test]
@@ -134,25 +144,54 @@ fn rope_stays_accurate_at_position_40959() {
     check_rope_kv(shape, true, 40_959, 5);
 }
 
-/// The fused decode attention at position `pos` (history of `pos + 1` positions) with
-/// `split_len` positions per split, against the reference: q/k normed and roped, this
-/// step's k and v written to the cache (f16), the output over the cached history plus
-/// this step. Earlier positions hold random f16 values; later ones stay zero.
+/// The decode attention at position `pos` (history of `pos + 1` positions) with
+/// `split_len` positions per split, in both designs (the lanes design where head_dim is a
+/// multiple of 4), against the reference: q/k normed and roped, this step's k and v
+/// written to the cache (f16), the output over the cached history plus this step.
+/// Earlier positions hold random f16 values; later ones stay zero.
 fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize, seed: u64) {
-    check_attention_folding(shape, qk_norm, pos, split_len, seed, None);
+    let mut variants = vec![AttentionVariant::Workgroup];
+    if shape.head_dim % 4 == 0 {
+        variants.push(AttentionVariant::Lanes);
+    }
+    for variant in variants {
+        check_attention_design(shape, qk_norm, pos, split_len, seed, Design::Plain(variant));
+    }
 }
 
-/// [`check_attention`], with the output projection (`Some(hidden)` rows, random Q4 W_o)
-/// folded in: then parts[h] must equal W_o's head-h columns times the reference output
-/// of head h, and Σ_h parts[h] the whole W_o · o.
+/// [`check_attention`] in the workgroup design with the output projection (`hidden` rows,
+/// random Q4 W_o) folded in: then parts[h] must equal W_o's head-h columns times the
+/// reference output of head h, and Σ_h parts[h] the whole W_o · o.
 fn check_attention_folding(
     shape: HeadShape,
     qk_norm: bool,
     pos: usize,
     split_len: usize,
     seed: u64,
-    hidden: Option<usize>,
+    hidden: usize,
 ) {
+    check_attention_design(shape, qk_norm, pos, split_len, seed, Design::Folded(hidden));
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Design {
+    Plain(AttentionVariant),
+    /// The workgroup design with W_o (this many rows) folded in.
+    Folded(usize),
+}
+
+fn check_attention_design(
+    shape: HeadShape,
+    qk_norm: bool,
+    pos: usize,
+    split_len: usize,
+    seed: u64,
+    design: Design,
+) {
+    let hidden = match design {
+        Design::Folded(rows) => Some(rows),
+        Design::Plain(_) => None,
+    };
     let ctx = gpu();
     let hd = shape.head_dim;
     let (qd, kvd) = (shape.n_heads * hd, shape.n_kv_heads * hd);
@@ -170,9 +209,11 @@ fn check_attention_folding(
     let qkv = rng.vec(qd + 2 * kvd, 2.0);
     let (qn, kn) = (rng.vec(hd, 1.5), rng.vec(hd, 1.5));
     let inv_freq = rope_inv_freq(1e6, hd);
-    let kernel = match hidden {
-        Some(rows) => Attention::with_output_projection(ctx, shape, qk_norm, 1e-6, split_len, rows),
-        None => Attention::new(ctx, shape, qk_norm, 1e-6, split_len),
+    let kernel = match design {
+        Design::Folded(rows) => {
+            Attention::with_output_projection(ctx, shape, qk_norm, 1e-6, split_len, rows)
+        }
+        Design::Plain(v) => Attention::with_variant(ctx, v, shape, qk_norm, 1e-6, split_len),
     }
     .unwrap();
     let rows = hidden.unwrap_or(0);
@@ -203,12 +244,14 @@ fn check_attention_folding(
     let scores = ctx.storage("scores", kernel.scratch_bytes()).unwrap();
     let partials = ctx.storage("partials", kernel.partials_bytes()).unwrap();
     let out = ctx.storage("out", 4 * qd as u64).unwrap();
+    let q_rope = ctx.storage("q rope", 4 * qd as u64).unwrap();
     let inputs = AttentionInputs {
         step: &step,
         qkv: &qkv_b,
         q_norm: &qn_b,
         k_norm: &kn_b,
         inv_freq: &f_b,
+        q: &q_rope,
         cache: KvBuffers { k: &kb, v: &vb },
         scores: &scores,
         wo: hidden.map(|_| OutputProjection {
@@ -247,7 +290,8 @@ fn check_attention_folding(
             vc[at + i] = f16_round(v_now[i]);
         }
     }
-    let what = format!("attention {shape:?} qk_norm={qk_norm} pos={pos} split={split_len}");
+    let what =
+        format!("attention {design:?} {shape:?} qk_norm={qk_norm} pos={pos} split={split_len}");
     let want = attention_ref(&q, &kc, &vc, shape, pos + 1);
     assert_close(&what, &got, &want, 1e-4, 1e-5);
     if hidden.is_some() {
@@ -364,9 +408,9 @@ fn split_attention_matches_reference_at_32768_positions() {
 #[test]
 fn folded_output_projection_matches_reference_single_and_split() {
     // Pocket's heads (64 values: one Q4 group per head), one split and 16 splits.
-    check_attention_folding(POCKET_HEADS, true, 0, 4096, 50, Some(896));
-    check_attention_folding(POCKET_HEADS, true, 999, 64, 51, Some(896));
-    check_attention_folding(POCKET_HEADS, true, 999, 4096, 52, Some(896));
+    check_attention_folding(POCKET_HEADS, true, 0, 4096, 50, 896);
+    check_attention_folding(POCKET_HEADS, true, 999, 64, 51, 896);
+    check_attention_folding(POCKET_HEADS, true, 999, 4096, 52, 896);
     // Heads of 16 (four per Q4 group) and of 128 (two groups per head); hidden rows not
     // a multiple of the 64-wide workgroup.
     let narrow = HeadShape {
@@ -375,16 +419,16 @@ fn folded_output_projection_matches_reference_single_and_split() {
         head_dim: 16,
         context: 80,
     };
-    check_attention_folding(narrow, false, 5, 256, 53, Some(40));
-    check_attention_folding(narrow, true, 70, 32, 54, Some(40));
+    check_attention_folding(narrow, false, 5, 256, 53, 40);
+    check_attention_folding(narrow, true, 70, 32, 54, 40);
     let wide = HeadShape {
         n_heads: 2,
         n_kv_heads: 1,
         head_dim: 128,
         context: 80,
     };
-    check_attention_folding(wide, true, 3, 256, 55, Some(72));
-    check_attention_folding(wide, true, 79, 16, 56, Some(72));
+    check_attention_folding(wide, true, 3, 256, 55, 72);
+    check_attention_folding(wide, true, 79, 16, 56, 72);
 }
 
 #[test]
@@ -427,4 +471,27 @@ fn attention_shapes_that_do_not_divide_are_rejected() {
         context: 10,
     };
     assert!(RopeKv::new(gpu(), too_wide, false, 1e-6).is_err());
+    // The lanes design reads heads as vec4s.
+    let hd6 = HeadShape {
+        n_heads: 2,
+        n_kv_heads: 1,
+        head_dim: 6,
+        context: 10,
+    };
+    let lanes = AttentionVariant::Lanes;
+    let r = Attention::with_variant(gpu(), lanes, hd6, true, 1e-6, 64);
+    assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
+}
+
+#[test]
+fn attention_with_a_wide_gqa_group_and_odd_vec4_count_matches_reference() {
+    // 8 q heads per KV head, head_dim 12 (3 vec4s per head), one split and 4 splits.
+    let shape = HeadShape {
+        n_heads: 16,
+        n_kv_heads: 2,
+        head_dim: 12,
+        context: 40,
+    };
+    check_attention(shape, true, 9, 64, 60);
+    check_attention(shape, false, 39, 10, 61);
 }

@@ -43,6 +43,8 @@ struct Activations {
     parts: wgpu::Buffer,
     /// q|k|v projections (q_dim + 2·kv_dim).
     qkv: wgpu::Buffer,
+    /// The roped q (q_dim), where attention ropes in a kernel of its own (CPU adapters).
+    q_rope: wgpu::Buffer,
     /// Attention scores scratch (n_heads · context).
     scores: wgpu::Buffer,
     /// Split attention's partial results.
@@ -67,6 +69,7 @@ impl Activations {
             h_alt: f("h alt", cfg.hidden_size)?,
             parts: f("attention parts", cfg.n_heads * cfg.hidden_size)?,
             qkv: f("qkv", cfg.q_dim() + 2 * cfg.kv_dim())?,
+            q_rope: f("q rope", cfg.q_dim())?,
             scores: ctx.storage("scores", attention.scratch_bytes())?,
             // Sized for the shortest split of any adapter (the memory plan's figure).
             partials: ctx.storage(
@@ -102,8 +105,6 @@ pub struct GpuModel {
     /// Top-k over the logits, appended to a step when the sampler needs candidates.
     topk: [Dispatch; 2],
     topk_result: wgpu::Buffer,
-    /// How many of them each layer has.
-    per_layer: usize,
     token_staging: wgpu::Buffer,
     topk_staging: wgpu::Buffer,
     logits_staging: wgpu::Buffer,
@@ -118,8 +119,10 @@ pub struct GpuModel {
 /// GPU time of one kind of kernel in a decode step ([`GpuModel::profile_step`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelTime {
-    /// [`StepKernel::name`]: embed, qkv, attention, o, gate_up, down, head, argmax.
-    pub kernel: &'static str,
+    /// [`StepKernel::name`] (embed, qkv, attention, o, gate_up, down, head, argmax),
+    /// followed by `:` and the kernel's label where a step entry has several dispatches
+    /// (attention: `attention:rope_kv`, ...).
+    pub kernel: String,
     /// Its dispatches in the step (all layers).
     pub dispatches: usize,
     pub seconds: f64,
@@ -205,7 +208,6 @@ impl GpuModel {
             TopK::new(c, config.vocab_size).dispatch(c, &acts.logits, &topk_scratch, &topk_result);
         // Shader or pipeline errors surface here as a typed error, not a panic later.
         c.check_errors()?;
-        let per_layer = (dispatches.len() - DISPATCHES_OUTSIDE_LAYERS) / config.n_layers.max(1);
         Ok(GpuModel {
             topk,
             topk_staging: c.staging("topk", TopK::result_bytes()),
@@ -222,7 +224,6 @@ impl GpuModel {
             kv,
             dispatches,
             attention: kernels.attention,
-            per_layer,
             submits: std::cell::Cell::new(0),
             timer: None,
             prefill,
@@ -237,13 +238,13 @@ impl GpuModel {
 
     /// Dispatches of the step at position `pos` (split attention adds one per layer).
     pub fn dispatches_at(&self, pos: usize) -> usize {
-        let count = |d: &StepDispatch| d.count(&self.attention, pos);
+        let count = |d: &StepDispatch| d.at(&self.attention, pos).len();
         self.dispatches.iter().map(count).sum()
     }
 
-    /// Dispatches of one transformer layer.
+    /// Dispatches of one transformer layer at short histories.
     pub fn dispatches_per_layer(&self) -> usize {
-        self.per_layer
+        (self.dispatches_per_token() - DISPATCHES_OUTSIDE_LAYERS) / self.config.n_layers.max(1)
     }
 
     /// The device the model lives on.
@@ -296,24 +297,30 @@ impl GpuModel {
         drop(self.encode_step(token, pos, Readback::Nothing)?);
         let timer = GpuTimer::new(&self.ctx);
         let mut times: Vec<KernelTime> = vec![];
-        for d in &self.dispatches {
-            let encode = |pass: &mut wgpu::ComputePass<'_>| d.encode(&self.attention, pos, pass);
-            let mut best = f64::INFINITY;
-            for _ in 0..passes.max(1) {
-                best = best.min(time_pass(&self.ctx, timer.as_ref(), 1, encode)?);
-            }
-            let name = d.kernel.name();
-            let dispatches = d.count(&self.attention, pos);
-            match times.iter_mut().find(|t| t.kernel == name) {
-                Some(t) => {
-                    t.seconds += best;
-                    t.dispatches += dispatches;
+        for entry in &self.dispatches {
+            let parts = entry.at(&self.attention, pos);
+            for &(d, grid) in &parts {
+                let encode = |pass: &mut wgpu::ComputePass<'_>| d.encode_grid(pass, grid);
+                let mut best = f64::INFINITY;
+                for _ in 0..passes.max(1) {
+                    best = best.min(time_pass(&self.ctx, timer.as_ref(), 1, encode)?);
                 }
-                None => times.push(KernelTime {
-                    kernel: name,
-                    dispatches,
-                    seconds: best,
-                }),
+                // Entries of several dispatches (attention) name each by its kernel.
+                let name = match parts.len() {
+                    1 => entry.kernel.name().to_string(),
+                    _ => format!("{}:{}", entry.kernel.name(), d.label),
+                };
+                match times.iter_mut().find(|t| t.kernel == name) {
+                    Some(t) => {
+                        t.seconds += best;
+                        t.dispatches += 1;
+                    }
+                    None => times.push(KernelTime {
+                        kernel: name,
+                        dispatches: 1,
+                        seconds: best,
+                    }),
+                }
             }
         }
         Ok(times)
@@ -461,6 +468,7 @@ impl GpuModel {
             &a.h_alt,
             &a.parts,
             &a.qkv,
+            &a.q_rope,
             &a.scores,
             &a.partials,
             &a.attn,

@@ -105,12 +105,12 @@ impl MemoryPlan {
         let kv_cache = 2 * cfg.n_layers as u64 * kv_layer;
         let scores = padded((cfg.n_heads * context * 4) as u64);
         let partials = padded(partials_bytes(KvCache::shape(cfg, context), GPU_SPLIT_LEN));
-        // Two residual buffers (the folded output projection ping-pongs between them)
-        // and the heads' projection parts.
+        // Two residual buffers (the folded output projection ping-pongs between them),
+        // the heads' projection parts, and q_dim twice (the roped q, the attention output).
         let activations = 2 * f32s(h)
             + f32s(cfg.n_heads * h)
             + f32s(qkv)
-            + f32s(cfg.q_dim())
+            + 2 * f32s(cfg.q_dim())
             + f32s(cfg.ffn_size)
             + f32s(v)
             + f32s(2)

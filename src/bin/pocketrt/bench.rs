@@ -273,7 +273,7 @@ fn print_table(r: &serde_json::Value) {
         for k in ks {
             let ms = k["ms"].as_f64().unwrap_or(0.0);
             println!(
-                "  {:<10} {:>4} dispatches {:>9.2} ms {:>5.1}%",
+                "  {:<28} {:>4} dispatches {:>9.2} ms {:>5.1}%",
                 k["kernel"].as_str().unwrap_or(""),
                 k["dispatches"],
                 ms,

@@ -72,19 +72,18 @@ impl StepDispatch {
         }
     }
 
-    /// Encode at position `pos` (attention's grid follows it).
-    pub(super) fn encode(&self, attention: &Attention, pos: usize, pass: &mut wgpu::ComputePass) {
+    /// The dispatches at position `pos` with their grids (attention's follow it).
+    pub(super) fn at(&self, attention: &Attention, pos: usize) -> Vec<(&Dispatch, [u32; 3])> {
         match &self.work {
-            StepWork::Fixed(d) => d.encode(pass),
-            StepWork::Attention(a) => a.encode(attention, pos, pass),
+            StepWork::Fixed(d) => vec![(d, d.grid)],
+            StepWork::Attention(a) => a.at(attention, pos),
         }
     }
 
-    /// Dispatches encoded at `pos`.
-    pub(super) fn count(&self, attention: &Attention, pos: usize) -> usize {
-        match &self.work {
-            StepWork::Fixed(_) => 1,
-            StepWork::Attention(_) => AttentionDispatch::count(attention, pos),
+    /// Encode at position `pos`.
+    pub(super) fn encode(&self, attention: &Attention, pos: usize, pass: &mut wgpu::ComputePass) {
+        for (d, grid) in self.at(attention, pos) {
+            d.encode_grid(pass, grid);
         }
     }
 }
@@ -262,6 +261,7 @@ pub(super) fn record_step(
             q_norm,
             k_norm,
             inv_freq: &a.inv_freq,
+            q: &a.q_rope,
             cache: KvBuffers {
                 k: &kv.k[i],
                 v: &kv.v[i],

@@ -1,13 +1,19 @@
-//! Decode attention for one query token (GQA, softmax) with the q/k-norm + RoPE + KV-cache
-//! write fused in (shaders/attention.wgsl), split along the context into chunks of
-//! `split_len` positions when the history is longer than one chunk (flash-decoding: the
-//! splits write partial results that shaders/attention_combine.wgsl merges). Optionally
-//! with the output projection W_o folded in (shaders/attention_wo.wgsl): each head also
-//! writes its share of W_o · o to a `parts` buffer, which the next GEMV adds to the
-//! residual.
+//! Decode attention for one query token (GQA, softmax), split along the context into
+//! chunks of `split_len` positions when the history is longer than one chunk
+//! (flash-decoding: the splits write partial results that shaders/attention_combine.wgsl
+//! merges). Two designs behind one wrapper, chosen per adapter:
+//! - GPUs: one workgroup per (q head, split) with the q/k-norm + RoPE + KV-cache write
+//!   fused in (shaders/attention.wgsl); optionally with the output projection W_o folded
+//!   in (shaders/attention_wo.wgsl): each head also writes its share of W_o · o to a
+//!   `parts` buffer, which the next GEMV adds to the residual.
+//! - CPU adapters: the q/k-norm + RoPE + KV write as a kernel of its own
+//!   (shaders/rope_kv.wgsl), then one invocation per (split, KV head) for the whole GQA
+//!   group (shaders/attention_lanes.wgsl): each key is loaded once for all the group's
+//!   heads instead of once per head, and loads are what costs on CPU adapters.
 
+use super::attention_lanes::AttentionLanes;
 use super::gemv_q4::Q4_UNPACK_WGSL;
-use super::rope_kv::{HeadShape, KvBuffers};
+use super::rope_kv::{HeadShape, KvBuffers, RopeKv, ROPE_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -70,13 +76,34 @@ fn small_inputs(uniform: bool, qk_norm: bool, hd: usize) -> String {
 pub const GPU_SPLIT_LEN: usize = 256;
 
 /// Positions per split: [`GPU_SPLIT_LEN`] on GPUs; on CPU adapters (two to a few dozen
-/// threads, ~22 µs per extra dispatch) the 14-ish heads already keep every thread busy,
-/// so they split only very long histories.
+/// threads) twice that: the lanes design's invocations run their split serially, so a
+/// long history still gives every thread work (64 splits per KV head at 32K), and the
+/// combine pass reads half as many partial results.
 pub fn default_split_len(ctx: &GpuContext) -> usize {
     if ctx.adapter.is_cpu {
-        16 * GPU_SPLIT_LEN
+        2 * GPU_SPLIT_LEN
     } else {
         GPU_SPLIT_LEN
+    }
+}
+
+/// Which design computes decode attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionVariant {
+    /// One workgroup per (q head, split), norm + RoPE + KV write fused in: GPUs.
+    Workgroup,
+    /// RoPE + KV write, then one invocation per (split, KV head) for the whole GQA group:
+    /// CPU adapters (head_dim a multiple of 4).
+    Lanes,
+}
+
+impl AttentionVariant {
+    pub fn for_adapter(ctx: &GpuContext, shape: HeadShape) -> Self {
+        if ctx.adapter.is_cpu && shape.head_dim % 4 == 0 {
+            AttentionVariant::Lanes
+        } else {
+            AttentionVariant::Workgroup
+        }
     }
 }
 
@@ -98,6 +125,8 @@ pub struct AttentionInputs<'a> {
     pub k_norm: &'a wgpu::Buffer,
     /// [`super::rope_kv::rope_inv_freq`].
     pub inv_freq: &'a wgpu::Buffer,
+    /// Scratch for the roped q (n_heads · head_dim f32): the lanes design's.
+    pub q: &'a wgpu::Buffer,
     pub cache: KvBuffers<'a>,
     /// Scores scratch: [`Attention::scratch_bytes`].
     pub scores: &'a wgpu::Buffer,
@@ -115,16 +144,31 @@ pub struct OutputProjection<'a> {
     pub parts: &'a wgpu::Buffer,
 }
 
-/// The dispatches of one layer's attention: `single` when the history fits one split,
-/// else `split` then `combine` (the split count, hence the grid, follows the position).
-pub struct AttentionDispatch {
-    pub single: Dispatch,
-    pub split: Dispatch,
-    pub combine: Dispatch,
+/// The dispatches of one layer's attention; the split count, hence the grid, follows the
+/// position.
+pub enum AttentionDispatch {
+    /// `single` when the history fits one split, else `split` then `combine`.
+    Workgroup {
+        single: Dispatch,
+        split: Dispatch,
+        combine: Dispatch,
+    },
+    /// `rope`, `attend`, then `combine` when there are several splits.
+    Lanes {
+        rope: Dispatch,
+        attend: Dispatch,
+        combine: Dispatch,
+    },
+}
+
+/// The kernels of one design.
+enum Design {
+    Workgroup(KernelPipeline),
+    Lanes { rope: RopeKv, attend: AttentionLanes },
 }
 
 pub struct Attention {
-    attend: KernelPipeline,
+    design: Design,
     combine: KernelPipeline,
     pub shape: HeadShape,
     pub split_len: usize,
@@ -133,7 +177,8 @@ pub struct Attention {
 }
 
 impl Attention {
-    /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`.
+    /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`. The
+    /// adapter's design ([`AttentionVariant::for_adapter`]).
     pub fn new(
         ctx: &GpuContext,
         shape: HeadShape,
@@ -141,10 +186,24 @@ impl Attention {
         eps: f32,
         split_len: usize,
     ) -> Result<Attention> {
-        Self::build(ctx, shape, qk_norm, eps, split_len, None)
+        let variant = AttentionVariant::for_adapter(ctx, shape);
+        Self::with_variant(ctx, variant, shape, qk_norm, eps, split_len)
     }
 
-    /// [`Attention::new`] with the output projection (`hidden` rows) folded in: needs
+    /// [`Attention::new`] in `variant` (any variant runs on any adapter).
+    pub fn with_variant(
+        ctx: &GpuContext,
+        variant: AttentionVariant,
+        shape: HeadShape,
+        qk_norm: bool,
+        eps: f32,
+        split_len: usize,
+    ) -> Result<Attention> {
+        Self::build(ctx, variant, shape, (qk_norm, eps), split_len, None)
+    }
+
+    /// [`Attention::new`] in the workgroup design with the output projection (`hidden`
+    /// rows) folded in: needs
     /// head_dim % 8 == 0 and n_heads · head_dim % 64 == 0 (whole Q4 code words per head,
     /// whole groups per row).
     pub fn with_output_projection(
@@ -163,7 +222,8 @@ impl Attention {
                 shape.head_dim
             )));
         }
-        Self::build(ctx, shape, qk_norm, eps, split_len, Some(hidden))
+        let workgroup = AttentionVariant::Workgroup;
+        Self::build(ctx, workgroup, shape, (qk_norm, eps), split_len, Some(hidden))
     }
 
     /// Can the output projection of `shape` be folded in?
@@ -171,11 +231,12 @@ impl Attention {
         shape.head_dim % 8 == 0 && (shape.n_heads * shape.head_dim) % 64 == 0
     }
 
+    /// `norm`: (qk_norm, eps).
     fn build(
         ctx: &GpuContext,
+        variant: AttentionVariant,
         shape: HeadShape,
-        qk_norm: bool,
-        eps: f32,
+        (qk_norm, eps): (bool, f32),
         split_len: usize,
         wo_rows: Option<usize>,
     ) -> Result<Attention> {
@@ -198,21 +259,34 @@ impl Attention {
         };
         let wo_constants: Vec<_> = wo_rows.map(|r| ("HIDDEN", r as f64)).into_iter().collect();
         constants.extend(wo_constants.iter().copied());
-        let small = small_inputs(folded, qk_norm, shape.head_dim);
-        let source = [
-            STEP_WGSL,
-            REDUCE64_WGSL,
-            &small,
-            &wo_source(folded, 9),
-            WGSL,
-        ]
-        .concat();
-        let small_slot = if folded { Slot::Uniform } else { Slot::Read };
-        let mut slots = vec![Slot::Uniform, Slot::Read];
-        slots.extend([small_slot; 3]);
-        slots.extend([Slot::ReadWrite; 4]);
-        slots.extend(wo);
-        let attend = KernelPipeline::new(ctx, "attention", &source, &slots, &constants);
+        let design = match variant {
+            AttentionVariant::Workgroup => {
+                let small = small_inputs(folded, qk_norm, shape.head_dim);
+                let source = [
+                    STEP_WGSL,
+                    REDUCE64_WGSL,
+                    ROPE_COMMON_WGSL,
+                    &small,
+                    &wo_source(folded, 9),
+                    WGSL,
+                ]
+                .concat();
+                let small_slot = if folded { Slot::Uniform } else { Slot::Read };
+                let mut slots = vec![Slot::Uniform, Slot::Read];
+                slots.extend([small_slot; 3]);
+                slots.extend([Slot::ReadWrite; 4]);
+                slots.extend(wo);
+                let attend = KernelPipeline::new(ctx, "attention", &source, &slots, &constants);
+                Design::Workgroup(attend)
+            }
+            AttentionVariant::Lanes => {
+                debug_assert!(!folded, "the W_o fold is the workgroup design's");
+                Design::Lanes {
+                    rope: RopeKv::new(ctx, shape, qk_norm, eps)?,
+                    attend: AttentionLanes::new(ctx, shape, split_len)?,
+                }
+            }
+        };
         let mut combine_constants = vec![
             ("N_HEADS", shape.n_heads as f64),
             ("HD", shape.head_dim as f64),
@@ -230,7 +304,7 @@ impl Attention {
             &combine_constants,
         );
         Ok(Attention {
-            attend,
+            design,
             combine,
             shape,
             split_len,
@@ -280,42 +354,83 @@ impl Attention {
             None => vec![],
         };
         let heads = self.shape.n_heads as u32;
-        let attend = |dst| {
-            let mut buffers = vec![
-                i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.cache.k, i.cache.v, i.scores, dst,
-            ];
-            buffers.extend(&wo);
-            self.attend.dispatch(ctx, &buffers, heads)
-        };
         let mut combine = vec![i.step, partials, out];
         combine.extend(&wo);
-        AttentionDispatch {
-            single: attend(out),
-            split: attend(partials),
-            combine: self.combine.dispatch(ctx, &combine, heads),
+        let combine = self.combine.dispatch(ctx, &combine, heads);
+        match &self.design {
+            Design::Workgroup(kernel) => {
+                let attend = |dst| {
+                    let mut buffers = vec![
+                        i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.cache.k, i.cache.v,
+                        i.scores, dst,
+                    ];
+                    buffers.extend(&wo);
+                    kernel.dispatch(ctx, &buffers, heads)
+                };
+                AttentionDispatch::Workgroup {
+                    single: attend(out),
+                    split: attend(partials),
+                    combine,
+                }
+            }
+            Design::Lanes { rope, attend } => AttentionDispatch::Lanes {
+                rope: rope.dispatch(
+                    ctx, i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.q, i.cache,
+                ),
+                attend: attend.dispatch(ctx, i.step, i.q, i.cache, out, partials),
+                combine,
+            },
+        }
+    }
+
+    /// The design this kernel runs.
+    pub fn variant(&self) -> AttentionVariant {
+        match self.design {
+            Design::Workgroup(_) => AttentionVariant::Workgroup,
+            Design::Lanes { .. } => AttentionVariant::Lanes,
         }
     }
 }
 
 impl AttentionDispatch {
-    /// Encode the attention of the step at `pos` (one dispatch, or split + combine).
-    pub fn encode(&self, kernel: &Attention, pos: usize, pass: &mut wgpu::ComputePass<'_>) {
+    /// The dispatches of the step at `pos`, in order, with their grids (one, or split +
+    /// combine; the lanes design's RoPE + KV write first).
+    pub fn at(&self, kernel: &Attention, pos: usize) -> Vec<(&Dispatch, [u32; 3])> {
         let splits = kernel.splits_at(pos);
-        if splits == 1 {
-            self.single.encode(pass);
-        } else {
-            let [heads, _, _] = self.split.grid;
-            self.split.encode_grid(pass, [heads, splits, 1]);
-            self.combine.encode(pass);
+        match self {
+            AttentionDispatch::Workgroup { single, .. } if splits == 1 => {
+                vec![(single, single.grid)]
+            }
+            AttentionDispatch::Workgroup { split, combine, .. } => {
+                let [heads, _, _] = split.grid;
+                vec![(split, [heads, splits, 1]), (combine, combine.grid)]
+            }
+            AttentionDispatch::Lanes {
+                rope,
+                attend,
+                combine,
+            } => {
+                let mut d = vec![
+                    (rope, rope.grid),
+                    (attend, AttentionLanes::grid(kernel.shape, splits)),
+                ];
+                if splits > 1 {
+                    d.push((combine, combine.grid));
+                }
+                d
+            }
+        }
+    }
+
+    /// Encode the attention of the step at `pos`.
+    pub fn encode(&self, kernel: &Attention, pos: usize, pass: &mut wgpu::ComputePass<'_>) {
+        for (d, grid) in self.at(kernel, pos) {
+            d.encode_grid(pass, grid);
         }
     }
 
     /// Dispatches encoded at `pos`.
-    pub fn count(kernel: &Attention, pos: usize) -> usize {
-        if kernel.splits_at(pos) == 1 {
-            1
-        } else {
-            2
-        }
+    pub fn count(&self, kernel: &Attention, pos: usize) -> usize {
+        self.at(kernel, pos).len()
     }
 }

@@ -6,6 +6,7 @@
 //! (shaders/attention_prefill_lanes.wgsl).
 
 use super::gemm_q4::CHUNK_WGSL;
+use super::lanes_state::{state_wgsl, LANES_COMMON_WGSL};
 use super::rope_kv::{HeadShape, KvBuffers};
 use super::{Dispatch, KernelPipeline, Slot};
 use crate::error::{Error, Result};
@@ -85,6 +86,7 @@ impl AttentionPrefill {
                 let group = shape.n_heads / shape.n_kv_heads;
                 [
                     CHUNK_WGSL,
+                    LANES_COMMON_WGSL,
                     &state_wgsl(group, shape.head_dim / 4),
                     LANES_WGSL,
                 ]
@@ -137,46 +139,4 @@ impl AttentionPrefill {
         d.grid = grid;
         d
     }
-}
-
-/// The lanes kernel's `State` for `group` q heads of `n` vec4s each (see the shader's
-/// header) and its functions, written out member by member so that they stay in
-/// registers: q of head g is `q{g}_{d}`, its accumulator `a{g}_{d}`, its running max and
-/// sum `m{g}`, `l{g}`; `row` is the vec4 index of the group's first head in q and out.
-fn state_wgsl(group: usize, n: usize) -> String {
-    let mut members = String::new();
-    let (mut init, mut step, mut store) = (Vec::new(), String::new(), String::new());
-    for d in 0..n {
-        step += &format!("    let k{d} = f16x4(k_cache[key + {d}u]);\n");
-        step += &format!("    let v{d} = f16x4(v_cache[key + {d}u]);\n");
-    }
-    for g in 0..group {
-        let dot: Vec<String> = (0..n).map(|d| format!("dot(s.q{g}_{d}, k{d})")).collect();
-        step += &format!(
-            "    let f{g} = softmax_step(s.m{g}, s.l{g}, {}, seen);\n    r.m{g} = f{g}.x;\n    r.l{g} = f{g}.y;\n",
-            dot.join(" + ")
-        );
-        for d in 0..n {
-            members += &format!("q{g}_{d}: vec4<f32>, a{g}_{d}: vec4<f32>, ");
-            init.push(format!("q[row + {}u] * scale, vec4<f32>(0.0)", g * n + d));
-            step += &format!("    r.a{g}_{d} = s.a{g}_{d} * f{g}.z + f{g}.w * v{d};\n");
-            store += &format!("    out[row + {}u] = s.a{g}_{d} / s.l{g};\n", g * n + d);
-        }
-        members += &format!("m{g}: f32, l{g}: f32,\n");
-    }
-    let start: Vec<String> = (0..group).map(|_| "-3.4e38, 0.0".into()).collect();
-    // Members are declared per head as q, a pairs, then m, l: init follows that order.
-    let init: Vec<String> = (0..group)
-        .map(|g| format!("{}, {}", init[g * n..][..n].join(", "), start[g]))
-        .collect();
-    format!(
-        "struct State {{\n{members}}}\n\
-         // The group's q (times `scale`) at vec4 `row`; empty accumulators.\n\
-         fn state_init(row: u32, scale: f32) -> State {{\n    return State({init});\n}}\n\
-         // One key (and value) at vec2 `key` of the caches, for every head of the group.\n\
-         fn state_step(s: State, key: u32, seen: bool) -> State {{\n    var r = s;\n{step}    return r;\n}}\n\
-         // The normalised outputs at vec4 `row`.\n\
-         fn state_store(row: u32, s: State) {{\n{store}}}\n",
-        init = init.join(",\n        "),
-    )
 }

@@ -4,12 +4,14 @@
 
 pub mod argmax;
 pub mod attention;
+pub mod attention_lanes;
 pub mod attention_prefill;
 pub mod embed_prefill;
 pub mod embed_q4;
 pub mod gemm_q4;
 pub mod gemm_q4_lanes;
 pub mod gemv_q4;
+mod lanes_state;
 pub mod read_bench;
 pub mod rmsnorm;
 pub mod rope_kv;

@@ -1,10 +1,17 @@
-//! Per-head q/k RMSNorm (optional) + RoPE (neox) + KV-cache write for one token.
+//! Per-head q/k RMSNorm (optional) + RoPE (neox) + KV-cache write for one token
+//! (shaders/rope_kv.wgsl: one invocation per head; the CPU adapters' decode attention runs
+//! it before shaders/attention_lanes.wgsl).
 
-use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
+use super::{Dispatch, KernelPipeline, Slot, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/rope_kv.wgsl");
+/// sin_cos, shared by the RoPE kernels.
+pub(crate) const ROPE_COMMON_WGSL: &str = include_str!("../../../shaders/rope_common.wgsl");
+
+/// Heads per workgroup (one SIMD batch on CPU adapters).
+const HEADS_PER_GROUP: u32 = 8;
 
 /// Largest head dimension the attention kernels hold in registers / workgroup memory.
 pub const MAX_HEAD_DIM: usize = 256;
@@ -77,7 +84,7 @@ impl RopeKv {
         let mut constants = shape.constants();
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
         constants.push(("EPS", f64::from(eps)));
-        let source = [STEP_WGSL, REDUCE64_WGSL, WGSL].concat();
+        let source = [STEP_WGSL, ROPE_COMMON_WGSL, WGSL].concat();
         let slots = [
             Slot::Uniform,
             Slot::Read,
@@ -113,7 +120,7 @@ impl RopeKv {
         self.kernel.dispatch(
             ctx,
             &[step, qkv, q_norm, k_norm, inv_freq, q_out, cache.k, cache.v],
-            heads,
+            heads.div_ceil(HEADS_PER_GROUP),
         )
     }
 }

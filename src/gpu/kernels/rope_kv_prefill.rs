@@ -2,7 +2,7 @@
 //! [`super::rope_kv::RopeKv`] of every token at once.
 
 use super::gemm_q4::CHUNK_WGSL;
-use super::rope_kv::{HeadShape, KvBuffers};
+use super::rope_kv::{HeadShape, KvBuffers, ROPE_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot};
 use crate::error::Result;
 use crate::gpu::device::GpuContext;
@@ -26,7 +26,7 @@ impl RopeKvPrefill {
         let mut constants = shape.constants();
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
         constants.push(("EPS", f64::from(eps)));
-        let source = [CHUNK_WGSL, WGSL].concat();
+        let source = [CHUNK_WGSL, ROPE_COMMON_WGSL, WGSL].concat();
         let mut slots = vec![Slot::Uniform];
         slots.extend([Slot::Read; 4]);
         slots.extend([Slot::ReadWrite; 3]);

@@ -1,0 +1,73 @@
+//! The per-invocation state of the CPU-adapter attention kernels
+//! (shaders/attention_prefill_lanes.wgsl, shaders/attention_lanes.wgsl): one invocation
+//! holds a GQA group's queries, accumulators and softmax statistics and walks the keys one
+//! at a time. Written out member by member as a WGSL struct of vec4s (a private array
+//! would live in memory on lavapipe, every access going lane by lane), with the functions
+//! the kernels call; shaders/attention_lanes_common.wgsl holds the fixed helpers.
+
+/// f16x4 and softmax_step, prepended before [`state_wgsl`]'s output.
+pub(crate) const LANES_COMMON_WGSL: &str =
+    include_str!("../../../shaders/attention_lanes_common.wgsl");
+
+/// The lanes kernel's `State` for `group` q heads of `n` vec4s each (see the shader's
+/// header) and its functions, written out member by member so that they stay in
+/// registers: q of head g is `q{g}_{d}`, its accumulator `a{g}_{d}`, its running max and
+/// sum `m{g}`, `l{g}`; `row` is the vec4 index of the group's first head in q and out.
+pub(crate) fn state_wgsl(group: usize, n: usize) -> String {
+    let mut members = String::new();
+    let (mut init, mut step, mut store) = (Vec::new(), String::new(), String::new());
+    for d in 0..n {
+        step += &format!("    let k{d} = f16x4(k_cache[key + {d}u]);\n");
+        step += &format!("    let v{d} = f16x4(v_cache[key + {d}u]);\n");
+    }
+    for g in 0..group {
+        let dot: Vec<String> = (0..n).map(|d| format!("dot(s.q{g}_{d}, k{d})")).collect();
+        step += &format!(
+            "    let f{g} = softmax_step(s.m{g}, s.l{g}, {}, seen);\n    r.m{g} = f{g}.x;\n    r.l{g} = f{g}.y;\n",
+            dot.join(" + ")
+        );
+        for d in 0..n {
+            members += &format!("q{g}_{d}: vec4<f32>, a{g}_{d}: vec4<f32>, ");
+            init.push(format!("q[row + {}u] * scale, vec4<f32>(0.0)", g * n + d));
+            step += &format!("    r.a{g}_{d} = s.a{g}_{d} * f{g}.z + f{g}.w * v{d};\n");
+            store += &format!("    out[row + {}u] = s.a{g}_{d} / s.l{g};\n", g * n + d);
+        }
+        members += &format!("m{g}: f32, l{g}: f32,\n");
+    }
+    let start: Vec<String> = (0..group).map(|_| "-3.4e38, 0.0".into()).collect();
+    // Members are declared per head as q, a pairs, then m, l: init follows that order.
+    let init: Vec<String> = (0..group)
+        .map(|g| format!("{}, {}", init[g * n..][..n].join(", "), start[g]))
+        .collect();
+    format!(
+        "struct State {{\n{members}}}\n\
+         // The group's q (times `scale`) at vec4 `row`; empty accumulators.\n\
+         fn state_init(row: u32, scale: f32) -> State {{\n    return State({init});\n}}\n\
+         // One key (and value) at vec2 `key` of the caches, for every head of the group.\n\
+         fn state_step(s: State, key: u32, seen: bool) -> State {{\n    var r = s;\n{step}    return r;\n}}\n\
+         // The normalised outputs at vec4 `row`.\n\
+         fn state_store(row: u32, s: State) {{\n{store}}}\n",
+        init = init.join(",\n        "),
+    )
+}
+
+/// `state_store_partial(h0, split, splits, s)` for the split decode kernel: head `h0 + g`
+/// of the group writes its unnormalised accumulator (HD values), running max and sum to
+/// `partials` at `((h0 + g) · splits + split) · (HD + 2)`, the layout of
+/// shaders/attention_combine.wgsl (the kernel declares `partials: array<f32>`).
+pub(crate) fn state_partial_wgsl(group: usize, n: usize) -> String {
+    let mut body = String::new();
+    for g in 0..group {
+        body += &format!("    let b{g} = ((h0 + {g}u) * splits + split) * (HD + 2u);\n");
+        for d in 0..n {
+            for (c, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+                body += &format!(
+                    "    partials[b{g} + {}u] = s.a{g}_{d}.{lane};\n",
+                    4 * d + c
+                );
+            }
+        }
+        body += &format!("    partials[b{g} + HD] = s.m{g};\n    partials[b{g} + HD + 1u] = s.l{g};\n");
+    }
+    format!("fn state_store_partial(h0: u32, split: u32, splits: u32, s: State) {{\n{body}}}\n")
+}
