@@ -53,7 +53,12 @@ export const tests = {
     const r = await loadBench(ctx, { backend: 'webgpu' });
     const backend = r.info.backend ?? 'webgpu (build without a backend option)';
     assert.match(backend, /^webgpu/, 'the model runs on WebGPU');
+    // What the page's WebGPU adapter says of itself (pocketrt names a nameless adapter).
+    const gpu = await ctx.page.evaluate(async () => {
+      const { vendor, architecture, description } = (await navigator.gpu.requestAdapter()).info;
+      return `${vendor}/${architecture}${description ? ` (${description})` : ''}`;
+    });
     const s = await timeDecode(ctx.page, TOKENS);
-    report('browser_decode_webgpu', { adapter: r.info.adapter, backend, build: ctx.server.pkg }, r, s, TOKENS);
+    report('browser_decode_webgpu', { adapter: r.info.adapter, gpu, backend, build: ctx.server.pkg }, r, s, TOKENS);
   },
 };
