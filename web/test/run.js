@@ -1,7 +1,8 @@
 // The browser tests: the npm package in headless Chromium (WebGPU on SwiftShader) against
 // a local server. Needs pkg/ (scripts/build-web) and the fixture (cargo run --example
 // web_fixture -- DIR LARGE_DIR; paths in POCKETRT_WEB_FIXTURE, POCKETRT_WEB_LARGE). Fails — never skips — when Chromium
-// or WebGPU is missing. Screenshots go to web/test-results/.
+// or WebGPU is missing. Screenshots go to web/test-results/. POCKETRT_WEB_PKG serves another
+// built package folder as /pkg/ (e.g. an older build, for the WebGPU decode bench).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,8 +12,9 @@ import { createServer } from './serve.js';
 import { tests as packageTests } from './cases.js';
 import { tests as ggufHubTests } from './cases-gguf-hub.js';
 import { tests as threadTests } from './cases-threads.js';
+import { tests as benchTests } from './cases-bench.js';
 
-const tests = { ...packageTests, ...ggufHubTests, ...threadTests };
+const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...benchTests };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = process.env.POCKETRT_WEB_FIXTURE;
@@ -20,8 +22,9 @@ if (!fixture || !fs.existsSync(path.join(fixture, 'expected.json'))) {
   console.error('POCKETRT_WEB_FIXTURE must name the folder web_fixture wrote');
   process.exit(1);
 }
-if (!fs.existsSync(path.join(here, '../../pkg/pocketrt_bg.wasm'))) {
-  console.error('pkg/ is not built: run scripts/build-web');
+const pkg = path.resolve(process.env.POCKETRT_WEB_PKG ?? path.join(here, '../../pkg'));
+if (!fs.existsSync(path.join(pkg, 'pocketrt_bg.wasm'))) {
+  console.error(`${pkg} is not built: run scripts/build-web`);
   process.exit(1);
 }
 
@@ -31,7 +34,7 @@ const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'pocketrt-web-'));
 const models = { tiny: fixture };
 if (process.env.POCKETRT_WEB_LARGE) models.large = process.env.POCKETRT_WEB_LARGE;
 if (process.env.POCKETRT_WEB_BENCH_MODEL) models.bench = process.env.POCKETRT_WEB_BENCH_MODEL;
-const server = await createServer({ models });
+const server = await createServer({ models, pkg });
 const browser = await launch();
 const only = process.argv[2];
 let failed = 0;

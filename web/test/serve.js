@@ -1,5 +1,5 @@
 // A small static server for the demo and the browser tests. Routes:
-//   /pkg/...      the built npm package (../../pkg)
+//   /pkg/...      the built npm package (../../pkg, or the folder given as `pkg`)
 //   /demo/...     the demo page (../demo)
 //   /test/...     test pages (./pages)
 //   /vite/...     the Vite-built test app (./vite-app/dist)
@@ -40,9 +40,9 @@ function listing(id, dir) {
   return JSON.stringify({ id, siblings });
 }
 
-export function createServer({ models = {}, hub = {}, port = 0 } = {}) {
+export function createServer({ models = {}, hub = {}, port = 0, pkg = path.join(root, 'pkg') } = {}) {
   const mounts = {
-    pkg: path.join(root, 'pkg'),
+    pkg,
     demo: path.join(root, 'web/demo'),
     test: path.join(here, 'pages'),
     vite: path.join(here, 'vite-app/dist'),
@@ -120,6 +120,7 @@ export function createServer({ models = {}, hub = {}, port = 0 } = {}) {
         state,
         url: `http://127.0.0.1:${actual}`,
         requests,
+        pkg,
         models,
         hub,
         close: () => new Promise((r) => server.close(r)),
