@@ -5,7 +5,7 @@
 
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
-use super::kernels::attention::{partials_bytes, Attention, GPU_SPLIT_LEN};
+use super::kernels::attention::{partials_bytes, Attention, AttentionVariant, GPU_SPLIT_LEN};
 use super::kernels::gemv_q4::GemvVariant;
 use super::kernels::rope_kv::rope_inv_freq;
 use super::kernels::topk::{parse_result, TopK};
@@ -245,6 +245,12 @@ impl GpuModel {
     /// Dispatches of one transformer layer at short histories.
     pub fn dispatches_per_layer(&self) -> usize {
         (self.dispatches_per_token() - DISPATCHES_OUTSIDE_LAYERS) / self.config.n_layers.max(1)
+    }
+
+    /// The design of the decode attention (per adapter; the W_o fold is the workgroup
+    /// design's).
+    pub fn attention_variant(&self) -> AttentionVariant {
+        self.attention.variant()
     }
 
     /// The device the model lives on.

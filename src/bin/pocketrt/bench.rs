@@ -189,6 +189,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             report["adapter"] = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend).into();
             report["dispatches_per_token"] = m.dispatches_per_token().into();
             report["dispatches_per_layer"] = m.dispatches_per_layer().into();
+            report["attention"] = format!("{:?}", m.attention_variant()).into();
             report["submits_per_token"] = (decode_submits as f64 / steps).into();
             report["timing"] = "wall".into();
             if m.enable_gpu_timing() {

@@ -164,7 +164,10 @@ pub enum AttentionDispatch {
 /// The kernels of one design.
 enum Design {
     Workgroup(KernelPipeline),
-    Lanes { rope: RopeKv, attend: AttentionLanes },
+    Lanes {
+        rope: RopeKv,
+        attend: AttentionLanes,
+    },
 }
 
 pub struct Attention {
@@ -223,7 +226,14 @@ impl Attention {
             )));
         }
         let workgroup = AttentionVariant::Workgroup;
-        Self::build(ctx, workgroup, shape, (qk_norm, eps), split_len, Some(hidden))
+        Self::build(
+            ctx,
+            workgroup,
+            shape,
+            (qk_norm, eps),
+            split_len,
+            Some(hidden),
+        )
     }
 
     /// Can the output projection of `shape` be folded in?

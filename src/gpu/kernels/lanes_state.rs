@@ -61,13 +61,11 @@ pub(crate) fn state_partial_wgsl(group: usize, n: usize) -> String {
         body += &format!("    let b{g} = ((h0 + {g}u) * splits + split) * (HD + 2u);\n");
         for d in 0..n {
             for (c, lane) in ["x", "y", "z", "w"].iter().enumerate() {
-                body += &format!(
-                    "    partials[b{g} + {}u] = s.a{g}_{d}.{lane};\n",
-                    4 * d + c
-                );
+                body += &format!("    partials[b{g} + {}u] = s.a{g}_{d}.{lane};\n", 4 * d + c);
             }
         }
-        body += &format!("    partials[b{g} + HD] = s.m{g};\n    partials[b{g} + HD + 1u] = s.l{g};\n");
+        body +=
+            &format!("    partials[b{g} + HD] = s.m{g};\n    partials[b{g} + HD + 1u] = s.l{g};\n");
     }
     format!("fn state_store_partial(h0: u32, split: u32, splits: u32, s: State) {{\n{body}}}\n")
 }
