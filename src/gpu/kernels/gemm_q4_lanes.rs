@@ -8,7 +8,8 @@
 //! tiles' uniform records.
 
 use super::gemm_q4::{CHUNK_WGSL, COMMON_WGSL};
-use super::gemv_q4::{codes_decl, Codes, GemvSpec, Q4_COMMON_WGSL};
+use super::gemv_q4::{Codes, GemvSpec, Q4_COMMON_WGSL};
+use super::q4_codes::codes_decl;
 use super::{grid, Binding, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;

@@ -12,6 +12,7 @@ pub mod gemm_q4;
 pub mod gemm_q4_lanes;
 pub mod gemv_q4;
 mod lanes_state;
+mod q4_codes;
 pub mod read_bench;
 pub mod rmsnorm;
 pub mod rope_kv;
