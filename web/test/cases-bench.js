@@ -47,8 +47,9 @@ export const tests = {
   // bench never times WebGPU); no speed bar, SwiftShader has none. POCKETRT_WEB_PKG serves
   // another build with this same case, e.g. the package from before the decode-speed work
   // (the web branch's f36bc6c), whose load has no backend option and whose info no
-  // `backend`: such a build runs on WebGPU only. Measured on the 2-core machine (load 3-4,
-  // 4 runs each, /tmp/pocket-synth): before 0.49-0.66 tok/s, after 0.98-1.63 tok/s.
+  // `backend`: such a build runs on WebGPU only. Measured on the 2-core machine
+  // (/tmp/pocket-synth, alternating runs): before 0.70-0.72 tok/s, main with the lanes
+  // decode attention 2.40-2.47 tok/s.
   async bench_pocket_size_decode_on_webgpu(ctx) {
     const TOKENS = 16; // SwiftShader decodes a Pocket-size model at a few tokens/s at most
     const r = await loadBench(ctx, { backend: 'webgpu' });
