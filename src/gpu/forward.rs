@@ -238,7 +238,7 @@ impl GpuModel {
 
     /// Dispatches of the step at position `pos` (split attention adds one per layer).
     pub fn dispatches_at(&self, pos: usize) -> usize {
-        let count = |d: &StepDispatch| d.at(&self.attention, pos).len();
+        let count = |d: &StepDispatch| d.at(&self.attention, pos).count();
         self.dispatches.iter().map(count).sum()
     }
 
@@ -279,8 +279,20 @@ impl GpuModel {
             .transpose()
     }
 
-    /// Write the step uniform for `token` at `pos`.
-    fn write_step(&self, token: u32, pos: usize) {
+    /// Check `token` and `pos` and write the step uniform for them.
+    fn write_step(&self, token: u32, pos: usize) -> Result<()> {
+        if token as usize >= self.config.vocab_size {
+            return Err(Error::InvalidArgument(format!(
+                "token {token} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        if pos >= self.context {
+            return Err(Error::ContextTooLong {
+                position: pos,
+                context: self.context,
+            });
+        }
         let step = StepUniform {
             token,
             pos: pos as u32,
@@ -289,6 +301,7 @@ impl GpuModel {
         self.ctx
             .queue
             .write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
+        Ok(())
     }
 
     /// The GPU time of the decode step at `pos`, per kind of kernel (in step order): each
@@ -299,12 +312,11 @@ impl GpuModel {
     /// again before going on.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn profile_step(&self, token: u32, pos: usize, passes: usize) -> Result<Vec<KernelTime>> {
-        // Validates token and pos like a real step (the command buffer is dropped).
-        drop(self.encode_step(token, pos, Readback::Nothing)?);
+        self.write_step(token, pos)?;
         let timer = GpuTimer::new(&self.ctx);
         let mut times: Vec<KernelTime> = vec![];
         for entry in &self.dispatches {
-            let parts = entry.at(&self.attention, pos);
+            let parts: Vec<_> = entry.at(&self.attention, pos).collect();
             for &(d, grid) in &parts {
                 let encode = |pass: &mut wgpu::ComputePass<'_>| d.encode_grid(pass, grid);
                 let mut best = f64::INFINITY;
@@ -340,19 +352,7 @@ impl GpuModel {
         pos: usize,
         readback: Readback,
     ) -> Result<wgpu::CommandBuffer> {
-        if token as usize >= self.config.vocab_size {
-            return Err(Error::InvalidArgument(format!(
-                "token {token} is outside the vocabulary of {}",
-                self.config.vocab_size
-            )));
-        }
-        if pos >= self.context {
-            return Err(Error::ContextTooLong {
-                position: pos,
-                context: self.context,
-            });
-        }
-        self.write_step(token, pos);
+        self.write_step(token, pos)?;
         let ctx = &self.ctx;
         let mut enc = ctx.device.create_command_encoder(&Default::default());
         {

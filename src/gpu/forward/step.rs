@@ -9,7 +9,8 @@ use crate::gpu::code_texture::ModelCodeTextures;
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::argmax::Argmax;
 use crate::gpu::kernels::attention::{
-    default_split_len, Attention, AttentionDispatch, AttentionInputs, OutputProjection,
+    default_split_len, dispatches_at, Attention, AttentionDispatch, AttentionInputs, DispatchesAt,
+    OutputProjection,
 };
 use crate::gpu::kernels::embed_q4::EmbedQ4;
 use crate::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvQ4, GemvSpec, GemvVariant, ResidualParts};
@@ -73,9 +74,9 @@ impl StepDispatch {
     }
 
     /// The dispatches at position `pos` with their grids (attention's follow it).
-    pub(super) fn at(&self, attention: &Attention, pos: usize) -> Vec<(&Dispatch, [u32; 3])> {
+    pub(super) fn at(&self, attention: &Attention, pos: usize) -> DispatchesAt<'_> {
         match &self.work {
-            StepWork::Fixed(d) => vec![(d, d.grid)],
+            StepWork::Fixed(d) => dispatches_at([Some((d, d.grid)), None, None]),
             StepWork::Attention(a) => a.at(attention, pos),
         }
     }

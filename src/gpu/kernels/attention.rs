@@ -402,34 +402,43 @@ impl Attention {
     }
 }
 
+/// A step's dispatches with their grids, in order: at most three, and built every token,
+/// so without allocating.
+pub type DispatchesAt<'a> =
+    std::iter::Flatten<std::array::IntoIter<Option<(&'a Dispatch, [u32; 3])>, 3>>;
+
+/// [`DispatchesAt`] of up to three dispatches.
+pub fn dispatches_at<'a>(d: [Option<(&'a Dispatch, [u32; 3])>; 3]) -> DispatchesAt<'a> {
+    d.into_iter().flatten()
+}
+
 impl AttentionDispatch {
     /// The dispatches of the step at `pos`, in order, with their grids (one, or split +
     /// combine; the lanes design's RoPE + KV write first).
-    pub fn at(&self, kernel: &Attention, pos: usize) -> Vec<(&Dispatch, [u32; 3])> {
+    pub fn at(&self, kernel: &Attention, pos: usize) -> DispatchesAt<'_> {
         let splits = kernel.splits_at(pos);
-        match self {
+        dispatches_at(match self {
             AttentionDispatch::Workgroup { single, .. } if splits == 1 => {
-                vec![(single, single.grid)]
+                [Some((single, single.grid)), None, None]
             }
             AttentionDispatch::Workgroup { split, combine, .. } => {
                 let [heads, _, _] = split.grid;
-                vec![(split, [heads, splits, 1]), (combine, combine.grid)]
+                [
+                    Some((split, [heads, splits, 1])),
+                    Some((combine, combine.grid)),
+                    None,
+                ]
             }
             AttentionDispatch::Lanes {
                 rope,
                 attend,
                 combine,
-            } => {
-                let mut d = vec![
-                    (rope, rope.grid),
-                    (attend, AttentionLanes::grid(kernel.shape, splits)),
-                ];
-                if splits > 1 {
-                    d.push((combine, combine.grid));
-                }
-                d
-            }
-        }
+            } => [
+                Some((rope, rope.grid)),
+                Some((attend, AttentionLanes::grid(kernel.shape, splits))),
+                (splits > 1).then_some((combine, combine.grid)),
+            ],
+        })
     }
 
     /// Encode the attention of the step at `pos`.
@@ -437,10 +446,5 @@ impl AttentionDispatch {
         for (d, grid) in self.at(kernel, pos) {
             d.encode_grid(pass, grid);
         }
-    }
-
-    /// Dispatches encoded at `pos`.
-    pub fn count(&self, kernel: &Attention, pos: usize) -> usize {
-        self.at(kernel, pos).len()
     }
 }
