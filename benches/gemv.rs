@@ -112,8 +112,8 @@ fn gemv_figure(
         Q4Tensor::from_ggml(pocketrt::format::gguf::GgmlType::Q4_1, &bytes, rows, k).expect("q4");
     let x: Vec<f32> = (0..k).map(|_| rng.unit() - 0.5).collect();
     let kernel = GemvQ4::new(ctx, variant, spec).expect("gemv");
-    let codes = MatrixCodes::upload(ctx, variant, &w.codes).unwrap();
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
+    let codes = MatrixCodes::upload(ctx, kernel.tile(), &w.codes, &qparams).unwrap();
     let xb = ctx.storage_init("x", &x).unwrap();
     let none = ctx.storage("none", 4).unwrap();
     let out = ctx.storage("out", 4 * n as u64).unwrap();

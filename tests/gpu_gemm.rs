@@ -12,9 +12,9 @@
 mod gpu_common;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
-use pocketrt::gpu::code_texture::CodeTexture;
 use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4, GemmVariant};
-use pocketrt::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvSpec, GemvVariant};
+use pocketrt::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvSpec, GemvVariant, MatrixCodes};
+use pocketrt::gpu::kernels::q4_tiles::TileLayout;
 use pocketrt::quant::Q4Tensor;
 
 const EPS: f32 = 1e-6;
@@ -82,15 +82,11 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
     };
     ctx.queue
         .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
-    let codes = ctx.storage_init("codes", &w.codes).unwrap();
-    let texture = variant
-        .reads_texture()
-        .then(|| CodeTexture::from_buffer(ctx, &codes, 4 * w.codes.len() as u64).unwrap());
-    let codes = match &texture {
-        Some(t) => Codes::Texture(&t.view),
-        None => Codes::Buffer(&codes),
-    };
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
+    // A texture is in the decode GEMV's tile order, as the model's is.
+    let tile = variant.reads_texture().then(|| TileLayout::for_spec(&spec));
+    let matrix = MatrixCodes::upload(ctx, tile, &w.codes, &qparams).unwrap();
+    let codes = matrix.bind();
     // x holds whole tiles of the row-lanes variant; the padding rows must not matter.
     let mut x_padded = x_in.clone();
     x_padded.resize(kernel.x_rows(m) * k, 1e30);

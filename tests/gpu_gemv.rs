@@ -1,4 +1,4 @@
-//! Q4 g64 GEMV kernels (every variant, several row layouts, every epilogue, with and
+//! Q4 g64 GEMV kernels (every variant, several row layouts and tile orders, every epilogue, with and
 //! without the fused RMSNorm, with and without partial vectors added to x) against the
 //! dequantized weights (`Q4Tensor::dequantize_row`)
 //! with f64 sums on the CPU.
@@ -31,8 +31,12 @@ fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
         let k = GemvQ4::with_layout(ctx, GemvVariant::RowsPerInvocation, spec, layout);
         out.push((format!("{layout:?}"), k.unwrap()));
     }
-    let k = GemvQ4::with_layout(ctx, GemvVariant::RowsFromTexture, spec, default);
-    out.push((format!("{default:?} from texture"), k.unwrap()));
+    // The texture variant's tile order follows its layout (and K: 1, 2 or 4 groups of
+    // qparams per texel).
+    for layout in [default, RowsLayout { wg: 8, rows: 3 }] {
+        let k = GemvQ4::with_layout(ctx, GemvVariant::RowsFromTexture, spec, layout);
+        out.push((format!("{layout:?} from texture"), k.unwrap()));
+    }
     out
 }
 
@@ -108,8 +112,8 @@ fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> Outcome {
         })
         .collect();
 
-    let codes = MatrixCodes::upload(ctx, kernel.variant(), &w.codes).unwrap();
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
+    let codes = MatrixCodes::upload(ctx, kernel.tile(), &w.codes, &qparams).unwrap();
     let xb = ctx.storage_init("x", &h_in).unwrap();
     let nb = ctx.storage_init("norm", &norm_w).unwrap();
     let bb = ctx.storage_init("bias", &bias).unwrap();
@@ -256,6 +260,18 @@ fn gemv_fused_gate_up_swiglu_matches_reference() {
         },
         8,
     );
+    // K 1,280: 20 groups, four per qparams texel in the tile order.
+    check(
+        "swiglu 70 x 1280",
+        Case {
+            n: 70,
+            k: 1280,
+            epilogue: Epilogue::SwiGlu,
+            bias: false,
+            norm: false,
+        },
+        9,
+    );
 }
 
 #[test]
@@ -345,4 +361,54 @@ fn gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage() {
         norm: true,
     };
     check("40 x 16448", c, 30);
+}
+
+/// The tile repack (shaders/q4_tile.wgsl) puts every texel where `TileLayout::texel` says,
+/// and the tile order holds every code texel and every group's qparams of every row.
+#[test]
+fn q4_tile_repack_places_every_texel_as_the_layout_says() {
+    use pocketrt::gpu::kernels::q4_tiles::{TileLayout, TileTexel};
+    use std::collections::HashSet;
+    let ctx = gpu();
+    let mut rng = Rng::new(77);
+    for (n, k, epilogue, layout) in [
+        (70, 1280, Epilogue::SwiGlu, RowsLayout::default_for(2)),
+        (129, 896, Epilogue::Store, RowsLayout::default_for(1)),
+        (20, 192, Epilogue::AddInto, RowsLayout { wg: 8, rows: 3 }),
+    ] {
+        let tile = TileLayout::new(&GemvSpec::new(n, k, epilogue), layout);
+        let rows = n * epilogue.parts();
+        let codes: Vec<u32> = (0..rows * k / 8).map(|_| rng.next_u64() as u32).collect();
+        let qparams: Vec<u32> = (0..rows * k / 64).map(|_| rng.next_u64() as u32).collect();
+        let cb = ctx.storage_init("codes", &codes).unwrap();
+        let qb = ctx.storage_init("qparams", &qparams).unwrap();
+        let got = ctx
+            .read_u32(&tile.repack(ctx, &cb, &qb).unwrap(), 4 * tile.texels())
+            .unwrap();
+        let (mut code_seen, mut qp_seen) = (HashSet::new(), HashSet::new());
+        for t in 0..tile.texels() {
+            let want: Vec<u32> = match tile.texel(t) {
+                TileTexel::Codes { row, texel } => {
+                    code_seen.insert((row, texel));
+                    codes[row * k / 8 + 4 * texel..][..4].to_vec()
+                }
+                TileTexel::Qparams { row, first } => (0..4)
+                    .map(|j| match j < tile.qpt {
+                        true => {
+                            qp_seen.insert((row, first + j));
+                            qparams[row * k / 64 + first + j]
+                        }
+                        false => 0,
+                    })
+                    .collect(),
+            };
+            assert_eq!(&got[4 * t..4 * t + 4], &want[..], "{tile:?}: texel {t}");
+        }
+        assert_eq!(code_seen.len(), rows * k / 32, "{tile:?}: every code texel");
+        assert_eq!(
+            qp_seen.len(),
+            rows * k / 64,
+            "{tile:?}: every group's qparams"
+        );
+    }
 }

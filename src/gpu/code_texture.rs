@@ -11,6 +11,8 @@
 //! (`i % WIDTH`, `i / WIDTH`). The copy is made on the device from the storage buffer.
 
 use super::device::GpuContext;
+use super::kernels::gemv_q4::{Epilogue, GemvSpec};
+use super::kernels::q4_tiles::TileLayout;
 use super::weights::{ModelWeights, Q4Buffers};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
@@ -116,46 +118,63 @@ impl CodeTexture {
     }
 }
 
-/// The codes of every decode GEMV's matrix as textures (CPU adapters): per layer QKV,
-/// attention output, gate/up and down, then the LM head. The storage buffers stay (the
-/// embedding lookup and batched prefill read them).
+/// The codes of every decode GEMV's matrix as textures in the GEMV's tile order (CPU
+/// adapters, `kernels::q4_tiles`): per layer QKV, attention output, gate/up and down,
+/// then the LM head. The storage buffers stay (the embedding lookup reads them).
 pub struct ModelCodeTextures {
     pub layers: Vec<[CodeTexture; 4]>,
     pub head: CodeTexture,
 }
 
-fn code_bytes(m: &Q4Buffers) -> u64 {
-    m.rows as u64 * m.cols as u64 / 2
+/// The tile order of a matrix of `rows` × `cols` (`parts` matrix rows per output row:
+/// 2 for the fused gate/up).
+fn tile(rows: usize, cols: usize, parts: usize) -> TileLayout {
+    let epilogue = if parts == 2 {
+        Epilogue::SwiGlu
+    } else {
+        Epilogue::Store
+    };
+    TileLayout::for_spec(&GemvSpec::new(rows / parts, cols, epilogue))
+}
+
+/// The tile orders of one layer's matrices (QKV, attention output, gate/up, down).
+fn layer_tiles(cfg: &ModelConfig) -> [TileLayout; 4] {
+    let (h, f) = (cfg.hidden_size, cfg.ffn_size);
+    [
+        tile(cfg.q_dim() + 2 * cfg.kv_dim(), h, 1),
+        tile(h, cfg.q_dim(), 1),
+        tile(2 * f, h, 2),
+        tile(h, f, 1),
+    ]
 }
 
 impl ModelCodeTextures {
     pub fn new(ctx: &GpuContext, w: &ModelWeights) -> Result<ModelCodeTextures> {
-        let tex = |m: &Q4Buffers| CodeTexture::from_buffer(ctx, &m.codes, code_bytes(m));
+        let build =
+            |m: &Q4Buffers, parts| tile(m.rows, m.cols, parts).build(ctx, &m.codes, &m.qparams);
         let layers = w
             .layers
             .iter()
             .map(|l| {
                 Ok([
-                    tex(&l.qkv)?,
-                    tex(&l.attn_output)?,
-                    tex(&l.gate_up)?,
-                    tex(&l.down)?,
+                    build(&l.qkv, 1)?,
+                    build(&l.attn_output, 1)?,
+                    build(&l.gate_up, 2)?,
+                    build(&l.down, 1)?,
                 ])
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(ModelCodeTextures {
             layers,
-            head: tex(w.head())?,
+            head: build(w.head(), 1)?,
         })
     }
 
     /// Bytes the textures of a `cfg` model take (for the memory plan).
     pub fn bytes(cfg: &ModelConfig) -> u64 {
-        let (h, f) = (cfg.hidden_size, cfg.ffn_size);
-        let qkv = cfg.q_dim() + 2 * cfg.kv_dim();
-        let t = |rows: usize, cols: usize| texture_bytes(rows as u64 * cols as u64 / 2);
-        let layer = t(qkv, h) + t(h, cfg.q_dim()) + t(2 * f, h) + t(h, f);
-        cfg.n_layers as u64 * layer + t(cfg.vocab_size, h)
+        let layer: u64 = layer_tiles(cfg).iter().map(TileLayout::texture_bytes).sum();
+        let head = tile(cfg.vocab_size, cfg.hidden_size, 1).texture_bytes();
+        cfg.n_layers as u64 * layer + head
     }
 
     pub fn destroy(&self) {

@@ -10,6 +10,7 @@
 use super::gemm_q4::{CHUNK_WGSL, COMMON_WGSL};
 use super::gemv_q4::{Codes, GemvSpec, Q4_COMMON_WGSL};
 use super::q4_codes::codes_decl;
+use super::q4_tiles::TileLayout;
 use super::{grid, Binding, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -100,12 +101,14 @@ impl LanesGemm {
                 "GEMM N {n}: too many rows for one dispatch"
             )));
         }
+        // A codes texture is in the decode GEMV's tile order (the model's shared copy).
+        let tile = texture.then(|| TileLayout::for_spec(&spec));
         let uniform = |binding: u32, name: &str, len: usize| {
             format!("@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n")
         };
         let header = [
             format!("const TOKENS: u32 = {tokens}u;\n"),
-            codes_decl(texture, 2),
+            codes_decl(tile.as_ref(), 2),
             uniform(4, "x0", tokens / 2 * k / 4),
             uniform(5, "x1", tokens / 2 * k / 4),
             uniform(6, "norm_w", k / 4),

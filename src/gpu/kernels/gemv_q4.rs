@@ -6,6 +6,7 @@
 
 use super::q4_codes::codes_decl;
 pub use super::q4_codes::{Codes, MatrixCodes};
+use super::q4_tiles::TileLayout;
 use super::{Binding, Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -21,6 +22,7 @@ const COMMON_WGSL: &str = include_str!("../../../shaders/gemv_q4_common.wgsl");
 const ROWS_WGSL: &str = include_str!("../../../shaders/gemv_q4.wgsl");
 const WORKGROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_wg.wgsl");
 const PARTS_WGSL: &str = include_str!("../../../shaders/gemv_q4_parts.wgsl");
+const TILED_WGSL: &str = include_str!("../../../shaders/gemv_q4_tiled.wgsl");
 
 /// What happens to each output row after the dot product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,8 +59,9 @@ impl Epilogue {
 pub enum GemvVariant {
     /// Several rows per invocation, no barriers, codes from the storage buffer.
     RowsPerInvocation,
-    /// The same with the codes read from a texture ([`Codes::Texture`]): 3–4× faster
-    /// than storage loads on CPU-backed adapters (`gpu::code_texture`).
+    /// The same with codes and qparams read from a texture in tile order
+    /// ([`Codes::Texture`], `q4_tiles`): 3–4× faster than storage loads on CPU-backed
+    /// adapters (`gpu::code_texture`), and one sequential stream per workgroup.
     RowsFromTexture,
     /// One workgroup per row with a workgroup reduction: the design for real GPUs.
     WorkgroupPerRow,
@@ -172,16 +175,63 @@ pub struct ResidualParts<'a> {
     pub h_out: &'a wgpu::Buffer,
 }
 
+/// shaders/gemv_q4_tiled.wgsl written out for `rows` output rows of `parts` slots each
+/// and `qpt` groups per chunk (its `//#` blocks repeated, see the shader's header).
+fn tiled_body(rows: usize, parts: usize, qpt: usize) -> String {
+    let src = repeat_blocks(TILED_WGSL, "groups", qpt, |j| vec![("$j", j.to_string())]);
+    let src = repeat_blocks(&src, "slots", rows * parts, |k| vec![("$k", k.to_string())]);
+    repeat_blocks(&src, "rows", rows, |i| {
+        vec![
+            ("$i", i.to_string()),
+            ("$g", (i * parts).to_string()),
+            ("$u", (i * parts + parts - 1).to_string()),
+        ]
+    })
+}
+
+/// `src` with every block between the lines `//#name` and `//#end name` written `count`
+/// times, the n-th with the substitutions `subst(n)`.
+fn repeat_blocks(
+    src: &str,
+    name: &str,
+    count: usize,
+    subst: impl Fn(usize) -> Vec<(&'static str, String)>,
+) -> String {
+    let (open, close) = (format!("//#{name}\n"), format!("//#end {name}\n"));
+    let mut out = String::new();
+    let mut rest = src;
+    while let Some(start) = rest.find(&open) {
+        out.push_str(&rest[..start]);
+        let body_start = start + open.len();
+        let len = rest[body_start..]
+            .find(&close)
+            .expect("gemv_q4_tiled.wgsl: every block is closed");
+        let body = &rest[body_start..body_start + len];
+        for n in 0..count {
+            let mut b = body.to_string();
+            for (from, to) in subst(n) {
+                b = b.replace(from, &to);
+            }
+            out.push_str(&b);
+        }
+        rest = &rest[body_start + len + close.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A GEMV of fixed shape.
 pub struct GemvQ4 {
     kernel: KernelPipeline,
     variant: GemvVariant,
     layout: RowsLayout,
     pub spec: GemvSpec,
+    /// The tile order of the codes texture ([`GemvVariant::RowsFromTexture`]).
+    tile: Option<TileLayout>,
 }
 
 /// The per-pipeline WGSL header: the rows variant's constants, the codes binding (a
-/// texture when `texture`) and the x / norm-weight bindings, as uniform arrays of K/4
+/// texture in `tile` order when given) and the x / norm-weight bindings, as uniform arrays of K/4
 /// vec4 when `uniform_x`, else as storage arrays, and the input accessor `x_in`
 /// (shaders/gemv_q4_parts.wgsl when the spec adds partial vectors, their binding uniform
 /// when `uniform_parts`).
@@ -189,7 +239,7 @@ pub fn gemv_header(
     spec: &GemvSpec,
     layout: RowsLayout,
     (uniform_x, uniform_parts): (bool, bool),
-    texture: bool,
+    tile: Option<&TileLayout>,
 ) -> String {
     let uniform_decl = |binding: u32, name: &str, len: usize| {
         format!("@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n")
@@ -220,7 +270,7 @@ pub fn gemv_header(
         "const ROWS: u32 = {}u;\nconst PARTS: u32 = {}u;\n{}{}{}{input}",
         layout.rows,
         spec.epilogue.parts(),
-        codes_decl(texture, 0),
+        codes_decl(tile, 0),
         decl(2, "x"),
         decl(3, "norm_w")
     )
@@ -262,10 +312,21 @@ impl GemvQ4 {
         // The partial vectors likewise (Pocket's 14 × 896 floats fit in 64 KiB).
         let uniform_parts = rows && 4 * (spec.add_parts * k) as u64 <= max_uniform;
         let uniform = (uniform_x, uniform_parts);
-        let header = gemv_header(&spec, layout, uniform, variant.reads_texture());
+        let tile = variant
+            .reads_texture()
+            .then(|| TileLayout::new(&spec, layout));
+        let header = gemv_header(&spec, layout, uniform, tile.as_ref());
         let source = match variant {
-            GemvVariant::RowsPerInvocation | GemvVariant::RowsFromTexture => {
+            GemvVariant::RowsPerInvocation => {
                 [&header, Q4_COMMON_WGSL, COMMON_WGSL, ROWS_WGSL].concat()
+            }
+            GemvVariant::RowsFromTexture => {
+                let body = tiled_body(
+                    layout.rows as usize,
+                    spec.epilogue.parts(),
+                    tile.unwrap().qpt,
+                );
+                [&header, Q4_COMMON_WGSL, COMMON_WGSL, &body].concat()
             }
             GemvVariant::WorkgroupPerRow => [
                 &header,
@@ -277,7 +338,7 @@ impl GemvQ4 {
             .concat(),
         };
         let mut constants = spec.constants().to_vec();
-        if rows {
+        if variant == GemvVariant::RowsPerInvocation {
             constants.push(("WG", f64::from(layout.wg)));
         }
         let x_slot = if uniform_x { Slot::Uniform } else { Slot::Read };
@@ -307,11 +368,17 @@ impl GemvQ4 {
             variant,
             layout,
             spec,
+            tile,
         })
     }
 
     pub fn variant(&self) -> GemvVariant {
         self.variant
+    }
+
+    /// The tile order the kernel reads its codes texture in (texture variant only).
+    pub fn tile(&self) -> Option<TileLayout> {
+        self.tile
     }
 
     /// Workgroups for one GEMV.

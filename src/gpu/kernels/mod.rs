@@ -13,6 +13,7 @@ pub mod gemm_q4_lanes;
 pub mod gemv_q4;
 mod lanes_state;
 mod q4_codes;
+pub mod q4_tiles;
 pub mod read_bench;
 pub mod rmsnorm;
 pub mod rope_kv;

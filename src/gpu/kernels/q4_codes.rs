@@ -1,15 +1,16 @@
 //! Where the Q4 kernels (the decode GEMV, the prefill lanes GEMM) read a matrix's codes:
-//! its storage buffer, or on CPU adapters its texture copy (`gpu::code_texture`), as a
-//! binding and a WGSL accessor `code4(i)` that hide which.
+//! its storage buffer, or on CPU adapters its texture copy in tile order
+//! (`gpu::code_texture`, `q4_tiles`), as a binding and a WGSL accessor `code4(i)` that
+//! hide which.
 
-use super::gemv_q4::GemvVariant;
+use super::q4_tiles::TileLayout;
 use super::Binding;
 use crate::error::Result;
-use crate::gpu::code_texture::{CodeTexture, WIDTH, WIDTH_SHIFT};
+use crate::gpu::code_texture::CodeTexture;
 use crate::gpu::device::GpuContext;
 
 /// Where a dispatch reads the matrix codes: the storage buffer, or its texture copy
-/// (for [`GemvVariant::RowsFromTexture`] and the GEMM that reads the same copy).
+/// (for `GemvVariant::RowsFromTexture` and the GEMM that reads the same copy).
 #[derive(Clone, Copy)]
 pub enum Codes<'a> {
     Buffer(&'a wgpu::Buffer),
@@ -31,24 +32,26 @@ impl<'a> Codes<'a> {
     }
 }
 
-/// A matrix's codes as a GEMV variant binds them: the storage buffer, plus its texture
-/// copy for [`GemvVariant::RowsFromTexture`] (what tests and benchmarks upload).
+/// A matrix's codes as a kernel binds them: the storage buffer, plus its texture copy
+/// in `tile` order for the kernels that read one (what tests and benchmarks upload).
 pub struct MatrixCodes {
     pub buffer: wgpu::Buffer,
     pub texture: Option<CodeTexture>,
 }
 
 impl MatrixCodes {
-    /// Upload `codes` (a Q4 tensor's code words) for `variant`.
-    pub fn upload(ctx: &GpuContext, variant: GemvVariant, codes: &[u32]) -> Result<MatrixCodes> {
+    /// Upload `codes` (a Q4 tensor's code words; `qparams` its uploaded qparams), with
+    /// a texture copy in `tile` order when given.
+    pub fn upload(
+        ctx: &GpuContext,
+        tile: Option<TileLayout>,
+        codes: &[u32],
+        qparams: &wgpu::Buffer,
+    ) -> Result<MatrixCodes> {
         let buffer = ctx.storage_init("codes", codes)?;
-        let texture = match variant.reads_texture() {
-            true => Some(CodeTexture::from_buffer(
-                ctx,
-                &buffer,
-                4 * codes.len() as u64,
-            )?),
-            false => None,
+        let texture = match tile {
+            Some(t) => Some(t.build(ctx, &buffer, qparams)?),
+            None => None,
         };
         Ok(MatrixCodes { buffer, texture })
     }
@@ -61,15 +64,11 @@ impl MatrixCodes {
     }
 }
 
-/// The codes binding (`binding`) and its accessor `code4(i)`: vec4 `i` of the codes.
-pub(crate) fn codes_decl(texture: bool, binding: u32) -> String {
-    if texture {
-        format!(
-            "@group(0) @binding({binding}) var codes: texture_2d<u32>;\n\
-             fn code4(i: u32) -> vec4<u32> {{\n    \
-             return textureLoad(codes, vec2<u32>(i & {}u, i >> {WIDTH_SHIFT}u), 0);\n}}\n",
-            WIDTH - 1
-        )
+/// The codes binding (`binding`) and its accessor `code4(i)`: vec4 `i` of the row-major
+/// codes (a texture in `tile` order when given: `TileLayout::read_wgsl`).
+pub(crate) fn codes_decl(tile: Option<&TileLayout>, binding: u32) -> String {
+    if let Some(tile) = tile {
+        tile.read_wgsl(binding)
     } else {
         format!(
             "@group(0) @binding({binding}) var<storage, read> codes: array<vec4<u32>>;\n\
