@@ -90,7 +90,7 @@ fn texture_read_ceiling(
         }
     }
     json!({
-        "kernel": format!("texel sum of {} MiB (rgba32uint, textureLoad)", len >> 18),
+        "kernel": format!("texel sum of {} MiB (rgba32uint read-only storage texture, textureLoad)", len >> 18),
         "gb_s": best.0, "workgroups": best.1,
     })
 }

@@ -6,9 +6,10 @@
 //! ~1 GB/s on this machine. `textureLoad` goes through the texel-fetch path instead:
 //! 16 bytes per invocation per load, ~5 GB/s (DESIGN.md, "What is fast on which device").
 //!
-//! Layout: the codes buffer (rows × K/2 bytes, row-major) read as a linear run of 16-byte
-//! texels (32 codes each), wrapped into rows of [`WIDTH`] texels: texel `i` sits at
-//! (`i % WIDTH`, `i / WIDTH`). The copy is made on the device from the storage buffer.
+//! Layout: a buffer of 16-byte texels read as a linear run, wrapped into rows of [`WIDTH`]
+//! texels: texel `i` sits at (`i % WIDTH`, `i / WIDTH`); the copy is made on the device.
+//! The model's textures ([`ModelCodeTextures`]) copy each matrix's codes and qparams in
+//! the decode GEMV's tile order (`kernels::q4_tiles`), repacked on the device first.
 
 use super::device::GpuContext;
 use super::kernels::gemv_q4::{Epilogue, GemvSpec};
@@ -67,7 +68,10 @@ impl CodeTexture {
             sample_count: 1,
             dimension: wgpu::TextureDimension::D2,
             format: wgpu::TextureFormat::Rgba32Uint,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            // Sampled (texture_2d) or read-only storage (the tile order's reads).
+            usage: wgpu::TextureUsages::TEXTURE_BINDING
+                | wgpu::TextureUsages::STORAGE_BINDING
+                | wgpu::TextureUsages::COPY_DST,
             view_formats: &[],
         });
         ctx.count(texture_bytes(code_bytes));

@@ -118,7 +118,7 @@ impl LanesGemm {
         let mut main_constants = constants.to_vec();
         main_constants.push(("WG", WG as f64));
         let codes = if texture {
-            Slot::TextureU32
+            Slot::StorageTextureU32
         } else {
             Slot::Read
         };

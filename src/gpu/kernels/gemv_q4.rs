@@ -343,7 +343,7 @@ impl GemvQ4 {
         }
         let x_slot = if uniform_x { Slot::Uniform } else { Slot::Read };
         let codes_slot = if variant.reads_texture() {
-            Slot::TextureU32
+            Slot::StorageTextureU32
         } else {
             Slot::Read
         };

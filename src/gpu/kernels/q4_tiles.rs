@@ -139,7 +139,7 @@ impl TileLayout {
     /// and `code4(i)` for row-major texel i.
     pub fn read_wgsl(&self, binding: u32) -> String {
         format!(
-            "@group(0) @binding({binding}) var codes: texture_2d<u32>;\n{}{READ_WGSL}",
+            "@group(0) @binding({binding}) var codes: texture_storage_2d<rgba32uint, read>;\n{}{READ_WGSL}",
             self.constants_wgsl()
         )
     }

@@ -90,7 +90,7 @@ impl ReadTextureBench {
             )));
         }
         let constants = [("WG", f64::from(WG)), ("ROWS", f64::from(height / groups))];
-        let slots = [Slot::TextureU32, Slot::ReadWrite];
+        let slots = [Slot::StorageTextureU32, Slot::ReadWrite];
         Ok(ReadTextureBench {
             kernel: KernelPipeline::new(
                 ctx,
