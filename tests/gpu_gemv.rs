@@ -367,7 +367,7 @@ fn gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage() {
 /// and the tile order holds every code texel and every group's qparams of every row.
 #[test]
 fn q4_tile_repack_places_every_texel_as_the_layout_says() {
-    use pocketrt::gpu::kernels::q4_tiles::{TileLayout, TileTexel};
+    use pocketrt::gpu::kernels::q4_tiles::{TileLayout, TileRepack, TileTexel};
     use std::collections::HashSet;
     let ctx = gpu();
     let mut rng = Rng::new(77);
@@ -383,7 +383,10 @@ fn q4_tile_repack_places_every_texel_as_the_layout_says() {
         let cb = ctx.storage_init("codes", &codes).unwrap();
         let qb = ctx.storage_init("qparams", &qparams).unwrap();
         let got = ctx
-            .read_u32(&tile.repack(ctx, &cb, &qb).unwrap(), 4 * tile.texels())
+            .read_u32(
+                &TileRepack::new(ctx, tile).repack(ctx, &cb, &qb).unwrap(),
+                4 * tile.texels(),
+            )
             .unwrap();
         let (mut code_seen, mut qp_seen) = (HashSet::new(), HashSet::new());
         for t in 0..tile.texels() {

@@ -13,7 +13,7 @@
 
 use super::device::GpuContext;
 use super::kernels::gemv_q4::{Epilogue, GemvSpec};
-use super::kernels::q4_tiles::TileLayout;
+use super::kernels::q4_tiles::{TileLayout, TileRepack};
 use super::weights::{ModelWeights, Q4Buffers};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
@@ -154,24 +154,30 @@ fn layer_tiles(cfg: &ModelConfig) -> [TileLayout; 4] {
 
 impl ModelCodeTextures {
     pub fn new(ctx: &GpuContext, w: &ModelWeights) -> Result<ModelCodeTextures> {
-        let build =
-            |m: &Q4Buffers, parts| tile(m.rows, m.cols, parts).build(ctx, &m.codes, &m.qparams);
-        let layers = w
-            .layers
-            .iter()
-            .map(|l| {
-                Ok([
-                    build(&l.qkv, 1)?,
-                    build(&l.attn_output, 1)?,
-                    build(&l.gate_up, 2)?,
-                    build(&l.down, 1)?,
-                ])
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(ModelCodeTextures {
-            layers,
-            head: build(w.head(), 1)?,
-        })
+        // One repack kernel per shape: the layers' four, then the head's.
+        let mut kernels: Vec<TileRepack> = Vec::new();
+        let mut build = |m: &Q4Buffers, parts| {
+            let layout = tile(m.rows, m.cols, parts);
+            let i = match kernels.iter().position(|k| k.layout == layout) {
+                Some(i) => i,
+                None => {
+                    kernels.push(TileRepack::new(ctx, layout));
+                    kernels.len() - 1
+                }
+            };
+            kernels[i].build(ctx, &m.codes, &m.qparams)
+        };
+        let mut layers = Vec::with_capacity(w.layers.len());
+        for l in &w.layers {
+            layers.push([
+                build(&l.qkv, 1)?,
+                build(&l.attn_output, 1)?,
+                build(&l.gate_up, 2)?,
+                build(&l.down, 1)?,
+            ]);
+        }
+        let head = build(w.head(), 1)?;
+        Ok(ModelCodeTextures { layers, head })
     }
 
     /// Bytes the textures of a `cfg` model take (for the memory plan).

@@ -231,8 +231,8 @@ pub struct GemvQ4 {
 }
 
 /// The per-pipeline WGSL header: the rows variant's constants, the codes binding (a
-/// texture in `tile` order when given) and the x / norm-weight bindings, as uniform arrays of K/4
-/// vec4 when `uniform_x`, else as storage arrays, and the input accessor `x_in`
+/// texture in `tile` order when given) and the x / norm-weight bindings, as uniform
+/// arrays of K/4 vec4 when `uniform_x`, else as storage arrays, and the input accessor `x_in`
 /// (shaders/gemv_q4_parts.wgsl when the spec adds partial vectors, their binding uniform
 /// when `uniform_parts`).
 pub fn gemv_header(

@@ -144,6 +144,40 @@ impl TileLayout {
         )
     }
 
+    /// The matrix (`codes` and `qparams` storage buffers) as a texture in this order
+    /// (a one-off: [`TileRepack`] reuses its kernel for many matrices).
+    pub fn build(
+        &self,
+        ctx: &GpuContext,
+        codes: &wgpu::Buffer,
+        qparams: &wgpu::Buffer,
+    ) -> Result<CodeTexture> {
+        TileRepack::new(ctx, *self).build(ctx, codes, qparams)
+    }
+
+    /// Bytes the texture takes (for the memory plan).
+    pub fn texture_bytes(&self) -> u64 {
+        crate::gpu::code_texture::texture_bytes(16 * self.texels() as u64)
+    }
+}
+
+/// The repack kernel (shaders/q4_tile.wgsl) of one tile layout: compiled once, run for
+/// every matrix of that shape (a model's layers share four).
+pub struct TileRepack {
+    pub layout: TileLayout,
+    kernel: KernelPipeline,
+}
+
+impl TileRepack {
+    pub fn new(ctx: &GpuContext, layout: TileLayout) -> TileRepack {
+        let source = [layout.constants_wgsl().as_str(), REPACK_WGSL].concat();
+        let slots = [Slot::Read, Slot::Read, Slot::ReadWrite];
+        TileRepack {
+            layout,
+            kernel: KernelPipeline::new(ctx, "q4_tile", &source, &slots, &[]),
+        }
+    }
+
     /// The matrix (`codes` and `qparams` storage buffers) as a texture in this order,
     /// built on the device (submitted here; the queue orders it before later work).
     pub fn build(
@@ -153,7 +187,7 @@ impl TileLayout {
         qparams: &wgpu::Buffer,
     ) -> Result<CodeTexture> {
         let tile = self.repack(ctx, codes, qparams)?;
-        CodeTexture::from_buffer(ctx, &tile, 16 * self.texels() as u64)
+        CodeTexture::from_buffer(ctx, &tile, 16 * self.layout.texels() as u64)
     }
 
     /// The matrix in this order in a storage buffer (`texels()` vec4<u32>; transient,
@@ -164,26 +198,21 @@ impl TileLayout {
         codes: &wgpu::Buffer,
         qparams: &wgpu::Buffer,
     ) -> Result<wgpu::Buffer> {
-        let bytes = 16 * self.texels() as u64;
-        ctx.check_binding("Q4 tile", bytes)?;
+        let texels = self.layout.texels();
+        ctx.check_binding("Q4 tile", 16 * texels as u64)?;
         let tile = ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("q4 tile"),
-            size: bytes,
+            size: 16 * texels as u64,
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         });
-        let source = [self.constants_wgsl().as_str(), REPACK_WGSL].concat();
-        let slots = [Slot::Read, Slot::Read, Slot::ReadWrite];
-        let kernel = KernelPipeline::new(ctx, "q4_tile", &source, &slots, &[]);
         let b = Binding::Buffer;
-        let groups = self.texels().div_ceil(64) as u32;
-        let repack = kernel.dispatch_bindings(ctx, &[b(codes), b(qparams), b(&tile)], groups);
-        super::run(ctx, &[&repack]);
+        let groups = texels.div_ceil(64) as u32;
+        let bindings = [b(codes), b(qparams), b(&tile)];
+        super::run(
+            ctx,
+            &[&self.kernel.dispatch_bindings(ctx, &bindings, groups)],
+        );
         Ok(tile)
-    }
-
-    /// Bytes the texture takes (for the memory plan).
-    pub fn texture_bytes(&self) -> u64 {
-        crate::gpu::code_texture::texture_bytes(16 * self.texels() as u64)
     }
 }
