@@ -1,10 +1,5 @@
-// Reading a codes texture in tile order (q4_tile_common.wgsl), bound as `codes` (a
-// read-only storage texture: on lavapipe its loads are cheaper than a texture_2d's).
-
-// Texel i of the tile texture.
-fn tile_texel(i: u32) -> vec4<u32> {
-    return textureLoad(codes, vec2<u32>(i & TILE_WIDTH_MASK, i >> TILE_WIDTH_SHIFT));
-}
+// Reading a codes texture in tile order (q4_tile_common.wgsl), bound as `codes`, through
+// `tile_texel(i)` (texel i; written by the wrapper for the binding, q4_tiles::TileRead).
 
 // Code texel i of the row-major codes (32 codes; row r holds TILE_K / 32), found in the
 // tile: for readers with other access orders (the batched prefill GEMM).

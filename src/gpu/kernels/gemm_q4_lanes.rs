@@ -10,7 +10,7 @@
 use super::gemm_q4::{CHUNK_WGSL, COMMON_WGSL};
 use super::gemv_q4::{Codes, GemvSpec, Q4_COMMON_WGSL};
 use super::q4_codes::codes_decl;
-use super::q4_tiles::TileLayout;
+use super::q4_tiles::{TileLayout, TileRead};
 use super::{grid, Binding, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -103,12 +103,13 @@ impl LanesGemm {
         }
         // A codes texture is in the decode GEMV's tile order (the model's shared copy).
         let tile = texture.then(|| TileLayout::for_spec(&spec));
+        let read = TileRead::for_adapter(ctx);
         let uniform = |binding: u32, name: &str, len: usize| {
             format!("@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n")
         };
         let header = [
             format!("const TOKENS: u32 = {tokens}u;\n"),
-            codes_decl(tile.as_ref(), 2),
+            codes_decl(tile.as_ref().map(|t| (t, read)), 2),
             uniform(4, "x0", tokens / 2 * k / 4),
             uniform(5, "x1", tokens / 2 * k / 4),
             uniform(6, "norm_w", k / 4),
@@ -117,11 +118,7 @@ impl LanesGemm {
         let source = [&header, CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, LANES_WGSL].concat();
         let mut main_constants = constants.to_vec();
         main_constants.push(("WG", WG as f64));
-        let codes = if texture {
-            Slot::StorageTextureU32
-        } else {
-            Slot::Read
-        };
+        let codes = if texture { read.slot() } else { Slot::Read };
         let slots = [
             Slot::Uniform,
             Slot::Uniform,

@@ -6,7 +6,7 @@
 
 use super::q4_codes::codes_decl;
 pub use super::q4_codes::{Codes, MatrixCodes};
-use super::q4_tiles::TileLayout;
+use super::q4_tiles::{TileLayout, TileRead};
 use super::{Binding, Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -240,6 +240,7 @@ pub fn gemv_header(
     layout: RowsLayout,
     (uniform_x, uniform_parts): (bool, bool),
     tile: Option<&TileLayout>,
+    read: TileRead,
 ) -> String {
     let uniform_decl = |binding: u32, name: &str, len: usize| {
         format!("@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n")
@@ -270,7 +271,7 @@ pub fn gemv_header(
         "const ROWS: u32 = {}u;\nconst PARTS: u32 = {}u;\n{}{}{}{input}",
         layout.rows,
         spec.epilogue.parts(),
-        codes_decl(tile, 0),
+        codes_decl(tile.map(|t| (t, read)), 0),
         decl(2, "x"),
         decl(3, "norm_w")
     )
@@ -315,7 +316,8 @@ impl GemvQ4 {
         let tile = variant
             .reads_texture()
             .then(|| TileLayout::new(&spec, layout));
-        let header = gemv_header(&spec, layout, uniform, tile.as_ref());
+        let read = TileRead::for_adapter(ctx);
+        let header = gemv_header(&spec, layout, uniform, tile.as_ref(), read);
         let source = match variant {
             GemvVariant::RowsPerInvocation => {
                 [&header, Q4_COMMON_WGSL, COMMON_WGSL, ROWS_WGSL].concat()
@@ -343,7 +345,7 @@ impl GemvQ4 {
         }
         let x_slot = if uniform_x { Slot::Uniform } else { Slot::Read };
         let codes_slot = if variant.reads_texture() {
-            Slot::StorageTextureU32
+            read.slot()
         } else {
             Slot::Read
         };

@@ -36,11 +36,13 @@ pub enum Slot {
     Uniform,
     Read,
     ReadWrite,
+    /// A `texture_2d<u32>` read with `textureLoad` (Q4 codes in tile order on CPU adapters
+    /// other than lavapipe, `q4_tiles::TileRead`).
+    TextureU32,
     /// A `texture_2d<f32>` read with `textureLoad` (activations on CPU adapters).
     TextureF32,
-    /// A read-only `texture_storage_2d<rgba32uint, read>` (Q4 codes in tile order on CPU
-    /// adapters, `q4_tiles`): lavapipe's image loads skip the sampled path's per-lane
-    /// mip-level lookups, 1.3–1.8× the texels per second of a `texture_2d`.
+    /// A read-only `texture_storage_2d<rgba32uint, read>` (Q4 codes in tile order on
+    /// lavapipe, `q4_tiles::TileRead`).
     StorageTextureU32,
 }
 
@@ -68,6 +70,7 @@ fn binding_type(slot: Slot) -> wgpu::BindingType {
         Slot::Uniform => buffer(wgpu::BufferBindingType::Uniform),
         Slot::Read => buffer(wgpu::BufferBindingType::Storage { read_only: true }),
         Slot::ReadWrite => buffer(wgpu::BufferBindingType::Storage { read_only: false }),
+        Slot::TextureU32 => texture(wgpu::TextureSampleType::Uint),
         Slot::TextureF32 => texture(wgpu::TextureSampleType::Float { filterable: false }),
         Slot::StorageTextureU32 => wgpu::BindingType::StorageTexture {
             access: wgpu::StorageTextureAccess::ReadOnly,

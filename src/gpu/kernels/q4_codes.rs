@@ -3,7 +3,7 @@
 //! (`gpu::code_texture`, `q4_tiles`), as a binding and a WGSL accessor `code4(i)` that
 //! hide which.
 
-use super::q4_tiles::TileLayout;
+use super::q4_tiles::{TileLayout, TileRead};
 use super::Binding;
 use crate::error::Result;
 use crate::gpu::code_texture::CodeTexture;
@@ -65,10 +65,11 @@ impl MatrixCodes {
 }
 
 /// The codes binding (`binding`) and its accessor `code4(i)`: vec4 `i` of the row-major
-/// codes (a texture in `tile` order when given: `TileLayout::read_wgsl`).
-pub(crate) fn codes_decl(tile: Option<&TileLayout>, binding: u32) -> String {
-    if let Some(tile) = tile {
-        tile.read_wgsl(binding)
+/// codes (a texture in `tile` order, bound as its `TileRead` says, when given:
+/// `TileLayout::read_wgsl`).
+pub(crate) fn codes_decl(tile: Option<(&TileLayout, TileRead)>, binding: u32) -> String {
+    if let Some((tile, read)) = tile {
+        tile.read_wgsl(binding, read)
     } else {
         format!(
             "@group(0) @binding({binding}) var<storage, read> codes: array<vec4<u32>>;\n\
