@@ -5,7 +5,8 @@
 // the 64 x values are loaded once, pre-scaled for dot32_scaled (codes masked in place,
 // no per-byte shifts: on CPU adapters instructions per weight, not bytes, set the speed)
 // and reused for the ROWS · PARTS matrix rows.
-// ROWS, PARTS and the x bindings are declared by the wrapper (gemv_q4.rs).
+// ROWS, PARTS and the x bindings are declared by the wrapper (gemv_q4.rs), which also
+// writes the group's x loads (gemv_q4_xgroup.wgsl) in place of the `//#x_group` line.
 
 override WG: u32 = 64u;
 
@@ -26,16 +27,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     for (var g = 0u; g < groups; g++) {
         let xb = 16u * g;
-        let x0 = xn(xb); let x1 = xn(xb + 1u); let x2 = xn(xb + 2u); let x3 = xn(xb + 3u);
-        let x4 = xn(xb + 4u); let x5 = xn(xb + 5u); let x6 = xn(xb + 6u); let x7 = xn(xb + 7u);
-        let x8 = xn(xb + 8u); let x9 = xn(xb + 9u); let xa = xn(xb + 10u); let xbb = xn(xb + 11u);
-        let xc = xn(xb + 12u); let xd = xn(xb + 13u); let xe = xn(xb + 14u); let xf = xn(xb + 15u);
-        let xsum = dot(x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
-                     + x8 + x9 + xa + xbb + xc + xd + xe + xf, vec4<f32>(1.0));
-        let s0 = x0 * X_SCALE; let s1 = x1 * X_SCALE; let s2 = x2 * X_SCALE; let s3 = x3 * X_SCALE;
-        let s4 = x4 * X_SCALE; let s5 = x5 * X_SCALE; let s6 = x6 * X_SCALE; let s7 = x7 * X_SCALE;
-        let s8 = x8 * X_SCALE; let s9 = x9 * X_SCALE; let sa = xa * X_SCALE; let sb = xbb * X_SCALE;
-        let sc = xc * X_SCALE; let sd = xd * X_SCALE; let se = xe * X_SCALE; let sf = xf * X_SCALE;
+//#x_group
         for (var s = 0u; s < ROWS * PARTS; s++) {
             // Rows past N repeat row N - 1; their sums are never written.
             let o = min(first + (s / PARTS) * WG + lid, N - 1u);

@@ -8,7 +8,8 @@
 // Every slot has its own variables, written out by the wrapper (gemv_q4.rs): the lines
 // between `//#slots` and `//#end slots` once per slot ($k the slot), those between
 // `//#groups` and `//#end groups` once per group of a chunk ($j), those between `//#rows`
-// and `//#end rows` once per output row ($i, its gate slot $g and up slot $u). On
+// and `//#end rows` once per output row ($i, its gate slot $g and up slot $u), and the
+// group's x loads (gemv_q4_xgroup.wgsl) in place of `//#x_group`. On
 // lavapipe an accumulator array indexed by a loop counter lives in memory, read and
 // written lane by lane.
 
@@ -44,16 +45,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 //#groups
         {
             let xb = 16u * (chunk * TILE_QPT + $ju);
-            let x0 = xn(xb); let x1 = xn(xb + 1u); let x2 = xn(xb + 2u); let x3 = xn(xb + 3u);
-            let x4 = xn(xb + 4u); let x5 = xn(xb + 5u); let x6 = xn(xb + 6u); let x7 = xn(xb + 7u);
-            let x8 = xn(xb + 8u); let x9 = xn(xb + 9u); let xa = xn(xb + 10u); let xbb = xn(xb + 11u);
-            let xc = xn(xb + 12u); let xd = xn(xb + 13u); let xe = xn(xb + 14u); let xf = xn(xb + 15u);
-            let xsum = dot(x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
-                         + x8 + x9 + xa + xbb + xc + xd + xe + xf, vec4<f32>(1.0));
-            let s0 = x0 * X_SCALE; let s1 = x1 * X_SCALE; let s2 = x2 * X_SCALE; let s3 = x3 * X_SCALE;
-            let s4 = x4 * X_SCALE; let s5 = x5 * X_SCALE; let s6 = x6 * X_SCALE; let s7 = x7 * X_SCALE;
-            let s8 = x8 * X_SCALE; let s9 = x9 * X_SCALE; let sa = xa * X_SCALE; let sb = xbb * X_SCALE;
-            let sc = xc * X_SCALE; let sd = xd * X_SCALE; let se = xe * X_SCALE; let sf = xf * X_SCALE;
+//#x_group
             let at = base + TILE_SLOTS + $ju * 2u * TILE_SLOTS + 2u * lid;
 //#slots
             acc$k += group_dot(at + $ku * 2u * TILE_WG, q$k[$j], xsum,

@@ -23,6 +23,12 @@ const ROWS_WGSL: &str = include_str!("../../../shaders/gemv_q4.wgsl");
 const WORKGROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_wg.wgsl");
 const PARTS_WGSL: &str = include_str!("../../../shaders/gemv_q4_parts.wgsl");
 const TILED_WGSL: &str = include_str!("../../../shaders/gemv_q4_tiled.wgsl");
+const X_GROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_xgroup.wgsl");
+
+/// `src` (a rows GEMV shader) with its `//#x_group` line replaced by the group's x loads.
+fn with_x_group(src: &str) -> String {
+    src.replace("//#x_group\n", X_GROUP_WGSL)
+}
 
 /// What happens to each output row after the dot product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,7 +184,8 @@ pub struct ResidualParts<'a> {
 /// shaders/gemv_q4_tiled.wgsl written out for `rows` output rows of `parts` slots each
 /// and `qpt` groups per chunk (its `//#` blocks repeated, see the shader's header).
 fn tiled_body(rows: usize, parts: usize, qpt: usize) -> String {
-    let src = repeat_blocks(TILED_WGSL, "groups", qpt, |j| vec![("$j", j.to_string())]);
+    let src = with_x_group(TILED_WGSL);
+    let src = repeat_blocks(&src, "groups", qpt, |j| vec![("$j", j.to_string())]);
     let src = repeat_blocks(&src, "slots", rows * parts, |k| vec![("$k", k.to_string())]);
     repeat_blocks(&src, "rows", rows, |i| {
         vec![
@@ -319,9 +326,13 @@ impl GemvQ4 {
         let read = TileRead::for_adapter(ctx);
         let header = gemv_header(&spec, layout, uniform, tile.as_ref(), read);
         let source = match variant {
-            GemvVariant::RowsPerInvocation => {
-                [&header, Q4_COMMON_WGSL, COMMON_WGSL, ROWS_WGSL].concat()
-            }
+            GemvVariant::RowsPerInvocation => [
+                &header,
+                Q4_COMMON_WGSL,
+                COMMON_WGSL,
+                &with_x_group(ROWS_WGSL),
+            ]
+            .concat(),
             GemvVariant::RowsFromTexture => {
                 let body = tiled_body(
                     layout.rows as usize,

@@ -3,7 +3,7 @@
 //! (`gpu::code_texture`, `q4_tiles`), as a binding and a WGSL accessor `code4(i)` that
 //! hide which.
 
-use super::q4_tiles::{TileLayout, TileRead};
+use super::q4_tiles::{TileLayout, TileRead, TileRepack};
 use super::Binding;
 use crate::error::Result;
 use crate::gpu::code_texture::CodeTexture;
@@ -50,7 +50,7 @@ impl MatrixCodes {
     ) -> Result<MatrixCodes> {
         let buffer = ctx.storage_init("codes", codes)?;
         let texture = match tile {
-            Some(t) => Some(t.build(ctx, &buffer, qparams)?),
+            Some(t) => Some(TileRepack::new(ctx, t).build(ctx, &buffer, qparams)?),
             None => None,
         };
         Ok(MatrixCodes { buffer, texture })

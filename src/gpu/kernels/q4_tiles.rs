@@ -181,17 +181,6 @@ impl TileLayout {
         )
     }
 
-    /// The matrix (`codes` and `qparams` storage buffers) as a texture in this order
-    /// (a one-off: [`TileRepack`] reuses its kernel for many matrices).
-    pub fn build(
-        &self,
-        ctx: &GpuContext,
-        codes: &wgpu::Buffer,
-        qparams: &wgpu::Buffer,
-    ) -> Result<CodeTexture> {
-        TileRepack::new(ctx, *self).build(ctx, codes, qparams)
-    }
-
     /// Bytes the texture takes (for the memory plan).
     pub fn texture_bytes(&self) -> u64 {
         crate::gpu::code_texture::texture_bytes(16 * self.texels() as u64)
