@@ -5,7 +5,7 @@
 //! the same run, and the decode step's dispatches, submits and CPU encode time per token
 //! on the synthetic Pocket model. Prints one JSON object.
 //!
-//! Run: `cargo bench --bench gemv` (`POCKETRT_GEMV=rows|texture|workgroup` picks the GEMV
+//! Run: `cargo bench --bench gemv` (`POCKETRT_GEMV=rows|texture|tiles|workgroup` picks the GEMV
 //! variant instead of the adapter's default). GPU times come from timestamp queries where the
 //! adapter has them (lavapipe does), else from wall time around submit + wait. Without
 //! `--bench` (`cargo test --all-targets` runs benches that way) it is a quick smoke run:
@@ -113,7 +113,7 @@ fn gemv_figure(
     let x: Vec<f32> = (0..k).map(|_| rng.unit() - 0.5).collect();
     let kernel = GemvQ4::new(ctx, variant, spec).expect("gemv");
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
-    let codes = MatrixCodes::upload(ctx, kernel.tile(), &w.codes, &qparams).unwrap();
+    let codes = MatrixCodes::upload(ctx, kernel.codes_read(), &w.codes, &qparams).unwrap();
     let xb = ctx.storage_init("x", &x).unwrap();
     let none = ctx.storage("none", 4).unwrap();
     let out = ctx.storage("out", 4 * n as u64).unwrap();

@@ -1,5 +1,5 @@
 // Reading a codes texture in tile order (q4_tile_common.wgsl), bound as `codes`, through
-// `tile_texel(i)` (texel i; written by the wrapper for the binding, q4_tiles::TileRead).
+// `tile_texel(i)` (texel i; written by the wrapper, TileLayout::read_wgsl).
 
 // Code texel i of the row-major codes (32 codes; row r holds TILE_K / 32), found in the
 // tile: for readers with other access orders (the batched prefill GEMM).

@@ -4,8 +4,8 @@
 //! not a multiple of the 64-row tile; every epilogue, with bias and with the fused norm.
 //! (K is always a multiple of the 32-wide K tile: the quant group is 64.)
 //! Every case runs in every variant (workgroup tiles, the GPU design; row lanes with codes
-//! from storage or from their texture copy, the CPU-adapter designs), whatever the
-//! adapter.
+//! from storage or from their texture copy, row-major or in tile order, the CPU-adapter
+//! designs), whatever the adapter.
 //! Tolerance as the GEMV's: ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K); a wrong code, row, column
 //! or epilogue is off by ≥ 1e-2.
 
@@ -13,16 +13,18 @@ mod gpu_common;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
 use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4, GemmVariant};
-use pocketrt::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvSpec, GemvVariant, MatrixCodes};
-use pocketrt::gpu::kernels::q4_tiles::TileLayout;
+use pocketrt::gpu::kernels::gemv_q4::{
+    Codes, CodesRead, Epilogue, GemvSpec, GemvVariant, MatrixCodes, TextureOrder,
+};
 use pocketrt::quant::Q4Tensor;
 
 const EPS: f32 = 1e-6;
 
-const VARIANTS: [GemmVariant; 3] = [
+const VARIANTS: [GemmVariant; 4] = [
     GemmVariant::WorkgroupTiles,
     GemmVariant::RowLanes,
-    GemmVariant::RowLanesFromTexture,
+    GemmVariant::RowLanesFromTexture(TextureOrder::RowMajor),
+    GemmVariant::RowLanesFromTexture(TextureOrder::Tiles),
 ];
 
 /// Run one GEMM on the GPU and the reference on the CPU; returns (gpu, reference).
@@ -83,9 +85,9 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
     ctx.queue
         .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
-    // A texture is in the decode GEMV's tile order, as the model's is.
-    let tile = variant.reads_texture().then(|| TileLayout::for_spec(&spec));
-    let matrix = MatrixCodes::upload(ctx, tile, &w.codes, &qparams).unwrap();
+    // A texture is in the decode GEMV's layout, as the model's is.
+    let read = CodesRead::new(variant.texture_order(), &spec);
+    let matrix = MatrixCodes::upload(ctx, read, &w.codes, &qparams).unwrap();
     let codes = matrix.bind();
     // x holds whole tiles of the row-lanes variant; the padding rows must not matter.
     let mut x_padded = x_in.clone();
@@ -182,11 +184,11 @@ fn gemm_variant_for_a_cpu_adapter_is_row_lanes_reading_codes_as_the_gemv_does() 
     let s = spec(896, 2560, Epilogue::AddInto, false, false);
     let want = match (
         ctx.adapter.is_cpu,
-        GemvVariant::for_adapter(ctx).reads_texture(),
+        GemvVariant::for_adapter(ctx).texture_order(),
     ) {
         (false, _) => GemmVariant::WorkgroupTiles,
-        (true, false) => GemmVariant::RowLanes,
-        (true, true) => GemmVariant::RowLanesFromTexture,
+        (true, None) => GemmVariant::RowLanes,
+        (true, Some(order)) => GemmVariant::RowLanesFromTexture(order),
     };
     assert_eq!(GemmQ4::new(ctx, s).unwrap().variant(), want);
 }

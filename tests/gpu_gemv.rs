@@ -31,11 +31,13 @@ fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
         let k = GemvQ4::with_layout(ctx, GemvVariant::RowsPerInvocation, spec, layout);
         out.push((format!("{layout:?}"), k.unwrap()));
     }
-    // The texture variant's tile order follows its layout (and K: 1, 2 or 4 groups of
-    // qparams per texel).
+    // The row-major texture variant; the tiles variant, whose tile order follows its
+    // layout (and K: 1, 2 or 4 groups of qparams per texel).
+    let k = GemvQ4::new(ctx, GemvVariant::RowsFromTexture, spec);
+    out.push(("from row-major texture".to_string(), k.unwrap()));
     for layout in [default, RowsLayout { wg: 8, rows: 3 }] {
-        let k = GemvQ4::with_layout(ctx, GemvVariant::RowsFromTexture, spec, layout);
-        out.push((format!("{layout:?} from texture"), k.unwrap()));
+        let k = GemvQ4::with_layout(ctx, GemvVariant::RowsFromTiles, spec, layout);
+        out.push((format!("{layout:?} from tiles"), k.unwrap()));
     }
     out
 }
@@ -113,7 +115,7 @@ fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> Outcome {
         .collect();
 
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
-    let codes = MatrixCodes::upload(ctx, kernel.tile(), &w.codes, &qparams).unwrap();
+    let codes = MatrixCodes::upload(ctx, kernel.codes_read(), &w.codes, &qparams).unwrap();
     let xb = ctx.storage_init("x", &h_in).unwrap();
     let nb = ctx.storage_init("norm", &norm_w).unwrap();
     let bb = ctx.storage_init("bias", &bias).unwrap();

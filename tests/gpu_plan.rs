@@ -48,7 +48,7 @@ fn unlimited(total: u64) -> Budget {
         total,
         max_buffer: u64::MAX,
         max_binding: u64::MAX,
-        code_textures: false,
+        code_textures: None,
         lanes_gemm_uniform: None,
     }
 }

@@ -8,12 +8,13 @@
 //!
 //! Layout: a buffer of 16-byte texels read as a linear run, wrapped into rows of [`WIDTH`]
 //! texels: texel `i` sits at (`i % WIDTH`, `i / WIDTH`); the copy is made on the device.
-//! The model's textures ([`ModelCodeTextures`]) copy each matrix's codes and qparams in
-//! the decode GEMV's tile order (`kernels::q4_tiles`), repacked on the device first.
+//! The model's textures ([`ModelCodeTextures`]) hold each matrix's codes row-major, or
+//! its codes and qparams in the decode GEMV's tile order (`kernels::q4_tiles`, repacked
+//! on the device first), whichever the adapter reads faster ([`TextureOrder`]).
 
 use super::device::GpuContext;
-use super::kernels::gemv_q4::{Epilogue, GemvSpec};
-use super::kernels::q4_tiles::{TileLayout, TileRepack};
+use super::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, TextureOrder};
+use super::kernels::q4_tiles::TileRepack;
 use super::weights::{ModelWeights, Q4Buffers};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
@@ -122,50 +123,55 @@ impl CodeTexture {
     }
 }
 
-/// The codes of every decode GEMV's matrix as textures in the GEMV's tile order (CPU
-/// adapters, `kernels::q4_tiles`): per layer QKV, attention output, gate/up and down,
-/// then the LM head. The storage buffers stay (the embedding lookup reads them).
+/// The codes of every decode GEMV's matrix as textures in the order the adapter's GEMV
+/// reads (CPU adapters, [`TextureOrder`]): per layer QKV, attention output, gate/up and
+/// down, then the LM head. The storage buffers stay (the embedding lookup reads them).
 pub struct ModelCodeTextures {
     pub layers: Vec<[CodeTexture; 4]>,
     pub head: CodeTexture,
 }
 
-/// The tile order of a matrix of `rows` × `cols` (`parts` matrix rows per output row:
-/// 2 for the fused gate/up).
-fn tile(rows: usize, cols: usize, parts: usize) -> TileLayout {
+/// How the GEMV reads a matrix of `rows` × `cols` (`parts` matrix rows per output row:
+/// 2 for the fused gate/up) held in `order`.
+fn read(order: TextureOrder, rows: usize, cols: usize, parts: usize) -> CodesRead {
     let epilogue = if parts == 2 {
         Epilogue::SwiGlu
     } else {
         Epilogue::Store
     };
-    TileLayout::for_spec(&GemvSpec::new(rows / parts, cols, epilogue))
-}
-
-/// The tile orders of one layer's matrices (QKV, attention output, gate/up, down).
-fn layer_tiles(cfg: &ModelConfig) -> [TileLayout; 4] {
-    let (h, f) = (cfg.hidden_size, cfg.ffn_size);
-    [
-        tile(cfg.q_dim() + 2 * cfg.kv_dim(), h, 1),
-        tile(h, cfg.q_dim(), 1),
-        tile(2 * f, h, 2),
-        tile(h, f, 1),
-    ]
+    CodesRead::new(Some(order), &GemvSpec::new(rows / parts, cols, epilogue))
 }
 
 impl ModelCodeTextures {
-    pub fn new(ctx: &GpuContext, w: &ModelWeights) -> Result<ModelCodeTextures> {
-        // One repack kernel per shape: the layers' four, then the head's.
+    pub fn new(
+        ctx: &GpuContext,
+        w: &ModelWeights,
+        order: TextureOrder,
+    ) -> Result<ModelCodeTextures> {
+        // One tile repack kernel per shape: the layers' four, then the head's.
         let mut kernels: Vec<TileRepack> = Vec::new();
         let mut build = |m: &Q4Buffers, parts| {
-            let layout = tile(m.rows, m.cols, parts);
-            let i = match kernels.iter().position(|k| k.layout == layout) {
-                Some(i) => i,
-                None => {
-                    kernels.push(TileRepack::new(ctx, layout));
-                    kernels.len() - 1
+            let read = read(order, m.rows, m.cols, parts);
+            let repack = match read {
+                CodesRead::Tiles(layout) => {
+                    Some(match kernels.iter().position(|k| k.layout == layout) {
+                        Some(i) => i,
+                        None => {
+                            kernels.push(TileRepack::new(ctx, layout));
+                            kernels.len() - 1
+                        }
+                    })
                 }
+                _ => None,
             };
-            kernels[i].build(ctx, &m.codes, &m.qparams)
+            let code_bytes = (m.rows * m.cols / 2) as u64;
+            let texture = read.build(
+                ctx,
+                (&m.codes, code_bytes),
+                &m.qparams,
+                repack.map(|i| &kernels[i]),
+            )?;
+            Ok::<_, Error>(texture.expect("a texture order builds a texture"))
         };
         let mut layers = Vec::with_capacity(w.layers.len());
         for l in &w.layers {
@@ -180,11 +186,17 @@ impl ModelCodeTextures {
         Ok(ModelCodeTextures { layers, head })
     }
 
-    /// Bytes the textures of a `cfg` model take (for the memory plan).
-    pub fn bytes(cfg: &ModelConfig) -> u64 {
-        let layer: u64 = layer_tiles(cfg).iter().map(TileLayout::texture_bytes).sum();
-        let head = tile(cfg.vocab_size, cfg.hidden_size, 1).texture_bytes();
-        cfg.n_layers as u64 * layer + head
+    /// Bytes the textures of a `cfg` model in `order` take (for the memory plan).
+    pub fn bytes(cfg: &ModelConfig, order: TextureOrder) -> u64 {
+        let (h, f) = (cfg.hidden_size, cfg.ffn_size);
+        let bytes = |rows: usize, cols: usize, parts: usize| {
+            read(order, rows, cols, parts).texture_bytes((rows * cols / 2) as u64)
+        };
+        let layer = bytes(cfg.q_dim() + 2 * cfg.kv_dim(), h, 1)
+            + bytes(h, cfg.q_dim(), 1)
+            + bytes(2 * f, h, 2)
+            + bytes(h, f, 1);
+        cfg.n_layers as u64 * layer + bytes(cfg.vocab_size, h, 1)
     }
 
     pub fn destroy(&self) {

@@ -192,9 +192,9 @@ impl GpuModel {
         let kv = KvCache::new(c, &config, context)?;
         let acts = Activations::new(c, &config, &kernels.attention)?;
         let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
-        let code_textures = match GemvVariant::for_adapter(c).reads_texture() {
-            true => Some(ModelCodeTextures::new(c, &weights)?),
-            false => None,
+        let code_textures = match GemvVariant::for_adapter(c).texture_order() {
+            Some(order) => Some(ModelCodeTextures::new(c, &weights, order)?),
+            None => None,
         };
         let matrices = StepMatrices {
             weights: &weights,

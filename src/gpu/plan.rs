@@ -11,7 +11,7 @@ use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::forward::{prefill_lanes_records_bytes, prefill_scratch_sizes};
 use super::kernels::attention::{partials_bytes, GPU_SPLIT_LEN};
-use super::kernels::gemv_q4::GemvVariant;
+use super::kernels::gemv_q4::{GemvVariant, TextureOrder};
 use super::kernels::topk::TopK;
 use super::kv_cache::KvCache;
 use crate::config::ModelConfig;
@@ -29,9 +29,9 @@ pub struct Budget {
     /// Largest single buffer / storage binding the device allows.
     pub max_buffer: u64,
     pub max_binding: u64,
-    /// The device keeps the decode GEMVs' codes again as textures (CPU adapters:
-    /// `gpu::code_texture`).
-    pub code_textures: bool,
+    /// The device keeps the decode GEMVs' codes again as textures in this order (CPU
+    /// adapters: `gpu::code_texture`).
+    pub code_textures: Option<TextureOrder>,
     /// The device runs the row-lanes prefill GEMM (CPU adapters), with this uniform
     /// binding limit (its tile sizes depend on it).
     pub lanes_gemm_uniform: Option<u64>,
@@ -45,7 +45,7 @@ impl Budget {
             total,
             max_buffer: limits.max_buffer_size,
             max_binding: limits.max_storage_buffer_binding_size,
-            code_textures: false,
+            code_textures: None,
             lanes_gemm_uniform: None,
         }
     }
@@ -53,7 +53,7 @@ impl Budget {
     /// [`Budget::new`] for the device of `ctx`, with its GEMV variant's code textures.
     pub fn for_device(total: u64, ctx: &GpuContext) -> Budget {
         Budget {
-            code_textures: GemvVariant::for_adapter(ctx).reads_texture(),
+            code_textures: GemvVariant::for_adapter(ctx).texture_order(),
             lanes_gemm_uniform: ctx
                 .adapter
                 .is_cpu
@@ -159,10 +159,9 @@ impl MemoryPlan {
             .lanes_gemm_uniform
             .map_or(0, |limit| prefill_lanes_records_bytes(cfg, context, limit));
         MemoryPlan {
-            code_textures: match budget.code_textures {
-                true => ModelCodeTextures::bytes(cfg),
-                false => 0,
-            },
+            code_textures: budget
+                .code_textures
+                .map_or(0, |order| ModelCodeTextures::bytes(cfg, order)),
             scratch: plan.scratch + records,
             ..plan
         }

@@ -288,7 +288,7 @@ fn print_plan(cfg: &pocketrt::ModelConfig, context: usize, budget_mb: u64) -> Re
         total: budget_mb.saturating_mul(1 << 20),
         max_buffer: u64::MAX,
         max_binding: u64::MAX,
-        code_textures: false,
+        code_textures: None,
         lanes_gemm_uniform: None,
     };
     let p = MemoryPlan::new(cfg, context);

@@ -7,7 +7,7 @@
 //! from the chunk uniform, so one pipeline and bind group serve every chunk size.
 
 use super::gemm_q4_lanes::{tokens_for, Bindings, LanesDispatch, LanesGemm, TOKENS};
-use super::gemv_q4::{Codes, GemvSpec, GemvVariant, Q4_COMMON_WGSL};
+use super::gemv_q4::{Codes, GemvSpec, GemvVariant, TextureOrder, Q4_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -44,9 +44,9 @@ pub enum GemmVariant {
     /// Rows per invocation, each weight reused across a tile of tokens read from uniform
     /// bindings, no barriers: the design for CPU adapters. Codes from storage.
     RowLanes,
-    /// [`GemmVariant::RowLanes`] with the codes read from their texture copy (where the
-    /// decode GEMV reads them so: `GemvVariant::RowsFromTexture`).
-    RowLanesFromTexture,
+    /// [`GemmVariant::RowLanes`] with the codes read from their texture copy in this
+    /// order (the copy the decode GEMV reads: `GemvVariant::texture_order`).
+    RowLanesFromTexture(TextureOrder),
 }
 
 impl GemmVariant {
@@ -55,16 +55,24 @@ impl GemmVariant {
     pub fn for_adapter(ctx: &GpuContext, spec: &GemvSpec) -> GemmVariant {
         if !ctx.adapter.is_cpu || tokens_for(ctx, spec.k).is_none() {
             GemmVariant::WorkgroupTiles
-        } else if GemvVariant::for_adapter(ctx).reads_texture() {
-            GemmVariant::RowLanesFromTexture
+        } else if let Some(order) = GemvVariant::for_adapter(ctx).texture_order() {
+            GemmVariant::RowLanesFromTexture(order)
         } else {
             GemmVariant::RowLanes
         }
     }
 
+    /// The order of the codes texture this variant reads (`None`: it reads the buffer).
+    pub fn texture_order(self) -> Option<TextureOrder> {
+        match self {
+            GemmVariant::RowLanesFromTexture(order) => Some(order),
+            _ => None,
+        }
+    }
+
     /// Does this variant read the codes from a texture?
     pub fn reads_texture(self) -> bool {
-        self == GemmVariant::RowLanesFromTexture
+        self.texture_order().is_some()
     }
 
     /// Is this one of the CPU-adapter designs?
@@ -111,8 +119,8 @@ impl GemmQ4 {
         }
         let constants = spec.constants();
         let kernel = match variant {
-            GemmVariant::RowLanes | GemmVariant::RowLanesFromTexture => Kernel::Lanes(
-                LanesGemm::new(ctx, spec, &constants, variant.reads_texture())?,
+            GemmVariant::RowLanes | GemmVariant::RowLanesFromTexture(_) => Kernel::Lanes(
+                LanesGemm::new(ctx, spec, &constants, variant.texture_order())?,
             ),
             GemmVariant::WorkgroupTiles => {
                 let slots = [
@@ -136,8 +144,10 @@ impl GemmQ4 {
     pub fn variant(&self) -> GemmVariant {
         match &self.kernel {
             Kernel::Tiles(_) => GemmVariant::WorkgroupTiles,
-            Kernel::Lanes(l) if l.texture => GemmVariant::RowLanesFromTexture,
-            Kernel::Lanes(_) => GemmVariant::RowLanes,
+            Kernel::Lanes(l) => match l.texture {
+                Some(order) => GemmVariant::RowLanesFromTexture(order),
+                None => GemmVariant::RowLanes,
+            },
         }
     }
 

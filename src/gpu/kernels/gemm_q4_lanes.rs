@@ -9,8 +9,7 @@
 
 use super::gemm_q4::{CHUNK_WGSL, COMMON_WGSL};
 use super::gemv_q4::{Codes, GemvSpec, Q4_COMMON_WGSL};
-use super::q4_codes::codes_decl;
-use super::q4_tiles::{TileLayout, TileRead};
+use super::q4_codes::{CodesRead, TextureOrder};
 use super::{grid, Binding, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -68,8 +67,8 @@ pub(super) struct LanesGemm {
     /// Token rows per tile.
     pub tokens: usize,
     spec: GemvSpec,
-    /// Codes bound as a texture (else a storage buffer).
-    pub texture: bool,
+    /// Codes bound as a texture in this order (else a storage buffer).
+    pub texture: Option<TextureOrder>,
 }
 
 /// The dispatches of one bound lanes GEMM.
@@ -88,7 +87,7 @@ impl LanesGemm {
         ctx: &GpuContext,
         spec: GemvSpec,
         constants: &[(&str, f64)],
-        texture: bool,
+        texture: Option<TextureOrder>,
     ) -> Result<Self> {
         let (n, k) = (spec.n, spec.k);
         let tokens = tokens_for(ctx, k).ok_or_else(|| {
@@ -101,15 +100,14 @@ impl LanesGemm {
                 "GEMM N {n}: too many rows for one dispatch"
             )));
         }
-        // A codes texture is in the decode GEMV's tile order (the model's shared copy).
-        let tile = texture.then(|| TileLayout::for_spec(&spec));
-        let read = TileRead::for_adapter(ctx);
+        // A codes texture is in the decode GEMV's order (the model's shared copy).
+        let codes = CodesRead::new(texture, &spec);
         let uniform = |binding: u32, name: &str, len: usize| {
             format!("@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n")
         };
         let header = [
             format!("const TOKENS: u32 = {tokens}u;\n"),
-            codes_decl(tile.as_ref().map(|t| (t, read)), 2),
+            codes.decl(2),
             uniform(4, "x0", tokens / 2 * k / 4),
             uniform(5, "x1", tokens / 2 * k / 4),
             uniform(6, "norm_w", k / 4),
@@ -118,11 +116,10 @@ impl LanesGemm {
         let source = [&header, CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, LANES_WGSL].concat();
         let mut main_constants = constants.to_vec();
         main_constants.push(("WG", WG as f64));
-        let codes = if texture { read.slot() } else { Slot::Read };
         let slots = [
             Slot::Uniform,
             Slot::Uniform,
-            codes,
+            codes.slot(),
             Slot::Read,
             Slot::Uniform,
             Slot::Uniform,
@@ -191,7 +188,7 @@ impl LanesGemm {
             Some(w) => range(w, 0, 4 * k),
             None => range(b.x, 0, 4 * k),
         };
-        let codes = b.codes.binding(self.texture, "gemm_q4_lanes");
+        let codes = b.codes.binding(self.texture.is_some(), "gemm_q4_lanes");
         let groups = Self::groups(&self.spec);
         let half = half_tile_bytes(self.spec.k);
         let tile_dispatches = (0..tiles as u64)

@@ -1,12 +1,12 @@
 //! Q4 g64 GEMV for decode: `y = W·x` (+ bias) with an optional fused RMSNorm prologue
 //! (`x` → rmsnorm(x) ⊙ norm weights) and an epilogue (store, residual add, or fused
-//! gate/up + SwiGLU). Two designs behind one wrapper, chosen by adapter class: one
-//! invocation per several rows on CPU-backed adapters (codes read from a texture there,
-//! `gpu::code_texture`), one workgroup per row on GPUs.
+//! gate/up + SwiGLU). Two designs behind one wrapper, chosen by adapter: one invocation
+//! per several rows on CPU-backed adapters (codes read from a texture there,
+//! `gpu::code_texture`, in the order that adapter reads fastest), one workgroup per row
+//! on GPUs.
 
-use super::q4_codes::codes_decl;
-pub use super::q4_codes::{Codes, MatrixCodes};
-use super::q4_tiles::{TileLayout, TileRead};
+pub use super::q4_codes::{Codes, CodesRead, MatrixCodes, TextureOrder};
+use super::q4_tiles::TileLayout;
 use super::{Binding, Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -65,17 +65,24 @@ impl Epilogue {
 pub enum GemvVariant {
     /// Several rows per invocation, no barriers, codes from the storage buffer.
     RowsPerInvocation,
-    /// The same with codes and qparams read from a texture in tile order
-    /// ([`Codes::Texture`], `q4_tiles`): 3–4× faster than storage loads on CPU-backed
-    /// adapters (`gpu::code_texture`), and one sequential stream per workgroup.
+    /// The same with the codes read from their row-major texture copy
+    /// ([`TextureOrder::RowMajor`]): 3–4× faster than storage loads on CPU-backed
+    /// adapters (`gpu::code_texture`). SwiftShader's design.
     RowsFromTexture,
+    /// Codes and qparams read from a texture in tile order ([`TextureOrder::Tiles`],
+    /// `q4_tiles`): one sequential stream per workgroup, every slot's sums in their own
+    /// variables (shaders/gemv_q4_tiled.wgsl). lavapipe's design: 2× `RowsFromTexture`
+    /// there, 0.8× on SwiftShader.
+    RowsFromTiles,
     /// One workgroup per row with a workgroup reduction: the design for real GPUs.
     WorkgroupPerRow,
 }
 
 impl GemvVariant {
-    /// The variant suited to the context's adapter, or the one `POCKETRT_GEMV` names
-    /// (`rows`, `texture`, `workgroup`: for benchmarks comparing them in one run).
+    /// The variant suited to the context's adapter (by measurement: tiles on lavapipe,
+    /// the row-major texture on other CPU adapters, workgroups on GPUs), or the one
+    /// `POCKETRT_GEMV` names (`rows`, `texture`, `tiles`, `workgroup`: for benchmarks
+    /// comparing them in one run).
     pub fn for_adapter(ctx: &GpuContext) -> GemvVariant {
         #[cfg(not(target_arch = "wasm32"))]
         if let Some(v) = std::env::var("POCKETRT_GEMV")
@@ -84,26 +91,36 @@ impl GemvVariant {
         {
             return v;
         }
-        if ctx.adapter.is_cpu {
-            GemvVariant::RowsFromTexture
-        } else {
-            GemvVariant::WorkgroupPerRow
+        match (ctx.adapter.is_cpu, ctx.adapter.name.contains("llvmpipe")) {
+            (true, true) => GemvVariant::RowsFromTiles,
+            (true, false) => GemvVariant::RowsFromTexture,
+            (false, _) => GemvVariant::WorkgroupPerRow,
         }
     }
 
-    /// The variant called `name` (`rows`, `texture`, `workgroup`).
+    /// The variant called `name` (`rows`, `texture`, `tiles`, `workgroup`).
     pub fn named(name: &str) -> Option<GemvVariant> {
         match name {
             "rows" => Some(GemvVariant::RowsPerInvocation),
             "texture" => Some(GemvVariant::RowsFromTexture),
+            "tiles" => Some(GemvVariant::RowsFromTiles),
             "workgroup" => Some(GemvVariant::WorkgroupPerRow),
+            _ => None,
+        }
+    }
+
+    /// The order of the codes texture this variant reads (`None`: it reads the buffer).
+    pub fn texture_order(self) -> Option<TextureOrder> {
+        match self {
+            GemvVariant::RowsFromTexture => Some(TextureOrder::RowMajor),
+            GemvVariant::RowsFromTiles => Some(TextureOrder::Tiles),
             _ => None,
         }
     }
 
     /// Does this variant read the codes from a texture?
     pub fn reads_texture(self) -> bool {
-        self == GemvVariant::RowsFromTexture
+        self.texture_order().is_some()
     }
 }
 
@@ -233,12 +250,12 @@ pub struct GemvQ4 {
     variant: GemvVariant,
     layout: RowsLayout,
     pub spec: GemvSpec,
-    /// The tile order of the codes texture ([`GemvVariant::RowsFromTexture`]).
-    tile: Option<TileLayout>,
+    /// How it reads the codes.
+    codes: CodesRead,
 }
 
-/// The per-pipeline WGSL header: the rows variant's constants, the codes binding (a
-/// texture in `tile` order when given) and the x / norm-weight bindings, as uniform
+/// The per-pipeline WGSL header: the rows variant's constants, the codes binding (read
+/// as `codes` says) and the x / norm-weight bindings, as uniform
 /// arrays of K/4 vec4 when `uniform_x`, else as storage arrays, and the input accessor `x_in`
 /// (shaders/gemv_q4_parts.wgsl when the spec adds partial vectors, their binding uniform
 /// when `uniform_parts`).
@@ -246,8 +263,7 @@ pub fn gemv_header(
     spec: &GemvSpec,
     layout: RowsLayout,
     (uniform_x, uniform_parts): (bool, bool),
-    tile: Option<&TileLayout>,
-    read: TileRead,
+    codes: &CodesRead,
 ) -> String {
     let uniform_decl = |binding: u32, name: &str, len: usize| {
         format!("@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n")
@@ -278,7 +294,7 @@ pub fn gemv_header(
         "const ROWS: u32 = {}u;\nconst PARTS: u32 = {}u;\n{}{}{}{input}",
         layout.rows,
         spec.epilogue.parts(),
-        codes_decl(tile.map(|t| (t, read)), 0),
+        codes.decl(0),
         decl(2, "x"),
         decl(3, "norm_w")
     )
@@ -320,25 +336,25 @@ impl GemvQ4 {
         // The partial vectors likewise (Pocket's 14 × 896 floats fit in 64 KiB).
         let uniform_parts = rows && 4 * (spec.add_parts * k) as u64 <= max_uniform;
         let uniform = (uniform_x, uniform_parts);
-        let tile = variant
-            .reads_texture()
-            .then(|| TileLayout::new(&spec, layout));
-        let read = TileRead::for_adapter(ctx);
-        let header = gemv_header(&spec, layout, uniform, tile.as_ref(), read);
+        let codes = match variant {
+            GemvVariant::RowsFromTiles => CodesRead::Tiles(TileLayout::new(&spec, layout)),
+            GemvVariant::RowsFromTexture => CodesRead::RowMajor,
+            _ => CodesRead::Buffer,
+        };
+        let header = gemv_header(&spec, layout, uniform, &codes);
         let source = match variant {
-            GemvVariant::RowsPerInvocation => [
+            GemvVariant::RowsPerInvocation | GemvVariant::RowsFromTexture => [
                 &header,
                 Q4_COMMON_WGSL,
                 COMMON_WGSL,
                 &with_x_group(ROWS_WGSL),
             ]
             .concat(),
-            GemvVariant::RowsFromTexture => {
-                let body = tiled_body(
-                    layout.rows as usize,
-                    spec.epilogue.parts(),
-                    tile.unwrap().qpt,
-                );
+            GemvVariant::RowsFromTiles => {
+                let CodesRead::Tiles(tile) = codes else {
+                    unreachable!("the tiles variant reads tiles")
+                };
+                let body = tiled_body(layout.rows as usize, spec.epilogue.parts(), tile.qpt);
                 [&header, Q4_COMMON_WGSL, COMMON_WGSL, &body].concat()
             }
             GemvVariant::WorkgroupPerRow => [
@@ -351,17 +367,15 @@ impl GemvQ4 {
             .concat(),
         };
         let mut constants = spec.constants().to_vec();
-        if variant == GemvVariant::RowsPerInvocation {
+        if matches!(
+            variant,
+            GemvVariant::RowsPerInvocation | GemvVariant::RowsFromTexture
+        ) {
             constants.push(("WG", f64::from(layout.wg)));
         }
         let x_slot = if uniform_x { Slot::Uniform } else { Slot::Read };
-        let codes_slot = if variant.reads_texture() {
-            read.slot()
-        } else {
-            Slot::Read
-        };
         let mut slots = vec![
-            codes_slot,
+            codes.slot(),
             Slot::Read,
             x_slot,
             x_slot,
@@ -381,7 +395,7 @@ impl GemvQ4 {
             variant,
             layout,
             spec,
-            tile,
+            codes,
         })
     }
 
@@ -389,24 +403,24 @@ impl GemvQ4 {
         self.variant
     }
 
-    /// The tile order the kernel reads its codes texture in (texture variant only).
-    pub fn tile(&self) -> Option<TileLayout> {
-        self.tile
+    /// How the kernel reads its codes (what [`MatrixCodes::upload`] needs).
+    pub fn codes_read(&self) -> CodesRead {
+        self.codes
     }
 
     /// Workgroups for one GEMV.
     pub fn workgroups(&self) -> u32 {
         let n = self.spec.n as u32;
         match self.variant {
-            GemvVariant::RowsPerInvocation | GemvVariant::RowsFromTexture => {
-                n.div_ceil(self.layout.wg * self.layout.rows)
-            }
+            GemvVariant::RowsPerInvocation
+            | GemvVariant::RowsFromTexture
+            | GemvVariant::RowsFromTiles => n.div_ceil(self.layout.wg * self.layout.rows),
             GemvVariant::WorkgroupPerRow => n,
         }
     }
 
     /// Bind `codes`/`qparams` (the matrix, `parts · n` rows; the codes as a texture
-    /// exactly for [`GemvVariant::RowsFromTexture`]), `x` (k floats), the norm weights
+    /// exactly for the texture variants, in the order [`GemvQ4::codes_read`] says), `x` (k floats), the norm weights
     /// (k floats; required exactly when the spec fuses a norm), `bias` (`parts · n`
     /// floats, or any small buffer when there is none) and `out` (n floats). Buffers
     /// bound as x must allow uniform use on CPU adapters (`GpuContext::storage` buffers

@@ -36,13 +36,13 @@ pub enum Slot {
     Uniform,
     Read,
     ReadWrite,
-    /// A `texture_2d<u32>` read with `textureLoad` (Q4 codes in tile order on CPU adapters
-    /// other than lavapipe, `q4_tiles::TileRead`).
+    /// A `texture_2d<u32>` read with `textureLoad` (row-major Q4 codes on CPU adapters
+    /// other than lavapipe, `q4_codes::TextureOrder`).
     TextureU32,
     /// A `texture_2d<f32>` read with `textureLoad` (activations on CPU adapters).
     TextureF32,
     /// A read-only `texture_storage_2d<rgba32uint, read>` (Q4 codes in tile order on
-    /// lavapipe, `q4_tiles::TileRead`).
+    /// lavapipe, `q4_codes::TextureOrder`).
     StorageTextureU32,
 }
 

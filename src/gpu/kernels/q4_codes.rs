@@ -1,16 +1,110 @@
 //! Where the Q4 kernels (the decode GEMV, the prefill lanes GEMM) read a matrix's codes:
-//! its storage buffer, or on CPU adapters its texture copy in tile order
-//! (`gpu::code_texture`, `q4_tiles`), as a binding and a WGSL accessor `code4(i)` that
-//! hide which.
+//! its storage buffer, or on CPU adapters its texture copy (`gpu::code_texture`) in one
+//! of two orders ([`TextureOrder`]), as a binding and a WGSL accessor `code4(i)` that
+//! hide which ([`CodesRead`]).
 
-use super::q4_tiles::{TileLayout, TileRead, TileRepack};
-use super::Binding;
+use super::gemv_q4::GemvSpec;
+use super::q4_tiles::{TileLayout, TileRepack};
+use super::{Binding, Slot};
 use crate::error::Result;
-use crate::gpu::code_texture::CodeTexture;
+use crate::gpu::code_texture::{self, CodeTexture, WIDTH, WIDTH_SHIFT};
 use crate::gpu::device::GpuContext;
 
+/// How a CPU adapter's decode matrices sit in their textures: one order per adapter,
+/// by measurement (`GemvVariant::for_adapter`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextureOrder {
+    /// The codes row-major, as in the storage buffer (the qparams stay there), bound as
+    /// `texture_2d<u32>`: SwiftShader, where the tile order's GEMV decoded Pocket at
+    /// 1.64–1.84 tok/s against 2.15–2.32 for this one.
+    RowMajor,
+    /// Codes and qparams in the decode GEMV's tile order (`q4_tiles`), bound as a
+    /// read-only storage texture: lavapipe, where it made decode 2× faster.
+    Tiles,
+}
+
+/// How one kernel reads one matrix's codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CodesRead {
+    /// The storage buffer.
+    Buffer,
+    /// The [`TextureOrder::RowMajor`] texture.
+    RowMajor,
+    /// The [`TextureOrder::Tiles`] texture, in this layout.
+    Tiles(TileLayout),
+}
+
+impl CodesRead {
+    /// The read of a matrix of `spec`'s shape held in `order` (`None`: no texture), in
+    /// the default GEMV layout (the model's textures are built in it).
+    pub fn new(order: Option<TextureOrder>, spec: &GemvSpec) -> CodesRead {
+        match order {
+            None => CodesRead::Buffer,
+            Some(TextureOrder::RowMajor) => CodesRead::RowMajor,
+            Some(TextureOrder::Tiles) => CodesRead::Tiles(TileLayout::for_spec(spec)),
+        }
+    }
+
+    /// The kernel slot of the codes.
+    pub fn slot(&self) -> Slot {
+        match self {
+            CodesRead::Buffer => Slot::Read,
+            CodesRead::RowMajor => Slot::TextureU32,
+            CodesRead::Tiles(_) => Slot::StorageTextureU32,
+        }
+    }
+
+    /// The codes binding (`binding`) and its accessor `code4(i)`: vec4 `i` of the
+    /// row-major codes (and `tile_texel(i)` for tiles: `TileLayout::read_wgsl`).
+    pub(crate) fn decl(&self, binding: u32) -> String {
+        match self {
+            CodesRead::Buffer => format!(
+                "@group(0) @binding({binding}) var<storage, read> codes: array<vec4<u32>>;\n\
+                 fn code4(i: u32) -> vec4<u32> {{\n    return codes[i];\n}}\n"
+            ),
+            CodesRead::RowMajor => format!(
+                "@group(0) @binding({binding}) var codes: texture_2d<u32>;\n\
+                 fn code4(i: u32) -> vec4<u32> {{\n    \
+                 return textureLoad(codes, vec2<u32>(i & {}u, i >> {WIDTH_SHIFT}u), 0);\n}}\n",
+                WIDTH - 1
+            ),
+            CodesRead::Tiles(tile) => tile.read_wgsl(binding),
+        }
+    }
+
+    /// Bytes the texture of a matrix of `code_bytes` bytes of codes read this way takes
+    /// (0 for the buffer: counted with the weights).
+    pub fn texture_bytes(&self, code_bytes: u64) -> u64 {
+        match self {
+            CodesRead::Buffer => 0,
+            CodesRead::RowMajor => code_texture::texture_bytes(code_bytes),
+            CodesRead::Tiles(tile) => tile.texture_bytes(),
+        }
+    }
+
+    /// The texture of a matrix (`codes`, `qparams`: its storage buffers, the codes
+    /// `code_bytes` long) read this way, built on the device (`repack`: the tile kernel
+    /// of this layout, where one is at hand to reuse). `None` for [`CodesRead::Buffer`].
+    pub fn build(
+        &self,
+        ctx: &GpuContext,
+        (codes, code_bytes): (&wgpu::Buffer, u64),
+        qparams: &wgpu::Buffer,
+        repack: Option<&TileRepack>,
+    ) -> Result<Option<CodeTexture>> {
+        Ok(Some(match self {
+            CodesRead::Buffer => return Ok(None),
+            CodesRead::RowMajor => CodeTexture::from_buffer(ctx, codes, code_bytes)?,
+            CodesRead::Tiles(t) => match repack {
+                Some(r) => r.build(ctx, codes, qparams)?,
+                None => TileRepack::new(ctx, *t).build(ctx, codes, qparams)?,
+            },
+        }))
+    }
+}
+
 /// Where a dispatch reads the matrix codes: the storage buffer, or its texture copy
-/// (for `GemvVariant::RowsFromTexture` and the GEMM that reads the same copy).
+/// (for the texture GEMV variants and the GEMM that reads the same copy).
 #[derive(Clone, Copy)]
 pub enum Codes<'a> {
     Buffer(&'a wgpu::Buffer),
@@ -33,7 +127,7 @@ impl<'a> Codes<'a> {
 }
 
 /// A matrix's codes as a kernel binds them: the storage buffer, plus its texture copy
-/// in `tile` order for the kernels that read one (what tests and benchmarks upload).
+/// for the kernels that read one (what tests and benchmarks upload).
 pub struct MatrixCodes {
     pub buffer: wgpu::Buffer,
     pub texture: Option<CodeTexture>,
@@ -41,18 +135,16 @@ pub struct MatrixCodes {
 
 impl MatrixCodes {
     /// Upload `codes` (a Q4 tensor's code words; `qparams` its uploaded qparams), with
-    /// a texture copy in `tile` order when given.
+    /// the texture copy `read` needs.
     pub fn upload(
         ctx: &GpuContext,
-        tile: Option<TileLayout>,
+        read: CodesRead,
         codes: &[u32],
         qparams: &wgpu::Buffer,
     ) -> Result<MatrixCodes> {
         let buffer = ctx.storage_init("codes", codes)?;
-        let texture = match tile {
-            Some(t) => Some(TileRepack::new(ctx, t).build(ctx, &buffer, qparams)?),
-            None => None,
-        };
+        let code_bytes = 4 * codes.len() as u64;
+        let texture = read.build(ctx, (&buffer, code_bytes), qparams, None)?;
         Ok(MatrixCodes { buffer, texture })
     }
 
@@ -61,19 +153,5 @@ impl MatrixCodes {
             Some(t) => Codes::Texture(&t.view),
             None => Codes::Buffer(&self.buffer),
         }
-    }
-}
-
-/// The codes binding (`binding`) and its accessor `code4(i)`: vec4 `i` of the row-major
-/// codes (a texture in `tile` order, bound as its `TileRead` says, when given:
-/// `TileLayout::read_wgsl`).
-pub(crate) fn codes_decl(tile: Option<(&TileLayout, TileRead)>, binding: u32) -> String {
-    if let Some((tile, read)) = tile {
-        tile.read_wgsl(binding, read)
-    } else {
-        format!(
-            "@group(0) @binding({binding}) var<storage, read> codes: array<vec4<u32>>;\n\
-             fn code4(i: u32) -> vec4<u32> {{\n    return codes[i];\n}}\n"
-        )
     }
 }

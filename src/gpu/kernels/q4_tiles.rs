@@ -31,36 +31,6 @@ pub struct TileLayout {
     pub qpt: usize,
 }
 
-/// How kernels bind a tile texture, per adapter (by measurement; the texture allows both).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TileRead {
-    /// `texture_2d<u32>`, the sampled path: SwiftShader, where read-only storage textures
-    /// made Pocket's decode 2.2× slower (0.82–0.86 against 1.84 tok/s).
-    Sampled,
-    /// A read-only `texture_storage_2d<rgba32uint, read>`: lavapipe, whose image loads
-    /// skip the sampled path's per-lane mip-level lookups (1.3–1.8× the texels per
-    /// second, decode 1.3×).
-    Storage,
-}
-
-impl TileRead {
-    pub fn for_adapter(ctx: &GpuContext) -> TileRead {
-        if ctx.adapter.name.contains("llvmpipe") {
-            TileRead::Storage
-        } else {
-            TileRead::Sampled
-        }
-    }
-
-    /// The kernel slot of a texture bound this way.
-    pub fn slot(self) -> Slot {
-        match self {
-            TileRead::Sampled => Slot::TextureU32,
-            TileRead::Storage => Slot::StorageTextureU32,
-        }
-    }
-}
-
 /// What one tile texel holds (the CPU mirror of shaders/q4_tile.wgsl, for tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TileTexel {
@@ -165,17 +135,15 @@ impl TileLayout {
             + COMMON_WGSL
     }
 
-    /// The codes texture binding (`binding`, bound as `read` says) read in this tile
-    /// order: `tile_texel(i)`, and `code4(i)` for row-major texel i.
-    pub fn read_wgsl(&self, binding: u32, read: TileRead) -> String {
-        let (ty, level) = match read {
-            TileRead::Sampled => ("texture_2d<u32>", ", 0"),
-            TileRead::Storage => ("texture_storage_2d<rgba32uint, read>", ""),
-        };
+    /// The codes texture binding (`binding`, a read-only storage texture: on lavapipe
+    /// its image loads skip the sampled path's per-lane mip-level lookups, 1.3–1.8× the
+    /// texels per second) read in this tile order: `tile_texel(i)`, and `code4(i)` for
+    /// row-major texel i.
+    pub fn read_wgsl(&self, binding: u32) -> String {
         format!(
-            "@group(0) @binding({binding}) var codes: {ty};\n{}\
+            "@group(0) @binding({binding}) var codes: texture_storage_2d<rgba32uint, read>;\n{}\
              fn tile_texel(i: u32) -> vec4<u32> {{\n    \
-             return textureLoad(codes, vec2<u32>(i & TILE_WIDTH_MASK, i >> TILE_WIDTH_SHIFT){level});\n}}\n\
+             return textureLoad(codes, vec2<u32>(i & TILE_WIDTH_MASK, i >> TILE_WIDTH_SHIFT));\n}}\n\
              {READ_WGSL}",
             self.constants_wgsl()
         )
