@@ -1,8 +1,8 @@
 // The texture read ceiling for benchmarks: sum an rgba32uint texture (as the GEMV's code
 // textures are laid out, gpu::code_texture, and bound on lavapipe: a read-only storage
-// texture, q4_tiles::TileRead) with textureLoad and nothing else. Each workgroup sums ROWS
-// texture rows; neighbouring invocations read neighbouring texels. Each invocation
-// writes its sum to out[i], so no load can be optimised away.
+// texture, q4_codes::TextureOrder::Tiles) with textureLoad and nothing else. Each
+// workgroup sums ROWS texture rows; neighbouring invocations read neighbouring texels.
+// Each invocation writes its sum to out[i], so no load can be optimised away.
 
 override WG: u32 = 64u;
 override ROWS: u32;

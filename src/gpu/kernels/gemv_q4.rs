@@ -436,9 +436,10 @@ impl GemvQ4 {
     }
 
     /// Bind `codes`/`qparams` (the matrix, `parts · n` rows; the codes as a texture
-    /// exactly for the texture variants, in the order [`GemvQ4::codes_read`] says), `x` (k floats), the norm weights
-    /// (k floats; required exactly when the spec fuses a norm), `bias` (`parts · n`
-    /// floats, or any small buffer when there is none) and `out` (n floats). Buffers
+    /// exactly for the texture variants, in the order [`GemvQ4::codes_read`] says), `x`
+    /// (k floats), the norm weights (k floats; required exactly when the spec fuses a
+    /// norm), `bias` (`parts · n` floats, or any small buffer when there is none) and
+    /// `out` (n floats). Buffers
     /// bound as x must allow uniform use on CPU adapters (`GpuContext::storage` buffers
     /// do).
     #[allow(clippy::too_many_arguments)]
