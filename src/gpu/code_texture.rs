@@ -14,7 +14,7 @@
 
 use super::device::GpuContext;
 use super::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, TextureOrder};
-use super::kernels::q4_tiles::TileRepack;
+use super::kernels::q4_tiles::{TileLayout, TileRepack};
 use super::weights::{ModelWeights, Q4Buffers};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
@@ -142,6 +142,22 @@ fn read(order: TextureOrder, rows: usize, cols: usize, parts: usize) -> CodesRea
     CodesRead::new(Some(order), &GemvSpec::new(rows / parts, cols, epilogue))
 }
 
+/// The tile repack kernel of `layout` from `kernels`, made and kept there the first time.
+fn repack_kernel<'k>(
+    kernels: &'k mut Vec<TileRepack>,
+    ctx: &GpuContext,
+    layout: TileLayout,
+) -> &'k TileRepack {
+    let i = match kernels.iter().position(|k| k.layout == layout) {
+        Some(i) => i,
+        None => {
+            kernels.push(TileRepack::new(ctx, layout));
+            kernels.len() - 1
+        }
+    };
+    &kernels[i]
+}
+
 impl ModelCodeTextures {
     pub fn new(
         ctx: &GpuContext,
@@ -153,24 +169,11 @@ impl ModelCodeTextures {
         let mut build = |m: &Q4Buffers, parts| {
             let read = read(order, m.rows, m.cols, parts);
             let repack = match read {
-                CodesRead::Tiles(layout) => {
-                    Some(match kernels.iter().position(|k| k.layout == layout) {
-                        Some(i) => i,
-                        None => {
-                            kernels.push(TileRepack::new(ctx, layout));
-                            kernels.len() - 1
-                        }
-                    })
-                }
+                CodesRead::Tiles(layout) => Some(repack_kernel(&mut kernels, ctx, layout)),
                 _ => None,
             };
             let code_bytes = (m.rows * m.cols / 2) as u64;
-            let texture = read.build(
-                ctx,
-                (&m.codes, code_bytes),
-                &m.qparams,
-                repack.map(|i| &kernels[i]),
-            )?;
+            let texture = read.build(ctx, (&m.codes, code_bytes), &m.qparams, repack)?;
             Ok::<_, Error>(texture.expect("a texture order builds a texture"))
         };
         let mut layers = Vec::with_capacity(w.layers.len());

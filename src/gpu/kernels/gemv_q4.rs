@@ -6,7 +6,6 @@
 //! on GPUs.
 
 pub use super::q4_codes::{Codes, CodesRead, MatrixCodes, TextureOrder};
-use super::q4_tiles::TileLayout;
 use super::{Binding, Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -352,11 +351,7 @@ impl GemvQ4 {
         // The partial vectors likewise (Pocket's 14 × 896 floats fit in 64 KiB).
         let uniform_parts = rows && 4 * (spec.add_parts * k) as u64 <= max_uniform;
         let uniform = (uniform_x, uniform_parts);
-        let codes = match variant {
-            GemvVariant::RowsFromTiles => CodesRead::Tiles(TileLayout::new(&spec, layout)),
-            GemvVariant::RowsFromTexture => CodesRead::RowMajor,
-            _ => CodesRead::Buffer,
-        };
+        let codes = CodesRead::in_layout(variant.texture_order(), &spec, layout);
         let header = gemv_header(&spec, layout, uniform, &codes);
         let source = match variant {
             GemvVariant::RowsPerInvocation | GemvVariant::RowsFromTexture => [

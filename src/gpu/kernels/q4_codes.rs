@@ -3,7 +3,7 @@
 //! of two orders ([`TextureOrder`]), as a binding and a WGSL accessor `code4(i)` that
 //! hide which ([`CodesRead`]).
 
-use super::gemv_q4::GemvSpec;
+use super::gemv_q4::{GemvSpec, RowsLayout};
 use super::q4_tiles::{TileLayout, TileRepack};
 use super::{Binding, Slot};
 use crate::error::Result;
@@ -36,12 +36,21 @@ pub enum CodesRead {
 
 impl CodesRead {
     /// The read of a matrix of `spec`'s shape held in `order` (`None`: no texture), in
-    /// the default GEMV layout (the model's textures are built in it).
+    /// the tiles GEMV's layout (the model's textures are built in it).
     pub fn new(order: Option<TextureOrder>, spec: &GemvSpec) -> CodesRead {
+        Self::in_layout(order, spec, TileLayout::for_spec(spec).layout)
+    }
+
+    /// [`CodesRead::new`] for a GEMV in rows layout `layout` (only tiles depend on it).
+    pub fn in_layout(
+        order: Option<TextureOrder>,
+        spec: &GemvSpec,
+        layout: RowsLayout,
+    ) -> CodesRead {
         match order {
             None => CodesRead::Buffer,
             Some(TextureOrder::RowMajor) => CodesRead::RowMajor,
-            Some(TextureOrder::Tiles) => CodesRead::Tiles(TileLayout::for_spec(spec)),
+            Some(TextureOrder::Tiles) => CodesRead::Tiles(TileLayout::new(spec, layout)),
         }
     }
 

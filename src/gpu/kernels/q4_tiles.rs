@@ -9,7 +9,7 @@
 //! qparams leave their per-lane storage loads for the texel path. Other readers (the
 //! batched prefill GEMM) find row-major texel i through `code4(i)`.
 
-use super::gemv_q4::{GemvSpec, RowsLayout};
+use super::gemv_q4::{GemvSpec, GemvVariant, RowsLayout};
 use super::{Binding, KernelPipeline, Slot};
 use crate::error::Result;
 use crate::gpu::code_texture::{CodeTexture, WIDTH, WIDTH_SHIFT};
@@ -54,10 +54,11 @@ impl TileLayout {
         }
     }
 
-    /// The tile order of the default GEMV layout for `spec` (what the model's decode
+    /// The tile order of the tiles GEMV's layout for `spec` (what the model's decode
     /// GEMVs read).
     pub fn for_spec(spec: &GemvSpec) -> TileLayout {
-        Self::new(spec, RowsLayout::default_for(spec.epilogue.parts()))
+        let layout = RowsLayout::for_variant(GemvVariant::RowsFromTiles, spec.epilogue.parts());
+        Self::new(spec, layout)
     }
 
     /// Matrix rows per block (one workgroup's).
