@@ -1,5 +1,5 @@
-// Shared by the RoPE kernels (rope_kv.wgsl, rope_kv_prefill.wgsl, attention.wgsl), so
-// that decode and prefill rotate bit for bit alike.
+// Shared by the RoPE kernels (attention.wgsl, attention_lanes.wgsl,
+// rope_kv_prefill.wgsl), so that decode and prefill rotate bit for bit alike.
 
 // sin and cos of a (possibly large) angle: subtract the nearest multiple of 2π in two
 // parts (6.28125 is exact in few bits, so k · 6.28125 is exact for k < 2^16).

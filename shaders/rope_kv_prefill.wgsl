@@ -1,11 +1,11 @@
-// Batched rope_kv.wgsl for prefill: per-head q/k RMSNorm (qwen3, optional) + RoPE (neox)
-// + KV-cache write for every token of the chunk. One invocation per (token, head) — the
-// q heads, then the k heads, then the v heads of token t — with no workgroup memory and no
-// barriers: a head is only HD values.
+// The decode attention's q/k part, batched for prefill: per-head q/k RMSNorm (qwen3,
+// optional) + RoPE (neox) + KV-cache write for every token of the chunk. One invocation
+// per (token, head) — the q heads, then the k heads, then the v heads of token t — with
+// no workgroup memory and no barriers: a head is only HD values.
 //
 // qkv: [count][N_HEADS·HD | N_KV·HD | N_KV·HD] f32 (the QKV GEMM's output); q_out:
 // [count][N_HEADS·HD] roped q. Token t sits at position chunk.start + t. Caches as in
-// rope_kv.wgsl: f16 pairs packed in u32, [N_KV][CTX][HD/2].
+// the decode kernels: f16 pairs packed in u32, [N_KV][CTX][HD/2].
 
 override N_HEADS: u32;
 override N_KV: u32;

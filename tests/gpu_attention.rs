@@ -1,5 +1,6 @@
-//! q/k-norm + RoPE + KV write, and the fused (optionally split) decode attention, with and
-//! without the output projection folded in, against CPU references.
+//! The decode attention in both designs, with its fused q/k-norm + RoPE + KV write
+//! (optionally split, with and without the output projection folded in), against CPU
+//! references.
 
 mod gpu_common;
 
@@ -8,129 +9,46 @@ use gpu_common::{assert_close, f16_round, gpu, rmsnorm, Rng};
 use pocketrt::gpu::kernels::attention::{
     Attention, AttentionInputs, AttentionVariant, OutputProjection,
 };
-use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers, RopeKv};
-use pocketrt::gpu::kernels::run;
+use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
 use pocketrt::gpu::StepUniform;
 use pocketrt::quant::Q4Tensor;
 
-fn check_rope_kv(shape: HeadShape, qk_norm: bool, pos: usize, seed: u64) {
-    let ctx = gpu();
-    let hd = shape.head_dim;
-    let (qd, kvd) = (shape.n_heads * hd, shape.n_kv_heads * hd);
-    let mut rng = Rng::new(seed);
-    let qkv = rng.vec(qd + 2 * kvd, 2.0);
-    let (qn, kn) = (rng.vec(hd, 1.5), rng.vec(hd, 1.5));
-    let inv_freq = rope_inv_freq(1e6, hd);
-    let kernel = RopeKv::new(ctx, shape, qk_norm, 1e-6).unwrap();
-    let step = ctx.uniform("step", 16);
-    let s = StepUniform {
-        token: 0,
-        pos: pos as u32,
-        pad: [0; 2],
-    };
-    ctx.queue.write_buffer(&step, 0, bytemuck::bytes_of(&s));
-    let b = |name: &str, v: &[f32]| ctx.storage_init(name, v).unwrap();
-    let (qkv_b, qn_b, kn_b, f_b) = (
-        b("qkv", &qkv),
-        b("qn", &qn),
-        b("kn", &kn),
-        b("f", &inv_freq),
-    );
-    let q_out = ctx.storage("q", 4 * qd as u64).unwrap();
-    let k_cache = ctx.storage("k", shape.cache_bytes()).unwrap();
-    let v_cache = ctx.storage("v", shape.cache_bytes()).unwrap();
-    let d = kernel.dispatch(
-        ctx,
-        &step,
-        &qkv_b,
-        &qn_b,
-        &kn_b,
-        &f_b,
-        &q_out,
-        KvBuffers {
-            k: &k_cache,
-            v: &v_cache,
-        },
-    );
-    run(ctx, &[&d]);
-
-    let norm = |h: &[f32], w: &[f32]| {
-        if qk_norm {
-            rmsnorm(h, w, 1e-6)
-        } else {
-            h.to_vec()
-        }
-    };
-    let want_q: Vec<f32> = qkv[..qd]
-        .chunks(hd)
-        .flat_map(|h| rope(&norm(h, &qn), pos, &inv_freq))
-        .collect();
-    let what = format!("{shape:?} qk_norm={qk_norm} pos={pos}");
-    assert_close(
-        &format!("q {what}"),
-        &ctx.read_f32(&q_out, qd).unwrap(),
-        &want_q,
-        2e-6,
-        2e-6,
-    );
-
-    let words = (shape.cache_bytes() / 4) as usize;
-    let kc = unpack_f16(&ctx.read_u32(&k_cache, words).unwrap());
-    let vc = unpack_f16(&ctx.read_u32(&v_cache, words).unwrap());
-    for kv in 0..shape.n_kv_heads {
-        let at = |c: &[f32], p: usize| c[(kv * shape.context + p) * hd..][..hd].to_vec();
-        let k_src = &qkv[qd + kv * hd..][..hd];
-        let v_src = &qkv[qd + kvd + kv * hd..][..hd];
-        let want_k: Vec<f32> = rope(&norm(k_src, &kn), pos, &inv_freq);
-        // One f16 rounding step of tolerance: the f32 values may straddle a rounding edge.
-        assert_close(&format!("k {what}"), &at(&kc, pos), &want_k, 1e-3, 1e-5);
-        let want_v: Vec<f32> = v_src.iter().map(|v| f16_round(*v)).collect();
-        assert_close(&format!("v {what}"), &at(&vc, pos), &want_v, 0.0, 0.0);
-        // Other positions stay untouched (zero).
-        let other = if pos == 0 { 1 } else { 0 };
-        assert!(at(&kc, other)
-            .iter()
-            .chain(&at(&vc, other))
-            .all(|v| *v == 0.0));
-    }
-}
-
+/// Both designs fuse the q/k-norm, RoPE and KV write: every check_attention case checks
+/// the written k and v and, through the output, the roped q. These add head shapes at the
+/// cache's first and last positions.
 #[test]
-fn rope_kv_with_qk_norm_matches_reference_at_first_and_last_position() {
+fn rope_and_kv_write_match_reference_at_first_and_last_position() {
     let shape = HeadShape {
         n_heads: 4,
         n_kv_heads: 2,
         head_dim: 64,
         context: 50,
     };
-    check_rope_kv(shape, true, 0, 1);
-    check_rope_kv(shape, true, 49, 2);
+    check_attention(shape, true, 0, 64, 1);
+    check_attention(shape, true, 49, 64, 2);
     let wide = HeadShape {
         n_heads: 3,
         n_kv_heads: 1,
         head_dim: 256,
         context: 8,
     };
-    check_rope_kv(wide, true, 7, 3);
-}
-
-#[test]
-fn rope_kv_without_qk_norm_matches_reference() {
-    let shape = HeadShape {
+    check_attention(wide, true, 7, 64, 3);
+    let no_norm = HeadShape {
         n_heads: 14,
         n_kv_heads: 2,
         head_dim: 128,
         context: 20,
     };
-    check_rope_kv(shape, false, 13, 4);
-    // head_dim 6: rotation pairs (i, i + 3) straddle the cache's packed pairs.
+    check_attention(no_norm, false, 13, 64, 4);
+    // head_dim 6 (the workgroup design only): rotation pairs (i, i + 3) straddle the
+    // cache's packed pairs.
     let odd_half = HeadShape {
         n_heads: 2,
         n_kv_heads: 1,
         head_dim: 6,
         context: 5,
     };
-    check_rope_kv(odd_half, true, 3, 7);
+    check_attention(odd_half, true, 3, 64, 7);
 }
 
 #[test]
@@ -141,7 +59,7 @@ fn rope_stays_accurate_at_position_40959() {
         head_dim: 64,
         context: 40_960,
     };
-    check_rope_kv(shape, true, 40_959, 5);
+    check_attention(shape, true, 40_959, 4096, 5);
 }
 
 /// The decode attention at position `pos` (history of `pos + 1` positions) with
@@ -216,13 +134,16 @@ fn check_attention_design(
         Design::Plain(v) => Attention::with_variant(ctx, v, shape, qk_norm, 1e-6, split_len),
     }
     .unwrap();
-    let rows = hidden.unwrap_or(0);
-    let wo = Q4Tensor::quantize(&rng.vec(rows.max(1) * qd, 1.0), rows.max(1), qd).unwrap();
-    let wo_codes = ctx.storage_init("wo codes", &wo.codes).unwrap();
-    let wo_qparams = ctx.storage_init("wo qparams", &wo.qparams).unwrap();
-    let parts = ctx
-        .storage("parts", Attention::parts_bytes(shape, rows.max(1)))
-        .unwrap();
+    // Folded: a random Q4 W_o (hidden rows), its buffers and the parts.
+    let wo = hidden.map(|rows| {
+        let t = Q4Tensor::quantize(&rng.vec(rows * qd, 1.0), rows, qd).unwrap();
+        let codes = ctx.storage_init("wo codes", &t.codes).unwrap();
+        let qparams = ctx.storage_init("wo qparams", &t.qparams).unwrap();
+        let parts = ctx
+            .storage("parts", Attention::parts_bytes(shape, rows))
+            .unwrap();
+        (t, codes, qparams, parts)
+    });
     let step = ctx.uniform("step", 16);
     let s = StepUniform {
         token: 0,
@@ -244,21 +165,21 @@ fn check_attention_design(
     let scores = ctx.storage("scores", kernel.scratch_bytes()).unwrap();
     let partials = ctx.storage("partials", kernel.partials_bytes()).unwrap();
     let out = ctx.storage("out", 4 * qd as u64).unwrap();
-    let q_rope = ctx.storage("q rope", 4 * qd as u64).unwrap();
     let inputs = AttentionInputs {
         step: &step,
         qkv: &qkv_b,
         q_norm: &qn_b,
         k_norm: &kn_b,
         inv_freq: &f_b,
-        q: &q_rope,
         cache: KvBuffers { k: &kb, v: &vb },
         scores: &scores,
-        wo: hidden.map(|_| OutputProjection {
-            codes: &wo_codes,
-            qparams: &wo_qparams,
-            parts: &parts,
-        }),
+        wo: wo
+            .as_ref()
+            .map(|(_, codes, qparams, parts)| OutputProjection {
+                codes,
+                qparams,
+                parts,
+            }),
     };
     let d = kernel.dispatch(ctx, inputs, &partials, &out);
     let mut enc = ctx.device.create_command_encoder(&Default::default());
@@ -294,14 +215,9 @@ fn check_attention_design(
         format!("attention {design:?} {shape:?} qk_norm={qk_norm} pos={pos} split={split_len}");
     let want = attention_ref(&q, &kc, &vc, shape, pos + 1);
     assert_close(&what, &got, &want, 1e-4, 1e-5);
-    if hidden.is_some() {
-        check_parts(
-            &what,
-            &ctx.read_f32(&parts, shape.n_heads * rows).unwrap(),
-            &wo,
-            &want,
-            hd,
-        );
+    if let Some((t, _, _, parts)) = &wo {
+        let got = ctx.read_f32(parts, shape.n_heads * t.rows).unwrap();
+        check_parts(&what, &got, t, &want, hd);
     }
     // The cache now holds this step's k and v (one f16 step of tolerance for k: the
     // f32 values may straddle a rounding edge) and nothing past it.
@@ -470,7 +386,10 @@ fn attention_shapes_that_do_not_divide_are_rejected() {
         head_dim: 512,
         context: 10,
     };
-    assert!(RopeKv::new(gpu(), too_wide, false, 1e-6).is_err());
+    for variant in [AttentionVariant::Workgroup, AttentionVariant::Lanes] {
+        let r = Attention::with_variant(gpu(), variant, too_wide, false, 1e-6, 64);
+        assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
+    }
     // The lanes design reads heads as vec4s.
     let hd6 = HeadShape {
         n_heads: 2,

@@ -200,3 +200,16 @@ fn prefill_attention_small_gqa_heads_without_qk_norm() {
     };
     check(wide, 10, 80, true, &[0, 5, 79], 9);
 }
+
+/// q within 1e-5 at a late position: sin_cos (rope_common.wgsl, shared by every RoPE
+/// kernel) reduces large angles first.
+#[test]
+fn prefill_rope_stays_accurate_at_position_40959() {
+    let shape = HeadShape {
+        n_heads: 2,
+        n_kv_heads: 1,
+        head_dim: 64,
+        context: 40_960,
+    };
+    check(shape, 40_959, 1, true, &[0], 10);
+}

@@ -12,7 +12,6 @@ use gpu_common::{assert_close, gpu};
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::source::{open, ModelSource};
 use pocketrt::gpu::forward::StepOptions;
-use pocketrt::gpu::kernels::attention::AttentionVariant;
 use pocketrt::gpu::GpuModel;
 use pocketrt::synth::{preset, SynthSource};
 use std::path::PathBuf;
@@ -65,17 +64,14 @@ fn check_step(name: &str, source: &impl Fn() -> Box<dyn ModelSource>, fold: bool
         "embed, the layers, head and argmax"
     );
     // QKV, attention with the output projection folded in, residual + parts + gate/up,
-    // down (every fixture's heads fold: head_dim % 8 == 0); unfolded, the O GEMV too, and
-    // in the lanes design (CPU adapters) RoPE + KV write as a dispatch of its own.
-    let want = match (fold, model.attention_variant()) {
-        (true, _) => 4,
-        (false, AttentionVariant::Workgroup) => 5,
-        (false, AttentionVariant::Lanes) => 6,
-    };
+    // down (every fixture's heads fold: head_dim % 8 == 0); unfolded, the O GEMV too. Both
+    // attention designs fuse q/k-norm + RoPE + KV write.
+    let want = if fold { 4 } else { 5 };
     assert_eq!(per_layer, want, "dispatches per layer");
     println!(
-        "{name}: {} dispatches per token ({per_layer} per layer), 1 submit",
-        model.dispatches_per_token()
+        "{name}: {} dispatches per token ({per_layer} per layer, {:?} attention), 1 submit",
+        model.dispatches_per_token(),
+        model.attention_variant()
     );
 
     let prompt = [3u32, 141, 59, 26, 5];

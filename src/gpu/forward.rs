@@ -43,8 +43,6 @@ struct Activations {
     parts: wgpu::Buffer,
     /// q|k|v projections (q_dim + 2·kv_dim).
     qkv: wgpu::Buffer,
-    /// The roped q (q_dim), where attention ropes in a kernel of its own (CPU adapters).
-    q_rope: wgpu::Buffer,
     /// Attention scores scratch (n_heads · context).
     scores: wgpu::Buffer,
     /// Split attention's partial results.
@@ -69,7 +67,6 @@ impl Activations {
             h_alt: f("h alt", cfg.hidden_size)?,
             parts: f("attention parts", cfg.n_heads * cfg.hidden_size)?,
             qkv: f("qkv", cfg.q_dim() + 2 * cfg.kv_dim())?,
-            q_rope: f("q rope", cfg.q_dim())?,
             scores: ctx.storage("scores", attention.scratch_bytes())?,
             // Sized for the shortest split of any adapter (the memory plan's figure).
             partials: ctx.storage(
@@ -121,7 +118,7 @@ pub struct GpuModel {
 pub struct KernelTime {
     /// [`StepKernel::name`] (embed, qkv, attention, o, gate_up, down, head, argmax),
     /// followed by `:` and the kernel's label where a step entry has several dispatches
-    /// (attention: `attention:rope_kv`, ...).
+    /// (attention: `attention:attention_lanes`, `attention:attention_combine`).
     pub kernel: String,
     /// Its dispatches in the step (all layers).
     pub dispatches: usize,
@@ -474,7 +471,6 @@ impl GpuModel {
             &a.h_alt,
             &a.parts,
             &a.qkv,
-            &a.q_rope,
             &a.scores,
             &a.partials,
             &a.attn,

@@ -106,11 +106,11 @@ impl MemoryPlan {
         let scores = padded((cfg.n_heads * context * 4) as u64);
         let partials = padded(partials_bytes(KvCache::shape(cfg, context), GPU_SPLIT_LEN));
         // Two residual buffers (the folded output projection ping-pongs between them),
-        // the heads' projection parts, and q_dim twice (the roped q, the attention output).
+        // the heads' projection parts, and the attention output.
         let activations = 2 * f32s(h)
             + f32s(cfg.n_heads * h)
             + f32s(qkv)
-            + 2 * f32s(cfg.q_dim())
+            + f32s(cfg.q_dim())
             + f32s(cfg.ffn_size)
             + f32s(v)
             + f32s(2)

@@ -76,7 +76,7 @@ impl StepDispatch {
     /// The dispatches at position `pos` with their grids (attention's follow it).
     pub(super) fn at(&self, attention: &Attention, pos: usize) -> DispatchesAt<'_> {
         match &self.work {
-            StepWork::Fixed(d) => dispatches_at([Some((d, d.grid)), None, None]),
+            StepWork::Fixed(d) => dispatches_at([Some((d, d.grid)), None]),
             StepWork::Attention(a) => a.at(attention, pos),
         }
     }
@@ -262,7 +262,6 @@ pub(super) fn record_step(
             q_norm,
             k_norm,
             inv_freq: &a.inv_freq,
-            q: &a.q_rope,
             cache: KvBuffers {
                 k: &kv.k[i],
                 v: &kv.v[i],

@@ -6,14 +6,14 @@
 //!   fused in (shaders/attention.wgsl); optionally with the output projection W_o folded
 //!   in (shaders/attention_wo.wgsl): each head also writes its share of W_o · o to a
 //!   `parts` buffer, which the next GEMV adds to the residual.
-//! - CPU adapters: the q/k-norm + RoPE + KV write as a kernel of its own
-//!   (shaders/rope_kv.wgsl), then one invocation per (split, KV head) for the whole GQA
-//!   group (shaders/attention_lanes.wgsl): each key is loaded once for all the group's
-//!   heads instead of once per head, and loads are what costs on CPU adapters.
+//! - CPU adapters: one invocation per (split, KV head) for the whole GQA group
+//!   (shaders/attention_lanes.wgsl), the q/k-norm + RoPE + KV write fused in too: each
+//!   key is loaded once for all the group's heads instead of once per head, and loads
+//!   are what costs on CPU adapters.
 
 use super::attention_lanes::AttentionLanes;
 use super::gemv_q4::Q4_UNPACK_WGSL;
-use super::rope_kv::{HeadShape, KvBuffers, RopeKv, ROPE_COMMON_WGSL};
+use super::rope_kv::{HeadShape, KvBuffers, ROPE_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -92,8 +92,8 @@ pub fn default_split_len(ctx: &GpuContext) -> usize {
 pub enum AttentionVariant {
     /// One workgroup per (q head, split), norm + RoPE + KV write fused in: GPUs.
     Workgroup,
-    /// RoPE + KV write, then one invocation per (split, KV head) for the whole GQA group:
-    /// CPU adapters (head_dim a multiple of 4).
+    /// One invocation per (split, KV head) for the whole GQA group, norm + RoPE + KV
+    /// write fused in: CPU adapters (head_dim a multiple of 4).
     Lanes,
 }
 
@@ -125,8 +125,6 @@ pub struct AttentionInputs<'a> {
     pub k_norm: &'a wgpu::Buffer,
     /// [`super::rope_kv::rope_inv_freq`].
     pub inv_freq: &'a wgpu::Buffer,
-    /// Scratch for the roped q (n_heads · head_dim f32): the lanes design's.
-    pub q: &'a wgpu::Buffer,
     pub cache: KvBuffers<'a>,
     /// Scores scratch: [`Attention::scratch_bytes`].
     pub scores: &'a wgpu::Buffer,
@@ -153,21 +151,14 @@ pub enum AttentionDispatch {
         split: Dispatch,
         combine: Dispatch,
     },
-    /// `rope`, `attend`, then `combine` when there are several splits.
-    Lanes {
-        rope: Dispatch,
-        attend: Dispatch,
-        combine: Dispatch,
-    },
+    /// `attend`, then `combine` when there are several splits.
+    Lanes { attend: Dispatch, combine: Dispatch },
 }
 
 /// The kernels of one design.
 enum Design {
     Workgroup(KernelPipeline),
-    Lanes {
-        rope: RopeKv,
-        attend: AttentionLanes,
-    },
+    Lanes(AttentionLanes),
 }
 
 pub struct Attention {
@@ -291,10 +282,7 @@ impl Attention {
             }
             AttentionVariant::Lanes => {
                 debug_assert!(!folded, "the W_o fold is the workgroup design's");
-                Design::Lanes {
-                    rope: RopeKv::new(ctx, shape, qk_norm, eps)?,
-                    attend: AttentionLanes::new(ctx, shape, split_len)?,
-                }
+                Design::Lanes(AttentionLanes::new(ctx, shape, (qk_norm, eps), split_len)?)
             }
         };
         let mut combine_constants = vec![
@@ -383,11 +371,8 @@ impl Attention {
                     combine,
                 }
             }
-            Design::Lanes { rope, attend } => AttentionDispatch::Lanes {
-                rope: rope.dispatch(
-                    ctx, i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.q, i.cache,
-                ),
-                attend: attend.dispatch(ctx, i.step, i.q, i.cache, out, partials),
+            Design::Lanes(attend) => AttentionDispatch::Lanes {
+                attend: attend.dispatch(ctx, &i, out, partials),
                 combine,
             },
         }
@@ -397,44 +382,38 @@ impl Attention {
     pub fn variant(&self) -> AttentionVariant {
         match self.design {
             Design::Workgroup(_) => AttentionVariant::Workgroup,
-            Design::Lanes { .. } => AttentionVariant::Lanes,
+            Design::Lanes(_) => AttentionVariant::Lanes,
         }
     }
 }
 
-/// A step's dispatches with their grids, in order: at most three, and built every token,
+/// A step's dispatches with their grids, in order: at most two, and built every token,
 /// so without allocating.
 pub type DispatchesAt<'a> =
-    std::iter::Flatten<std::array::IntoIter<Option<(&'a Dispatch, [u32; 3])>, 3>>;
+    std::iter::Flatten<std::array::IntoIter<Option<(&'a Dispatch, [u32; 3])>, 2>>;
 
-/// [`DispatchesAt`] of up to three dispatches.
-pub fn dispatches_at<'a>(d: [Option<(&'a Dispatch, [u32; 3])>; 3]) -> DispatchesAt<'a> {
+/// [`DispatchesAt`] of up to two dispatches.
+pub fn dispatches_at<'a>(d: [Option<(&'a Dispatch, [u32; 3])>; 2]) -> DispatchesAt<'a> {
     d.into_iter().flatten()
 }
 
 impl AttentionDispatch {
     /// The dispatches of the step at `pos`, in order, with their grids (one, or split +
-    /// combine; the lanes design's RoPE + KV write first).
+    /// combine).
     pub fn at(&self, kernel: &Attention, pos: usize) -> DispatchesAt<'_> {
         let splits = kernel.splits_at(pos);
         dispatches_at(match self {
             AttentionDispatch::Workgroup { single, .. } if splits == 1 => {
-                [Some((single, single.grid)), None, None]
+                [Some((single, single.grid)), None]
             }
             AttentionDispatch::Workgroup { split, combine, .. } => {
                 let [heads, _, _] = split.grid;
                 [
                     Some((split, [heads, splits, 1])),
                     Some((combine, combine.grid)),
-                    None,
                 ]
             }
-            AttentionDispatch::Lanes {
-                rope,
-                attend,
-                combine,
-            } => [
-                Some((rope, rope.grid)),
+            AttentionDispatch::Lanes { attend, combine } => [
                 Some((attend, AttentionLanes::grid(kernel.shape, splits))),
                 (splits > 1).then_some((combine, combine.grid)),
             ],

@@ -1,11 +1,12 @@
 //! Decode attention for CPU adapters (shaders/attention_lanes.wgsl): one invocation per
 //! (split, KV head) computes the whole GQA group, reading each key once for all its q
-//! heads. The q/k-norm + RoPE + KV write runs before it ([`super::rope_kv::RopeKv`]); with
-//! several splits, shaders/attention_combine.wgsl merges the partial results.
-//! [`super::attention::Attention`] puts the three together.
+//! heads, with the q/k-norm + RoPE + KV write fused in; with several splits,
+//! shaders/attention_combine.wgsl merges the partial results.
+//! [`super::attention::Attention`] puts the two together.
 
-use super::lanes_state::{state_partial_wgsl, state_wgsl, LANES_COMMON_WGSL};
-use super::rope_kv::{HeadShape, KvBuffers};
+use super::attention::AttentionInputs;
+use super::lanes_state::{state_partial_wgsl, state_wgsl, Queries, LANES_COMMON_WGSL};
+use super::rope_kv::{HeadShape, ROPE_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -22,8 +23,14 @@ pub struct AttentionLanes {
 }
 
 impl AttentionLanes {
+    /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`.
     /// Needs head_dim % 4 == 0 and `split_len` in 1..=65,535 (mesa's loop limiter).
-    pub fn new(ctx: &GpuContext, shape: HeadShape, split_len: usize) -> Result<AttentionLanes> {
+    pub fn new(
+        ctx: &GpuContext,
+        shape: HeadShape,
+        (qk_norm, eps): (bool, f32),
+        split_len: usize,
+    ) -> Result<AttentionLanes> {
         shape.check()?;
         if shape.head_dim % 4 != 0 || !(1..=65_535).contains(&split_len) {
             return Err(Error::InvalidArgument(format!(
@@ -35,22 +42,20 @@ impl AttentionLanes {
         let (group, n) = (shape.n_heads / shape.n_kv_heads, shape.head_dim / 4);
         let source = [
             STEP_WGSL,
+            ROPE_COMMON_WGSL,
             LANES_COMMON_WGSL,
-            &state_wgsl(group, n),
+            &state_wgsl(group, n, Queries::FromQkv),
             &state_partial_wgsl(group, n),
             WGSL,
         ]
         .concat();
         let mut constants = shape.constants();
         constants.push(("SPLIT_LEN", split_len as f64));
-        let slots = [
-            Slot::Uniform,
-            Slot::Read,
-            Slot::Read,
-            Slot::Read,
-            Slot::ReadWrite,
-            Slot::ReadWrite,
-        ];
+        constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
+        constants.push(("EPS", f64::from(eps)));
+        let mut slots = vec![Slot::Uniform];
+        slots.extend([Slot::Read; 4]);
+        slots.extend([Slot::ReadWrite; 4]);
         Ok(AttentionLanes {
             kernel: KernelPipeline::new(ctx, "attention_lanes", &source, &slots, &constants),
             shape,
@@ -58,19 +63,21 @@ impl AttentionLanes {
         })
     }
 
-    /// `q`: the roped queries (n_heads · head_dim f32); caches holding positions
-    /// `0..=step.pos`; `out`: n_heads · head_dim f32 (one split); `partials`: the split
-    /// results (see [`super::attention::partials_bytes`]). Encode with the grid of [`Self::grid`].
+    /// `inputs`' QKV output, norm weights, inv_freq and caches (this step's k and v are
+    /// written at `step.pos`; earlier positions hold the history); `out`: n_heads ·
+    /// head_dim f32 (one split); `partials`: the split results (see
+    /// [`super::attention::partials_bytes`]). Encode with the grid of [`Self::grid`].
     pub fn dispatch(
         &self,
         ctx: &GpuContext,
-        step: &wgpu::Buffer,
-        q: &wgpu::Buffer,
-        cache: KvBuffers<'_>,
+        inputs: &AttentionInputs<'_>,
         out: &wgpu::Buffer,
         partials: &wgpu::Buffer,
     ) -> Dispatch {
-        let buffers = [step, q, cache.k, cache.v, out, partials];
+        let i = inputs;
+        let buffers = [
+            i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.cache.k, i.cache.v, out, partials,
+        ];
         let mut d = self.kernel.dispatch(ctx, &buffers, 1);
         d.grid = Self::grid(self.shape, 1);
         d

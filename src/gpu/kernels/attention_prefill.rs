@@ -6,7 +6,7 @@
 //! (shaders/attention_prefill_lanes.wgsl).
 
 use super::gemm_q4::CHUNK_WGSL;
-use super::lanes_state::{state_wgsl, LANES_COMMON_WGSL};
+use super::lanes_state::{state_wgsl, Queries, LANES_COMMON_WGSL};
 use super::rope_kv::{HeadShape, KvBuffers};
 use super::{Dispatch, KernelPipeline, Slot};
 use crate::error::{Error, Result};
@@ -87,7 +87,7 @@ impl AttentionPrefill {
                 [
                     CHUNK_WGSL,
                     LANES_COMMON_WGSL,
-                    &state_wgsl(group, shape.head_dim / 4),
+                    &state_wgsl(group, shape.head_dim / 4, Queries::Roped),
                     LANES_WGSL,
                 ]
                 .concat()

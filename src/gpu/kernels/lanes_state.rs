@@ -9,13 +9,29 @@
 pub(crate) const LANES_COMMON_WGSL: &str =
     include_str!("../../../shaders/attention_lanes_common.wgsl");
 
+/// Where a lanes kernel's queries come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Queries {
+    /// Roped already, in the kernel's `q: array<vec4<f32>>` (prefill).
+    Roped,
+    /// Raw in the QKV output: normed and roped in `state_init` through the kernel's
+    /// `norm_factor(src)` and `rope4(src, d, inv, true)` (decode, attention_lanes.wgsl).
+    FromQkv,
+}
+
 /// The lanes kernel's `State` for `group` q heads of `n` vec4s each (see the shader's
 /// header) and its functions, written out member by member so that they stay in
 /// registers: q of head g is `q{g}_{d}`, its accumulator `a{g}_{d}`, its running max and
 /// sum `m{g}`, `l{g}`; `row` is the vec4 index of the group's first head in q and out.
-pub(crate) fn state_wgsl(group: usize, n: usize) -> String {
+pub(crate) fn state_wgsl(group: usize, n: usize, queries: Queries) -> String {
     let mut members = String::new();
     let (mut init, mut step, mut store) = (Vec::new(), String::new(), String::new());
+    // The init's lets before the State (FromQkv): the group's first head and the heads'
+    // norm factors.
+    let mut factors = match queries {
+        Queries::Roped => String::new(),
+        Queries::FromQkv => format!("    let h0 = row / {n}u;\n"),
+    };
     for d in 0..n {
         step += &format!("    let k{d} = f16x4(k_cache[key + {d}u]);\n");
         step += &format!("    let v{d} = f16x4(v_cache[key + {d}u]);\n");
@@ -26,9 +42,16 @@ pub(crate) fn state_wgsl(group: usize, n: usize) -> String {
             "    let f{g} = softmax_step(s.m{g}, s.l{g}, {}, seen);\n    r.m{g} = f{g}.x;\n    r.l{g} = f{g}.y;\n",
             dot.join(" + ")
         );
+        if queries == Queries::FromQkv {
+            factors += &format!("    let n{g} = norm_factor((h0 + {g}u) * HD);\n");
+        }
         for d in 0..n {
             members += &format!("q{g}_{d}: vec4<f32>, a{g}_{d}: vec4<f32>, ");
-            init.push(format!("q[row + {}u] * scale, vec4<f32>(0.0)", g * n + d));
+            let q = match queries {
+                Queries::Roped => format!("q[row + {}u]", g * n + d),
+                Queries::FromQkv => format!("rope4((h0 + {g}u) * HD, {d}u, n{g}, true)"),
+            };
+            init.push(format!("{q} * scale, vec4<f32>(0.0)"));
             step += &format!("    r.a{g}_{d} = s.a{g}_{d} * f{g}.z + f{g}.w * v{d};\n");
             store += &format!("    out[row + {}u] = s.a{g}_{d} / s.l{g};\n", g * n + d);
         }
@@ -42,7 +65,7 @@ pub(crate) fn state_wgsl(group: usize, n: usize) -> String {
     format!(
         "struct State {{\n{members}}}\n\
          // The group's q (times `scale`) at vec4 `row`; empty accumulators.\n\
-         fn state_init(row: u32, scale: f32) -> State {{\n    return State({init});\n}}\n\
+         fn state_init(row: u32, scale: f32) -> State {{\n{factors}    return State({init});\n}}\n\
          // One key (and value) at vec2 `key` of the caches, for every head of the group.\n\
          fn state_step(s: State, key: u32, seen: bool) -> State {{\n    var r = s;\n{step}    return r;\n}}\n\
          // The normalised outputs at vec4 `row`.\n\

@@ -1,17 +1,12 @@
-//! Per-head q/k RMSNorm (optional) + RoPE (neox) + KV-cache write for one token
-//! (shaders/rope_kv.wgsl: one invocation per head; the CPU adapters' decode attention runs
-//! it before shaders/attention_lanes.wgsl).
+//! What the kernels that rope and cache q/k share: the attention head shape, the RoPE
+//! frequencies, sin_cos (shaders/rope_common.wgsl) and a layer's KV-cache buffers. The
+//! kernels that norm, rope and write the KV cache: the decode attention kernels
+//! (`attention`: fused in both designs) and the prefill chunk's (`rope_kv_prefill`).
 
-use super::{Dispatch, KernelPipeline, Slot, STEP_WGSL};
 use crate::error::{Error, Result};
-use crate::gpu::device::GpuContext;
 
-const WGSL: &str = include_str!("../../../shaders/rope_kv.wgsl");
 /// sin_cos, shared by the RoPE kernels.
 pub(crate) const ROPE_COMMON_WGSL: &str = include_str!("../../../shaders/rope_common.wgsl");
-
-/// Heads per workgroup (one SIMD batch on CPU adapters).
-const HEADS_PER_GROUP: u32 = 8;
 
 /// Largest head dimension the attention kernels hold in registers / workgroup memory.
 pub const MAX_HEAD_DIM: usize = 256;
@@ -70,57 +65,4 @@ pub fn rope_inv_freq(theta: f32, head_dim: usize) -> Vec<f32> {
 pub struct KvBuffers<'a> {
     pub k: &'a wgpu::Buffer,
     pub v: &'a wgpu::Buffer,
-}
-
-pub struct RopeKv {
-    kernel: KernelPipeline,
-    pub shape: HeadShape,
-}
-
-impl RopeKv {
-    /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`.
-    pub fn new(ctx: &GpuContext, shape: HeadShape, qk_norm: bool, eps: f32) -> Result<RopeKv> {
-        shape.check()?;
-        let mut constants = shape.constants();
-        constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
-        constants.push(("EPS", f64::from(eps)));
-        let source = [STEP_WGSL, ROPE_COMMON_WGSL, WGSL].concat();
-        let slots = [
-            Slot::Uniform,
-            Slot::Read,
-            Slot::Read,
-            Slot::Read,
-            Slot::Read,
-            Slot::ReadWrite,
-            Slot::ReadWrite,
-            Slot::ReadWrite,
-        ];
-        Ok(RopeKv {
-            kernel: KernelPipeline::new(ctx, "rope_kv", &source, &slots, &constants),
-            shape,
-        })
-    }
-
-    /// `qkv`: the QKV output; `q_norm`/`k_norm`: head_dim weights (any small buffer
-    /// without QK-norm); `inv_freq`: [`rope_inv_freq`]; `q_out`: roped q; caches: one
-    /// layer's K and V ([`HeadShape::cache_bytes`] each).
-    #[allow(clippy::too_many_arguments)]
-    pub fn dispatch(
-        &self,
-        ctx: &GpuContext,
-        step: &wgpu::Buffer,
-        qkv: &wgpu::Buffer,
-        q_norm: &wgpu::Buffer,
-        k_norm: &wgpu::Buffer,
-        inv_freq: &wgpu::Buffer,
-        q_out: &wgpu::Buffer,
-        cache: KvBuffers<'_>,
-    ) -> Dispatch {
-        let heads = (self.shape.n_heads + 2 * self.shape.n_kv_heads) as u32;
-        self.kernel.dispatch(
-            ctx,
-            &[step, qkv, q_norm, k_norm, inv_freq, q_out, cache.k, cache.v],
-            heads.div_ceil(HEADS_PER_GROUP),
-        )
-    }
 }

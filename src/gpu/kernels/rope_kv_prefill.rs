@@ -1,5 +1,5 @@
-//! Batched q/k RMSNorm (optional) + RoPE + KV-cache write for a prefill chunk: the
-//! [`super::rope_kv::RopeKv`] of every token at once.
+//! Batched q/k RMSNorm (optional) + RoPE + KV-cache write for a prefill chunk: what the
+//! decode attention kernels do for one token before attending, for every token at once.
 
 use super::gemm_q4::CHUNK_WGSL;
 use super::rope_kv::{HeadShape, KvBuffers, ROPE_COMMON_WGSL};
@@ -43,7 +43,7 @@ impl RopeKvPrefill {
     }
 
     /// `qkv`: the QKV GEMM's output (tokens × (q_dim + 2 kv_dim)); norms and `inv_freq`
-    /// as for [`super::rope_kv::RopeKv::dispatch`]; `q_out`: tokens × q_dim.
+    /// as for [`super::attention::AttentionInputs`]; `q_out`: tokens × q_dim.
     #[allow(clippy::too_many_arguments)]
     pub fn dispatch(
         &self,
