@@ -236,3 +236,38 @@ fn chat_answers_line_by_line_like_run_chat() {
     assert_eq!(reused.len(), 2, "{err}");
     assert!(reused[0] == 0 && reused[1] > 10, "{reused:?}");
 }
+
+/// `synth` writes a tiny model and `bench --json` measures it on the GPU: the warm-up
+/// repetition is not counted (`-r` tok/s per test either way), one submit per token, and
+/// the dispatches per token are the layers' plus embed, head and argmax.
+#[test]
+fn synth_then_bench_reports_counted_repetitions_dispatches_and_submits() {
+    let dir = std::env::temp_dir().join(format!("pocketrt-cli-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let synth = ["synth", "--preset", "tiny-qwen3"].map(std::ffi::OsStr::new);
+    stdout(&pocketrt(&[&synth[..], &[dir.as_os_str()]].concat()));
+    for (flags, warmup) in [(&[][..], true), (&["--no-warmup"][..], false)] {
+        let mut args = vec![std::ffi::OsStr::new("bench"), dir.as_os_str()];
+        args.extend(["-p", "3", "-n", "4", "-r", "2", "--json"].map(std::ffi::OsStr::new));
+        args.extend(flags.iter().map(std::ffi::OsStr::new));
+        let report: serde_json::Value = serde_json::from_str(&stdout(&pocketrt(&args))).unwrap();
+        assert_eq!(report["warmup"], warmup, "{report}");
+        let tests = report["tests"].as_array().unwrap();
+        let names: Vec<&str> = tests.iter().map(|t| t["test"].as_str().unwrap()).collect();
+        assert_eq!(names, ["pp3", "tg4"]);
+        for t in tests {
+            let tok_s = t["tok_s"].as_array().unwrap();
+            assert_eq!(tok_s.len(), 2, "{t}");
+            assert!(tok_s.iter().all(|v| v.as_f64().unwrap() > 0.0), "{t}");
+        }
+        assert_eq!(report["submits_per_token"], 1.0, "{report}");
+        let layers = pocketrt::synth::preset("tiny-qwen3").unwrap().n_layers as u64;
+        let per_layer = report["dispatches_per_layer"].as_u64().unwrap();
+        assert_eq!(
+            report["dispatches_per_token"],
+            per_layer * layers + 3,
+            "{report}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

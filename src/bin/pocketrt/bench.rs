@@ -1,6 +1,8 @@
 //! `pocketrt bench`: prompt processing (pp) and token generation (tg) speed, like
 //! llama-bench: `-r` repetitions of `-p` prompt tokens then `-n` generated tokens, each
-//! repetition from an empty cache; mean ± standard deviation of tok/s.
+//! repetition from an empty cache, after one warm-up repetition that is not counted
+//! (unless `--no-warmup`: first runs pay for page faults and caches, on lavapipe 3–4×
+//! slower); mean ± standard deviation of tok/s.
 //!
 //! The prompt runs as the engine runs it: one batched prefill on the GPU (chunks of 256
 //! tokens, then the last position's logits), token by token on the CPU backends. tok/s is
@@ -24,6 +26,8 @@ pub struct BenchArgs<'a> {
     pub prompt_tokens: usize,
     pub gen_tokens: usize,
     pub reps: usize,
+    /// Run one uncounted repetition first.
+    pub warmup: bool,
     pub json: bool,
 }
 
@@ -140,21 +144,27 @@ pub fn run(a: BenchArgs) -> Result<()> {
 
     let (mut pp, mut tg) = (vec![], vec![]);
     let mut decode_submits = 0;
-    for _ in 0..a.reps {
+    let warmups = usize::from(a.warmup);
+    for rep in 0..warmups + a.reps {
+        let counted = rep >= warmups;
         stepper.reset();
         let t = Instant::now();
         let mut next = first;
         if !prompt.is_empty() {
             next = stepper.prompt(&prompt)?;
-            pp.push(prompt.len() as f64 / t.elapsed().as_secs_f64());
+            if counted {
+                pp.push(prompt.len() as f64 / t.elapsed().as_secs_f64());
+            }
         }
         let t = Instant::now();
         let submits = stepper.submits();
         for pos in prompt.len()..context {
             next = stepper.step(next, pos)?;
         }
-        tg.push(a.gen_tokens as f64 / t.elapsed().as_secs_f64());
-        decode_submits += stepper.submits() - submits;
+        if counted {
+            tg.push(a.gen_tokens as f64 / t.elapsed().as_secs_f64());
+            decode_submits += stepper.submits() - submits;
+        }
     }
 
     let mut report = serde_json::json!({
@@ -163,6 +173,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "load_s": load_s,
         "context": context,
         "repetitions": a.reps,
+        "warmup": a.warmup,
     });
     let mut tests = vec![];
     if !pp.is_empty() {

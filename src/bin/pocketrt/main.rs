@@ -82,6 +82,9 @@ enum Command {
         /// Repetitions.
         #[arg(short = 'r', long, default_value_t = 3)]
         reps: usize,
+        /// Skip the uncounted warm-up repetition.
+        #[arg(long)]
+        no_warmup: bool,
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -142,6 +145,7 @@ fn main() -> ExitCode {
             prompt_tokens,
             gen_tokens,
             reps,
+            no_warmup,
             json,
         } => bench::run(bench::BenchArgs {
             model: &model,
@@ -149,6 +153,7 @@ fn main() -> ExitCode {
             prompt_tokens,
             gen_tokens,
             reps,
+            warmup: !no_warmup,
             json,
         }),
         Command::Synth {
