@@ -1,8 +1,8 @@
 //! `pocketrt bench`: prompt processing (pp) and token generation (tg) speed, like
 //! llama-bench: `-r` repetitions of `-p` prompt tokens then `-n` generated tokens, each
 //! repetition from an empty cache, after one warm-up repetition that is not counted
-//! (unless `--no-warmup`: first runs pay for page faults and caches, on lavapipe 3–4×
-//! slower); mean ± standard deviation of tok/s.
+//! (unless `--no-warmup`; first repetitions measured up to 3–4× slower on lavapipe); mean
+//! ± standard deviation of tok/s.
 //!
 //! The prompt runs as the engine runs it: one batched prefill on the GPU (chunks of 256
 //! tokens, then the last position's logits), token by token on the CPU backends. tok/s is
