@@ -3,19 +3,18 @@
 // context (flash-decoding), with the per-head q/k RMSNorm (qwen3, optional), RoPE (neox:
 // pairs (i, i + HD/2)) and this step's KV write fused in.
 //
-// On CPU adapters every storage load is done lane by lane (~20 cycles per 4 bytes per
-// invocation on lavapipe), so loads per multiply-add set the speed: one invocation per
-// (split, KV head) computes all GROUP = N_HEADS / N_KV q heads that share the KV head, so
-// each key and value loaded serves GROUP heads (the workgroup design, attention.wgsl,
-// loads every key once per q head). Invocation `split` of KV head `kv` walks positions
-// [split·SPLIT_LEN, min((split+1)·SPLIT_LEN, pos+1)) with an online softmax; 8 splits per
-// workgroup (one SIMD batch), KV heads along y.
-//
-// Every invocation norms and ropes its group's q heads from qkv itself (state_init: a few
-// hundred operations per head, against SPLIT_LEN keys of GROUP heads each), and the one
-// whose split holds this step's position first writes the KV head's k (normed, roped) and
-// v to the cache there, then reads them back like any other key: no other invocation
-// reads that position.
+// This file holds the bindings and helpers; the wrapper appends one of two mappings of
+// the work to SIMD lanes (attention_lanes.rs):
+// - attention_lanes_heads.wgsl, for a history of one split: a lane per q head, the GQA
+//   group's heads side by side, each lane loading the keys itself;
+// - attention_lanes_splits.wgsl, for several: a lane per (split, KV head) holding all
+//   GROUP = N_HEADS / N_KV q heads of the KV head, so each key and value loaded (lane by
+//   lane on CPU adapters: what costs most at long histories) serves GROUP heads. Split
+//   `split` walks positions [split·SPLIT_LEN, min((split+1)·SPLIT_LEN, pos+1)) with an
+//   online softmax.
+// Every invocation norms and ropes its q heads from qkv itself (state_init: a few hundred
+// operations per head, against up to SPLIT_LEN keys), and this step's k (normed, roped)
+// and v go to the caches at its position.
 //
 // One split (pos < SPLIT_LEN): out = softmax(q·K/sqrt(HD))·V, normalised, per head.
 // Several: partials per (head, split) hold the unnormalised Σ p·v (HD values), then the
@@ -93,46 +92,25 @@ fn rope4(src: u32, d: u32, inv: f32, is_q: bool) -> vec4<f32> {
                      rope_elem(src, e + 2u, inv, is_q), rope_elem(src, e + 3u, inv, is_q));
 }
 
-// This step's k (normed, roped) and v of KV head kv, as f16, to the caches at vec2 `at`.
+// Four f32 as two packed f16 pairs (the caches' format).
+fn pack4(x: vec4<f32>) -> vec2<u32> {
+    return vec2<u32>(pack2x16float(x.xy), pack2x16float(x.zw));
+}
+
+// Elements 4d..4d+3 of the head at `src` in qkv.
+fn qkv4(src: u32, d: u32) -> vec4<f32> {
+    let e = src + 4u * d;
+    return vec4<f32>(qkv[e], qkv[e + 1u], qkv[e + 2u], qkv[e + 3u]);
+}
+
+// This step's k (normed, roped) and v of KV head kv, as f16, to the caches at vec2 `at`
+// (the splits mapping: written, then read back like any other key).
 fn write_kv(kv: u32, at: u32) {
     let k_src = (N_HEADS + kv) * HD;
     let v_src = (N_HEADS + N_KV + kv) * HD;
     let inv = norm_factor(k_src);
     for (var d = 0u; d < HD / 4u; d++) {
-        let k = rope4(k_src, d, inv, false);
-        k_cache[at + d] = vec2<u32>(pack2x16float(k.xy), pack2x16float(k.zw));
-        let v = v_src + 4u * d;
-        v_cache[at + d] = vec2<u32>(pack2x16float(vec2<f32>(qkv[v], qkv[v + 1u])),
-                                    pack2x16float(vec2<f32>(qkv[v + 2u], qkv[v + 3u])));
-    }
-}
-
-@compute @workgroup_size(8)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let kv = wid.y;
-    let hd4 = HD / 4u;
-    let group = N_HEADS / N_KV;
-    let len = step.pos + 1u;
-    let splits = (len + SPLIT_LEN - 1u) / SPLIT_LEN;
-    let split = wid.x * 8u + lid;
-    if (split >= splits) {
-        return;
-    }
-    // vec4 index of the group's first head in q and out.
-    let row = kv * group * hd4;
-    var st = state_init(row, 1.0 / sqrt(f32(HD)));
-    // Key j's vec4 d (two u32 pairs) is at (kv · CTX + j) · hd4 + d.
-    let cbase = kv * CTX * hd4;
-    if (split == splits - 1u) {
-        write_kv(kv, cbase + step.pos * hd4);
-    }
-    let end = min((split + 1u) * SPLIT_LEN, len);
-    for (var j = split * SPLIT_LEN; j < end; j++) {
-        st = state_step(st, cbase + j * hd4, true);
-    }
-    if (splits == 1u) {
-        state_store(row, st);
-    } else {
-        state_store_partial(kv * group, split, splits, st);
+        k_cache[at + d] = pack4(rope4(k_src, d, inv, false));
+        v_cache[at + d] = pack4(qkv4(v_src, d));
     }
 }

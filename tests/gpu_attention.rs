@@ -13,53 +13,33 @@ use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
 use pocketrt::gpu::StepUniform;
 use pocketrt::quant::Q4Tensor;
 
+/// A head shape: q heads, KV heads, head_dim, cached positions.
+fn heads(n_heads: usize, n_kv_heads: usize, head_dim: usize, context: usize) -> HeadShape {
+    HeadShape {
+        n_heads,
+        n_kv_heads,
+        head_dim,
+        context,
+    }
+}
+
 /// Both designs fuse the q/k-norm, RoPE and KV write: every check_attention case checks
 /// the written k and v and, through the output, the roped q. These add head shapes at the
 /// cache's first and last positions.
 #[test]
 fn rope_and_kv_write_match_reference_at_first_and_last_position() {
-    let shape = HeadShape {
-        n_heads: 4,
-        n_kv_heads: 2,
-        head_dim: 64,
-        context: 50,
-    };
-    check_attention(shape, true, 0, 64, 1);
-    check_attention(shape, true, 49, 64, 2);
-    let wide = HeadShape {
-        n_heads: 3,
-        n_kv_heads: 1,
-        head_dim: 256,
-        context: 8,
-    };
-    check_attention(wide, true, 7, 64, 3);
-    let no_norm = HeadShape {
-        n_heads: 14,
-        n_kv_heads: 2,
-        head_dim: 128,
-        context: 20,
-    };
-    check_attention(no_norm, false, 13, 64, 4);
+    check_attention(heads(4, 2, 64, 50), true, 0, 64, 1);
+    check_attention(heads(4, 2, 64, 50), true, 49, 64, 2);
+    check_attention(heads(3, 1, 256, 8), true, 7, 64, 3);
+    check_attention(heads(14, 2, 128, 20), false, 13, 64, 4);
     // head_dim 6 (the workgroup design only): rotation pairs (i, i + 3) straddle the
     // cache's packed pairs.
-    let odd_half = HeadShape {
-        n_heads: 2,
-        n_kv_heads: 1,
-        head_dim: 6,
-        context: 5,
-    };
-    check_attention(odd_half, true, 3, 64, 7);
+    check_attention(heads(2, 1, 6, 5), true, 3, 64, 7);
 }
 
 #[test]
 fn rope_stays_accurate_at_position_40959() {
-    let shape = HeadShape {
-        n_heads: 2,
-        n_kv_heads: 1,
-        head_dim: 64,
-        context: 40_960,
-    };
-    check_attention(shape, true, 40_959, 4096, 5);
+    check_attention(heads(2, 1, 64, 40_960), true, 40_959, 4096, 5);
 }
 
 /// The decode attention at position `pos` (history of `pos + 1` positions) with
@@ -413,4 +393,8 @@ fn attention_with_a_wide_gqa_group_and_odd_vec4_count_matches_reference() {
     };
     check_attention(shape, true, 9, 64, 60);
     check_attention(shape, false, 39, 10, 61);
+    // 10 q heads per KV head: the one-split lanes kernel spreads a group over two
+    // workgroups of 8 lanes.
+    check_attention(heads(20, 2, 16, 30), true, 17, 64, 62);
+    check_attention(heads(20, 2, 16, 30), true, 29, 8, 63);
 }

@@ -6,12 +6,12 @@
 //!   fused in (shaders/attention.wgsl); optionally with the output projection W_o folded
 //!   in (shaders/attention_wo.wgsl): each head also writes its share of W_o · o to a
 //!   `parts` buffer, which the next GEMV adds to the residual.
-//! - CPU adapters: one invocation per (split, KV head) for the whole GQA group
-//!   (shaders/attention_lanes.wgsl), the q/k-norm + RoPE + KV write fused in too: each
-//!   key is loaded once for all the group's heads instead of once per head, and loads
-//!   are what costs on CPU adapters.
+//! - CPU adapters: no workgroup memory or barriers, the q/k-norm + RoPE + KV write fused
+//!   in too ([`AttentionLanes`]): a lane per q head while the history fits one split,
+//!   then a lane per (split, KV head) for the whole GQA group, each key loaded once for
+//!   all the group's heads (loads are what costs on CPU adapters).
 
-use super::attention_lanes::AttentionLanes;
+use super::attention_lanes::{AttentionLanes, LanesDispatch};
 use super::gemv_q4::Q4_UNPACK_WGSL;
 use super::rope_kv::{HeadShape, KvBuffers, ROPE_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
@@ -92,8 +92,9 @@ pub fn default_split_len(ctx: &GpuContext) -> usize {
 pub enum AttentionVariant {
     /// One workgroup per (q head, split), norm + RoPE + KV write fused in: GPUs.
     Workgroup,
-    /// One invocation per (split, KV head) for the whole GQA group, norm + RoPE + KV
-    /// write fused in: CPU adapters (head_dim a multiple of 4).
+    /// Invocations without workgroup memory (a lane per q head for one split, per
+    /// (split, KV head) for several), norm + RoPE + KV write fused in: CPU adapters
+    /// (head_dim a multiple of 4).
     Lanes,
 }
 
@@ -151,8 +152,11 @@ pub enum AttentionDispatch {
         split: Dispatch,
         combine: Dispatch,
     },
-    /// `attend`, then `combine` when there are several splits.
-    Lanes { attend: Dispatch, combine: Dispatch },
+    /// `single` when the history fits one split, else `split` then `combine`.
+    Lanes {
+        attend: LanesDispatch,
+        combine: Dispatch,
+    },
 }
 
 /// The kernels of one design.
@@ -413,9 +417,12 @@ impl AttentionDispatch {
                     Some((combine, combine.grid)),
                 ]
             }
+            AttentionDispatch::Lanes { attend, .. } if splits == 1 => {
+                [Some((&attend.single, attend.single.grid)), None]
+            }
             AttentionDispatch::Lanes { attend, combine } => [
-                Some((attend, AttentionLanes::grid(kernel.shape, splits))),
-                (splits > 1).then_some((combine, combine.grid)),
+                Some((&attend.split, AttentionLanes::grid(kernel.shape, splits))),
+                Some((combine, combine.grid)),
             ],
         })
     }

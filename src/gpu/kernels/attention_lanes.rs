@@ -1,8 +1,12 @@
-//! Decode attention for CPU adapters (shaders/attention_lanes.wgsl): one invocation per
-//! (split, KV head) computes the whole GQA group, reading each key once for all its q
-//! heads, with the q/k-norm + RoPE + KV write fused in; with several splits,
-//! shaders/attention_combine.wgsl merges the partial results.
-//! [`super::attention::Attention`] puts the two together.
+//! Decode attention for CPU adapters (shaders/attention_lanes.wgsl), with the q/k-norm +
+//! RoPE + KV write fused in, in two mappings of work to SIMD lanes:
+//! - one split (the history fits `split_len`): one lane per q head, the GQA group's heads
+//!   side by side (shaders/attention_lanes_heads.wgsl);
+//! - several splits: one lane per (split, KV head) computing the whole group, each key
+//!   read once for all its q heads (shaders/attention_lanes_splits.wgsl), then
+//!   shaders/attention_combine.wgsl merges the partial results.
+//!
+//! [`super::attention::Attention`] puts them together.
 
 use super::attention::AttentionInputs;
 use super::lanes_state::{state_partial_wgsl, state_wgsl, Queries, LANES_COMMON_WGSL};
@@ -12,14 +16,26 @@ use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/attention_lanes.wgsl");
+const HEADS_WGSL: &str = include_str!("../../../shaders/attention_lanes_heads.wgsl");
+const SPLITS_WGSL: &str = include_str!("../../../shaders/attention_lanes_splits.wgsl");
 
-/// Splits per workgroup (one SIMD batch on CPU adapters).
+/// Lanes per workgroup (one SIMD batch on CPU adapters).
 const LANES: u32 = 8;
 
 pub struct AttentionLanes {
-    kernel: KernelPipeline,
+    /// One split: a lane per q head.
+    by_head: KernelPipeline,
+    /// Several splits: a lane per (split, KV head).
+    by_split: KernelPipeline,
     pub shape: HeadShape,
     pub split_len: usize,
+}
+
+/// The attention of one layer: `single` for a history of one split, `split` for more
+/// (the combine follows it).
+pub struct LanesDispatch {
+    pub single: Dispatch,
+    pub split: Dispatch,
 }
 
 impl AttentionLanes {
@@ -39,16 +55,6 @@ impl AttentionLanes {
                 shape.head_dim
             )));
         }
-        let (group, n) = (shape.n_heads / shape.n_kv_heads, shape.head_dim / 4);
-        let source = [
-            STEP_WGSL,
-            ROPE_COMMON_WGSL,
-            LANES_COMMON_WGSL,
-            &state_wgsl(group, n, Queries::FromQkv),
-            &state_partial_wgsl(group, n),
-            WGSL,
-        ]
-        .concat();
         let mut constants = shape.constants();
         constants.push(("SPLIT_LEN", split_len as f64));
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
@@ -56,8 +62,24 @@ impl AttentionLanes {
         let mut slots = vec![Slot::Uniform];
         slots.extend([Slot::Read; 4]);
         slots.extend([Slot::ReadWrite; 4]);
+        let n = shape.head_dim / 4;
+        // `heads`: the q heads one lane's State holds; `main`: the mapping.
+        let kernel = |heads: usize, main: &str| {
+            let source = [
+                STEP_WGSL,
+                ROPE_COMMON_WGSL,
+                LANES_COMMON_WGSL,
+                &state_wgsl(heads, n, Queries::FromQkv),
+                &state_partial_wgsl(heads, n),
+                WGSL,
+                main,
+            ]
+            .concat();
+            KernelPipeline::new(ctx, "attention_lanes", &source, &slots, &constants)
+        };
         Ok(AttentionLanes {
-            kernel: KernelPipeline::new(ctx, "attention_lanes", &source, &slots, &constants),
+            by_head: kernel(1, HEADS_WGSL),
+            by_split: kernel(shape.n_heads / shape.n_kv_heads, SPLITS_WGSL),
             shape,
             split_len,
         })
@@ -66,26 +88,32 @@ impl AttentionLanes {
     /// `inputs`' QKV output, norm weights, inv_freq and caches (this step's k and v are
     /// written at `step.pos`; earlier positions hold the history); `out`: n_heads ·
     /// head_dim f32 (one split); `partials`: the split results (see
-    /// [`super::attention::partials_bytes`]). Encode with the grid of [`Self::grid`].
+    /// [`super::attention::partials_bytes`]). Encode with [`Self::grid`]'s grid.
     pub fn dispatch(
         &self,
         ctx: &GpuContext,
         inputs: &AttentionInputs<'_>,
         out: &wgpu::Buffer,
         partials: &wgpu::Buffer,
-    ) -> Dispatch {
+    ) -> LanesDispatch {
         let i = inputs;
         let buffers = [
             i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.cache.k, i.cache.v, out, partials,
         ];
-        let mut d = self.kernel.dispatch(ctx, &buffers, 1);
-        d.grid = Self::grid(self.shape, 1);
-        d
+        let mut single = self.by_head.dispatch(ctx, &buffers, 1);
+        single.grid = Self::grid(self.shape, 1);
+        let split = self.by_split.dispatch(ctx, &buffers, 1);
+        LanesDispatch { single, split }
     }
 
-    /// The grid for `splits` splits of `shape`: workgroups of 8 splits along x, KV heads
+    /// The grid for `splits` splits of `shape`. One: along y, per KV head the workgroups
+    /// of 8 of its group's q heads. Several: workgroups of 8 splits along x, KV heads
     /// along y.
     pub fn grid(shape: HeadShape, splits: u32) -> [u32; 3] {
-        [splits.div_ceil(LANES), shape.n_kv_heads as u32, 1]
+        let group = (shape.n_heads / shape.n_kv_heads) as u32;
+        match splits {
+            1 => [1, shape.n_kv_heads as u32 * group.div_ceil(LANES), 1],
+            _ => [splits.div_ceil(LANES), shape.n_kv_heads as u32, 1],
+        }
     }
 }

@@ -15,7 +15,8 @@ pub(crate) enum Queries {
     /// Roped already, in the kernel's `q: array<vec4<f32>>` (prefill).
     Roped,
     /// Raw in the QKV output: normed and roped in `state_init` through the kernel's
-    /// `norm_factor(src)` and `rope4(src, d, inv, true)` (decode, attention_lanes.wgsl).
+    /// `norm_factor(src)` and `rope4(src, d, inv, true)`; with `state_step_now` for this
+    /// step's own key (also `pack4`, `qkv4`) (decode, attention_lanes.wgsl).
     FromQkv,
 }
 
@@ -32,13 +33,27 @@ pub(crate) fn state_wgsl(group: usize, n: usize, queries: Queries) -> String {
         Queries::Roped => String::new(),
         Queries::FromQkv => format!("    let h0 = row / {n}u;\n"),
     };
+    // The key's loads: from the caches (`step`), or this step's own k and v computed
+    // from qkv, written to the caches at `at` when `write` (`now`, decode).
+    let mut now = String::from(
+        "    let k_src = (N_HEADS + kv) * HD;\n    let v_src = (N_HEADS + N_KV + kv) * HD;\n\
+         \x20   let inv = norm_factor(k_src);\n",
+    );
     for d in 0..n {
         step += &format!("    let k{d} = f16x4(k_cache[key + {d}u]);\n");
         step += &format!("    let v{d} = f16x4(v_cache[key + {d}u]);\n");
+        now += &format!(
+            "    let kp{d} = pack4(rope4(k_src, {d}u, inv, false));\n\
+             \x20   let vp{d} = pack4(qkv4(v_src, {d}u));\n\
+             \x20   if (write) {{\n        k_cache[at + {d}u] = kp{d};\n        v_cache[at + {d}u] = vp{d};\n    }}\n\
+             \x20   let k{d} = f16x4(kp{d});\n    let v{d} = f16x4(vp{d});\n"
+        );
     }
+    // The online-softmax update with that key, for every head.
+    let mut update = String::new();
     for g in 0..group {
         let dot: Vec<String> = (0..n).map(|d| format!("dot(s.q{g}_{d}, k{d})")).collect();
-        step += &format!(
+        update += &format!(
             "    let f{g} = softmax_step(s.m{g}, s.l{g}, {}, seen);\n    r.m{g} = f{g}.x;\n    r.l{g} = f{g}.y;\n",
             dot.join(" + ")
         );
@@ -52,7 +67,7 @@ pub(crate) fn state_wgsl(group: usize, n: usize, queries: Queries) -> String {
                 Queries::FromQkv => format!("rope4((h0 + {g}u) * HD, {d}u, n{g}, true)"),
             };
             init.push(format!("{q} * scale, vec4<f32>(0.0)"));
-            step += &format!("    r.a{g}_{d} = s.a{g}_{d} * f{g}.z + f{g}.w * v{d};\n");
+            update += &format!("    r.a{g}_{d} = s.a{g}_{d} * f{g}.z + f{g}.w * v{d};\n");
             store += &format!("    out[row + {}u] = s.a{g}_{d} / s.l{g};\n", g * n + d);
         }
         members += &format!("m{g}: f32, l{g}: f32,\n");
@@ -62,12 +77,23 @@ pub(crate) fn state_wgsl(group: usize, n: usize, queries: Queries) -> String {
     let init: Vec<String> = (0..group)
         .map(|g| format!("{}, {}", init[g * n..][..n].join(", "), start[g]))
         .collect();
+    let step_now = match queries {
+        Queries::Roped => String::new(),
+        Queries::FromQkv => format!(
+            "// This step's own key and value (KV head `kv`, from qkv: k normed and roped, both\n\
+             // rounded to f16 as the cache holds them), written to the caches at vec2 `at`\n\
+             // when `write`.\n\
+             fn state_step_now(s: State, kv: u32, write: bool, at: u32) -> State {{\n    \
+             var r = s;\n    let seen = true;\n{now}{update}    return r;\n}}\n"
+        ),
+    };
     format!(
         "struct State {{\n{members}}}\n\
          // The group's q (times `scale`) at vec4 `row`; empty accumulators.\n\
          fn state_init(row: u32, scale: f32) -> State {{\n{factors}    return State({init});\n}}\n\
          // One key (and value) at vec2 `key` of the caches, for every head of the group.\n\
-         fn state_step(s: State, key: u32, seen: bool) -> State {{\n    var r = s;\n{step}    return r;\n}}\n\
+         fn state_step(s: State, key: u32, seen: bool) -> State {{\n    var r = s;\n{step}{update}    return r;\n}}\n\
+         {step_now}\
          // The normalised outputs at vec4 `row`.\n\
          fn state_store(row: u32, s: State) {{\n{store}}}\n",
         init = init.join(",\n        "),
