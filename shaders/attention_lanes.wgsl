@@ -39,9 +39,8 @@ override EPS: f32;
 
 // `Step` and binding 0 (`step`) come from step.wgsl.
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;
-@group(0) @binding(2) var<storage, read> q_norm: array<f32>;
-@group(0) @binding(3) var<storage, read> k_norm: array<f32>;
-@group(0) @binding(4) var<storage, read> inv_freq: array<f32>;
+// Bindings 2-4 (q_norm, k_norm, inv_freq) and their accessors NAME_at(i): the wrapper's
+// (rope_inputs_wgsl).
 @group(0) @binding(5) var<storage, read_write> k_cache: array<vec2<u32>>;
 @group(0) @binding(6) var<storage, read_write> v_cache: array<vec2<u32>>;
 @group(0) @binding(7) var<storage, read_write> out: array<vec4<f32>>;
@@ -68,16 +67,16 @@ fn rope_elem(src: u32, e: u32, inv: f32, is_q: bool) -> f32 {
     var x0 = qkv[src + i];
     var x1 = qkv[src + i + half];
     if (QK_NORM) {
-        var w0 = k_norm[i];
-        var w1 = k_norm[i + half];
+        var w0 = k_norm_at(i);
+        var w1 = k_norm_at(i + half);
         if (is_q) {
-            w0 = q_norm[i];
-            w1 = q_norm[i + half];
+            w0 = q_norm_at(i);
+            w1 = q_norm_at(i + half);
         }
         x0 = x0 * inv * w0;
         x1 = x1 * inv * w1;
     }
-    let sc = sin_cos(f32(step.pos) * inv_freq[i]);
+    let sc = sin_cos(f32(step.pos) * inv_freq_at(i));
     if (e < half) {
         return x0 * sc.y - x1 * sc.x;
     }

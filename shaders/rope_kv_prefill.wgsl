@@ -16,9 +16,8 @@ override EPS: f32;
 
 // `Chunk` and binding 0 (`chunk`) come from chunk.wgsl.
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;
-@group(0) @binding(2) var<storage, read> q_norm: array<f32>;
-@group(0) @binding(3) var<storage, read> k_norm: array<f32>;
-@group(0) @binding(4) var<storage, read> inv_freq: array<f32>;
+// Bindings 2-4 (q_norm, k_norm, inv_freq) and their accessors NAME_at(i): the wrapper's
+// (rope_inputs_wgsl).
 @group(0) @binding(5) var<storage, read_write> q_out: array<f32>;
 @group(0) @binding(6) var<storage, read_write> k_cache: array<u32>;
 @group(0) @binding(7) var<storage, read_write> v_cache: array<u32>;
@@ -54,14 +53,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             var x1 = head[i + half];
             if (QK_NORM) {
                 if (is_q) {
-                    x0 = x0 * inv * q_norm[i];
-                    x1 = x1 * inv * q_norm[i + half];
+                    x0 = x0 * inv * q_norm_at(i);
+                    x1 = x1 * inv * q_norm_at(i + half);
                 } else {
-                    x0 = x0 * inv * k_norm[i];
-                    x1 = x1 * inv * k_norm[i + half];
+                    x0 = x0 * inv * k_norm_at(i);
+                    x1 = x1 * inv * k_norm_at(i + half);
                 }
             }
-            let sc = sin_cos(f32(pos) * inv_freq[i]);
+            let sc = sin_cos(f32(pos) * inv_freq_at(i));
             head[i] = x0 * sc.y - x1 * sc.x;
             head[i + half] = x0 * sc.x + x1 * sc.y;
         }

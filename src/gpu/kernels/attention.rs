@@ -13,7 +13,7 @@
 
 use super::attention_lanes::{AttentionLanes, LanesDispatch};
 use super::gemv_q4::Q4_UNPACK_WGSL;
-use super::rope_kv::{HeadShape, KvBuffers, ROPE_COMMON_WGSL};
+use super::rope_kv::{rope_inputs_wgsl, HeadShape, KvBuffers, ROPE_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -40,35 +40,6 @@ fn wo_source(folded: bool, first: u32) -> String {
         first + 2
     );
     [&bindings, Q4_UNPACK_WGSL, WO_WGSL].concat()
-}
-
-/// The attention kernel's small inputs (bindings 2-4: q_norm, k_norm, inv_freq) with
-/// accessors `NAME_at(i)`: storage arrays, or (`uniform`: when the W_o fold takes 3
-/// more storage slots) uniform arrays of vec4, q/k norm `hd` floats long with `qk_norm`
-/// (else a 16-byte stand-in), inv_freq hd / 2 (the fold makes hd a multiple of 8).
-fn small_inputs(uniform: bool, qk_norm: bool, hd: usize) -> String {
-    let norm_len = if qk_norm { hd / 4 } else { 1 };
-    let inputs = [
-        ("q_norm", 2, norm_len),
-        ("k_norm", 3, norm_len),
-        ("inv_freq", 4, hd / 8),
-    ];
-    inputs
-        .iter()
-        .map(|(name, binding, len)| {
-            if uniform {
-                format!(
-                    "@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n\
-                     fn {name}_at(i: u32) -> f32 {{ return {name}[i / 4u][i % 4u]; }}\n"
-                )
-            } else {
-                format!(
-                    "@group(0) @binding({binding}) var<storage, read> {name}: array<f32>;\n\
-                     fn {name}_at(i: u32) -> f32 {{ return {name}[i]; }}\n"
-                )
-            }
-        })
-        .collect()
 }
 
 /// Positions per split on GPUs: short chunks, so that the heads × splits workgroups
@@ -266,7 +237,7 @@ impl Attention {
         constants.extend(wo_constants.iter().copied());
         let design = match variant {
             AttentionVariant::Workgroup => {
-                let small = small_inputs(folded, qk_norm, shape.head_dim);
+                let small = rope_inputs_wgsl(folded, qk_norm, shape.head_dim);
                 let source = [
                     STEP_WGSL,
                     REDUCE64_WGSL,

@@ -10,7 +10,7 @@
 
 use super::attention::AttentionInputs;
 use super::lanes_state::{state_partial_wgsl, state_wgsl, Queries, LANES_COMMON_WGSL};
-use super::rope_kv::{HeadShape, ROPE_COMMON_WGSL};
+use super::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -62,24 +62,27 @@ impl AttentionLanes {
         let mut slots = vec![Slot::Uniform];
         slots.extend([Slot::Read; 4]);
         slots.extend([Slot::ReadWrite; 4]);
-        let n = shape.head_dim / 4;
-        // `heads`: the q heads one lane's State holds; `main`: the mapping.
-        let kernel = |heads: usize, main: &str| {
-            let source = [
+        let (group, n) = (shape.n_heads / shape.n_kv_heads, shape.head_dim / 4);
+        let inputs = rope_inputs_wgsl(false, qk_norm, shape.head_dim);
+        // `state`: the State of as many q heads as one lane holds (and its functions);
+        // `main`: the mapping.
+        let kernel = |state: &[&str], main: &str| {
+            let common = [
                 STEP_WGSL,
                 ROPE_COMMON_WGSL,
                 LANES_COMMON_WGSL,
-                &state_wgsl(heads, n, Queries::FromQkv),
-                &state_partial_wgsl(heads, n),
+                &inputs,
                 WGSL,
-                main,
-            ]
-            .concat();
+            ];
+            let source = [&common[..], state, &[main]].concat().concat();
             KernelPipeline::new(ctx, "attention_lanes", &source, &slots, &constants)
         };
+        let one_head = state_wgsl(1, n, Queries::FromQkv);
+        let whole_group = state_wgsl(group, n, Queries::FromQkv);
         Ok(AttentionLanes {
-            by_head: kernel(1, HEADS_WGSL),
-            by_split: kernel(shape.n_heads / shape.n_kv_heads, SPLITS_WGSL),
+            // One split: no partial results to store.
+            by_head: kernel(&[&one_head], HEADS_WGSL),
+            by_split: kernel(&[&whole_group, &state_partial_wgsl(group, n)], SPLITS_WGSL),
             shape,
             split_len,
         })

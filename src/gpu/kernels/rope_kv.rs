@@ -1,7 +1,8 @@
 //! What the kernels that rope and cache q/k share: the attention head shape, the RoPE
-//! frequencies, sin_cos (shaders/rope_common.wgsl) and a layer's KV-cache buffers. The
-//! kernels that norm, rope and write the KV cache: the decode attention kernels
-//! (`attention`: fused in both designs) and the prefill chunk's (`rope_kv_prefill`).
+//! frequencies, their inputs' bindings (`rope_inputs_wgsl`), sin_cos
+//! (shaders/rope_common.wgsl) and a layer's KV-cache buffers. The kernels that norm, rope
+//! and write the KV cache: the decode attention kernels (`attention`: fused in both
+//! designs) and the prefill chunk's (`rope_kv_prefill`).
 
 use crate::error::{Error, Result};
 
@@ -57,6 +58,36 @@ impl HeadShape {
 pub fn rope_inv_freq(theta: f32, head_dim: usize) -> Vec<f32> {
     (0..head_dim / 2)
         .map(|i| (f64::from(theta)).powf(-2.0 * i as f64 / head_dim as f64) as f32)
+        .collect()
+}
+
+/// The RoPE kernels' small inputs (bindings 2-4: q_norm, k_norm, inv_freq) with
+/// accessors `NAME_at(i)`: storage arrays, or (`uniform`: when the workgroup attention's
+/// W_o fold takes 3 more storage slots) uniform arrays of vec4, q/k norm `hd` floats long
+/// with `qk_norm` (else a 16-byte stand-in), inv_freq hd / 2 (the fold makes hd a
+/// multiple of 8).
+pub(crate) fn rope_inputs_wgsl(uniform: bool, qk_norm: bool, hd: usize) -> String {
+    let norm_len = if qk_norm { hd / 4 } else { 1 };
+    let inputs = [
+        ("q_norm", 2, norm_len),
+        ("k_norm", 3, norm_len),
+        ("inv_freq", 4, hd / 8),
+    ];
+    inputs
+        .iter()
+        .map(|(name, binding, len)| {
+            if uniform {
+                format!(
+                    "@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n\
+                     fn {name}_at(i: u32) -> f32 {{ return {name}[i / 4u][i % 4u]; }}\n"
+                )
+            } else {
+                format!(
+                    "@group(0) @binding({binding}) var<storage, read> {name}: array<f32>;\n\
+                     fn {name}_at(i: u32) -> f32 {{ return {name}[i]; }}\n"
+                )
+            }
+        })
         .collect()
 }
 

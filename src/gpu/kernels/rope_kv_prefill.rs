@@ -2,7 +2,7 @@
 //! decode attention kernels do for one token before attending, for every token at once.
 
 use super::gemm_q4::CHUNK_WGSL;
-use super::rope_kv::{HeadShape, KvBuffers, ROPE_COMMON_WGSL};
+use super::rope_kv::{rope_inputs_wgsl, HeadShape, KvBuffers, ROPE_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot};
 use crate::error::Result;
 use crate::gpu::device::GpuContext;
@@ -26,7 +26,8 @@ impl RopeKvPrefill {
         let mut constants = shape.constants();
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
         constants.push(("EPS", f64::from(eps)));
-        let source = [CHUNK_WGSL, ROPE_COMMON_WGSL, WGSL].concat();
+        let inputs = rope_inputs_wgsl(false, qk_norm, shape.head_dim);
+        let source = [CHUNK_WGSL, ROPE_COMMON_WGSL, &inputs, WGSL].concat();
         let mut slots = vec![Slot::Uniform];
         slots.extend([Slot::Read; 4]);
         slots.extend([Slot::ReadWrite; 3]);
