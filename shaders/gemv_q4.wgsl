@@ -25,6 +25,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var s = 0u; s < ROWS * PARTS; s++) {
         acc[s] = 0.0;
     }
+    var sum_sq = 0.0; // Σx² (NORM), summed by the x_group loads
     for (var g = 0u; g < groups; g++) {
         let xb = 16u * g;
 //#x_group
@@ -37,13 +38,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                   + dot32_scaled(code4(c + 1u), s8, s9, sa, sb, sc, sd, se, sf);
             let p = unpack2x16float(qparams[r * groups + g]);
             acc[s] += p.x * d + p.y * xsum;
-        }
-    }
-    var sum_sq = 0.0;
-    if (NORM) {
-        for (var i = 0u; i < K / 4u; i++) {
-            let v = x_in(i);
-            sum_sq += dot(v, v);
         }
     }
     let scale = rms_scale(sum_sq);

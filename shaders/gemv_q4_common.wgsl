@@ -25,12 +25,17 @@ fn matrix_row(o: u32, part: u32) -> u32 {
     return o + part * N;
 }
 
+// `v` = x_in(i) (4 values), times the norm weights when NORM.
+fn normed(v: vec4<f32>, i: u32) -> vec4<f32> {
+    if (NORM) {
+        return v * norm_w[i];
+    }
+    return v;
+}
+
 // x_in(i) (4 values), times the norm weights when NORM.
 fn xn(i: u32) -> vec4<f32> {
-    if (NORM) {
-        return x_in(i) * norm_w[i];
-    }
-    return x_in(i);
+    return normed(x_in(i), i);
 }
 
 // The RMSNorm factor from Σx² (1 without NORM).

@@ -37,6 +37,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 //#slots
     var acc$k = 0.0;
 //#end slots
+    var sum_sq = 0.0; // Σx² (NORM), summed by the x_group loads
     for (var chunk = 0u; chunk < K / 64u / TILE_QPT; chunk++) {
         let base = block * TILE_BLOCK + chunk * TILE_CHUNK;
 //#slots
@@ -53,13 +54,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 //#end slots
         }
 //#end groups
-    }
-    var sum_sq = 0.0;
-    if (NORM) {
-        for (var i = 0u; i < K / 4u; i++) {
-            let v = x_in(i);
-            sum_sq += dot(v, v);
-        }
     }
     let scale = rms_scale(sum_sq);
 //#rows
