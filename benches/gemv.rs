@@ -5,6 +5,11 @@
 //! the same run, and the decode step's dispatches, submits and CPU encode time per token
 //! on the synthetic Pocket model. Prints one JSON object.
 //!
+//! Each GEMV also gets the read kernel over as many bytes as it reads
+//! (`read_same_bytes`, `roofline_ratio_same_bytes`): both then pay the same fixed cost per
+//! dispatch and read data of the same size (hot in the same caches), which for the small
+//! shapes is a large part of the time (`dispatch_fixed_us`: one workgroup's GEMV).
+//!
 //! Run: `cargo bench --bench gemv` (`POCKETRT_GEMV=rows|texture|tiles|workgroup` picks the GEMV
 //! variant instead of the adapter's default). GPU times come from timestamp queries where the
 //! adapter has them (lavapipe does), else from wall time around submit + wait. Without
@@ -37,7 +42,8 @@ fn best_time(ctx: &GpuContext, timer: Option<&GpuTimer>, d: &Dispatch) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-/// The read ceiling: GB/s of the vec4 sum over `len` f32, best of a few grid sizes.
+/// The read ceiling: GB/s of the vec4 sum over `len` f32, best of a few grid sizes (the
+/// chunked layout sums the largest multiple of its step that fits).
 fn read_ceiling(ctx: &GpuContext, timer: Option<&GpuTimer>, len: usize) -> serde_json::Value {
     let data = ctx
         .storage("read data", 4 * len as u64)
@@ -46,12 +52,13 @@ fn read_ceiling(ctx: &GpuContext, timer: Option<&GpuTimer>, len: usize) -> serde
     let mut all = vec![];
     for layout in [ReadLayout::Interleaved, ReadLayout::Chunked] {
         for groups in [2u32, 8, 32, 128, 512] {
-            let Ok(k) = ReadBench::new(ctx, len, groups, layout) else {
-                continue; // a grid that does not divide the buffer
+            let step = ReadBench::step(groups, layout);
+            let Ok(k) = ReadBench::new(ctx, len / step * step, groups, layout) else {
+                continue; // a grid too large for the buffer
             };
             let out = ctx.storage("partials", 4 * k.partials() as u64).unwrap();
             let d = k.dispatch(ctx, &data, &out);
-            let gbs = 4.0 * len as f64 / best_time(ctx, timer, &d) / 1e9;
+            let gbs = 4.0 * k.len as f64 / best_time(ctx, timer, &d) / 1e9;
             all.push(json!({"layout": format!("{layout:?}"), "workgroups": groups, "gb_s": gbs}));
             if gbs > best.0 {
                 best = (gbs, groups, layout);
@@ -59,7 +66,7 @@ fn read_ceiling(ctx: &GpuContext, timer: Option<&GpuTimer>, len: usize) -> serde
         }
     }
     json!({
-        "kernel": format!("vec4 sum of {} MiB", len >> 18), "gb_s": best.0,
+        "kernel": format!("vec4 sum of {} bytes", 4 * len), "gb_s": best.0,
         "workgroups": best.1, "layout": format!("{:?}", best.2), "tried": all,
     })
 }
@@ -203,6 +210,13 @@ fn main() {
         ("head 896->65536", normed(65_536, 896, Epilogue::Store)),
     ];
     let smoke = [("smoke 128->64", normed(64, 128, Epilogue::SwiGlu))];
+    // The fixed cost of one dispatch: a GEMV of one workgroup that reads next to nothing.
+    let fixed = gemv_figure(
+        &ctx,
+        timer.as_ref(),
+        "fixed",
+        GemvSpec::new(1, 64, Epilogue::Store),
+    );
     let gemvs: Vec<serde_json::Value> = (if full { &shapes[..] } else { &smoke[..] })
         .iter()
         .map(|&(name, spec)| {
@@ -210,6 +224,11 @@ fn main() {
             let gbs = f["gb_s"].as_f64().unwrap_or(0.0);
             f["roofline_ratio"] = (gbs / ceiling_gbs).into();
             f["roofline_ratio_texture"] = (gbs / texture_gbs).into();
+            let bytes = f["bytes_read"].as_u64().unwrap_or(0) as usize;
+            let same = read_ceiling(&ctx, timer.as_ref(), (bytes / 16).max(1) * 4);
+            f["roofline_ratio_same_bytes"] =
+                (gbs / same["gb_s"].as_f64().unwrap_or(f64::NAN)).into();
+            f["read_same_bytes"] = same;
             f
         })
         .collect();
@@ -219,6 +238,7 @@ fn main() {
         "timing": if timer.is_some() { "timestamp queries" } else { "wall time" },
         "read_ceiling": ceiling,
         "texture_read_ceiling": texture_ceiling,
+        "dispatch_fixed_us": fixed["us"],
         "gemv": gemvs,
         "decode": decode_figures(if full { "pocket-0.3b" } else { "tiny-qwen3" }),
     });

@@ -33,11 +33,7 @@ impl ReadBench {
     /// Sum `len` f32 with `groups` workgroups of 64. `len` must be a positive multiple of
     /// 4 (Interleaved) or of 16 · invocations (Chunked: four vec4s per step of each chunk).
     pub fn new(ctx: &GpuContext, len: usize, groups: u32, layout: ReadLayout) -> Result<ReadBench> {
-        let invocations = groups as usize * WG as usize;
-        let step = match layout {
-            ReadLayout::Interleaved => 4,
-            ReadLayout::Chunked => 16 * invocations,
-        };
+        let step = Self::step(groups, layout);
         if len == 0 || len % step != 0 || len / 4 > u32::MAX as usize || groups == 0 {
             return Err(Error::InvalidArgument(format!(
                 "read bench ({layout:?}) over {len} values with {groups} workgroups: need a positive multiple of {step} values and at least one workgroup"
@@ -60,6 +56,14 @@ impl ReadBench {
             groups,
             layout,
         })
+    }
+
+    /// What `len` must be a multiple of for `groups` workgroups in `layout`.
+    pub fn step(groups: u32, layout: ReadLayout) -> usize {
+        match layout {
+            ReadLayout::Interleaved => 4,
+            ReadLayout::Chunked => 16 * groups as usize * WG as usize,
+        }
     }
 
     /// Partial sums written to `out`: one f32 per invocation.
@@ -101,6 +105,14 @@ impl ReadTextureBench {
             ),
             groups,
         })
+    }
+
+    /// What `len` must be a multiple of for `groups` workgroups in `layout`.
+    pub fn step(groups: u32, layout: ReadLayout) -> usize {
+        match layout {
+            ReadLayout::Interleaved => 4,
+            ReadLayout::Chunked => 16 * groups as usize * WG as usize,
+        }
     }
 
     /// Partial sums written to `out`: one u32 per invocation.
