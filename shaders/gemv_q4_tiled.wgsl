@@ -9,9 +9,10 @@
 // between `//#slots` and `//#end slots` once per slot ($k the slot), those between
 // `//#groups` and `//#end groups` once per group of a chunk ($j), those between `//#rows`
 // and `//#end rows` once per output row ($i, its gate slot $g and up slot $u), and the
-// group's x loads (gemv_q4_xgroup.wgsl) in place of `//#x_group`. On
-// lavapipe an accumulator array indexed by a loop counter lives in memory, read and
-// written lane by lane.
+// group's x loads (gemv_q4_xgroup.wgsl, or gemv_q4_xgroup_lanes.wgsl through the
+// subgroup, which also declares `sid`, the subgroup invocation id, at `//#subgroup_lane`)
+// in place of `//#x_group`. On lavapipe an accumulator array indexed by a loop counter
+// lives in memory, read and written lane by lane.
 
 // Σ W·x over one group of 64 of one slot: code texels `at` and `at + 1`, qparams `q`.
 fn group_dot(at: u32, q: u32, xsum: f32,
@@ -27,7 +28,9 @@ fn group_dot(at: u32, q: u32, xsum: f32,
 
 @compute @workgroup_size(TILE_WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
+        @builtin(local_invocation_index) lid: u32
+//#subgroup_lane
+        ) {
     let block = wid.x + wid.y * nwg.x;
     let first = block * TILE_WG * ROWS;
     store_residual(first == 0u, lid, TILE_WG);

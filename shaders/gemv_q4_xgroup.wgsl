@@ -1,8 +1,7 @@
 // The x values of one group of 64, written by gemv_q4.rs in place of the `//#x_group`
 // line of the rows GEMV shaders (after `let xb`, the group's first vec4, and with
-// `var sum_sq` declared): x0..xf (x_in times the norm weights when NORM), their sum xsum,
-// and s0..sf pre-scaled for dot32_scaled. Loaded once per group, shared by every row an
-// invocation computes. With NORM the group's Σx² goes into sum_sq here, from the same loads:
+// `var sum_sq` declared): x0..xf (x_in times the norm weights when NORM), followed by
+// gemv_q4_xscaled.wgsl. Loaded once per group, shared by every row an invocation computes. With NORM the group's Σx² goes into sum_sq here, from the same loads:
 // a separate loop over x costs ~14% of the head GEMV on lavapipe, whose loads indexed by a
 // loop counter are per-lane gathers.
 let r0 = x_in(xb); let r1 = x_in(xb + 1u); let r2 = x_in(xb + 2u); let r3 = x_in(xb + 3u);
@@ -21,9 +20,3 @@ let x6 = normed(r6, xb + 6u); let x7 = normed(r7, xb + 7u); let x8 = normed(r8, 
 let x9 = normed(r9, xb + 9u); let xa = normed(ra, xb + 10u); let xbb = normed(rb, xb + 11u);
 let xc = normed(rc, xb + 12u); let xd = normed(rd, xb + 13u); let xe = normed(re, xb + 14u);
 let xf = normed(rf, xb + 15u);
-let xsum = dot(x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
-             + x8 + x9 + xa + xbb + xc + xd + xe + xf, vec4<f32>(1.0));
-let s0 = x0 * X_SCALE; let s1 = x1 * X_SCALE; let s2 = x2 * X_SCALE; let s3 = x3 * X_SCALE;
-let s4 = x4 * X_SCALE; let s5 = x5 * X_SCALE; let s6 = x6 * X_SCALE; let s7 = x7 * X_SCALE;
-let s8 = x8 * X_SCALE; let s9 = x9 * X_SCALE; let sa = xa * X_SCALE; let sb = xbb * X_SCALE;
-let sc = xc * X_SCALE; let sd = xd * X_SCALE; let se = xe * X_SCALE; let sf = xf * X_SCALE;

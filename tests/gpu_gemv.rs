@@ -9,7 +9,7 @@ mod gpu_common;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
 use pocketrt::gpu::kernels::gemv_q4::{
-    Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes, ResidualParts, RowsLayout,
+    Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes, ResidualParts, RowsLayout, XLoads,
 };
 use pocketrt::gpu::kernels::{grid, run};
 use pocketrt::quant::Q4Tensor;
@@ -32,12 +32,32 @@ fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
         out.push((format!("{layout:?}"), k.unwrap()));
     }
     // The row-major texture variant; the tiles variant, whose tile order follows its
-    // layout (and K: 1, 2 or 4 groups of qparams per texel).
+    // layout (and K: 1, 2 or 4 groups of qparams per texel). Its 8-wide layouts load x
+    // through the subgroup where the adapter's subgroups are 8 wide (lavapipe), the
+    // 4-wide one invocation by invocation.
     let k = GemvQ4::new(ctx, GemvVariant::RowsFromTexture, spec);
     out.push(("from row-major texture".to_string(), k.unwrap()));
-    for layout in [default, RowsLayout { wg: 8, rows: 3 }] {
-        let k = GemvQ4::with_layout(ctx, GemvVariant::RowsFromTiles, spec, layout);
-        out.push((format!("{layout:?} from tiles"), k.unwrap()));
+    if ctx.adapter.name.contains("llvmpipe") {
+        let width = ctx.adapter.subgroup_size;
+        assert_eq!(
+            width,
+            Some(8),
+            "lavapipe's subgroups (256-bit SIMD): 8 wide"
+        );
+    }
+    let tiles = [
+        default,
+        RowsLayout { wg: 8, rows: 3 },
+        RowsLayout { wg: 4, rows: 3 },
+    ];
+    for layout in tiles {
+        let k = GemvQ4::with_layout(ctx, GemvVariant::RowsFromTiles, spec, layout).unwrap();
+        let expected = match (layout.wg, ctx.adapter.subgroup_size) {
+            (8, Some(8)) => XLoads::Subgroup,
+            _ => XLoads::Each,
+        };
+        assert_eq!(k.x_loads(), expected, "{layout:?} on {}", ctx.adapter.name);
+        out.push((format!("{layout:?} from tiles, x loads {expected:?}"), k));
     }
     out
 }

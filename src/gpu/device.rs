@@ -34,6 +34,9 @@ pub struct AdapterSummary {
     pub is_cpu: bool,
     /// Present on the adapter; enabled on the device (they cost nothing to enable).
     pub features: OptionalFeatures,
+    /// The subgroup width, when the device has subgroups and they all have one width
+    /// (lavapipe: 8, its 256-bit SIMD lanes).
+    pub subgroup_size: Option<u32>,
 }
 
 /// Resource sizes a model needs; checked against the adapter before the device is made.
@@ -202,7 +205,9 @@ impl GpuContext {
                 list.push(e.to_string());
             }
         }));
+        let fixed_width = info.subgroup_min_size == info.subgroup_max_size;
         let summary = AdapterSummary {
+            subgroup_size: (features.subgroups && fixed_width).then_some(info.subgroup_min_size),
             is_cpu: info.device_type == wgpu::DeviceType::Cpu,
             name: info.name,
             backend: info.backend.to_string(),
