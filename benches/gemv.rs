@@ -138,7 +138,8 @@ fn gemv_figure(
     json!({
         "shape": name, "rows": n, "k": k, "epilogue": format!("{epilogue:?}"),
         "fused_norm": norm.is_some(),
-        "variant": format!("{variant:?}"), "bytes_read": read,
+        "variant": format!("{variant:?}"), "x_loads": format!("{:?}", kernel.x_loads()),
+        "bytes_read": read,
         "us": seconds * 1e6, "gb_s": read as f64 / seconds / 1e9,
     })
 }
