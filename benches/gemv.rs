@@ -11,14 +11,17 @@
 //! shapes is a large part of the time (`dispatch_fixed_us`: one workgroup's GEMV).
 //!
 //! Run: `cargo bench --bench gemv` (`POCKETRT_GEMV=rows|texture|tiles|workgroup` picks the GEMV
-//! variant instead of the adapter's default). GPU times come from timestamp queries where the
+//! variant instead of the adapter's default; `POCKETRT_GEMV_LAYOUTS=8x16,8x32` adds each
+//! shape timed in those rows layouts, workgroup width × output rows per invocation). GPU times come from timestamp queries where the
 //! adapter has them (lavapipe does), else from wall time around submit + wait. Without
 //! `--bench` (`cargo test --all-targets` runs benches that way) it is a quick smoke run:
 //! a small read, small GEMVs and the tiny qwen3 model.
 
 use pocketrt::gpu::code_texture::{self, CodeTexture};
 use pocketrt::gpu::forward::Readback;
-use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes};
+use pocketrt::gpu::kernels::gemv_q4::{
+    Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes, RowsLayout,
+};
 use pocketrt::gpu::kernels::read_bench::{ReadBench, ReadLayout, ReadTextureBench};
 use pocketrt::gpu::kernels::Dispatch;
 use pocketrt::gpu::timing::{time_dispatches, GpuTimer};
@@ -103,12 +106,13 @@ fn texture_read_ceiling(
 }
 
 /// One GEMV shape: effective GB/s = (codes + qparams + x (+ norm weights), + out for
-/// residual adds) / time.
+/// residual adds) / time; in `layout`, else the variant's default.
 fn gemv_figure(
     ctx: &GpuContext,
     timer: Option<&GpuTimer>,
     name: &str,
     spec: GemvSpec,
+    layout: Option<RowsLayout>,
 ) -> serde_json::Value {
     let variant = GemvVariant::for_adapter(ctx);
     let (n, k, epilogue) = (spec.n, spec.k, spec.epilogue);
@@ -118,7 +122,11 @@ fn gemv_figure(
     let (w, _) =
         Q4Tensor::from_ggml(pocketrt::format::gguf::GgmlType::Q4_1, &bytes, rows, k).expect("q4");
     let x: Vec<f32> = (0..k).map(|_| rng.unit() - 0.5).collect();
-    let kernel = GemvQ4::new(ctx, variant, spec).expect("gemv");
+    let kernel = match layout {
+        Some(layout) => GemvQ4::with_layout(ctx, variant, spec, layout),
+        None => GemvQ4::new(ctx, variant, spec),
+    }
+    .expect("gemv");
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
     let codes = MatrixCodes::upload(ctx, kernel.codes_read(), &w.codes, &qparams).unwrap();
     let xb = ctx.storage_init("x", &x).unwrap();
@@ -138,10 +146,26 @@ fn gemv_figure(
     json!({
         "shape": name, "rows": n, "k": k, "epilogue": format!("{epilogue:?}"),
         "fused_norm": norm.is_some(),
-        "variant": format!("{variant:?}"), "x_loads": format!("{:?}", kernel.x_loads()),
+        "variant": format!("{variant:?}"), "layout": layout.map(|l| format!("{}x{}", l.wg, l.rows)),
+        "x_loads": format!("{:?}", kernel.x_loads()),
         "bytes_read": read,
         "us": seconds * 1e6, "gb_s": read as f64 / seconds / 1e9,
     })
+}
+
+/// The rows layouts `POCKETRT_GEMV_LAYOUTS` names ("WGxROWS,…"; none when unset).
+fn layouts_from_env() -> Vec<RowsLayout> {
+    let list = std::env::var("POCKETRT_GEMV_LAYOUTS").unwrap_or_default();
+    list.split(',')
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let parse = |v: &str| v.trim().parse::<u32>().ok();
+            match l.split_once('x').map(|(w, r)| (parse(w), parse(r))) {
+                Some((Some(wg), Some(rows))) => RowsLayout { wg, rows },
+                _ => panic!("POCKETRT_GEMV_LAYOUTS: {l:?} is not WGxROWS (e.g. 8x16)"),
+            }
+        })
+        .collect()
 }
 
 /// Dispatches, submits and CPU encode time per token of a synthetic model.
@@ -217,11 +241,19 @@ fn main() {
         timer.as_ref(),
         "fixed",
         GemvSpec::new(1, 64, Epilogue::Store),
+        None,
     );
+    let layouts = layouts_from_env();
     let gemvs: Vec<serde_json::Value> = (if full { &shapes[..] } else { &smoke[..] })
         .iter()
         .map(|&(name, spec)| {
-            let mut f = gemv_figure(&ctx, timer.as_ref(), name, spec);
+            let mut f = gemv_figure(&ctx, timer.as_ref(), name, spec, None);
+            if !layouts.is_empty() {
+                let each = layouts
+                    .iter()
+                    .map(|&l| gemv_figure(&ctx, timer.as_ref(), name, spec, Some(l)));
+                f["layouts"] = each.collect::<Vec<_>>().into();
+            }
             let gbs = f["gb_s"].as_f64().unwrap_or(0.0);
             f["roofline_ratio"] = (gbs / ceiling_gbs).into();
             f["roofline_ratio_texture"] = (gbs / texture_gbs).into();
