@@ -214,7 +214,9 @@ impl RowsLayout {
     /// The measured best on lavapipe for `parts` matrix rows per output row: 16 matrix
     /// rows per invocation (x loads shared by all of them), 8-wide workgroups (one 256-bit
     /// SIMD batch; small enough that Pocket's 896-row GEMVs span 7 workgroups, so several
-    /// threads). Measured against 16/32/64-wide and 4 or 32 rows (benches/gemv.rs).
+    /// threads). Measured against 16/32/64-wide and 4 or 32 rows (benches/gemv.rs), and
+    /// again with the subgroup x loads against 8 × 8, 12, 14, 18 and 32 matrix rows
+    /// (`POCKETRT_GEMV_LAYOUTS`): none faster beyond the machine's noise.
     pub fn default_for(parts: usize) -> RowsLayout {
         RowsLayout {
             wg: 8,
