@@ -16,7 +16,10 @@
 // texture) with their accessor code4(i) (texel i: 32 codes), x0 and x1 (bindings 4, 5:
 // 4 token rows of K each, uniform array<vec4<f32>>, row-major) and norm_w (binding 6: K
 // values, uniform). `Chunk` (binding 0) comes from chunk.wgsl; constants, lo4/hi4 from
-// q4_common.wgsl, finish from gemm_q4_common.wgsl.
+// q4_common.wgsl, finish from gemm_q4_common.wgsl. The wrapper appends the x loads,
+// `load_x(kv, lane)`: gemm_q4_lanes_x.wgsl (every invocation loads them all), or
+// gemm_q4_lanes_x_subgroup.wgsl (through an 8-wide subgroup, which also declares `sid`,
+// the subgroup invocation id, at `//#subgroup_lane`; `//#lane` becomes `let lane`).
 
 override WG: u32 = 8u;
 const ROWS: u32 = 8u;
@@ -47,27 +50,6 @@ fn nw(kv: u32) -> vec4<f32> {
         return norm_w[kv];
     }
     return vec4<f32>(1.0);
-}
-
-// vec4s kv, kv + 1 of token rows 0..3 (x0) and 4..7 (x1), times the norm weights.
-fn load_x0(kv: u32) -> X8 {
-    let s = K / 4u;
-    let a = nw(kv);
-    let b = nw(kv + 1u);
-    return X8(
-        array<vec4<f32>, 4>(x0[kv] * a, x0[s + kv] * a, x0[2u * s + kv] * a, x0[3u * s + kv] * a),
-        array<vec4<f32>, 4>(x0[kv + 1u] * b, x0[s + kv + 1u] * b, x0[2u * s + kv + 1u] * b,
-                            x0[3u * s + kv + 1u] * b));
-}
-
-fn load_x1(kv: u32) -> X8 {
-    let s = K / 4u;
-    let a = nw(kv);
-    let b = nw(kv + 1u);
-    return X8(
-        array<vec4<f32>, 4>(x1[kv] * a, x1[s + kv] * a, x1[2u * s + kv] * a, x1[3u * s + kv] * a),
-        array<vec4<f32>, 4>(x1[kv + 1u] * b, x1[s + kv + 1u] * b, x1[2u * s + kv + 1u] * b,
-                            x1[3u * s + kv + 1u] * b));
 }
 
 // The 8 weights of code word w (p = (scale, min)): values 0..3 and 4..7.
@@ -103,7 +85,10 @@ fn texel(first: u32, s: u32, g: u32, h: u32) -> vec4<u32> {
 }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32
+//#subgroup_lane
+        ) {
+//#lane
     let outs = ROWS / parts();
     let first = (wid.x * WG + lid) * outs;
     // Sums of slot s: tokens 0..3 in as, 4..7 in bs. Plain vec4 variables, not an
@@ -126,8 +111,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             for (var j = 0u; j < 4u; j++) {
                 // Word j: values 8·j .. 8·j + 7 of the half, x vec4s kv and kv + 1.
                 let kv = 16u * g + 8u * h + 2u * j;
-                let q0 = load_x0(kv);
-                let q1 = load_x1(kv);
+                let q = load_x(kv, lane);
+                let q0 = q[0];
+                let q1 = q[1];
                 let w0 = dequant(c0[j], p0); a0 = quad(a0, w0, q0); b0 = quad(b0, w0, q1);
                 let w1 = dequant(c1[j], p1); a1 = quad(a1, w1, q0); b1 = quad(b1, w1, q1);
                 let w2 = dequant(c2[j], p2); a2 = quad(a2, w2, q0); b2 = quad(b2, w2, q1);

@@ -14,7 +14,7 @@ mod gpu_common;
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
 use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4, GemmVariant};
 use pocketrt::gpu::kernels::gemv_q4::{
-    Codes, CodesRead, Epilogue, GemvSpec, GemvVariant, MatrixCodes, TextureOrder,
+    Codes, CodesRead, Epilogue, GemvSpec, GemvVariant, MatrixCodes, TextureOrder, XLoads,
 };
 use pocketrt::quant::Q4Tensor;
 
@@ -76,6 +76,13 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
 
     let kernel = GemmQ4::with_variant(ctx, variant, spec).unwrap();
     assert_eq!(kernel.variant(), variant);
+    // The row lanes load x through the subgroup where it is 8 wide (lavapipe).
+    let lanes = variant != GemmVariant::WorkgroupTiles;
+    let x_loads = match ctx.adapter.subgroup_size {
+        Some(8) => XLoads::Subgroup,
+        _ => XLoads::Each,
+    };
+    assert_eq!(kernel.x_loads(), lanes.then_some(x_loads));
     let chunk = ctx.uniform("chunk", 16);
     let uniform = ChunkUniform {
         start: 0,

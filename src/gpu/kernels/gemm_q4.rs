@@ -7,7 +7,7 @@
 //! from the chunk uniform, so one pipeline and bind group serve every chunk size.
 
 use super::gemm_q4_lanes::{tokens_for, Bindings, LanesDispatch, LanesGemm, TOKENS};
-use super::gemv_q4::{Codes, GemvSpec, GemvVariant, TextureOrder, Q4_COMMON_WGSL};
+use super::gemv_q4::{Codes, GemvSpec, GemvVariant, TextureOrder, XLoads, Q4_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -148,6 +148,14 @@ impl GemmQ4 {
                 Some(order) => GemmVariant::RowLanesFromTexture(order),
                 None => GemmVariant::RowLanes,
             },
+        }
+    }
+
+    /// How the row-lanes kernel loads x (none for the workgroup tiles).
+    pub fn x_loads(&self) -> Option<XLoads> {
+        match &self.kernel {
+            Kernel::Lanes(l) => Some(l.x_loads),
+            _ => None,
         }
     }
 

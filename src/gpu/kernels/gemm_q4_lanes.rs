@@ -8,13 +8,15 @@
 //! tiles' uniform records.
 
 use super::gemm_q4::{CHUNK_WGSL, COMMON_WGSL};
-use super::gemv_q4::{Codes, GemvSpec, Q4_COMMON_WGSL};
+use super::gemv_q4::{Codes, GemvSpec, XLoads, Q4_COMMON_WGSL};
 use super::q4_codes::{CodesRead, TextureOrder};
 use super::{grid, Binding, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const LANES_WGSL: &str = include_str!("../../../shaders/gemm_q4_lanes.wgsl");
+const X_EACH_WGSL: &str = include_str!("../../../shaders/gemm_q4_lanes_x.wgsl");
+const X_SUBGROUP_WGSL: &str = include_str!("../../../shaders/gemm_q4_lanes_x_subgroup.wgsl");
 const RMS_WGSL: &str = include_str!("../../../shaders/gemm_q4_rms.wgsl");
 
 /// Invocations per workgroup: one 256-bit SIMD batch of f32 lanes.
@@ -69,6 +71,8 @@ pub(super) struct LanesGemm {
     spec: GemvSpec,
     /// Codes bound as a texture in this order (else a storage buffer).
     pub texture: Option<TextureOrder>,
+    /// How the invocations load x.
+    pub x_loads: XLoads,
 }
 
 /// The dispatches of one bound lanes GEMM.
@@ -80,6 +84,22 @@ pub(super) struct LanesDispatch {
     tokens: usize,
     /// The tile records (bound by every dispatch; kept alive with them).
     _records: wgpu::Buffer,
+}
+
+/// shaders/gemm_q4_lanes.wgsl with the x loads `loads` makes.
+fn lanes_wgsl(loads: XLoads) -> String {
+    let (x, sid, lane) = match loads {
+        XLoads::Each => (X_EACH_WGSL, "", "    let lane = lid;\n"),
+        XLoads::Subgroup => (
+            X_SUBGROUP_WGSL,
+            ", @builtin(subgroup_invocation_id) sid: u32\n",
+            "    let lane = sid;\n",
+        ),
+    };
+    let main = LANES_WGSL
+        .replace("//#subgroup_lane\n", sid)
+        .replace("//#lane\n", lane);
+    [&main, x].concat()
 }
 
 impl LanesGemm {
@@ -113,7 +133,19 @@ impl LanesGemm {
             uniform(6, "norm_w", k / 4),
         ]
         .concat();
-        let source = [&header, CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, LANES_WGSL].concat();
+        let x_loads = if ctx.adapter.subgroup_size == Some(WG as u32) {
+            XLoads::Subgroup
+        } else {
+            XLoads::Each
+        };
+        let source = [
+            &header,
+            CHUNK_WGSL,
+            Q4_COMMON_WGSL,
+            COMMON_WGSL,
+            &lanes_wgsl(x_loads),
+        ]
+        .concat();
         let mut main_constants = constants.to_vec();
         main_constants.push(("WG", WG as f64));
         let slots = [
@@ -144,6 +176,7 @@ impl LanesGemm {
             tokens,
             spec,
             texture,
+            x_loads,
         })
     }
 
