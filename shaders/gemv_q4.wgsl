@@ -1,7 +1,8 @@
 // Q4 g64 GEMV, the CPU-adapter design (lavapipe, SwiftShader): each invocation computes
 // ROWS output rows, strided by the workgroup size (rows base + i·WG), with no workgroup
-// memory and no barriers. x is read from a uniform buffer where it fits (loads that are
-// the same for every invocation: one scalar load, not one per lane); per 64-value group
+// memory and no barriers. x is read from a uniform buffer where it fits (on mesa 22.3's
+// lavapipe that is one scalar load only at a constant index; x's index follows the loop,
+// so each component is an 8-lane gather, see gemv_q4_xgroup_lanes.wgsl); per 64-value group
 // the 64 x values are loaded once, pre-scaled for dot32_scaled (codes masked in place,
 // no per-byte shifts: on CPU adapters instructions per weight, not bytes, set the speed)
 // and reused for the ROWS · PARTS matrix rows.

@@ -2,8 +2,9 @@
 // ROWS output rows (its ROWS · PARTS slots, matrix rows strided by the workgroup size),
 // reading codes and qparams from the texture in tile order (q4_tile_common.wgsl): the
 // workgroup streams its block sequentially. No workgroup memory, no barriers. Per group
-// of 64 the x values are loaded once (uniform loads: one scalar load, not one per lane),
-// pre-scaled for dot32_scaled, and reused by every slot.
+// of 64 the x values are loaded once (by every invocation, or shared through the
+// subgroup: gemv_q4_xgroup_lanes.wgsl), pre-scaled for dot32_scaled, and reused by every
+// slot.
 //
 // Every slot has its own variables, written out by the wrapper (gemv_q4.rs): the lines
 // between `//#slots` and `//#end slots` once per slot ($k the slot), those between

@@ -382,7 +382,7 @@ impl GemvQ4 {
                 "GEMV layout {layout:?}: workgroup and rows must be positive"
             )));
         }
-        // x as a uniform array (broadcast loads) where it fits the uniform binding limit.
+        // x as a uniform array where it fits the uniform binding limit.
         let rows = variant != GemvVariant::WorkgroupPerRow;
         let max_uniform = ctx.limits.max_uniform_buffer_binding_size;
         let uniform_x = rows && 4 * k as u64 <= max_uniform;
