@@ -88,16 +88,12 @@ pub(super) struct LanesDispatch {
 
 /// shaders/gemm_q4_lanes.wgsl with the x loads `loads` makes.
 fn lanes_wgsl(loads: XLoads) -> String {
-    let (x, sid, lane) = match loads {
-        XLoads::Each => (X_EACH_WGSL, "", "    let lane = lid;\n"),
-        XLoads::Subgroup => (
-            X_SUBGROUP_WGSL,
-            ", @builtin(subgroup_invocation_id) sid: u32\n",
-            "    let lane = sid;\n",
-        ),
+    let (x, lane) = match loads {
+        XLoads::Each => (X_EACH_WGSL, "    let lane = lid;\n"),
+        XLoads::Subgroup => (X_SUBGROUP_WGSL, "    let lane = sid;\n"),
     };
     let main = LANES_WGSL
-        .replace("//#subgroup_lane\n", sid)
+        .replace("//#subgroup_lane\n", loads.lane_param())
         .replace("//#lane\n", lane);
     [&main, x].concat()
 }
@@ -133,11 +129,7 @@ impl LanesGemm {
             uniform(6, "norm_w", k / 4),
         ]
         .concat();
-        let x_loads = if ctx.adapter.subgroup_size == Some(WG as u32) {
-            XLoads::Subgroup
-        } else {
-            XLoads::Each
-        };
+        let x_loads = XLoads::for_workgroup(ctx, WG as u32);
         let source = [
             &header,
             CHUNK_WGSL,

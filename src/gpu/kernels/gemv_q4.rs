@@ -40,11 +40,28 @@ pub enum XLoads {
 impl XLoads {
     /// The loads `variant` makes in `layout` on `ctx`'s adapter.
     pub fn pick(ctx: &GpuContext, variant: GemvVariant, layout: RowsLayout) -> XLoads {
-        let one_subgroup = layout.wg == 8 && ctx.adapter.subgroup_size == Some(8);
-        if variant == GemvVariant::RowsFromTiles && one_subgroup {
+        match variant {
+            GemvVariant::RowsFromTiles => Self::for_workgroup(ctx, layout.wg),
+            _ => XLoads::Each,
+        }
+    }
+
+    /// Subgroup loads where a `wg`-invocation workgroup is one subgroup of 8 (the width
+    /// the subgroup loaders are written for), else each invocation's own.
+    pub fn for_workgroup(ctx: &GpuContext, wg: u32) -> XLoads {
+        if wg == 8 && ctx.adapter.subgroup_size == Some(8) {
             XLoads::Subgroup
         } else {
             XLoads::Each
+        }
+    }
+
+    /// What replaces a shader's `//#subgroup_lane` line (in `main`'s parameters): the
+    /// subgroup invocation id `sid` for subgroup loads.
+    pub(crate) fn lane_param(self) -> &'static str {
+        match self {
+            XLoads::Each => "",
+            XLoads::Subgroup => ", @builtin(subgroup_invocation_id) sid: u32\n",
         }
     }
 }
@@ -53,15 +70,12 @@ impl XLoads {
 /// and, for subgroup loads, the subgroup invocation id `sid` declared at its
 /// `//#subgroup_lane` line.
 fn with_x_group(src: &str, loads: XLoads) -> String {
-    let (group, lane) = match loads {
-        XLoads::Each => (X_GROUP_WGSL, ""),
-        XLoads::Subgroup => (
-            X_GROUP_LANES_WGSL,
-            ", @builtin(subgroup_invocation_id) sid: u32\n",
-        ),
+    let group = match loads {
+        XLoads::Each => X_GROUP_WGSL,
+        XLoads::Subgroup => X_GROUP_LANES_WGSL,
     };
     src.replace("//#x_group\n", &[group, X_SCALED_WGSL].concat())
-        .replace("//#subgroup_lane\n", lane)
+        .replace("//#subgroup_lane\n", loads.lane_param())
 }
 
 /// What happens to each output row after the dot product.
