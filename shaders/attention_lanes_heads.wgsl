@@ -10,12 +10,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let group = N_HEADS / N_KV;
     let chunks = (group + 7u) / 8u;
     let kv = wid.y / chunks;
-    // The lane's head within the group (workgroup y chunk c holds heads 8c..8c+7).
-    let g = (wid.y % chunks) * 8u + lid;
-    if (g >= group) {
+    // The workgroup's heads: `count` from the group's head 8c on (workgroup y chunk c).
+    let first = (wid.y % chunks) * 8u;
+    let count = min(8u, group - first);
+    if (lid >= count) {
         return;
     }
-    let h = kv * group + g;
+    let h = kv * group + first + lid;
     let hd4 = HD / 4u;
     var st = state_init(h * hd4, 1.0 / sqrt(f32(HD)));
     // Key j's vec4 d (two u32 pairs) is at (kv · CTX + j) · hd4 + d; this step's key is
@@ -24,6 +25,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var j = 0u; j < step.pos; j++) {
         st = state_step(st, cbase + j * hd4, true);
     }
-    st = state_step_now(st, kv, g == 0u, cbase + step.pos * hd4);
+    st = state_step_now(st, kv, lid == 0u && first == 0u, cbase + step.pos * hd4);
     state_store(h * hd4, st);
+    // With W_o folded in: the workgroup's heads' share of the projection, part wid.y
+    // (else nothing).
+    state_project(h, wid.y, lid, st);
 }

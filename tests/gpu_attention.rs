@@ -57,9 +57,9 @@ fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize
     }
 }
 
-/// [`check_attention`] in the workgroup design with the output projection (`hidden` rows,
-/// random Q4 W_o) folded in: then parts[h] must equal W_o's head-h columns times the
-/// reference output of head h, and Σ_h parts[h] the whole W_o · o.
+/// [`check_attention`] in both designs with the output projection (`hidden` rows, random
+/// Q4 W_o) folded in: then parts[h] must equal W_o's head-h columns times the reference
+/// output of head h, and Σ_h parts[h] the whole W_o · o.
 fn check_attention_folding(
     shape: HeadShape,
     qk_norm: bool,
@@ -68,14 +68,17 @@ fn check_attention_folding(
     seed: u64,
     hidden: usize,
 ) {
-    check_attention_design(shape, qk_norm, pos, split_len, seed, Design::Folded(hidden));
+    for variant in [AttentionVariant::Workgroup, AttentionVariant::Lanes] {
+        let design = Design::Folded(variant, hidden);
+        check_attention_design(shape, qk_norm, pos, split_len, seed, design);
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
 enum Design {
     Plain(AttentionVariant),
-    /// The workgroup design with W_o (this many rows) folded in.
-    Folded(usize),
+    /// With W_o (this many rows) folded in.
+    Folded(AttentionVariant, usize),
 }
 
 fn check_attention_design(
@@ -87,7 +90,7 @@ fn check_attention_design(
     design: Design,
 ) {
     let hidden = match design {
-        Design::Folded(rows) => Some(rows),
+        Design::Folded(_, rows) => Some(rows),
         Design::Plain(_) => None,
     };
     let ctx = gpu();
@@ -108,8 +111,8 @@ fn check_attention_design(
     let (qn, kn) = (rng.vec(hd, 1.5), rng.vec(hd, 1.5));
     let inv_freq = rope_inv_freq(1e6, hd);
     let kernel = match design {
-        Design::Folded(rows) => {
-            Attention::with_output_projection(ctx, shape, qk_norm, 1e-6, split_len, rows)
+        Design::Folded(v, rows) => {
+            Attention::with_output_projection(ctx, v, shape, qk_norm, 1e-6, split_len, rows)
         }
         Design::Plain(v) => Attention::with_variant(ctx, v, shape, qk_norm, 1e-6, split_len),
     }
@@ -196,8 +199,9 @@ fn check_attention_design(
     let want = attention_ref(&q, &kc, &vc, shape, pos + 1);
     assert_close(&what, &got, &want, 1e-4, 1e-5);
     if let Some((t, _, _, parts)) = &wo {
-        let got = ctx.read_f32(parts, shape.n_heads * t.rows).unwrap();
-        check_parts(&what, &got, t, &want, hd);
+        let heads: Vec<_> = (0..kernel.parts()).map(|p| kernel.part_heads(p)).collect();
+        let got = ctx.read_f32(parts, heads.len() * t.rows).unwrap();
+        check_parts(&what, &got, t, &want, hd, &heads);
     }
     // The cache now holds this step's k and v (one f16 step of tolerance for k: the
     // f32 values may straddle a rounding edge) and nothing past it.
@@ -210,29 +214,45 @@ fn check_attention_design(
     assert_close(&format!("v cache {what}"), &v_got, &vc, 0.0, 0.0);
 }
 
-/// parts (n_heads × rows) against the dequantized W_o times the reference output `o`
-/// (n_heads · hd), head by head and summed over heads (f64 sums).
-fn check_parts(what: &str, parts: &[f32], wo: &Q4Tensor, o: &[f32], hd: usize) {
-    let (rows, heads) = (wo.rows, o.len() / hd);
+/// parts (one per range of `heads`, × rows) against the dequantized W_o times the
+/// reference output `o` (n_heads · hd), part by part (the sum over the part's heads) and
+/// summed over parts (f64 sums). The ranges must cover every head once.
+fn check_parts(
+    what: &str,
+    parts: &[f32],
+    wo: &Q4Tensor,
+    o: &[f32],
+    hd: usize,
+    heads: &[std::ops::Range<usize>],
+) {
+    let covered: Vec<usize> = heads.iter().cloned().flatten().collect();
+    let all: Vec<usize> = (0..o.len() / hd).collect();
+    assert_eq!(covered, all, "{what}: the parts' heads");
+    let (rows, n_parts) = (wo.rows, heads.len());
     let mut w = vec![0f32; wo.cols];
-    let mut want = vec![0f32; heads * rows];
+    let mut want = vec![0f32; n_parts * rows];
     for r in 0..rows {
         wo.dequantize_row(r, &mut w);
-        for h in 0..heads {
-            let cols = h * hd..(h + 1) * hd;
+        for (p, range) in heads.iter().enumerate() {
+            let cols = range.start * hd..range.end * hd;
             let d: f64 = w[cols.clone()]
                 .iter()
                 .zip(&o[cols])
                 .map(|(a, b)| f64::from(*a) * f64::from(*b))
                 .sum();
-            want[h * rows + r] = d as f32;
+            want[p * rows + r] = d as f32;
         }
     }
-    let tol = 1e-5 * (hd as f32).sqrt();
+    let max_heads = heads.iter().map(|h| h.len()).max().unwrap_or(1);
+    let tol = 1e-5 * ((max_heads * hd) as f32).sqrt();
     assert_close(&format!("parts {what}"), parts, &want, 1e-4, tol);
     let sum = |v: &[f32]| -> Vec<f32> {
         (0..rows)
-            .map(|r| (0..heads).map(|h| f64::from(v[h * rows + r])).sum::<f64>() as f32)
+            .map(|r| {
+                (0..n_parts)
+                    .map(|p| f64::from(v[p * rows + r]))
+                    .sum::<f64>() as f32
+            })
             .collect()
     };
     let tol = 1e-5 * (wo.cols as f32).sqrt();
@@ -325,6 +345,10 @@ fn folded_output_projection_matches_reference_single_and_split() {
     };
     check_attention_folding(wide, true, 3, 256, 55, 72);
     check_attention_folding(wide, true, 79, 16, 56, 72);
+    // A GQA group of 10: the lanes design's parts hold 8 and 2 heads (one split and 3).
+    let big_group = heads(10, 1, 32, 40);
+    check_attention_folding(big_group, true, 6, 256, 57, 64);
+    check_attention_folding(big_group, true, 39, 16, 58, 64);
 }
 
 #[test]
@@ -336,8 +360,10 @@ fn output_projection_fold_rejects_heads_not_a_multiple_of_8() {
         context: 10,
     };
     assert!(!Attention::can_fold_output(odd));
-    let r = Attention::with_output_projection(gpu(), odd, false, 1e-6, 64, 64);
-    assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
+    for v in [AttentionVariant::Workgroup, AttentionVariant::Lanes] {
+        let r = Attention::with_output_projection(gpu(), v, odd, false, 1e-6, 64, 64);
+        assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
+    }
 }
 
 #[test]

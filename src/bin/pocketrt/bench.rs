@@ -13,6 +13,7 @@
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{self, Engine};
 use pocketrt::format::{self, ModelSource};
+use pocketrt::gpu::forward::StepOptions;
 use pocketrt::gpu::weights::limits_needed;
 use pocketrt::gpu::{GpuContext, GpuModel};
 use pocketrt::{Error, Result};
@@ -28,6 +29,8 @@ pub struct BenchArgs<'a> {
     pub reps: usize,
     /// Run one uncounted repetition first.
     pub warmup: bool,
+    /// GPU: how the decode step is built (the adapter's defaults where unset).
+    pub step: StepOptions,
     pub json: bool,
 }
 
@@ -39,16 +42,12 @@ enum Stepper {
 }
 
 impl Stepper {
-    fn load(
-        src: &mut dyn ModelSource,
-        backend: super::run::Backend,
-        context: usize,
-    ) -> Result<Self> {
+    fn load(src: &mut dyn ModelSource, a: &BenchArgs, context: usize) -> Result<Self> {
         use super::run::Backend as B;
-        let engine_backend = match backend {
+        let engine_backend = match a.backend {
             B::Gpu => {
                 let ctx = GpuContext::new_blocking(limits_needed(src.config(), context))?;
-                let model = GpuModel::load(Arc::new(ctx), src, context)?;
+                let model = GpuModel::load_with(Arc::new(ctx), src, context, a.step)?;
                 return Ok(Stepper::Gpu(Box::new(model)));
             }
             B::Cpu => engine::Backend::Cpu,
@@ -134,7 +133,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             a.prompt_tokens, a.gen_tokens, cfg.max_context
         )));
     }
-    let mut stepper = Stepper::load(src.as_mut(), a.backend, context)?;
+    let mut stepper = Stepper::load(src.as_mut(), &a, context)?;
     let load_s = t_load.elapsed().as_secs_f64();
     // A fixed pseudo-random prompt (the speed does not depend on the ids).
     let prompt: Vec<u32> = (0..a.prompt_tokens)

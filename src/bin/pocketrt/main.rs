@@ -85,6 +85,10 @@ enum Command {
         /// Skip the uncounted warm-up repetition.
         #[arg(long)]
         no_warmup: bool,
+        /// GPU: fold the attention output projection into attention (4 dispatches per
+        /// layer) or keep it a GEMV of its own (5); auto: the adapter's default.
+        #[arg(long, value_enum, default_value = "auto")]
+        fold_output: Fold,
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -114,6 +118,24 @@ enum Command {
         #[arg(long)]
         ids_only: bool,
     },
+}
+
+/// `--fold-output`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Fold {
+    Auto,
+    On,
+    Off,
+}
+
+impl Fold {
+    fn choice(self) -> Option<bool> {
+        match self {
+            Fold::Auto => None,
+            Fold::On => Some(true),
+            Fold::Off => Some(false),
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -146,6 +168,7 @@ fn main() -> ExitCode {
             gen_tokens,
             reps,
             no_warmup,
+            fold_output,
             json,
         } => bench::run(bench::BenchArgs {
             model: &model,
@@ -154,6 +177,9 @@ fn main() -> ExitCode {
             gen_tokens,
             reps,
             warmup: !no_warmup,
+            step: pocketrt::gpu::forward::StepOptions {
+                fold_output: fold_output.choice(),
+            },
             json,
         }),
         Command::Synth {

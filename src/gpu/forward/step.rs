@@ -9,8 +9,8 @@ use crate::gpu::code_texture::ModelCodeTextures;
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::argmax::Argmax;
 use crate::gpu::kernels::attention::{
-    default_split_len, dispatches_at, Attention, AttentionDispatch, AttentionInputs, DispatchesAt,
-    OutputProjection,
+    default_split_len, dispatches_at, Attention, AttentionDispatch, AttentionInputs,
+    AttentionVariant, DispatchesAt, OutputProjection,
 };
 use crate::gpu::kernels::embed_q4::EmbedQ4;
 use crate::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvQ4, GemvSpec, GemvVariant, ResidualParts};
@@ -133,6 +133,7 @@ impl Kernels {
         let (attention, attn_output) = if fold {
             let a = Attention::with_output_projection(
                 ctx,
+                AttentionVariant::for_fold(ctx, shape),
                 shape,
                 cfg.qk_norm,
                 cfg.rms_eps,
@@ -145,7 +146,7 @@ impl Kernels {
             let o = gemv(h, cfg.q_dim(), Epilogue::AddInto, false, false)?;
             (a, Some(o))
         };
-        let add_parts = if fold { cfg.n_heads } else { 0 };
+        let add_parts = if fold { attention.parts() } else { 0 };
         Ok(Kernels {
             embed: EmbedQ4::new(ctx, h)?,
             qkv: gemv(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
@@ -164,9 +165,11 @@ impl Kernels {
 pub struct StepOptions {
     /// Fold the attention output projection into attention (4 dispatches per layer
     /// instead of 5). `None`: on GPUs, where it saves a dispatch and a pass over the
-    /// residual, and not on CPU adapters, where it measured ~2x slower per token on
-    /// lavapipe (W_o's codes and the 14 heads' parts are read with per-lane loads there;
-    /// the O GEMV reads W_o from its texture). Shapes that cannot fold never do
+    /// residual, and not on CPU adapters. There the lanes design folds it where the
+    /// adapter has 8-wide subgroups ([`AttentionVariant::for_fold`]; else the workgroup
+    /// design does), measured ~8% slower per token than the O GEMV on lavapipe: W_o's
+    /// codes come through per-lane storage loads in two workgroups, where the O GEMV reads
+    /// them from its texture in seven. Shapes that cannot fold never do
     /// ([`Attention::can_fold_output`]).
     pub fold_output: Option<bool>,
 }

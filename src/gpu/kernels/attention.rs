@@ -9,7 +9,9 @@
 //! - CPU adapters: no workgroup memory or barriers, the q/k-norm + RoPE + KV write fused
 //!   in too ([`AttentionLanes`]): a lane per q head while the history fits one split,
 //!   then a lane per (split, KV head) for the whole GQA group, each key loaded once for
-//!   all the group's heads (loads are what costs on CPU adapters).
+//!   all the group's heads (loads are what costs on CPU adapters). W_o folds in here too:
+//!   the lane of a head projects its output (shaders/attention_lanes_wo.wgsl), or the
+//!   combine after several splits does.
 
 use super::attention_lanes::{AttentionLanes, LanesDispatch};
 use super::gemv_q4::Q4_UNPACK_WGSL;
@@ -22,16 +24,19 @@ const WGSL: &str = include_str!("../../../shaders/attention.wgsl");
 const COMBINE_WGSL: &str = include_str!("../../../shaders/attention_combine.wgsl");
 const WO_WGSL: &str = include_str!("../../../shaders/attention_wo.wgsl");
 
-/// The W_o fold: its bindings (from binding `first` on: codes, qparams, parts) and
-/// shaders/attention_wo.wgsl; unfolded, a stub of what the kernels call.
-fn wo_source(folded: bool, first: u32) -> String {
+/// The W_o fold: its bindings (from binding `first` on: codes, qparams, parts), `o_head`
+/// (`o_len` floats) and shaders/attention_wo.wgsl; unfolded, a stub of what the kernels
+/// call.
+fn wo_source(folded: bool, first: u32, o_len: usize) -> String {
+    let o_head = format!("var<workgroup> o_head: array<f32, {o_len}>;\n");
     if !folded {
-        return "const WO_FOLD = false;\nvar<workgroup> o_head: array<f32, 256>;\n\
-                fn project_head(h: u32, lid: u32) {}\n"
-            .into();
+        return "const WO_FOLD = false;\n\
+                fn project_heads(first: u32, count: u32, part: u32, lid: u32) {}\n"
+            .to_string()
+            + &o_head;
     }
     let bindings = format!(
-        "const WO_FOLD = true;\n\
+        "const WO_FOLD = true;\n{o_head}\
          @group(0) @binding({}) var<storage, read> wo_codes: array<u32>;\n\
          @group(0) @binding({}) var<storage, read> wo_qparams: array<u32>;\n\
          @group(0) @binding({}) var<storage, read_write> parts: array<f32>;\n",
@@ -75,6 +80,17 @@ impl AttentionVariant {
             AttentionVariant::Lanes
         } else {
             AttentionVariant::Workgroup
+        }
+    }
+
+    /// The design that folds W_o in on this adapter: the adapter's, unless that is the
+    /// lanes design without 8-wide subgroups ([`AttentionLanes::can_fold_output`]).
+    pub fn for_fold(ctx: &GpuContext, shape: HeadShape) -> Self {
+        match Self::for_adapter(ctx, shape) {
+            AttentionVariant::Lanes if !AttentionLanes::can_fold_output(ctx) => {
+                AttentionVariant::Workgroup
+            }
+            v => v,
         }
     }
 }
@@ -143,6 +159,8 @@ pub struct Attention {
     pub split_len: usize,
     /// Rows of the folded W_o (the hidden size), when folded.
     pub wo_rows: Option<usize>,
+    /// Consecutive q heads per combine workgroup, and per part when folded.
+    part_heads: usize,
 }
 
 impl Attention {
@@ -171,12 +189,12 @@ impl Attention {
         Self::build(ctx, variant, shape, (qk_norm, eps), split_len, None)
     }
 
-    /// [`Attention::new`] in the workgroup design with the output projection (`hidden`
-    /// rows) folded in: needs
-    /// head_dim % 8 == 0 and n_heads · head_dim % 64 == 0 (whole Q4 code words per head,
-    /// whole groups per row).
+    /// [`Attention::with_variant`] with the output projection (`hidden` rows) folded in:
+    /// needs head_dim % 8 == 0 and n_heads · head_dim % 64 == 0 (whole Q4 code words per
+    /// head, whole groups per row).
     pub fn with_output_projection(
         ctx: &GpuContext,
+        variant: AttentionVariant,
         shape: HeadShape,
         qk_norm: bool,
         eps: f32,
@@ -191,15 +209,7 @@ impl Attention {
                 shape.head_dim
             )));
         }
-        let workgroup = AttentionVariant::Workgroup;
-        Self::build(
-            ctx,
-            workgroup,
-            shape,
-            (qk_norm, eps),
-            split_len,
-            Some(hidden),
-        )
+        Self::build(ctx, variant, shape, (qk_norm, eps), split_len, Some(hidden))
     }
 
     /// Can the output projection of `shape` be folded in?
@@ -243,7 +253,7 @@ impl Attention {
                     REDUCE64_WGSL,
                     ROPE_COMMON_WGSL,
                     &small,
-                    &wo_source(folded, 9),
+                    &wo_source(folded, 9, shape.head_dim),
                     WGSL,
                 ]
                 .concat();
@@ -255,20 +265,32 @@ impl Attention {
                 let attend = KernelPipeline::new(ctx, "attention", &source, &slots, &constants);
                 Design::Workgroup(attend)
             }
-            AttentionVariant::Lanes => {
-                debug_assert!(!folded, "the W_o fold is the workgroup design's");
-                Design::Lanes(AttentionLanes::new(ctx, shape, (qk_norm, eps), split_len)?)
-            }
+            AttentionVariant::Lanes => Design::Lanes(AttentionLanes::new(
+                ctx,
+                shape,
+                (qk_norm, eps),
+                split_len,
+                wo_rows,
+            )?),
+        };
+        // Heads per part: the workgroup design's heads, or the lanes design's workgroups
+        // of them when W_o folds in there (the combine then writes the same parts).
+        let part_heads = match (&design, folded) {
+            (Design::Lanes(_), true) => AttentionLanes::part_heads(shape),
+            _ => 1,
         };
         let mut combine_constants = vec![
             ("N_HEADS", shape.n_heads as f64),
+            ("N_KV", shape.n_kv_heads as f64),
             ("HD", shape.head_dim as f64),
             ("SPLIT_LEN", split_len as f64),
+            ("PART_HEADS", part_heads as f64),
         ];
         combine_constants.extend(wo_constants);
         let mut combine_slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
         combine_slots.extend(wo);
-        let combine_source = [STEP_WGSL, &wo_source(folded, 3), COMBINE_WGSL].concat();
+        let o_len = part_heads * shape.head_dim;
+        let combine_source = [STEP_WGSL, &wo_source(folded, 3, o_len), COMBINE_WGSL].concat();
         let combine = KernelPipeline::new(
             ctx,
             "attention_combine",
@@ -282,6 +304,7 @@ impl Attention {
             shape,
             split_len,
             wo_rows,
+            part_heads,
         })
     }
 
@@ -295,9 +318,27 @@ impl Attention {
         partials_bytes(self.shape, self.split_len)
     }
 
-    /// Bytes of the folded projection's `parts` buffer: n_heads × `hidden` f32.
+    /// Bytes of the folded projection's `parts` buffer: n_heads × `hidden` f32 (at most a
+    /// part per head: [`Attention::parts`]).
     pub fn parts_bytes(shape: HeadShape, hidden: usize) -> u64 {
         (shape.n_heads * hidden * 4) as u64
+    }
+
+    /// The parts the folded projection writes (whose sum is W_o · o): one per
+    /// [`Attention::part_heads`] range, in order.
+    pub fn parts(&self) -> usize {
+        let group = self.shape.n_heads / self.shape.n_kv_heads;
+        self.shape.n_kv_heads * group.div_ceil(self.part_heads)
+    }
+
+    /// The q heads whose projections part `p` sums: consecutive heads of one GQA group
+    /// (all of them, or a chunk of the lanes design's workgroup width), or one head.
+    pub fn part_heads(&self, p: usize) -> std::ops::Range<usize> {
+        let group = self.shape.n_heads / self.shape.n_kv_heads;
+        let chunks = group.div_ceil(self.part_heads);
+        let first = (p / chunks) * group + (p % chunks) * self.part_heads;
+        let count = self.part_heads.min(group - (p % chunks) * self.part_heads);
+        first..first + count
     }
 
     /// Splits for the step at position `pos`.
@@ -329,7 +370,7 @@ impl Attention {
         let heads = self.shape.n_heads as u32;
         let mut combine = vec![i.step, partials, out];
         combine.extend(&wo);
-        let combine = self.combine.dispatch(ctx, &combine, heads);
+        let combine = self.combine.dispatch(ctx, &combine, self.parts() as u32);
         match &self.design {
             Design::Workgroup(kernel) => {
                 let attend = |dst| {

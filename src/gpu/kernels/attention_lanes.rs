@@ -6,10 +6,17 @@
 //!   read once for all its q heads (shaders/attention_lanes_splits.wgsl), then
 //!   shaders/attention_combine.wgsl merges the partial results.
 //!
+//! Optionally with the output projection W_o folded in: the heads mapping's lanes project
+//! their head's output into `parts` (shaders/attention_lanes_wo.wgsl), the combine does it
+//! for several splits.
+//!
 //! [`super::attention::Attention`] puts them together.
 
 use super::attention::AttentionInputs;
-use super::lanes_state::{state_partial_wgsl, state_wgsl, Queries, LANES_COMMON_WGSL};
+use super::gemv_q4::Q4_UNPACK_WGSL;
+use super::lanes_state::{
+    state_partial_wgsl, state_project_wgsl, state_wgsl, Queries, LANES_COMMON_WGSL,
+};
 use super::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, STEP_WGSL};
 use crate::error::{Error, Result};
@@ -18,6 +25,7 @@ use crate::gpu::device::GpuContext;
 const WGSL: &str = include_str!("../../../shaders/attention_lanes.wgsl");
 const HEADS_WGSL: &str = include_str!("../../../shaders/attention_lanes_heads.wgsl");
 const SPLITS_WGSL: &str = include_str!("../../../shaders/attention_lanes_splits.wgsl");
+const WO_WGSL: &str = include_str!("../../../shaders/attention_lanes_wo.wgsl");
 
 /// Lanes per workgroup (one SIMD batch on CPU adapters).
 const LANES: u32 = 8;
@@ -29,6 +37,8 @@ pub struct AttentionLanes {
     by_split: KernelPipeline,
     pub shape: HeadShape,
     pub split_len: usize,
+    /// Rows of the folded W_o (the hidden size), when folded.
+    pub wo_rows: Option<usize>,
 }
 
 /// The attention of one layer: `single` for a history of one split, `split` for more
@@ -39,15 +49,26 @@ pub struct LanesDispatch {
 }
 
 impl AttentionLanes {
-    /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`.
-    /// Needs head_dim % 4 == 0 and `split_len` in 1..=65,535 (mesa's loop limiter).
+    /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`;
+    /// `wo_rows`: fold in the output projection of that many rows (the caller checks the
+    /// shape: [`super::attention::Attention::can_fold_output`]). Needs head_dim % 4 == 0
+    /// and `split_len` in 1..=65,535 (mesa's loop limiter).
     pub fn new(
         ctx: &GpuContext,
         shape: HeadShape,
         (qk_norm, eps): (bool, f32),
         split_len: usize,
+        wo_rows: Option<usize>,
     ) -> Result<AttentionLanes> {
         shape.check()?;
+        if wo_rows.is_some() && ctx.adapter.subgroup_size != Some(LANES) {
+            return Err(Error::InvalidArgument(format!(
+                "lanes attention with W_o folded in: needs subgroups of {LANES} (the \
+                 workgroup's heads sum their projections through the subgroup), the adapter \
+                 has {:?}",
+                ctx.adapter.subgroup_size
+            )));
+        }
         if shape.head_dim % 4 != 0 || !(1..=65_535).contains(&split_len) {
             return Err(Error::InvalidArgument(format!(
                 "lanes attention: head_dim {} must be a multiple of 4 and the split length \
@@ -59,11 +80,23 @@ impl AttentionLanes {
         constants.push(("SPLIT_LEN", split_len as f64));
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
         constants.push(("EPS", f64::from(eps)));
-        let mut slots = vec![Slot::Uniform];
-        slots.extend([Slot::Read; 4]);
+        let fold = wo_rows.is_some();
+        constants.extend(wo_rows.map(|r| ("HIDDEN", r as f64)));
+        // Folded: q/k norm and inv_freq as uniforms, W_o's codes, qparams and the parts
+        // as 3 more storage bindings (8 in all, the default limit).
+        let small = if fold { Slot::Uniform } else { Slot::Read };
+        let mut slots = vec![Slot::Uniform, Slot::Read, small, small, small];
         slots.extend([Slot::ReadWrite; 4]);
+        if fold {
+            slots.extend([Slot::Read, Slot::Read, Slot::ReadWrite]);
+        }
         let (group, n) = (shape.n_heads / shape.n_kv_heads, shape.head_dim / 4);
-        let inputs = rope_inputs_wgsl(false, qk_norm, shape.head_dim);
+        let inputs = rope_inputs_wgsl(fold, qk_norm, shape.head_dim);
+        let wo = if fold {
+            [Q4_UNPACK_WGSL, WO_WGSL].concat()
+        } else {
+            String::new()
+        };
         // `state`: the State of as many q heads as one lane holds (and its functions);
         // `main`: the mapping.
         let kernel = |state: &[&str], main: &str| {
@@ -73,25 +106,29 @@ impl AttentionLanes {
                 LANES_COMMON_WGSL,
                 &inputs,
                 WGSL,
+                &wo,
             ];
             let source = [&common[..], state, &[main]].concat().concat();
             KernelPipeline::new(ctx, "attention_lanes", &source, &slots, &constants)
         };
         let one_head = state_wgsl(1, n, Queries::FromQkv);
+        let project = state_project_wgsl(n, fold);
         let whole_group = state_wgsl(group, n, Queries::FromQkv);
         Ok(AttentionLanes {
             // One split: no partial results to store.
-            by_head: kernel(&[&one_head], HEADS_WGSL),
+            by_head: kernel(&[&one_head, &project], HEADS_WGSL),
             by_split: kernel(&[&whole_group, &state_partial_wgsl(group, n)], SPLITS_WGSL),
             shape,
             split_len,
+            wo_rows,
         })
     }
 
     /// `inputs`' QKV output, norm weights, inv_freq and caches (this step's k and v are
     /// written at `step.pos`; earlier positions hold the history); `out`: n_heads ·
     /// head_dim f32 (one split); `partials`: the split results (see
-    /// [`super::attention::partials_bytes`]). Encode with [`Self::grid`]'s grid.
+    /// [`super::attention::partials_bytes`]); `inputs.wo` exactly when folded. Encode with
+    /// [`Self::grid`]'s grid.
     pub fn dispatch(
         &self,
         ctx: &GpuContext,
@@ -100,13 +137,27 @@ impl AttentionLanes {
         partials: &wgpu::Buffer,
     ) -> LanesDispatch {
         let i = inputs;
-        let buffers = [
+        let mut buffers = vec![
             i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.cache.k, i.cache.v, out, partials,
         ];
+        if let Some(wo) = i.wo {
+            buffers.extend([wo.codes, wo.qparams, wo.parts]);
+        }
         let mut single = self.by_head.dispatch(ctx, &buffers, 1);
         single.grid = Self::grid(self.shape, 1);
         let split = self.by_split.dispatch(ctx, &buffers, 1);
         LanesDispatch { single, split }
+    }
+
+    /// Can this adapter fold W_o into the lanes design (8-wide subgroups)?
+    pub fn can_fold_output(ctx: &GpuContext) -> bool {
+        ctx.adapter.subgroup_size == Some(LANES)
+    }
+
+    /// Consecutive q heads of a GQA group per workgroup of the heads mapping: the heads
+    /// whose projections one part sums, when W_o is folded in.
+    pub fn part_heads(shape: HeadShape) -> usize {
+        (shape.n_heads / shape.n_kv_heads).min(LANES as usize)
     }
 
     /// The grid for `splits` splits of `shape`. One: along y, per KV head the workgroups

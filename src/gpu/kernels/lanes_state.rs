@@ -118,3 +118,54 @@ pub(crate) fn state_partial_wgsl(group: usize, n: usize) -> String {
     }
     format!("fn state_store_partial(h0: u32, split: u32, splits: u32, s: State) {{\n{body}}}\n")
 }
+
+/// `state_project(h, part, lane, s)` for the decode heads mapping, whose State holds one
+/// head (h) of `n` vec4s: with `fold`, the normalised outputs of the subgroup's heads (the
+/// workgroup's active lanes) through their W_o columns, summed over the subgroup into
+/// `parts[part][..]`, stored by lane 0 (shaders/attention_lanes_wo.wgsl: bindings,
+/// `wo_dot`); else nothing. The head's HD / 8
+/// code words are written out so that its output stays in registers; words of one Q4
+/// group share its qparams: runs of 8 when HD % 64 == 0 (each head starts a group), else
+/// each word looks its group up.
+pub(crate) fn state_project_wgsl(n: usize, fold: bool) -> String {
+    if !fold {
+        return "fn state_project(h: u32, part: u32, lane: u32, s: State) {}\n".into();
+    }
+    let words = n / 2;
+    let run = if (4 * n) % 64 == 0 { 8 } else { 1 };
+    let mut pre = String::from("    let inv = 1.0 / s.l0;\n");
+    for d in 0..n {
+        pre += &format!("    let o{d} = s.a0_{d} * inv;\n");
+    }
+    let mut row = String::new();
+    for (k, first) in (0..words).step_by(run).enumerate() {
+        let seg = first..(first + run).min(words);
+        let sum: Vec<String> = seg
+            .clone()
+            .map(|j| format!("o{} + o{}", 2 * j, 2 * j + 1))
+            .collect();
+        pre += &format!("    let z{k} = dot({}, vec4<f32>(1.0));\n", sum.join(" + "));
+        let dots: Vec<String> = seg
+            .map(|j| format!("wo_dot(wo_codes[c + {j}u], o{}, o{})", 2 * j, 2 * j + 1))
+            .collect();
+        row += &format!(
+            "        let p{k} = unpack2x16float(wo_qparams[q + (h * HD + {}u) / 64u]);\n\
+             \x20       acc += p{k}.x * ({}) + p{k}.y * z{k};\n",
+            8 * first,
+            dots.join(" + ")
+        );
+    }
+    format!(
+        "// The workgroup's heads' normalised outputs through their W_o columns, summed over\n\
+         // the subgroup, for every row.\n\
+         fn state_project(h: u32, part: u32, lane: u32, s: State) {{\n{pre}\
+         \x20   let words = N_HEADS * HD / 8u;\n\
+         \x20   let groups = N_HEADS * HD / 64u;\n\
+         \x20   for (var r = 0u; r < HIDDEN; r++) {{\n\
+         \x20       let c = r * words + h * (HD / 8u);\n\
+         \x20       let q = r * groups;\n\
+         \x20       var acc = 0.0;\n{row}\
+         \x20       let sum = subgroupAdd(acc);\n\
+         \x20       if (lane == 0u) {{\n            parts[part * HIDDEN + r] = sum;\n        }}\n    }}\n}}\n"
+    )
+}
