@@ -7,15 +7,17 @@
 // Σ_h parts[h] to the residual. The loop over rows is the wrapper's `state_project`
 // (lanes_state.rs), unrolled over the head's HD / 8 code words so that o_h stays in
 // registers; the lanes of a workgroup are the heads of one GQA group, each loading its
-// own columns (per-lane loads, as every storage load with a varying index is on
-// lavapipe). Histories of several splits fold in attention_combine.wgsl instead.
+// own columns, 4 code words per `code4` (or one per `wo_word`, where a head's columns do
+// not start a vec4 of words; both the wrapper's: from W_o's storage buffer or,
+// where the decode GEMVs read textures, its texture copy: 16 bytes per lane and load on
+// lavapipe, against 4 from a storage buffer). Histories of several splits fold in
+// attention_combine.wgsl instead.
 // W_o is Q4 g64, [HIDDEN][N_HEADS·HD]: codes u32[HIDDEN][N_HEADS·HD/8] (q4_unpack.wgsl's
-// nibble order), qparams u32[HIDDEN][N_HEADS·HD/64] = pack2x16float(scale, min),
-// w = scale · code + min.
+// nibble order; `code4(i)`: words 4i..4i+3), qparams u32[HIDDEN][N_HEADS·HD/64] =
+// pack2x16float(scale, min), w = scale · code + min.
 
 override HIDDEN: u32;
 
-@group(0) @binding(9) var<storage, read> wo_codes: array<u32>;
 @group(0) @binding(10) var<storage, read> wo_qparams: array<u32>;
 @group(0) @binding(11) var<storage, read_write> parts: array<f32>;
 
@@ -23,3 +25,4 @@ override HIDDEN: u32;
 fn wo_dot(w: u32, o0: vec4<f32>, o1: vec4<f32>) -> f32 {
     return dot(lo4(w), o0) + dot(hi4(w), o1);
 }
+

@@ -7,8 +7,9 @@ mod gpu_common;
 use gpu_common::attention_ref::{attention_ref, pack_f16, rope, unpack_f16};
 use gpu_common::{assert_close, f16_round, gpu, rmsnorm, Rng};
 use pocketrt::gpu::kernels::attention::{
-    Attention, AttentionInputs, AttentionVariant, OutputProjection,
+    Attention, AttentionInputs, AttentionVariant, OutputProjection, WoFold,
 };
+use pocketrt::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, MatrixCodes, TextureOrder};
 use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
 use pocketrt::gpu::StepUniform;
 use pocketrt::quant::Q4Tensor;
@@ -58,8 +59,9 @@ fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize
 }
 
 /// [`check_attention`] in both designs with the output projection (`hidden` rows, random
-/// Q4 W_o) folded in: then parts[h] must equal W_o's head-h columns times the reference
-/// output of head h, and Σ_h parts[h] the whole W_o · o.
+/// Q4 W_o) folded in, its codes read from the storage buffer and (the lanes design, as on
+/// CPU adapters) from either texture order: then each part must equal W_o's columns of
+/// its heads times the reference output of those heads, and Σ parts the whole W_o · o.
 fn check_attention_folding(
     shape: HeadShape,
     qk_norm: bool,
@@ -68,8 +70,23 @@ fn check_attention_folding(
     seed: u64,
     hidden: usize,
 ) {
-    for variant in [AttentionVariant::Workgroup, AttentionVariant::Lanes] {
-        let design = Design::Folded(variant, hidden);
+    let spec = GemvSpec::new(hidden, shape.n_heads * shape.head_dim, Epilogue::Store);
+    let (workgroup, lanes) = (AttentionVariant::Workgroup, AttentionVariant::Lanes);
+    let designs = [
+        (workgroup, None),
+        (lanes, None),
+        (lanes, Some(TextureOrder::RowMajor)),
+        (lanes, Some(TextureOrder::Tiles)),
+    ];
+    for (variant, order) in designs {
+        let codes = CodesRead::new(order, &spec);
+        let design = Design::Folded(
+            variant,
+            WoFold {
+                rows: hidden,
+                codes,
+            },
+        );
         check_attention_design(shape, qk_norm, pos, split_len, seed, design);
     }
 }
@@ -77,8 +94,8 @@ fn check_attention_folding(
 #[derive(Clone, Copy, Debug)]
 enum Design {
     Plain(AttentionVariant),
-    /// With W_o (this many rows) folded in.
-    Folded(AttentionVariant, usize),
+    /// With this W_o folded in.
+    Folded(AttentionVariant, WoFold),
 }
 
 fn check_attention_design(
@@ -89,8 +106,8 @@ fn check_attention_design(
     seed: u64,
     design: Design,
 ) {
-    let hidden = match design {
-        Design::Folded(_, rows) => Some(rows),
+    let fold = match design {
+        Design::Folded(_, wo) => Some(wo),
         Design::Plain(_) => None,
     };
     let ctx = gpu();
@@ -111,17 +128,18 @@ fn check_attention_design(
     let (qn, kn) = (rng.vec(hd, 1.5), rng.vec(hd, 1.5));
     let inv_freq = rope_inv_freq(1e6, hd);
     let kernel = match design {
-        Design::Folded(v, rows) => {
-            Attention::with_output_projection(ctx, v, shape, qk_norm, 1e-6, split_len, rows)
+        Design::Folded(v, wo) => {
+            Attention::with_output_projection(ctx, v, shape, qk_norm, 1e-6, split_len, wo)
         }
         Design::Plain(v) => Attention::with_variant(ctx, v, shape, qk_norm, 1e-6, split_len),
     }
     .unwrap();
-    // Folded: a random Q4 W_o (hidden rows), its buffers and the parts.
-    let wo = hidden.map(|rows| {
+    // Folded: a random Q4 W_o (hidden rows), its buffers (and texture) and the parts.
+    let wo = fold.map(|wo| {
+        let rows = wo.rows;
         let t = Q4Tensor::quantize(&rng.vec(rows * qd, 1.0), rows, qd).unwrap();
-        let codes = ctx.storage_init("wo codes", &t.codes).unwrap();
         let qparams = ctx.storage_init("wo qparams", &t.qparams).unwrap();
+        let codes = MatrixCodes::upload(ctx, wo.codes, &t.codes, &qparams).unwrap();
         let parts = ctx
             .storage("parts", Attention::parts_bytes(shape, rows))
             .unwrap();
@@ -159,7 +177,7 @@ fn check_attention_design(
         wo: wo
             .as_ref()
             .map(|(_, codes, qparams, parts)| OutputProjection {
-                codes,
+                codes: codes.bind(),
                 qparams,
                 parts,
             }),
@@ -360,8 +378,12 @@ fn output_projection_fold_rejects_heads_not_a_multiple_of_8() {
         context: 10,
     };
     assert!(!Attention::can_fold_output(odd));
+    let wo = WoFold {
+        rows: 64,
+        codes: CodesRead::Buffer,
+    };
     for v in [AttentionVariant::Workgroup, AttentionVariant::Lanes] {
-        let r = Attention::with_output_projection(gpu(), v, odd, false, 1e-6, 64, 64);
+        let r = Attention::with_output_projection(gpu(), v, odd, false, 1e-6, 64, wo);
         assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
     }
 }

@@ -12,6 +12,7 @@ use gpu_common::{assert_close, gpu};
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::source::{open, ModelSource};
 use pocketrt::gpu::forward::StepOptions;
+use pocketrt::gpu::kernels::attention::AttentionVariant;
 use pocketrt::gpu::GpuModel;
 use pocketrt::synth::{preset, SynthSource};
 use std::path::PathBuf;
@@ -123,6 +124,23 @@ fn odd_layer_count_gpu_decode_matches_the_oracle() {
     check_source("tiny-qwen3 3 layers", || {
         Box::new(SynthSource::new(cfg.clone(), 5).unwrap())
     });
+}
+
+/// The default step folds W_o into attention where the adapter's own design can: on
+/// GPUs, and on lavapipe (8-wide subgroups) in the lanes design: 4 dispatches per layer.
+/// A driver or wgpu change that loses the subgroups shows here, not as a silent slowdown.
+#[test]
+fn default_step_folds_the_output_projection_on_gpus_and_lavapipe() {
+    let ctx = gpu();
+    let model = GpuModel::load(ctx.clone(), &mut *open(&fixture("qwen3")).unwrap(), 16).unwrap();
+    let lavapipe = ctx.adapter.name.contains("llvmpipe");
+    if !ctx.adapter.is_cpu || lavapipe {
+        assert_eq!(model.dispatches_per_layer(), 4, "{}", ctx.adapter.name);
+    }
+    if lavapipe {
+        assert_eq!(model.attention_variant(), AttentionVariant::Lanes);
+        assert_eq!(ctx.adapter.subgroup_size, Some(8));
+    }
 }
 
 #[test]

@@ -132,8 +132,9 @@ pub struct ModelCodeTextures {
 }
 
 /// How the GEMV reads a matrix of `rows` × `cols` (`parts` matrix rows per output row:
-/// 2 for the fused gate/up) held in `order`.
-fn read(order: TextureOrder, rows: usize, cols: usize, parts: usize) -> CodesRead {
+/// 2 for the fused gate/up) held in `order`: the order of its texture in
+/// [`ModelCodeTextures`] (other readers of that texture read it so too).
+pub(crate) fn read(order: TextureOrder, rows: usize, cols: usize, parts: usize) -> CodesRead {
     let epilogue = if parts == 2 {
         Epilogue::SwiGlu
     } else {

@@ -244,8 +244,8 @@ impl GpuModel {
         (self.dispatches_per_token() - DISPATCHES_OUTSIDE_LAYERS) / self.config.n_layers.max(1)
     }
 
-    /// The design of the decode attention (per adapter; the W_o fold is the workgroup
-    /// design's).
+    /// The design of the decode attention (per adapter, and with W_o folded in
+    /// [`AttentionVariant::for_fold`]).
     pub fn attention_variant(&self) -> AttentionVariant {
         self.attention.variant()
     }

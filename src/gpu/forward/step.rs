@@ -5,15 +5,17 @@
 use super::Activations;
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::gpu::code_texture::ModelCodeTextures;
+use crate::gpu::code_texture::{self, ModelCodeTextures};
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::argmax::Argmax;
 use crate::gpu::kernels::attention::{
     default_split_len, dispatches_at, Attention, AttentionDispatch, AttentionInputs,
-    AttentionVariant, DispatchesAt, OutputProjection,
+    AttentionVariant, DispatchesAt, OutputProjection, WoFold,
 };
 use crate::gpu::kernels::embed_q4::EmbedQ4;
-use crate::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvQ4, GemvSpec, GemvVariant, ResidualParts};
+use crate::gpu::kernels::gemv_q4::{
+    Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant, ResidualParts,
+};
 use crate::gpu::kernels::rope_kv::{HeadShape, KvBuffers};
 use crate::gpu::kernels::Dispatch;
 use crate::gpu::kv_cache::KvCache;
@@ -131,15 +133,19 @@ impl Kernels {
         let split_len = default_split_len(ctx);
         let fold = options.folds_output(ctx, shape);
         let (attention, attn_output) = if fold {
-            let a = Attention::with_output_projection(
-                ctx,
-                AttentionVariant::for_fold(ctx, shape),
-                shape,
-                cfg.qk_norm,
-                cfg.rms_eps,
-                split_len,
-                h,
-            )?;
+            // The lanes design reads W_o's codes where the decode GEMVs would (their
+            // texture copy on CPU adapters), the workgroup design its storage buffer.
+            let design = AttentionVariant::for_fold(ctx, shape);
+            let codes = match (design, variant.texture_order()) {
+                (AttentionVariant::Lanes, Some(order)) => {
+                    code_texture::read(order, h, cfg.q_dim(), 1)
+                }
+                _ => CodesRead::Buffer,
+            };
+            let wo = WoFold { rows: h, codes };
+            let (norm, eps) = (cfg.qk_norm, cfg.rms_eps);
+            let a =
+                Attention::with_output_projection(ctx, design, shape, norm, eps, split_len, wo)?;
             (a, None)
         } else {
             let a = Attention::new(ctx, shape, cfg.qk_norm, cfg.rms_eps, split_len)?;
@@ -164,19 +170,21 @@ impl Kernels {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StepOptions {
     /// Fold the attention output projection into attention (4 dispatches per layer
-    /// instead of 5). `None`: on GPUs, where it saves a dispatch and a pass over the
-    /// residual, and not on CPU adapters. There the lanes design folds it where the
-    /// adapter has 8-wide subgroups ([`AttentionVariant::for_fold`]; else the workgroup
-    /// design does), measured ~8% slower per token than the O GEMV on lavapipe: W_o's
-    /// codes come through per-lane storage loads in two workgroups, where the O GEMV reads
-    /// them from its texture in seven. Shapes that cannot fold never do
+    /// instead of 5). `None`: where the adapter's own attention design folds it
+    /// ([`AttentionVariant::for_fold`]): on GPUs (the workgroup design), and on CPU
+    /// adapters with 8-wide subgroups (the lanes design, reading W_o from the GEMVs'
+    /// texture: 5-7% faster per token than the O GEMV on lavapipe, alternating in one
+    /// process). Not on other CPU adapters (SwiftShader): the workgroup design's fold
+    /// measured ~2x slower per token there. Shapes that cannot fold never do
     /// ([`Attention::can_fold_output`]).
     pub fold_output: Option<bool>,
 }
 
 impl StepOptions {
     fn folds_output(self, ctx: &GpuContext, shape: HeadShape) -> bool {
-        Attention::can_fold_output(shape) && self.fold_output.unwrap_or(!ctx.adapter.is_cpu)
+        let own =
+            AttentionVariant::for_fold(ctx, shape) == AttentionVariant::for_adapter(ctx, shape);
+        Attention::can_fold_output(shape) && self.fold_output.unwrap_or(own)
     }
 }
 
@@ -270,8 +278,11 @@ pub(super) fn record_step(
                 v: &kv.v[i],
             },
             scores: &a.scores,
-            wo: folded.then_some(OutputProjection {
-                codes: &l.attn_output.codes,
+            wo: k.attention.wo.map(|wo| OutputProjection {
+                codes: match wo.codes {
+                    CodesRead::Buffer => Codes::Buffer(&l.attn_output.codes),
+                    _ => matrices.codes(&l.attn_output, Some((i, 1))).1,
+                },
                 qparams: &l.attn_output.qparams,
                 parts: &a.parts,
             }),

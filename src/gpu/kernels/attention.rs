@@ -15,8 +15,9 @@
 
 use super::attention_lanes::{AttentionLanes, LanesDispatch};
 use super::gemv_q4::Q4_UNPACK_WGSL;
+use super::gemv_q4::{Codes, CodesRead};
 use super::rope_kv::{rope_inputs_wgsl, HeadShape, KvBuffers, ROPE_COMMON_WGSL};
-use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
+use super::{Binding, Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
@@ -27,24 +28,45 @@ const WO_WGSL: &str = include_str!("../../../shaders/attention_wo.wgsl");
 /// The W_o fold: its bindings (from binding `first` on: codes, qparams, parts), `o_head`
 /// (`o_len` floats) and shaders/attention_wo.wgsl; unfolded, a stub of what the kernels
 /// call.
-fn wo_source(folded: bool, first: u32, o_len: usize) -> String {
+fn wo_source(wo: Option<WoFold>, first: u32, o_len: usize) -> String {
     let o_head = format!("var<workgroup> o_head: array<f32, {o_len}>;\n");
-    if !folded {
+    let Some(wo) = wo else {
         return "const WO_FOLD = false;\n\
                 fn project_heads(first: u32, count: u32, part: u32, lid: u32) {}\n"
             .to_string()
             + &o_head;
-    }
+    };
     let bindings = format!(
-        "const WO_FOLD = true;\n{o_head}\
-         @group(0) @binding({}) var<storage, read> wo_codes: array<u32>;\n\
+        "const WO_FOLD = true;\n{o_head}{}\
          @group(0) @binding({}) var<storage, read> wo_qparams: array<u32>;\n\
          @group(0) @binding({}) var<storage, read_write> parts: array<f32>;\n",
-        first,
+        wo_codes_wgsl(wo.codes, first),
         first + 1,
         first + 2
     );
     [&bindings, Q4_UNPACK_WGSL, WO_WGSL].concat()
+}
+
+/// W_o's codes binding (`binding`, read as `read`) with its accessors `code4(i)` (words
+/// 4i..4i+3) and `wo_word(i)` (word i).
+pub(crate) fn wo_codes_wgsl(read: CodesRead, binding: u32) -> String {
+    read.decl(binding) + "fn wo_word(i: u32) -> u32 {\n    return code4(i / 4u)[i % 4u];\n}\n"
+}
+
+/// The output projection folded into attention: W_o's rows (the hidden size) and how the
+/// kernels read its codes: the storage buffer, or the texture copy the adapter's decode
+/// GEMVs read (16 bytes per lane and load on CPU adapters, against 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WoFold {
+    pub rows: usize,
+    pub codes: CodesRead,
+}
+
+impl WoFold {
+    /// The kernel slots of its bindings: codes, qparams, parts.
+    fn slots(self) -> [Slot; 3] {
+        [self.codes.slot(), Slot::Read, Slot::ReadWrite]
+    }
 }
 
 /// Positions per split on GPUs: short chunks, so that the heads × splits workgroups
@@ -120,14 +142,27 @@ pub struct AttentionInputs<'a> {
     pub wo: Option<OutputProjection<'a>>,
 }
 
-/// The folded output projection's buffers: W_o (Q4 g64, hidden × n_heads·head_dim) and
-/// `parts` (n_heads × hidden f32: [`Attention::parts_bytes`]), where head h writes
-/// `W_o[:, h·head_dim..(h+1)·head_dim] · o_h`.
+/// The folded output projection's buffers: W_o (Q4 g64, hidden × n_heads·head_dim: its
+/// codes as [`WoFold::codes`] reads them) and `parts` (at most n_heads × hidden f32:
+/// [`Attention::parts_bytes`]), where part p holds `W_o[:, cols] · o[cols]` for the
+/// columns of its heads ([`Attention::part_heads`]).
 #[derive(Clone, Copy)]
 pub struct OutputProjection<'a> {
-    pub codes: &'a wgpu::Buffer,
+    pub codes: Codes<'a>,
     pub qparams: &'a wgpu::Buffer,
     pub parts: &'a wgpu::Buffer,
+}
+
+impl<'a> OutputProjection<'a> {
+    /// The bindings in slot order, the codes checked against how `wo` reads them.
+    fn bindings(self, wo: WoFold) -> [Binding<'a>; 3] {
+        let texture = wo.codes != CodesRead::Buffer;
+        [
+            self.codes.binding(texture, "attention W_o"),
+            Binding::Buffer(self.qparams),
+            Binding::Buffer(self.parts),
+        ]
+    }
 }
 
 /// The dispatches of one layer's attention; the split count, hence the grid, follows the
@@ -157,8 +192,8 @@ pub struct Attention {
     combine: KernelPipeline,
     pub shape: HeadShape,
     pub split_len: usize,
-    /// Rows of the folded W_o (the hidden size), when folded.
-    pub wo_rows: Option<usize>,
+    /// The folded W_o, when folded.
+    pub wo: Option<WoFold>,
     /// Consecutive q heads per combine workgroup, and per part when folded.
     part_heads: usize,
 }
@@ -189,9 +224,9 @@ impl Attention {
         Self::build(ctx, variant, shape, (qk_norm, eps), split_len, None)
     }
 
-    /// [`Attention::with_variant`] with the output projection (`hidden` rows) folded in:
-    /// needs head_dim % 8 == 0 and n_heads · head_dim % 64 == 0 (whole Q4 code words per
-    /// head, whole groups per row).
+    /// [`Attention::with_variant`] with the output projection `wo` folded in: needs
+    /// head_dim % 8 == 0 and n_heads · head_dim % 64 == 0 (whole Q4 code words per head,
+    /// whole groups per row).
     pub fn with_output_projection(
         ctx: &GpuContext,
         variant: AttentionVariant,
@@ -199,8 +234,9 @@ impl Attention {
         qk_norm: bool,
         eps: f32,
         split_len: usize,
-        hidden: usize,
+        wo: WoFold,
     ) -> Result<Attention> {
+        let hidden = wo.rows;
         let q_dim = shape.n_heads * shape.head_dim;
         if shape.head_dim % 8 != 0 || q_dim % 64 != 0 || hidden == 0 || hidden > u32::MAX as usize {
             return Err(Error::InvalidArgument(format!(
@@ -209,7 +245,7 @@ impl Attention {
                 shape.head_dim
             )));
         }
-        Self::build(ctx, variant, shape, (qk_norm, eps), split_len, Some(hidden))
+        Self::build(ctx, variant, shape, (qk_norm, eps), split_len, Some(wo))
     }
 
     /// Can the output projection of `shape` be folded in?
@@ -224,7 +260,7 @@ impl Attention {
         shape: HeadShape,
         (qk_norm, eps): (bool, f32),
         split_len: usize,
-        wo_rows: Option<usize>,
+        wo: Option<WoFold>,
     ) -> Result<Attention> {
         shape.check()?;
         if split_len == 0 || split_len > u32::MAX as usize {
@@ -236,14 +272,11 @@ impl Attention {
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
         constants.push(("EPS", f64::from(eps)));
         constants.push(("SPLIT_LEN", split_len as f64));
-        let folded = wo_rows.is_some();
+        let folded = wo.is_some();
         // Folded: q/k norm and inv_freq as uniforms, W_o's codes, qparams and the parts
-        // as 3 more storage bindings (8 in all).
-        let wo: &[Slot] = match folded {
-            true => &[Slot::Read, Slot::Read, Slot::ReadWrite],
-            false => &[],
-        };
-        let wo_constants: Vec<_> = wo_rows.map(|r| ("HIDDEN", r as f64)).into_iter().collect();
+        // as 3 more bindings (8 storage bindings in all at most).
+        let wo_slots: Vec<Slot> = wo.iter().flat_map(|w| w.slots()).collect();
+        let wo_constants: Vec<_> = wo.map(|w| ("HIDDEN", w.rows as f64)).into_iter().collect();
         constants.extend(wo_constants.iter().copied());
         let design = match variant {
             AttentionVariant::Workgroup => {
@@ -253,7 +286,7 @@ impl Attention {
                     REDUCE64_WGSL,
                     ROPE_COMMON_WGSL,
                     &small,
-                    &wo_source(folded, 9, shape.head_dim),
+                    &wo_source(wo, 9, shape.head_dim),
                     WGSL,
                 ]
                 .concat();
@@ -261,7 +294,7 @@ impl Attention {
                 let mut slots = vec![Slot::Uniform, Slot::Read];
                 slots.extend([small_slot; 3]);
                 slots.extend([Slot::ReadWrite; 4]);
-                slots.extend(wo);
+                slots.extend(&wo_slots);
                 let attend = KernelPipeline::new(ctx, "attention", &source, &slots, &constants);
                 Design::Workgroup(attend)
             }
@@ -270,7 +303,7 @@ impl Attention {
                 shape,
                 (qk_norm, eps),
                 split_len,
-                wo_rows,
+                wo,
             )?),
         };
         // Heads per part: the workgroup design's heads, or the lanes design's workgroups
@@ -288,9 +321,9 @@ impl Attention {
         ];
         combine_constants.extend(wo_constants);
         let mut combine_slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
-        combine_slots.extend(wo);
+        combine_slots.extend(&wo_slots);
         let o_len = part_heads * shape.head_dim;
-        let combine_source = [STEP_WGSL, &wo_source(folded, 3, o_len), COMBINE_WGSL].concat();
+        let combine_source = [STEP_WGSL, &wo_source(wo, 3, o_len), COMBINE_WGSL].concat();
         let combine = KernelPipeline::new(
             ctx,
             "attention_combine",
@@ -303,7 +336,7 @@ impl Attention {
             combine,
             shape,
             split_len,
-            wo_rows,
+            wo,
             part_heads,
         })
     }
@@ -360,26 +393,29 @@ impl Attention {
         let i = inputs;
         assert_eq!(
             i.wo.is_some(),
-            self.wo_rows.is_some(),
+            self.wo.is_some(),
             "attention: W_o is bound exactly when the kernel folds it"
         );
-        let wo: Vec<&wgpu::Buffer> = match i.wo {
-            Some(wo) => vec![wo.codes, wo.qparams, wo.parts],
-            None => vec![],
+        let wo: Vec<Binding> = match (i.wo, self.wo) {
+            (Some(p), Some(wo)) => p.bindings(wo).to_vec(),
+            _ => vec![],
         };
         let heads = self.shape.n_heads as u32;
-        let mut combine = vec![i.step, partials, out];
-        combine.extend(&wo);
-        let combine = self.combine.dispatch(ctx, &combine, self.parts() as u32);
+        let mut combine: Vec<Binding> = [i.step, partials, out].map(Binding::Buffer).to_vec();
+        combine.extend(wo.iter().cloned());
+        let combine = self
+            .combine
+            .dispatch_bindings(ctx, &combine, self.parts() as u32);
         match &self.design {
             Design::Workgroup(kernel) => {
                 let attend = |dst| {
-                    let mut buffers = vec![
+                    let buffers = [
                         i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.cache.k, i.cache.v,
                         i.scores, dst,
                     ];
-                    buffers.extend(&wo);
-                    kernel.dispatch(ctx, &buffers, heads)
+                    let mut b: Vec<Binding> = buffers.map(Binding::Buffer).to_vec();
+                    b.extend(wo.iter().cloned());
+                    kernel.dispatch_bindings(ctx, &b, heads)
                 };
                 AttentionDispatch::Workgroup {
                     single: attend(out),
@@ -388,7 +424,7 @@ impl Attention {
                 }
             }
             Design::Lanes(attend) => AttentionDispatch::Lanes {
-                attend: attend.dispatch(ctx, &i, out, partials),
+                attend: attend.dispatch(ctx, &i, out, partials, &wo),
                 combine,
             },
         }

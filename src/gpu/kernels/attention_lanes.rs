@@ -6,19 +6,21 @@
 //!   read once for all its q heads (shaders/attention_lanes_splits.wgsl), then
 //!   shaders/attention_combine.wgsl merges the partial results.
 //!
-//! Optionally with the output projection W_o folded in: the heads mapping's lanes project
-//! their head's output into `parts` (shaders/attention_lanes_wo.wgsl), the combine does it
-//! for several splits.
+//! Optionally with the output projection W_o folded in (adapters with 8-wide subgroups:
+//! lavapipe): the heads mapping's lanes project their head's output, summed over the
+//! workgroup's heads through the subgroup into one part per workgroup
+//! (shaders/attention_lanes_wo.wgsl); the combine does it for several splits. W_o's codes
+//! come through `code4`, from the texture copy the decode GEMVs read where there is one.
 //!
 //! [`super::attention::Attention`] puts them together.
 
-use super::attention::AttentionInputs;
+use super::attention::{wo_codes_wgsl, AttentionInputs, WoFold};
 use super::gemv_q4::Q4_UNPACK_WGSL;
 use super::lanes_state::{
     state_partial_wgsl, state_project_wgsl, state_wgsl, Queries, LANES_COMMON_WGSL,
 };
 use super::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL};
-use super::{Dispatch, KernelPipeline, Slot, STEP_WGSL};
+use super::{Binding, Dispatch, KernelPipeline, Slot, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
@@ -37,8 +39,8 @@ pub struct AttentionLanes {
     by_split: KernelPipeline,
     pub shape: HeadShape,
     pub split_len: usize,
-    /// Rows of the folded W_o (the hidden size), when folded.
-    pub wo_rows: Option<usize>,
+    /// The folded W_o, when folded.
+    pub wo: Option<WoFold>,
 }
 
 /// The attention of one layer: `single` for a history of one split, `split` for more
@@ -50,18 +52,18 @@ pub struct LanesDispatch {
 
 impl AttentionLanes {
     /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`;
-    /// `wo_rows`: fold in the output projection of that many rows (the caller checks the
-    /// shape: [`super::attention::Attention::can_fold_output`]). Needs head_dim % 4 == 0
+    /// `wo`: fold in that output projection (the caller checks the shape:
+    /// [`super::attention::Attention::can_fold_output`]). Needs head_dim % 4 == 0
     /// and `split_len` in 1..=65,535 (mesa's loop limiter).
     pub fn new(
         ctx: &GpuContext,
         shape: HeadShape,
         (qk_norm, eps): (bool, f32),
         split_len: usize,
-        wo_rows: Option<usize>,
+        wo: Option<WoFold>,
     ) -> Result<AttentionLanes> {
         shape.check()?;
-        if wo_rows.is_some() && ctx.adapter.subgroup_size != Some(LANES) {
+        if wo.is_some() && ctx.adapter.subgroup_size != Some(LANES) {
             return Err(Error::InvalidArgument(format!(
                 "lanes attention with W_o folded in: needs subgroups of {LANES} (the \
                  workgroup's heads sum their projections through the subgroup), the adapter \
@@ -80,22 +82,21 @@ impl AttentionLanes {
         constants.push(("SPLIT_LEN", split_len as f64));
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
         constants.push(("EPS", f64::from(eps)));
-        let fold = wo_rows.is_some();
-        constants.extend(wo_rows.map(|r| ("HIDDEN", r as f64)));
+        let fold = wo.is_some();
+        constants.extend(wo.map(|w| ("HIDDEN", w.rows as f64)));
         // Folded: q/k norm and inv_freq as uniforms, W_o's codes, qparams and the parts
-        // as 3 more storage bindings (8 in all, the default limit).
+        // as 3 more bindings (8 storage bindings in all at most, the default limit).
         let small = if fold { Slot::Uniform } else { Slot::Read };
         let mut slots = vec![Slot::Uniform, Slot::Read, small, small, small];
         slots.extend([Slot::ReadWrite; 4]);
-        if fold {
-            slots.extend([Slot::Read, Slot::Read, Slot::ReadWrite]);
+        if let Some(w) = wo {
+            slots.extend([w.codes.slot(), Slot::Read, Slot::ReadWrite]);
         }
         let (group, n) = (shape.n_heads / shape.n_kv_heads, shape.head_dim / 4);
         let inputs = rope_inputs_wgsl(fold, qk_norm, shape.head_dim);
-        let wo = if fold {
-            [Q4_UNPACK_WGSL, WO_WGSL].concat()
-        } else {
-            String::new()
+        let wo_wgsl = match wo {
+            Some(w) => [&wo_codes_wgsl(w.codes, 9), Q4_UNPACK_WGSL, WO_WGSL].concat(),
+            None => String::new(),
         };
         // `state`: the State of as many q heads as one lane holds (and its functions);
         // `main`: the mapping.
@@ -106,7 +107,7 @@ impl AttentionLanes {
                 LANES_COMMON_WGSL,
                 &inputs,
                 WGSL,
-                &wo,
+                &wo_wgsl,
             ];
             let source = [&common[..], state, &[main]].concat().concat();
             KernelPipeline::new(ctx, "attention_lanes", &source, &slots, &constants)
@@ -120,32 +121,32 @@ impl AttentionLanes {
             by_split: kernel(&[&whole_group, &state_partial_wgsl(group, n)], SPLITS_WGSL),
             shape,
             split_len,
-            wo_rows,
+            wo,
         })
     }
 
     /// `inputs`' QKV output, norm weights, inv_freq and caches (this step's k and v are
     /// written at `step.pos`; earlier positions hold the history); `out`: n_heads ·
     /// head_dim f32 (one split); `partials`: the split results (see
-    /// [`super::attention::partials_bytes`]); `inputs.wo` exactly when folded. Encode with
-    /// [`Self::grid`]'s grid.
+    /// [`super::attention::partials_bytes`]); `wo`: the folded projection's bindings
+    /// (none unfolded). Encode with [`Self::grid`]'s grid.
     pub fn dispatch(
         &self,
         ctx: &GpuContext,
         inputs: &AttentionInputs<'_>,
         out: &wgpu::Buffer,
         partials: &wgpu::Buffer,
+        wo: &[Binding],
     ) -> LanesDispatch {
         let i = inputs;
-        let mut buffers = vec![
+        let buffers = [
             i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.cache.k, i.cache.v, out, partials,
         ];
-        if let Some(wo) = i.wo {
-            buffers.extend([wo.codes, wo.qparams, wo.parts]);
-        }
-        let mut single = self.by_head.dispatch(ctx, &buffers, 1);
+        let mut b: Vec<Binding> = buffers.map(Binding::Buffer).to_vec();
+        b.extend(wo.iter().cloned());
+        let mut single = self.by_head.dispatch_bindings(ctx, &b, 1);
         single.grid = Self::grid(self.shape, 1);
-        let split = self.by_split.dispatch(ctx, &buffers, 1);
+        let split = self.by_split.dispatch_bindings(ctx, &b, 1);
         LanesDispatch { single, split }
     }
 

@@ -123,8 +123,9 @@ pub(crate) fn state_partial_wgsl(group: usize, n: usize) -> String {
 /// head (h) of `n` vec4s: with `fold`, the normalised outputs of the subgroup's heads (the
 /// workgroup's active lanes) through their W_o columns, summed over the subgroup into
 /// `parts[part][..]`, stored by lane 0 (shaders/attention_lanes_wo.wgsl: bindings,
-/// `wo_dot`); else nothing. The head's HD / 8
-/// code words are written out so that its output stays in registers; words of one Q4
+/// `wo_dot`, `wo_word`; the wrapper's `code4`); else nothing. The head's HD / 8 code words
+/// are written out so that its output stays in registers, loaded 4 at a time where the
+/// head's columns start a vec4 of words (HD % 32 == 0), else one by one; words of one Q4
 /// group share its qparams: runs of 8 when HD % 64 == 0 (each head starts a group), else
 /// each word looks its group up.
 pub(crate) fn state_project_wgsl(n: usize, fold: bool) -> String {
@@ -137,7 +138,14 @@ pub(crate) fn state_project_wgsl(n: usize, fold: bool) -> String {
     for d in 0..n {
         pre += &format!("    let o{d} = s.a0_{d} * inv;\n");
     }
+    let by4 = n % 8 == 0;
     let mut row = String::new();
+    for m in 0..words / 4 {
+        row += &match by4 {
+            true => format!("        let w{m} = code4(c / 4u + {m}u);\n"),
+            false => String::new(),
+        };
+    }
     for (k, first) in (0..words).step_by(run).enumerate() {
         let seg = first..(first + run).min(words);
         let sum: Vec<String> = seg
@@ -145,8 +153,12 @@ pub(crate) fn state_project_wgsl(n: usize, fold: bool) -> String {
             .map(|j| format!("o{} + o{}", 2 * j, 2 * j + 1))
             .collect();
         pre += &format!("    let z{k} = dot({}, vec4<f32>(1.0));\n", sum.join(" + "));
+        let word = |j: usize| match by4 {
+            true => format!("w{}.{}", j / 4, ["x", "y", "z", "w"][j % 4]),
+            false => format!("wo_word(c + {j}u)"),
+        };
         let dots: Vec<String> = seg
-            .map(|j| format!("wo_dot(wo_codes[c + {j}u], o{}, o{})", 2 * j, 2 * j + 1))
+            .map(|j| format!("wo_dot({}, o{}, o{})", word(j), 2 * j, 2 * j + 1))
             .collect();
         row += &format!(
             "        let p{k} = unpack2x16float(wo_qparams[q + (h * HD + {}u) / 64u]);\n\
