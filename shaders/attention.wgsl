@@ -191,6 +191,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
     if (WO_FOLD && splits == 1u) {
-        project_heads(h, 1u, h, lid);
+        project_head(h, lid);
     }
 }

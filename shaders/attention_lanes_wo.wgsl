@@ -11,7 +11,7 @@
 // not start a vec4 of words; both the wrapper's: from W_o's storage buffer or,
 // where the decode GEMVs read textures, its texture copy: 16 bytes per lane and load on
 // lavapipe, against 4 from a storage buffer). Histories of several splits fold in
-// attention_combine.wgsl instead.
+// attention_lanes_combine.wgsl, the same way.
 // W_o is Q4 g64, [HIDDEN][N_HEADS·HD]: codes u32[HIDDEN][N_HEADS·HD/8] (q4_unpack.wgsl's
 // nibble order; `code4(i)`: words 4i..4i+3), qparams u32[HIDDEN][N_HEADS·HD/64] =
 // pack2x16float(scale, min), w = scale · code + min.

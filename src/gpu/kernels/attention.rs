@@ -9,9 +9,10 @@
 //! - CPU adapters: no workgroup memory or barriers, the q/k-norm + RoPE + KV write fused
 //!   in too ([`AttentionLanes`]): a lane per q head while the history fits one split,
 //!   then a lane per (split, KV head) for the whole GQA group, each key loaded once for
-//!   all the group's heads (loads are what costs on CPU adapters). W_o folds in here too:
-//!   the lane of a head projects its output (shaders/attention_lanes_wo.wgsl), or the
-//!   combine after several splits does.
+//!   all the group's heads (loads are what costs on CPU adapters). W_o folds in here too
+//!   (8-wide subgroups): the lane of a head projects its output, the workgroup's heads
+//!   summed into one part (shaders/attention_lanes_wo.wgsl), after several splits in the
+//!   lanes design's own combine (shaders/attention_lanes_combine.wgsl).
 
 use super::attention_lanes::{AttentionLanes, LanesDispatch};
 use super::gemv_q4::Q4_UNPACK_WGSL;
@@ -32,7 +33,7 @@ fn wo_source(wo: Option<WoFold>, first: u32, o_len: usize) -> String {
     let o_head = format!("var<workgroup> o_head: array<f32, {o_len}>;\n");
     let Some(wo) = wo else {
         return "const WO_FOLD = false;\n\
-                fn project_heads(first: u32, count: u32, part: u32, lid: u32) {}\n"
+                fn project_head(h: u32, lid: u32) {}\n"
             .to_string()
             + &o_head;
     };
@@ -184,12 +185,13 @@ pub enum AttentionDispatch {
 /// The kernels of one design.
 enum Design {
     Workgroup(KernelPipeline),
-    Lanes(AttentionLanes),
+    Lanes(Box<AttentionLanes>),
 }
 
 pub struct Attention {
     design: Design,
-    combine: KernelPipeline,
+    /// The combine after several splits (not for the lanes design with W_o folded in).
+    combine: Option<KernelPipeline>,
     pub shape: HeadShape,
     pub split_len: usize,
     /// The folded W_o, when folded.
@@ -298,39 +300,30 @@ impl Attention {
                 let attend = KernelPipeline::new(ctx, "attention", &source, &slots, &constants);
                 Design::Workgroup(attend)
             }
-            AttentionVariant::Lanes => Design::Lanes(AttentionLanes::new(
-                ctx,
-                shape,
-                (qk_norm, eps),
-                split_len,
-                wo,
-            )?),
+            AttentionVariant::Lanes => {
+                let lanes = AttentionLanes::new(ctx, shape, (qk_norm, eps), split_len, wo)?;
+                Design::Lanes(Box::new(lanes))
+            }
         };
-        // Heads per part: the workgroup design's heads, or the lanes design's workgroups
-        // of them when W_o folds in there (the combine then writes the same parts).
-        let part_heads = match (&design, folded) {
-            (Design::Lanes(_), true) => AttentionLanes::part_heads(shape),
-            _ => 1,
+        // A part per head, or with W_o folded into the lanes design per workgroup of its
+        // heads (which combines its splits itself: `LanesDispatch::merge`).
+        let lanes_fold = matches!(design, Design::Lanes(_)) && folded;
+        let part_heads = match lanes_fold {
+            true => AttentionLanes::part_heads(shape),
+            false => 1,
         };
-        let mut combine_constants = vec![
-            ("N_HEADS", shape.n_heads as f64),
-            ("N_KV", shape.n_kv_heads as f64),
-            ("HD", shape.head_dim as f64),
-            ("SPLIT_LEN", split_len as f64),
-            ("PART_HEADS", part_heads as f64),
-        ];
-        combine_constants.extend(wo_constants);
-        let mut combine_slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
-        combine_slots.extend(&wo_slots);
-        let o_len = part_heads * shape.head_dim;
-        let combine_source = [STEP_WGSL, &wo_source(wo, 3, o_len), COMBINE_WGSL].concat();
-        let combine = KernelPipeline::new(
-            ctx,
-            "attention_combine",
-            &combine_source,
-            &combine_slots,
-            &combine_constants,
-        );
+        let combine = (!lanes_fold).then(|| {
+            let mut constants = vec![
+                ("N_HEADS", shape.n_heads as f64),
+                ("HD", shape.head_dim as f64),
+                ("SPLIT_LEN", split_len as f64),
+            ];
+            constants.extend(wo_constants);
+            let mut slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
+            slots.extend(&wo_slots);
+            let source = [STEP_WGSL, &wo_source(wo, 3, shape.head_dim), COMBINE_WGSL].concat();
+            KernelPipeline::new(ctx, "attention_combine", &source, &slots, &constants)
+        });
         Ok(Attention {
             design,
             combine,
@@ -405,7 +398,8 @@ impl Attention {
         combine.extend(wo.iter().cloned());
         let combine = self
             .combine
-            .dispatch_bindings(ctx, &combine, self.parts() as u32);
+            .as_ref()
+            .map(|k| k.dispatch_bindings(ctx, &combine, heads));
         match &self.design {
             Design::Workgroup(kernel) => {
                 let attend = |dst| {
@@ -420,13 +414,17 @@ impl Attention {
                 AttentionDispatch::Workgroup {
                     single: attend(out),
                     split: attend(partials),
-                    combine,
+                    combine: combine.expect("the workgroup design's combine"),
                 }
             }
-            Design::Lanes(attend) => AttentionDispatch::Lanes {
-                attend: attend.dispatch(ctx, &i, out, partials, &wo),
-                combine,
-            },
+            Design::Lanes(kernel) => {
+                let mut attend = kernel.dispatch(ctx, &i, out, partials, &wo);
+                let merge = attend.merge.take();
+                let combine = combine
+                    .or(merge)
+                    .expect("the lanes design combines its splits where W_o folds");
+                AttentionDispatch::Lanes { attend, combine }
+            }
         }
     }
 

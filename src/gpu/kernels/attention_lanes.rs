@@ -9,7 +9,9 @@
 //! Optionally with the output projection W_o folded in (adapters with 8-wide subgroups:
 //! lavapipe): the heads mapping's lanes project their head's output, summed over the
 //! workgroup's heads through the subgroup into one part per workgroup
-//! (shaders/attention_lanes_wo.wgsl); the combine does it for several splits. W_o's codes
+//! (shaders/attention_lanes_wo.wgsl); after several splits its own combine, in the heads
+//! mapping, merges them and projects the same way (shaders/attention_lanes_combine.wgsl).
+//! W_o's codes
 //! come through `code4`, from the texture copy the decode GEMVs read where there is one.
 //!
 //! [`super::attention::Attention`] puts them together.
@@ -17,7 +19,8 @@
 use super::attention::{wo_codes_wgsl, AttentionInputs, WoFold};
 use super::gemv_q4::Q4_UNPACK_WGSL;
 use super::lanes_state::{
-    state_partial_wgsl, state_project_wgsl, state_wgsl, Queries, LANES_COMMON_WGSL,
+    state_merge_wgsl, state_partial_wgsl, state_project_wgsl, state_wgsl, Queries,
+    LANES_COMMON_WGSL,
 };
 use super::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL};
 use super::{Binding, Dispatch, KernelPipeline, Slot, STEP_WGSL};
@@ -28,6 +31,7 @@ const WGSL: &str = include_str!("../../../shaders/attention_lanes.wgsl");
 const HEADS_WGSL: &str = include_str!("../../../shaders/attention_lanes_heads.wgsl");
 const SPLITS_WGSL: &str = include_str!("../../../shaders/attention_lanes_splits.wgsl");
 const WO_WGSL: &str = include_str!("../../../shaders/attention_lanes_wo.wgsl");
+const MERGE_WGSL: &str = include_str!("../../../shaders/attention_lanes_combine.wgsl");
 
 /// Lanes per workgroup (one SIMD batch on CPU adapters).
 const LANES: u32 = 8;
@@ -37,6 +41,8 @@ pub struct AttentionLanes {
     by_head: KernelPipeline,
     /// Several splits: a lane per (split, KV head).
     by_split: KernelPipeline,
+    /// With W_o folded in: the combine after several splits, in the heads mapping.
+    merge: Option<KernelPipeline>,
     pub shape: HeadShape,
     pub split_len: usize,
     /// The folded W_o, when folded.
@@ -48,6 +54,8 @@ pub struct AttentionLanes {
 pub struct LanesDispatch {
     pub single: Dispatch,
     pub split: Dispatch,
+    /// With W_o folded in, the combine after `split` (else attention_combine.wgsl's).
+    pub merge: Option<Dispatch>,
 }
 
 impl AttentionLanes {
@@ -119,6 +127,7 @@ impl AttentionLanes {
             // One split: no partial results to store.
             by_head: kernel(&[&one_head, &project], HEADS_WGSL),
             by_split: kernel(&[&whole_group, &state_partial_wgsl(group, n)], SPLITS_WGSL),
+            merge: fold.then(|| kernel(&[&one_head, &project, &state_merge_wgsl(n)], MERGE_WGSL)),
             shape,
             split_len,
             wo,
@@ -147,7 +156,16 @@ impl AttentionLanes {
         let mut single = self.by_head.dispatch_bindings(ctx, &b, 1);
         single.grid = Self::grid(self.shape, 1);
         let split = self.by_split.dispatch_bindings(ctx, &b, 1);
-        LanesDispatch { single, split }
+        let merge = self.merge.as_ref().map(|k| {
+            let mut d = k.dispatch_bindings(ctx, &b, 1);
+            d.grid = single.grid;
+            d
+        });
+        LanesDispatch {
+            single,
+            split,
+            merge,
+        }
     }
 
     /// Can this adapter fold W_o into the lanes design (8-wide subgroups)?

@@ -181,3 +181,39 @@ pub(crate) fn state_project_wgsl(n: usize, fold: bool) -> String {
          \x20       if (lane == 0u) {{\n            parts[part * HIDDEN + r] = sum;\n        }}\n    }}\n}}\n"
     )
 }
+
+/// `state_merge(h, splits)` for the decode combine of the lanes design with W_o folded
+/// in (shaders/attention_lanes_combine.wgsl), whose State holds one head of `n` vec4s:
+/// head h's `splits` partial results (shaders/attention_combine.wgsl's layout) merged
+/// into the State's accumulator and sum (`m0` their max score), ready for `state_store`
+/// and `state_project`.
+pub(crate) fn state_merge_wgsl(n: usize) -> String {
+    let mut zero = String::new();
+    let mut add = String::new();
+    for d in 0..n {
+        zero += "vec4<f32>(0.0), vec4<f32>(0.0), ";
+        add += &format!(
+            "        r.a0_{d} += f * vec4<f32>(partials[at + {0}u], partials[at + {1}u], \
+             partials[at + {2}u], partials[at + {3}u]);\n",
+            4 * d,
+            4 * d + 1,
+            4 * d + 2,
+            4 * d + 3
+        );
+    }
+    format!(
+        "// Head h's partial results of `splits` splits, merged.\n\
+         fn state_merge(h: u32, splits: u32) -> State {{\n\
+         \x20   let stride = HD + 2u;\n\
+         \x20   let at0 = h * splits * stride;\n\
+         \x20   var big_m = -3.4e38;\n\
+         \x20   for (var s = 0u; s < splits; s++) {{\n\
+         \x20       big_m = max(big_m, partials[at0 + s * stride + HD]);\n    }}\n\
+         \x20   var r = State({zero}big_m, 0.0);\n\
+         \x20   for (var s = 0u; s < splits; s++) {{\n\
+         \x20       let at = at0 + s * stride;\n\
+         \x20       let f = exp(partials[at + HD] - big_m);\n\
+         \x20       r.l0 += f * partials[at + HD + 1u];\n{add}    }}\n\
+         \x20   return r;\n}}\n"
+    )
+}
