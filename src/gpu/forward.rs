@@ -118,7 +118,8 @@ pub struct GpuModel {
 pub struct KernelTime {
     /// [`StepKernel::name`] (embed, qkv, attention, o, gate_up, down, head, argmax),
     /// followed by `:` and the kernel's label where a step entry has several dispatches
-    /// (attention: `attention:attention_lanes`, `attention:attention_combine`).
+    /// (attention: `attention:attention_lanes`, `attention:attention_combine` or
+    /// `attention:attention_lanes_combine`).
     pub kernel: String,
     /// Its dispatches in the step (all layers).
     pub dispatches: usize,

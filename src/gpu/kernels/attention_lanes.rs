@@ -108,7 +108,7 @@ impl AttentionLanes {
         };
         // `state`: the State of as many q heads as one lane holds (and its functions);
         // `main`: the mapping.
-        let kernel = |state: &[&str], main: &str| {
+        let kernel = |label: &'static str, state: &[&str], main: &str| {
             let common = [
                 STEP_WGSL,
                 ROPE_COMMON_WGSL,
@@ -118,16 +118,23 @@ impl AttentionLanes {
                 &wo_wgsl,
             ];
             let source = [&common[..], state, &[main]].concat().concat();
-            KernelPipeline::new(ctx, "attention_lanes", &source, &slots, &constants)
+            KernelPipeline::new(ctx, label, &source, &slots, &constants)
         };
         let one_head = state_wgsl(1, n, Queries::FromQkv);
         let project = state_project_wgsl(n, fold);
         let whole_group = state_wgsl(group, n, Queries::FromQkv);
         Ok(AttentionLanes {
             // One split: no partial results to store.
-            by_head: kernel(&[&one_head, &project], HEADS_WGSL),
-            by_split: kernel(&[&whole_group, &state_partial_wgsl(group, n)], SPLITS_WGSL),
-            merge: fold.then(|| kernel(&[&one_head, &project, &state_merge_wgsl(n)], MERGE_WGSL)),
+            by_head: kernel("attention_lanes", &[&one_head, &project], HEADS_WGSL),
+            by_split: kernel(
+                "attention_lanes",
+                &[&whole_group, &state_partial_wgsl(group, n)],
+                SPLITS_WGSL,
+            ),
+            merge: fold.then(|| {
+                let state = [&one_head[..], &project, &state_merge_wgsl(n)];
+                kernel("attention_lanes_combine", &state, MERGE_WGSL)
+            }),
             shape,
             split_len,
             wo,
