@@ -15,8 +15,7 @@
 //!   lanes design's own combine (shaders/attention_lanes_combine.wgsl).
 
 use super::attention_lanes::{AttentionLanes, LanesDispatch};
-use super::gemv_q4::Q4_UNPACK_WGSL;
-use super::gemv_q4::{Codes, CodesRead};
+use super::gemv_q4::{Codes, CodesRead, Q4_UNPACK_WGSL};
 use super::rope_kv::{rope_inputs_wgsl, HeadShape, KvBuffers, ROPE_COMMON_WGSL};
 use super::{Binding, Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
 use crate::error::{Error, Result};
@@ -196,7 +195,8 @@ pub struct Attention {
     pub split_len: usize,
     /// The folded W_o, when folded.
     pub wo: Option<WoFold>,
-    /// Consecutive q heads per combine workgroup, and per part when folded.
+    /// Consecutive q heads per part of the folded projection: 1, or with W_o folded into
+    /// the lanes design its workgroups' heads ([`AttentionLanes::part_heads`]).
     part_heads: usize,
 }
 
