@@ -96,6 +96,25 @@ fn pack4(x: vec4<f32>) -> vec2<u32> {
     return vec2<u32>(pack2x16float(x.xy), pack2x16float(x.zw));
 }
 
+// The q heads of workgroup y of the heads mappings (attention_lanes_heads.wgsl,
+// attention_lanes_combine.wgsl): KV head `kv`'s group heads first..first + count, 8 to a
+// workgroup (groups over 8 heads take several workgroups along y, the last maybe fewer);
+// lane l holds q head h0 + l.
+struct HeadChunk {
+    kv: u32,
+    first: u32,
+    count: u32,
+    h0: u32,
+}
+
+fn head_chunk(y: u32) -> HeadChunk {
+    let group = N_HEADS / N_KV;
+    let chunks = (group + 7u) / 8u;
+    let kv = y / chunks;
+    let first = (y % chunks) * 8u;
+    return HeadChunk(kv, first, min(8u, group - first), kv * group + first);
+}
+
 // Elements 4d..4d+3 of the head at `src` in qkv.
 fn qkv4(src: u32, d: u32) -> vec4<f32> {
     let e = src + 4u * d;

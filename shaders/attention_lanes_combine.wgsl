@@ -9,15 +9,11 @@
 
 @compute @workgroup_size(8)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let group = N_HEADS / N_KV;
-    let chunks = (group + 7u) / 8u;
-    let kv = wid.y / chunks;
-    let first = (wid.y % chunks) * 8u;
-    let count = min(8u, group - first);
-    if (lid >= count) {
+    let chunk = head_chunk(wid.y);
+    if (lid >= chunk.count) {
         return;
     }
-    let h = kv * group + first + lid;
+    let h = chunk.h0 + lid;
     let splits = (step.pos + SPLIT_LEN) / SPLIT_LEN;
     let st = state_merge(h, splits);
     state_store(h * (HD / 4u), st);

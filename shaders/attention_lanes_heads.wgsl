@@ -7,16 +7,12 @@
 
 @compute @workgroup_size(8)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let group = N_HEADS / N_KV;
-    let chunks = (group + 7u) / 8u;
-    let kv = wid.y / chunks;
-    // The workgroup's heads: `count` from the group's head 8c on (workgroup y chunk c).
-    let first = (wid.y % chunks) * 8u;
-    let count = min(8u, group - first);
-    if (lid >= count) {
+    let chunk = head_chunk(wid.y);
+    if (lid >= chunk.count) {
         return;
     }
-    let h = kv * group + first + lid;
+    let kv = chunk.kv;
+    let h = chunk.h0 + lid;
     let hd4 = HD / 4u;
     var st = state_init(h * hd4, 1.0 / sqrt(f32(HD)));
     // Key j's vec4 d (two u32 pairs) is at (kv · CTX + j) · hd4 + d; this step's key is
@@ -25,7 +21,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var j = 0u; j < step.pos; j++) {
         st = state_step(st, cbase + j * hd4, true);
     }
-    st = state_step_now(st, kv, lid == 0u && first == 0u, cbase + step.pos * hd4);
+    st = state_step_now(st, kv, lid == 0u && chunk.first == 0u, cbase + step.pos * hd4);
     state_store(h * hd4, st);
     // With W_o folded in: the workgroup's heads' share of the projection, part wid.y
     // (else nothing).

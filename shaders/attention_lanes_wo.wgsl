@@ -25,4 +25,3 @@ override HIDDEN: u32;
 fn wo_dot(w: u32, o0: vec4<f32>, o1: vec4<f32>) -> f32 {
     return dot(lo4(w), o0) + dot(hi4(w), o1);
 }
-

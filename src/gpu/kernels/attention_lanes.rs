@@ -11,8 +11,8 @@
 //! workgroup's heads through the subgroup into one part per workgroup
 //! (shaders/attention_lanes_wo.wgsl); after several splits its own combine, in the heads
 //! mapping, merges them and projects the same way (shaders/attention_lanes_combine.wgsl).
-//! W_o's codes
-//! come through `code4`, from the texture copy the decode GEMVs read where there is one.
+//! W_o's codes come through `code4`, from the texture copy the decode GEMVs read where
+//! there is one.
 //!
 //! [`super::attention::Attention`] puts them together.
 
@@ -45,8 +45,6 @@ pub struct AttentionLanes {
     merge: Option<KernelPipeline>,
     pub shape: HeadShape,
     pub split_len: usize,
-    /// The folded W_o, when folded.
-    pub wo: Option<WoFold>,
 }
 
 /// The attention of one layer: `single` for a history of one split, `split` for more
@@ -71,7 +69,7 @@ impl AttentionLanes {
         wo: Option<WoFold>,
     ) -> Result<AttentionLanes> {
         shape.check()?;
-        if wo.is_some() && ctx.adapter.subgroup_size != Some(LANES) {
+        if wo.is_some() && !Self::can_fold_output(ctx) {
             return Err(Error::InvalidArgument(format!(
                 "lanes attention with W_o folded in: needs subgroups of {LANES} (the \
                  workgroup's heads sum their projections through the subgroup), the adapter \
@@ -137,7 +135,6 @@ impl AttentionLanes {
             }),
             shape,
             split_len,
-            wo,
         })
     }
 

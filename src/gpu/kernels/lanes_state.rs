@@ -140,11 +140,10 @@ pub(crate) fn state_project_wgsl(n: usize, fold: bool) -> String {
     }
     let by4 = n % 8 == 0;
     let mut row = String::new();
-    for m in 0..words / 4 {
-        row += &match by4 {
-            true => format!("        let w{m} = code4(c / 4u + {m}u);\n"),
-            false => String::new(),
-        };
+    if by4 {
+        for m in 0..words / 4 {
+            row += &format!("        let w{m} = code4(c / 4u + {m}u);\n");
+        }
     }
     for (k, first) in (0..words).step_by(run).enumerate() {
         let seg = first..(first + run).min(words);
