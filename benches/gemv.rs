@@ -10,8 +10,8 @@
 //! dispatch and read data of the same size (hot in the same caches), which for the small
 //! shapes is a large part of the time (`dispatch_fixed_us`: one workgroup's GEMV).
 //!
-//! Run: `cargo bench --bench gemv` (`POCKETRT_GEMV=rows|texture|tiles|workgroup` picks the GEMV
-//! variant instead of the adapter's default; `POCKETRT_GEMV_LAYOUTS=8x16,8x32` adds each
+//! Run: `cargo bench --bench gemv` (`POCKETRT_PROFILE=gpu|lavapipe|swiftshader` forces a
+//! device profile, hence the GEMV designs; `POCKETRT_GEMV_LAYOUTS=8x16,8x32` adds each
 //! shape timed in those rows layouts, workgroup width × output rows per invocation). GPU times come from timestamp queries where the
 //! adapter has them (lavapipe does), else from wall time around submit + wait. Without
 //! `--bench` (`cargo test --all-targets` runs benches that way) it is a quick smoke run:
@@ -20,7 +20,7 @@
 use pocketrt::gpu::code_texture::{self, CodeTexture};
 use pocketrt::gpu::forward::Readback;
 use pocketrt::gpu::kernels::gemv_q4::{
-    Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes, RowsLayout,
+    Epilogue, GemvQ4, GemvSpec, MatrixCodes, RowsLayout,
 };
 use pocketrt::gpu::kernels::read_bench::{ReadBench, ReadLayout, ReadTextureBench};
 use pocketrt::gpu::kernels::Dispatch;
@@ -114,7 +114,13 @@ fn gemv_figure(
     spec: GemvSpec,
     layout: Option<RowsLayout>,
 ) -> serde_json::Value {
-    let variant = GemvVariant::for_adapter(ctx);
+    // The profile's design for the shape's role (its name's first word).
+    let role = name.split(' ').next().unwrap_or("").replace('+', "_");
+    let designs = ctx.profile.gemv.roles();
+    let variant = designs
+        .iter()
+        .find(|(r, _)| *r == role)
+        .map_or(ctx.profile.gemv.qkv, |&(_, v)| v);
     let (n, k, epilogue) = (spec.n, spec.k, spec.epilogue);
     let rows = n * epilogue.parts();
     let mut rng = Rng::new(n as u64 * 31 + k as u64);
@@ -268,6 +274,7 @@ fn main() {
     let out = json!({
         "bench": "gemv",
         "adapter": format!("{} ({})", ctx.adapter.name, ctx.adapter.backend),
+        "profile": ctx.profile.to_json(),
         "timing": if timer.is_some() { "timestamp queries" } else { "wall time" },
         "read_ceiling": ceiling,
         "texture_read_ceiling": texture_ceiling,

@@ -113,7 +113,7 @@ impl Engine {
                 Ok(ctx) => {
                     let plan =
                         MemoryPlan::choose(&config, context, &Budget::for_device(budget, &ctx))?;
-                    if backend == Backend::Auto && ctx.adapter.is_cpu {
+                    if backend == Backend::Auto && ctx.profile.software {
                         let cpu_context = cpu_context(&config, context)?;
                         let (inner, context, description) =
                             calibrate::faster(ctx, src, plan.context, cpu_context)?;
@@ -187,8 +187,9 @@ impl Engine {
         let adapter = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend);
         let model = crate::gpu::GpuModel::load(std::sync::Arc::new(ctx), src, context)?;
         let description = format!(
-            "gpu {adapter}, {} dispatches and 1 submit per token",
-            model.dispatches_per_token()
+            "gpu {adapter}, {} dispatches and 1 submit per token, {}",
+            model.dispatches_per_token(),
+            model.gpu_context().profile
         );
         Ok((Box::new(model), description))
     }

@@ -21,7 +21,7 @@ fn fixture() -> PathBuf {
 #[test]
 fn auto_picks_by_adapter_reports_why_and_decodes_the_oracles_tokens() {
     let adapter = match GpuContext::new_blocking(LimitsNeeded::default()) {
-        Ok(ctx) => Some(ctx.adapter.clone()),
+        Ok(ctx) => Some((ctx.adapter.clone(), ctx.profile)),
         Err(Error::NoGpuAdapter { .. }) => None,
         Err(e) => panic!("probing the adapter: {e}"),
     };
@@ -40,7 +40,7 @@ fn auto_picks_by_adapter_reports_why_and_decodes_the_oracles_tokens() {
     );
     match &adapter {
         None => assert!(d.starts_with("no GPU adapter: cpu ("), "{d}"),
-        Some(a) if a.is_cpu => {
+        Some((a, profile)) if profile.software => {
             assert!(
                 d.contains("software GPU adapter") && d.contains(&a.name),
                 "{d}"
@@ -48,7 +48,10 @@ fn auto_picks_by_adapter_reports_why_and_decodes_the_oracles_tokens() {
             assert!(d.contains("CPU") && d.contains("tok/s"), "{d}");
             assert!(d.starts_with("gpu ") || d.starts_with("cpu ("), "{d}");
         }
-        Some(_) => assert!(d.starts_with("gpu "), "{d}"),
+        Some((_, profile)) => {
+            assert!(d.starts_with("gpu "), "{d}");
+            assert!(d.contains(&format!("profile {}", profile.name)), "{d}");
+        }
     }
 
     // It runs what it says: the same tokens as that backend loaded explicitly.

@@ -1,6 +1,7 @@
 //! The whole GPU decode step against the CPU oracle (`cpu::Model`, Q4 weights on both
-//! sides) on the tiny fixture models of all three architectures: logits every step and
-//! greedy tokens over 24 steps.
+//! sides) on the tiny fixture models of all three architectures, in every device profile
+//! forced on the test adapter (`gpu`, the composition real GPUs and Safari get, among
+//! them): logits every step and greedy tokens over 24 steps.
 //!
 //! The GPU keeps the KV cache in f16, the oracle in f32: logits differ by that rounding.
 //! Tolerance: max abs err ≤ 1e-3 · max|logit| + 1e-4 per step (the measured error is
@@ -8,7 +9,9 @@
 
 mod gpu_common;
 
-use gpu_common::{assert_close, gpu};
+use gpu_common::{assert_close, gpu, profiles};
+use pocketrt::gpu::GpuContext;
+use std::sync::Arc;
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::source::{open, ModelSource};
 use pocketrt::gpu::forward::StepOptions;
@@ -41,22 +44,30 @@ fn check_model(name: &str) {
     check_source(name, || open(&dir).unwrap());
 }
 
-/// GPU decode against the oracle, each loading the model from its own `source()`: with
-/// the output projection folded into attention and as a GEMV of its own, whatever the
-/// adapter's default.
+/// GPU decode against the oracle in every profile, each loading the model from its own
+/// `source()`: with the output projection folded into attention and as a GEMV of its
+/// own, whatever the profile's default.
 fn check_source(name: &str, source: impl Fn() -> Box<dyn ModelSource>) {
-    for fold in [true, false] {
-        check_step(&format!("{name} fold {fold}"), &source, fold);
+    for ctx in profiles() {
+        for fold in [true, false] {
+            let what = format!("{name} profile {} fold {fold}", ctx.profile.name);
+            check_step(ctx, &what, &source, fold);
+        }
     }
 }
 
-fn check_step(name: &str, source: &impl Fn() -> Box<dyn ModelSource>, fold: bool) {
+fn check_step(
+    ctx: &Arc<GpuContext>,
+    name: &str,
+    source: &impl Fn() -> Box<dyn ModelSource>,
+    fold: bool,
+) {
     let oracle = Model::load(&mut *source(), WeightMode::Q4).unwrap();
     let mut cache = oracle.new_cache(CONTEXT).unwrap();
     let options = StepOptions {
         fold_output: Some(fold),
     };
-    let mut model = GpuModel::load_with(gpu().clone(), &mut *source(), CONTEXT, options).unwrap();
+    let mut model = GpuModel::load_with(ctx.clone(), &mut *source(), CONTEXT, options).unwrap();
     let cfg = &model.config;
     let per_layer = model.dispatches_per_layer();
     assert_eq!(
@@ -126,20 +137,32 @@ fn odd_layer_count_gpu_decode_matches_the_oracle() {
     });
 }
 
-/// The default step folds W_o into attention where the adapter's own design can: on
-/// GPUs, and on lavapipe (8-wide subgroups) in the lanes design: 4 dispatches per layer.
-/// A driver or wgpu change that loses the subgroups shows here, not as a silent slowdown.
+/// The default step is the profile's: W_o folded into attention (4 dispatches per layer)
+/// in the `gpu` and `lavapipe` profiles, a GEMV of its own in `swiftshader`'s (5), each
+/// in the profile's attention design.
 #[test]
-fn default_step_folds_the_output_projection_on_gpus_and_lavapipe() {
-    let ctx = gpu();
-    let model = GpuModel::load(ctx.clone(), &mut *open(&fixture("qwen3")).unwrap(), 16).unwrap();
-    let lavapipe = ctx.adapter.name.contains("llvmpipe");
-    if !ctx.adapter.is_cpu || lavapipe {
-        assert_eq!(model.dispatches_per_layer(), 4, "{}", ctx.adapter.name);
+fn default_step_is_the_profiles_design() {
+    for ctx in profiles() {
+        let p = ctx.profile;
+        let src = &mut *open(&fixture("qwen3")).unwrap();
+        let model = GpuModel::load(ctx.clone(), src, 16).unwrap();
+        let want = if p.fold_output { 4 } else { 5 };
+        assert_eq!(model.dispatches_per_layer(), want, "{}", p.name);
+        assert_eq!(model.attention_variant(), p.attention, "{}", p.name);
     }
-    if lavapipe {
-        assert_eq!(model.attention_variant(), AttentionVariant::Lanes);
-        assert_eq!(ctx.adapter.subgroup_size, Some(8));
+}
+
+/// The test adapter gets its own profile: on lavapipe (CI) the lavapipe design with its
+/// 8-wide subgroups (a driver or wgpu change that loses them shows here, not as a silent
+/// slowdown).
+#[test]
+fn the_test_adapter_is_detected_as_its_profile() {
+    let ctx = gpu();
+    println!("{}: {}", ctx.adapter.name, ctx.profile);
+    if ctx.adapter.name.contains("llvmpipe") && !ctx.profile.forced {
+        assert_eq!(ctx.profile.name, "lavapipe");
+        assert_eq!(ctx.profile.attention, AttentionVariant::Lanes);
+        assert_eq!(ctx.profile.subgroup_size, Some(8));
     }
 }
 

@@ -11,10 +11,10 @@
 
 mod gpu_common;
 
-use gpu_common::{assert_close, gpu, rmsnorm, Rng};
+use gpu_common::{assert_close, gpu, profiles, rmsnorm, Rng};
 use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4, GemmVariant};
 use pocketrt::gpu::kernels::gemv_q4::{
-    Codes, CodesRead, Epilogue, GemvSpec, GemvVariant, MatrixCodes, TextureOrder, XLoads,
+    Codes, CodesRead, Epilogue, GemvSpec, MatrixCodes, TextureOrder, XLoads,
 };
 use pocketrt::quant::Q4Tensor;
 
@@ -76,9 +76,9 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
 
     let kernel = GemmQ4::with_variant(ctx, variant, spec).unwrap();
     assert_eq!(kernel.variant(), variant);
-    // The row lanes load x through the subgroup where it is 8 wide (lavapipe).
+    // The row lanes load x through the subgroup where the profile uses 8-wide ones.
     let lanes = variant != GemmVariant::WorkgroupTiles;
-    let x_loads = match ctx.adapter.subgroup_size {
+    let x_loads = match ctx.profile.subgroup_size {
         Some(8) => XLoads::Subgroup,
         _ => XLoads::Each,
     };
@@ -186,18 +186,14 @@ fn gemm_rejects_k_not_a_multiple_of_the_group() {
 }
 
 #[test]
-fn gemm_variant_for_a_cpu_adapter_is_row_lanes_reading_codes_as_the_gemv_does() {
-    let ctx = gpu();
+fn gemm_takes_its_design_from_the_profile_reading_codes_as_the_gemv_does() {
     let s = spec(896, 2560, Epilogue::AddInto, false, false);
-    let want = match (
-        ctx.adapter.is_cpu,
-        GemvVariant::for_adapter(ctx).texture_order(),
-    ) {
-        (false, _) => GemmVariant::WorkgroupTiles,
-        (true, None) => GemmVariant::RowLanes,
-        (true, Some(order)) => GemmVariant::RowLanesFromTexture(order),
-    };
-    assert_eq!(GemmQ4::new(ctx, s).unwrap().variant(), want);
+    for ctx in profiles() {
+        let name = ctx.profile.name;
+        let got = GemmQ4::new(ctx, s).unwrap().variant();
+        assert_eq!(got, ctx.profile.gemm, "{name}");
+        assert_eq!(got.texture_order(), ctx.profile.code_textures, "{name}");
+    }
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! adapter has it), and the optional features (timestamp queries, shader-f16, subgroups)
 //! detected but never required.
 
+use super::profile::{DeviceProfile, PROFILE_ENV};
 use crate::error::{Error, Result};
 
 /// Optional adapter features the engine may use for faster kernel variants.
@@ -23,15 +24,14 @@ impl OptionalFeatures {
     }
 }
 
-/// What the kernels need to know about the adapter to pick a variant.
+/// What the device profile is decided from (`gpu::profile`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AdapterSummary {
     pub name: String,
     pub backend: String,
+    /// `Cpu` for lavapipe, SwiftShader, WARP (on the web: `isFallbackAdapter`). Only
+    /// `gpu::profile` decides anything from the adapter.
     pub device_type: wgpu::DeviceType,
-    /// A CPU-backed (software) adapter: lavapipe, SwiftShader, WARP. On these, barriers
-    /// and workgroup cooperation are expensive and one invocation per row is fastest.
-    pub is_cpu: bool,
     /// Present on the adapter; enabled on the device (they cost nothing to enable).
     pub features: OptionalFeatures,
     /// The subgroup width, when the device has subgroups and they all have one width
@@ -53,6 +53,8 @@ pub struct GpuContext {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub adapter: AdapterSummary,
+    /// Every kernel design the engine uses on this device (`gpu::profile`).
+    pub profile: DeviceProfile,
     pub limits: wgpu::Limits,
     /// Bytes of every buffer created through the helpers in `buffers.rs`.
     pub(crate) allocated: std::sync::atomic::AtomicU64,
@@ -127,16 +129,19 @@ fn instance() -> Result<wgpu::Instance> {
     Ok(wgpu::Instance::new(desc))
 }
 
-/// Every adapter of `POCKETRT_BACKEND`'s backends (else all), as "name (backend, type)".
+/// Every adapter of `POCKETRT_BACKEND`'s backends (else all), as "name (backend, type)",
+/// with the profile it gets (`POCKETRT_PROFILE`'s where set and it fits, else detected).
 #[cfg(not(target_arch = "wasm32"))]
-pub fn list_adapters() -> Result<Vec<String>> {
+pub fn list_adapters() -> Result<Vec<(String, Result<DeviceProfile>)>> {
     let instance = instance()?;
     let adapters = pollster::block_on(instance.enumerate_adapters(backends_from_env()?));
+    let forced = profile_from_env();
     Ok(adapters
         .iter()
         .map(|a| {
             let i = a.get_info();
-            format!("{} ({}, {:?})", i.name, i.backend, i.device_type)
+            let profile = DeviceProfile::choose(forced.as_deref(), &summarize(a));
+            (format!("{} ({}, {:?})", i.name, i.backend, i.device_type), profile)
         })
         .collect())
 }
@@ -166,10 +171,43 @@ async fn adapter_by_name(_: &wgpu::Instance) -> Result<Option<wgpu::Adapter>> {
     Ok(None)
 }
 
+/// The profile `POCKETRT_PROFILE` names (native only; the web passes it as a load option).
+pub fn profile_from_env() -> Option<String> {
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Ok(name) = std::env::var(PROFILE_ENV) {
+        return Some(name).filter(|n| !n.trim().is_empty());
+    }
+    None
+}
+
+/// What the engine learns of an adapter before opening it: its summary (features enabled
+/// on the device) and its limits.
+fn summarize(adapter: &wgpu::Adapter) -> AdapterSummary {
+    let info = adapter.get_info();
+    let features = OptionalFeatures::from_wgpu(adapter.features());
+    let fixed_width = info.subgroup_min_size == info.subgroup_max_size;
+    AdapterSummary {
+        subgroup_size: (features.subgroups && fixed_width).then_some(info.subgroup_min_size),
+        name: info.name,
+        backend: info.backend.to_string(),
+        device_type: info.device_type,
+        features,
+    }
+}
+
 impl GpuContext {
     /// Open the best adapter (the one `POCKETRT_ADAPTER` names, else the best of
-    /// `POCKETRT_BACKEND`'s backends, else of any) with the limits `need` asks for.
+    /// `POCKETRT_BACKEND`'s backends, else of any) with the limits `need` asks for, in
+    /// the profile `POCKETRT_PROFILE` names or else the one detected.
     pub async fn new(need: LimitsNeeded) -> Result<GpuContext> {
+        Self::with_profile_name(need, profile_from_env().as_deref()).await
+    }
+
+    /// [`GpuContext::new`] in the profile called `profile` (`None`: detected).
+    pub async fn with_profile_name(
+        need: LimitsNeeded,
+        profile: Option<&str>,
+    ) -> Result<GpuContext> {
         let instance = instance()?;
         let adapter = match adapter_by_name(&instance).await? {
             Some(a) => a,
@@ -183,9 +221,9 @@ impl GpuContext {
                     detail: e.to_string(),
                 })?,
         };
-        let info = adapter.get_info();
+        let summary = summarize(&adapter);
+        let profile = DeviceProfile::choose(profile, &summary)?;
         let available = adapter.features();
-        let features = OptionalFeatures::from_wgpu(available);
         let wanted =
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
         let limits = limits_for(need, &adapter.limits())?;
@@ -205,19 +243,11 @@ impl GpuContext {
                 list.push(e.to_string());
             }
         }));
-        let fixed_width = info.subgroup_min_size == info.subgroup_max_size;
-        let summary = AdapterSummary {
-            subgroup_size: (features.subgroups && fixed_width).then_some(info.subgroup_min_size),
-            is_cpu: info.device_type == wgpu::DeviceType::Cpu,
-            name: info.name,
-            backend: info.backend.to_string(),
-            device_type: info.device_type,
-            features,
-        };
         Ok(GpuContext {
             device,
             queue,
             adapter: summary,
+            profile,
             limits,
             allocated: Default::default(),
             errors,
@@ -228,6 +258,20 @@ impl GpuContext {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new_blocking(need: LimitsNeeded) -> Result<GpuContext> {
         pollster::block_on(Self::new(need))
+    }
+
+    /// The same device and queue in the profile called `name` (tests run every profile
+    /// on one device; allocations are counted apart).
+    pub fn with_profile(&self, name: &str) -> Result<GpuContext> {
+        Ok(GpuContext {
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+            adapter: self.adapter.clone(),
+            profile: DeviceProfile::named(name, &self.adapter)?,
+            limits: self.limits.clone(),
+            allocated: Default::default(),
+            errors: self.errors.clone(),
+        })
     }
 
     /// The first error the device reported since the last check (shader or pipeline

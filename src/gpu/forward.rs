@@ -5,8 +5,8 @@
 
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
-use super::kernels::attention::{partials_bytes, Attention, AttentionVariant, GPU_SPLIT_LEN};
-use super::kernels::gemv_q4::GemvVariant;
+use super::kernels::attention::{partials_bytes, Attention, AttentionVariant};
+use super::profile::GPU_SPLIT_LEN;
 use super::kernels::rope_kv::rope_inv_freq;
 use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;
@@ -117,10 +117,12 @@ pub struct GpuModel {
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelTime {
     /// [`StepKernel::name`] (embed, qkv, attention, o, gate_up, down, head, argmax),
-    /// followed by `:` and the kernel's label where a step entry has several dispatches
-    /// (attention: `attention:attention_lanes`, `attention:attention_combine` or
-    /// `attention:attention_lanes_combine`).
+    /// followed by `:` and the pipeline's label where a step entry has several dispatches
+    /// (attention after several splits: `attention:attention_lanes/splits` and
+    /// `attention:attention_combine`).
     pub kernel: String,
+    /// The pipeline's label: kernel and design (`gemv_q4/tiles/8x16/subgroup`).
+    pub design: String,
     /// Its dispatches in the step (all layers).
     pub dispatches: usize,
     pub seconds: f64,
@@ -190,7 +192,7 @@ impl GpuModel {
         let kv = KvCache::new(c, &config, context)?;
         let acts = Activations::new(c, &config, &kernels.attention)?;
         let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
-        let code_textures = match GemvVariant::for_adapter(c).texture_order() {
+        let code_textures = match c.profile.code_textures {
             Some(order) => Some(ModelCodeTextures::new(c, &weights, order)?),
             None => None,
         };
@@ -245,8 +247,8 @@ impl GpuModel {
         (self.dispatches_per_token() - DISPATCHES_OUTSIDE_LAYERS) / self.config.n_layers.max(1)
     }
 
-    /// The design of the decode attention (per adapter, and with W_o folded in
-    /// [`AttentionVariant::for_fold`]).
+    /// The design of the decode attention (the profile's, with W_o folded in or not:
+    /// [`crate::gpu::DeviceProfile::attention_for`]).
     pub fn attention_variant(&self) -> AttentionVariant {
         self.attention.variant()
     }
@@ -333,6 +335,7 @@ impl GpuModel {
                     }
                     None => times.push(KernelTime {
                         kernel: name,
+                        design: d.label.to_string(),
                         dispatches: 1,
                         seconds: best,
                     }),

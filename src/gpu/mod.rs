@@ -9,11 +9,13 @@ pub mod kernels;
 pub mod kv_cache;
 pub mod oneshot;
 pub mod plan;
+pub mod profile;
 pub mod stream_upload;
 pub mod timing;
 pub mod weights;
 
 pub use device::{AdapterSummary, GpuContext, LimitsNeeded, OptionalFeatures};
+pub use profile::DeviceProfile;
 pub use forward::{GpuModel, KernelTime};
 
 /// The per-step uniform every step-dependent kernel reads (`struct Step` in the shaders).

@@ -10,8 +10,9 @@ use super::buffers::padded;
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::forward::{prefill_lanes_records_bytes, prefill_scratch_sizes};
-use super::kernels::attention::{partials_bytes, GPU_SPLIT_LEN};
-use super::kernels::gemv_q4::{GemvVariant, TextureOrder};
+use super::kernels::attention::partials_bytes;
+use super::profile::GPU_SPLIT_LEN;
+use super::kernels::gemv_q4::TextureOrder;
 use super::kernels::topk::TopK;
 use super::kv_cache::KvCache;
 use crate::config::ModelConfig;
@@ -50,13 +51,15 @@ impl Budget {
         }
     }
 
-    /// [`Budget::new`] for the device of `ctx`, with its GEMV variant's code textures.
+    /// [`Budget::new`] for the device of `ctx`, with its profile's code textures and
+    /// prefill GEMM.
     pub fn for_device(total: u64, ctx: &GpuContext) -> Budget {
         Budget {
-            code_textures: GemvVariant::for_adapter(ctx).texture_order(),
+            code_textures: ctx.profile.code_textures,
             lanes_gemm_uniform: ctx
-                .adapter
-                .is_cpu
+                .profile
+                .gemm
+                .is_lanes()
                 .then_some(ctx.limits.max_uniform_buffer_binding_size),
             ..Budget::new(total, &ctx.limits)
         }

@@ -2,9 +2,9 @@
 //! place the shards stream into: GPU buffers, the CPU model's buffers in wasm memory, or —
 //! for a calibration — both.
 //!
-//! Auto: no `navigator.gpu` or no adapter → CPU; a software adapter (`isFallbackAdapter`,
-//! or a name naming SwiftShader / llvmpipe / lavapipe / WARP) → both are loaded, a few
-//! decode steps are timed on each and the faster is kept; a real GPU → WebGPU.
+//! Auto: no `navigator.gpu` or no adapter → CPU; a software adapter (the device profile's
+//! `software`, `gpu::profile`) → both are loaded, a few decode steps are timed on each and
+//! the faster is kept; a real GPU → WebGPU.
 
 use super::loader::{adapter_name, gpu_for, require_webgpu};
 use super::model::{faster, WebModel};
@@ -56,15 +56,6 @@ pub struct Target {
     reason: String,
 }
 
-/// Whether an adapter runs on the CPU (so the CPU backend may well be faster).
-fn is_software(ctx: &GpuContext) -> bool {
-    let name = ctx.adapter.name.to_ascii_lowercase();
-    ctx.adapter.is_cpu
-        || ["swiftshader", "llvmpipe", "lavapipe", "warp", "software"]
-            .iter()
-            .any(|s| name.contains(s))
-}
-
 impl Target {
     /// Decide where `manifest`'s model goes for `context` positions and allocate it there.
     pub async fn choose(choice: Choice, manifest: &Manifest, context: usize) -> Result<Target> {
@@ -88,7 +79,7 @@ impl Target {
                         t.reason = format!("no WebGPU adapter ({detail})")
                     }
                     Err(e) => return Err(e),
-                    Ok(g) if is_software(&g.ctx) => {
+                    Ok(g) if g.ctx.profile.software => {
                         t.reason = format!("software adapter {}", g.adapter);
                         t.gpu = Some(g);
                         t.cpu = Some(RefCell::new(StreamedTensors::new(manifest)?));

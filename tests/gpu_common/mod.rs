@@ -24,6 +24,32 @@ pub fn gpu() -> &'static Arc<GpuContext> {
     })
 }
 
+/// The test device in every named profile it can run (`GpuContext::with_profile`): all
+/// of them where it is lavapipe (CI), else at least the ones that need no feature (`gpu`,
+/// `swiftshader`); a profile refused must be refused with its error, never skipped
+/// silently (the names that ran are printed).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn profiles() -> &'static [Arc<GpuContext>] {
+    use pocketrt::gpu::profile::PROFILE_NAMES;
+    static ALL: OnceLock<Vec<Arc<GpuContext>>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let base = gpu();
+        let mut out = vec![];
+        for name in PROFILE_NAMES {
+            match base.with_profile(name) {
+                Ok(ctx) => out.push(Arc::new(ctx)),
+                Err(e) if name == "lavapipe" && base.profile.name != "lavapipe" => {
+                    println!("profile {name} not on {}: {e}", base.adapter.name)
+                }
+                Err(e) => panic!("profile {name} on {}: {e}", base.adapter.name),
+            }
+        }
+        let names: Vec<_> = out.iter().map(|c| c.profile.name).collect();
+        println!("profiles on {}: {names:?}", base.adapter.name);
+        out
+    })
+}
+
 /// xorshift64*: reproducible data without a dependency.
 pub struct Rng(u64);
 

@@ -392,8 +392,12 @@ fn run_adapters() -> Result<()> {
     if adapters.is_empty() {
         println!("no GPU adapters (install a Vulkan driver, e.g. mesa-vulkan-drivers)");
     }
-    for a in adapters {
-        println!("{a}");
+    for (adapter, profile) in adapters {
+        println!("{adapter}");
+        match profile {
+            Ok(p) => println!("  {p}"),
+            Err(e) => println!("  no profile: {e}"),
+        }
     }
     Ok(())
 }

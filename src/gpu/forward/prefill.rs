@@ -22,16 +22,17 @@ use crate::gpu::kernels::rope_kv::KvBuffers;
 use crate::gpu::kernels::rope_kv_prefill::RopeKvPrefill;
 use crate::gpu::kernels::{grid, Dispatch};
 use crate::gpu::kv_cache::KvCache;
+use crate::gpu::profile::PREFILL_CHUNK;
 
 /// Positions batched prefill reaches: its attention is tested against the oracle up to
 /// 32,768 keys per query (tests/gpu_attention_prefill.rs); later prompt tokens go through
 /// decode steps (split-K attention).
 pub const PREFILL_MAX_POSITIONS: usize = 32_768;
 
-/// Most tokens per prefill chunk (and submit).
-pub const CHUNK: usize = 256;
+/// Most tokens per prefill chunk (and submit) of any profile: the scratch is sized for it.
+pub const CHUNK: usize = PREFILL_CHUNK;
 
-/// Tokens per chunk for a `context`-position model.
+/// Most tokens per chunk for a `context`-position model (what the scratch holds).
 fn chunk_len(context: usize) -> usize {
     CHUNK.min(context)
 }
@@ -104,7 +105,7 @@ impl Prefill {
         acts: &Activations,
     ) -> Result<Prefill> {
         let w = matrices.weights;
-        let len = chunk_len(context);
+        let len = ctx.profile.prefill_chunk.clamp(1, chunk_len(context));
         let (h, qd) = (cfg.hidden_size, cfg.q_dim());
         let spec = |n, k, epilogue, bias, norm: bool| GemvSpec {
             n,
@@ -237,19 +238,15 @@ impl GpuModel {
         self.prefill.len
     }
 
-    /// Whether batched prefill beats token-by-token steps on this adapter: on GPUs, and
-    /// on CPU adapters when every GEMM runs the row-lanes variant (the workgroup-tiles
-    /// GEMM leans on barriers, which lavapipe runs ~6x slower per token than decode's
-    /// GEMV; row lanes reuse each weight across 4–16 tokens: measured 2.1x faster per
-    /// token than token-by-token at 256 tokens on lavapipe, benches/prefill.rs).
+    /// Whether batched prefill beats token-by-token steps here: where the profile says
+    /// so, and in a lanes-GEMM profile only while every GEMM runs that design (a shape
+    /// that fell back to workgroup tiles leans on barriers, which CPU adapters run far
+    /// slower than decode's GEMV: docs/ARCHITECTURE.md).
     pub fn prefill_pays(&self) -> bool {
-        !self.ctx.adapter.is_cpu
-            || self
-                .prefill
-                .kernels
-                .gemms
-                .iter()
-                .all(|g| g.variant().is_lanes())
+        let profile = &self.ctx.profile;
+        let gemms = &self.prefill.kernels.gemms;
+        profile.batched_prefill
+            && (!profile.gemm.is_lanes() || gemms.iter().all(|g| g.variant().is_lanes()))
     }
 
     /// Run prompt tokens at positions `start..` whose successors are not needed: batched

@@ -9,12 +9,12 @@ use crate::gpu::code_texture::{self, ModelCodeTextures};
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::argmax::Argmax;
 use crate::gpu::kernels::attention::{
-    default_split_len, dispatches_at, Attention, AttentionDispatch, AttentionInputs,
-    AttentionVariant, DispatchesAt, OutputProjection, WoFold,
+    dispatches_at, Attention, AttentionDispatch, AttentionInputs, AttentionVariant,
+    DispatchesAt, OutputProjection, WoFold,
 };
 use crate::gpu::kernels::embed_q4::EmbedQ4;
 use crate::gpu::kernels::gemv_q4::{
-    Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant, ResidualParts,
+    Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, ResidualParts,
 };
 use crate::gpu::kernels::rope_kv::{HeadShape, KvBuffers};
 use crate::gpu::kernels::Dispatch;
@@ -114,9 +114,9 @@ impl Kernels {
         context: usize,
         options: StepOptions,
     ) -> Result<Kernels> {
-        let variant = GemvVariant::for_adapter(ctx);
+        let designs = ctx.profile.gemv;
         let (h, f, v) = (cfg.hidden_size, cfg.ffn_size, cfg.vocab_size);
-        let gemv_adding = |n, k, epilogue, bias, norm: bool, add_parts| {
+        let gemv_adding = |variant, n, k, epilogue, bias, norm: bool, add_parts| {
             let spec = GemvSpec {
                 n,
                 k,
@@ -127,16 +127,18 @@ impl Kernels {
             };
             GemvQ4::new(ctx, variant, spec)
         };
-        let gemv = |n, k, epilogue, bias, norm| gemv_adding(n, k, epilogue, bias, norm, 0);
+        let gemv = |variant, n, k, epilogue, bias, norm| {
+            gemv_adding(variant, n, k, epilogue, bias, norm, 0)
+        };
         let qkv_rows = cfg.q_dim() + 2 * cfg.kv_dim();
         let shape = KvCache::shape(cfg, context);
-        let split_len = default_split_len(ctx);
+        let split_len = ctx.profile.split_len;
         let fold = options.folds_output(ctx, shape);
         let (attention, attn_output) = if fold {
             // The lanes design reads W_o's codes where the decode GEMVs would (their
             // texture copy on CPU adapters), the workgroup design its storage buffer.
-            let design = AttentionVariant::for_fold(ctx, shape);
-            let codes = match (design, variant.texture_order()) {
+            let design = ctx.profile.attention_for(shape, true);
+            let codes = match (design, ctx.profile.code_textures) {
                 (AttentionVariant::Lanes, Some(order)) => {
                     code_texture::read(order, h, cfg.q_dim(), 1)
                 }
@@ -149,42 +151,35 @@ impl Kernels {
             (a, None)
         } else {
             let a = Attention::new(ctx, shape, cfg.qk_norm, cfg.rms_eps, split_len)?;
-            let o = gemv(h, cfg.q_dim(), Epilogue::AddInto, false, false)?;
+            let o = gemv(designs.o, h, cfg.q_dim(), Epilogue::AddInto, false, false)?;
             (a, Some(o))
         };
         let add_parts = if fold { attention.parts() } else { 0 };
         Ok(Kernels {
             embed: EmbedQ4::new(ctx, h)?,
-            qkv: gemv(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
+            qkv: gemv(designs.qkv, qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
             attention,
             attn_output,
-            gate_up: gemv_adding(f, h, Epilogue::SwiGlu, false, true, add_parts)?,
-            down: gemv(h, f, Epilogue::AddInto, false, false)?,
-            head: gemv(v, h, Epilogue::Store, false, true)?,
+            gate_up: gemv_adding(designs.gate_up, f, h, Epilogue::SwiGlu, false, true, add_parts)?,
+            down: gemv(designs.down, h, f, Epilogue::AddInto, false, false)?,
+            head: gemv(designs.head, v, h, Epilogue::Store, false, true)?,
             argmax: Argmax::new(ctx, v),
         })
     }
 }
 
-/// How the decode step is built; the defaults suit the adapter.
+/// How the decode step is built; the defaults are the device profile's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StepOptions {
     /// Fold the attention output projection into attention (4 dispatches per layer
-    /// instead of 5). `None`: where the adapter's own attention design folds it
-    /// ([`AttentionVariant::for_fold`]): on GPUs (the workgroup design), and on CPU
-    /// adapters with 8-wide subgroups (the lanes design, reading W_o from the GEMVs'
-    /// texture: 5-7% faster per token than the O GEMV on lavapipe, alternating in one
-    /// process). Not on other CPU adapters (SwiftShader): the workgroup design's fold
-    /// measured ~2x slower per token there. Shapes that cannot fold never do
-    /// ([`Attention::can_fold_output`]).
+    /// instead of 5). `None`: as the profile says ([`crate::gpu::DeviceProfile`]'s
+    /// `fold_output`). Shapes that cannot fold never do ([`Attention::can_fold_output`]).
     pub fold_output: Option<bool>,
 }
 
 impl StepOptions {
     fn folds_output(self, ctx: &GpuContext, shape: HeadShape) -> bool {
-        let own =
-            AttentionVariant::for_fold(ctx, shape) == AttentionVariant::for_adapter(ctx, shape);
-        Attention::can_fold_output(shape) && self.fold_output.unwrap_or(own)
+        Attention::can_fold_output(shape) && self.fold_output.unwrap_or(ctx.profile.fold_output)
     }
 }
 

@@ -69,22 +69,6 @@ impl WoFold {
     }
 }
 
-/// Positions per split on GPUs: short chunks, so that the heads × splits workgroups
-/// fill the device. Also the shortest split any adapter uses (it sizes the partials).
-pub const GPU_SPLIT_LEN: usize = 256;
-
-/// Positions per split: [`GPU_SPLIT_LEN`] on GPUs; on CPU adapters (two to a few dozen
-/// threads) twice that: the lanes design's invocations run their split serially, so a
-/// long history still gives every thread work (64 splits per KV head at 32K), and the
-/// combine pass reads half as many partial results.
-pub fn default_split_len(ctx: &GpuContext) -> usize {
-    if ctx.adapter.is_cpu {
-        2 * GPU_SPLIT_LEN
-    } else {
-        GPU_SPLIT_LEN
-    }
-}
-
 /// Which design computes decode attention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttentionVariant {
@@ -97,22 +81,11 @@ pub enum AttentionVariant {
 }
 
 impl AttentionVariant {
-    pub fn for_adapter(ctx: &GpuContext, shape: HeadShape) -> Self {
-        if ctx.adapter.is_cpu && shape.head_dim % 4 == 0 {
-            AttentionVariant::Lanes
-        } else {
-            AttentionVariant::Workgroup
-        }
-    }
-
-    /// The design that folds W_o in on this adapter: the adapter's, unless that is the
-    /// lanes design without 8-wide subgroups ([`AttentionLanes::can_fold_output`]).
-    pub fn for_fold(ctx: &GpuContext, shape: HeadShape) -> Self {
-        match Self::for_adapter(ctx, shape) {
-            AttentionVariant::Lanes if !AttentionLanes::can_fold_output(ctx) => {
-                AttentionVariant::Workgroup
-            }
-            v => v,
+    /// Its name in profiles and pipeline labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionVariant::Workgroup => "workgroup",
+            AttentionVariant::Lanes => "lanes",
         }
     }
 }
@@ -202,7 +175,7 @@ pub struct Attention {
 
 impl Attention {
     /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`. The
-    /// adapter's design ([`AttentionVariant::for_adapter`]).
+    /// profile's design ([`crate::gpu::DeviceProfile::attention_for`]).
     pub fn new(
         ctx: &GpuContext,
         shape: HeadShape,
@@ -210,7 +183,7 @@ impl Attention {
         eps: f32,
         split_len: usize,
     ) -> Result<Attention> {
-        let variant = AttentionVariant::for_adapter(ctx, shape);
+        let variant = ctx.profile.attention_for(shape, false);
         Self::with_variant(ctx, variant, shape, qk_norm, eps, split_len)
     }
 
@@ -297,7 +270,8 @@ impl Attention {
                 slots.extend([small_slot; 3]);
                 slots.extend([Slot::ReadWrite; 4]);
                 slots.extend(&wo_slots);
-                let attend = KernelPipeline::new(ctx, "attention", &source, &slots, &constants);
+                let label = if folded { "attention/workgroup+wo" } else { "attention/workgroup" };
+                let attend = KernelPipeline::new(ctx, label, &source, &slots, &constants);
                 Design::Workgroup(attend)
             }
             AttentionVariant::Lanes => {
@@ -322,7 +296,8 @@ impl Attention {
             let mut slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
             slots.extend(&wo_slots);
             let source = [STEP_WGSL, &wo_source(wo, 3, shape.head_dim), COMBINE_WGSL].concat();
-            KernelPipeline::new(ctx, "attention_combine", &source, &slots, &constants)
+            let label = if folded { "attention_combine+wo" } else { "attention_combine" };
+            KernelPipeline::new(ctx, label, &source, &slots, &constants)
         });
         Ok(Attention {
             design,

@@ -69,12 +69,13 @@ impl AttentionLanes {
         wo: Option<WoFold>,
     ) -> Result<AttentionLanes> {
         shape.check()?;
-        if wo.is_some() && !Self::can_fold_output(ctx) {
+        if wo.is_some() && !ctx.profile.lanes_fold() {
             return Err(Error::InvalidArgument(format!(
                 "lanes attention with W_o folded in: needs subgroups of {LANES} (the \
-                 workgroup's heads sum their projections through the subgroup), the adapter \
-                 has {:?}",
-                ctx.adapter.subgroup_size
+                 workgroup's heads sum their projections through the subgroup), profile {} \
+                 uses {:?}",
+                ctx.profile.name,
+                ctx.profile.subgroup_size
             )));
         }
         if shape.head_dim % 4 != 0 || !(1..=65_535).contains(&split_len) {
@@ -123,15 +124,19 @@ impl AttentionLanes {
         let whole_group = state_wgsl(group, n, Queries::FromQkv);
         Ok(AttentionLanes {
             // One split: no partial results to store.
-            by_head: kernel("attention_lanes", &[&one_head, &project], HEADS_WGSL),
+            by_head: kernel(
+                if fold { "attention_lanes/heads+wo" } else { "attention_lanes/heads" },
+                &[&one_head, &project],
+                HEADS_WGSL,
+            ),
             by_split: kernel(
-                "attention_lanes",
+                "attention_lanes/splits",
                 &[&whole_group, &state_partial_wgsl(group, n)],
                 SPLITS_WGSL,
             ),
             merge: fold.then(|| {
                 let state = [&one_head[..], &project, &state_merge_wgsl(n)];
-                kernel("attention_lanes_combine", &state, MERGE_WGSL)
+                kernel("attention_lanes_combine+wo", &state, MERGE_WGSL)
             }),
             shape,
             split_len,
@@ -170,11 +175,6 @@ impl AttentionLanes {
             split,
             merge,
         }
-    }
-
-    /// Can this adapter fold W_o into the lanes design (8-wide subgroups)?
-    pub fn can_fold_output(ctx: &GpuContext) -> bool {
-        ctx.adapter.subgroup_size == Some(LANES)
     }
 
     /// Consecutive q heads of a GQA group per workgroup of the heads mapping: the heads

@@ -30,11 +30,11 @@ pub enum AttentionPrefillVariant {
 }
 
 impl AttentionPrefillVariant {
-    pub fn for_adapter(ctx: &GpuContext) -> Self {
-        if ctx.adapter.is_cpu {
-            AttentionPrefillVariant::Lanes
-        } else {
-            AttentionPrefillVariant::KeyTiles
+    /// Its name in profiles and pipeline labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionPrefillVariant::KeyTiles => "key_tiles",
+            AttentionPrefillVariant::Lanes => "lanes",
         }
     }
 
@@ -56,9 +56,9 @@ pub struct AttentionPrefill {
 }
 
 impl AttentionPrefill {
-    /// Prefill attention for `shape` in the adapter's variant.
+    /// Prefill attention for `shape` in the profile's variant.
     pub fn new(ctx: &GpuContext, shape: HeadShape) -> Result<AttentionPrefill> {
-        Self::with_variant(ctx, AttentionPrefillVariant::for_adapter(ctx), shape)
+        Self::with_variant(ctx, ctx.profile.prefill_attention, shape)
     }
 
     /// Prefill attention for `shape` in `variant` (any variant runs on any adapter).
@@ -101,7 +101,13 @@ impl AttentionPrefill {
             Slot::ReadWrite,
         ];
         Ok(AttentionPrefill {
-            kernel: KernelPipeline::new(ctx, "attention_prefill", &source, &slots, &constants),
+            kernel: KernelPipeline::new(
+                ctx,
+                &format!("attention_prefill/{}", variant.name()),
+                &source,
+                &slots,
+                &constants,
+            ),
             shape,
             variant,
         })

@@ -6,8 +6,8 @@
 //! each weight across a tile of tokens read as uniforms (gemm_q4_lanes.rs). `M` comes
 //! from the chunk uniform, so one pipeline and bind group serve every chunk size.
 
-use super::gemm_q4_lanes::{tokens_for, Bindings, LanesDispatch, LanesGemm, TOKENS};
-use super::gemv_q4::{Codes, GemvSpec, GemvVariant, TextureOrder, XLoads, Q4_COMMON_WGSL};
+use super::gemm_q4_lanes::{Bindings, LanesDispatch, LanesGemm, TOKENS};
+use super::gemv_q4::{Codes, GemvSpec, TextureOrder, XLoads, Q4_COMMON_WGSL};
 use super::{Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -50,15 +50,13 @@ pub enum GemmVariant {
 }
 
 impl GemmVariant {
-    /// The variant suited to the context's adapter: row lanes on CPU adapters where four
-    /// token rows of K fit a uniform binding, reading the codes as the decode GEMV does.
-    pub fn for_adapter(ctx: &GpuContext, spec: &GemvSpec) -> GemmVariant {
-        if !ctx.adapter.is_cpu || tokens_for(ctx, spec.k).is_none() {
-            GemmVariant::WorkgroupTiles
-        } else if let Some(order) = GemvVariant::for_adapter(ctx).texture_order() {
-            GemmVariant::RowLanesFromTexture(order)
-        } else {
-            GemmVariant::RowLanes
+    /// Its name in profiles and pipeline labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmVariant::WorkgroupTiles => "tiles",
+            GemmVariant::RowLanes => "lanes",
+            GemmVariant::RowLanesFromTexture(TextureOrder::RowMajor) => "lanes_texture",
+            GemmVariant::RowLanesFromTexture(TextureOrder::Tiles) => "lanes_tiles",
         }
     }
 
@@ -104,9 +102,10 @@ enum Inner {
 }
 
 impl GemmQ4 {
-    /// The GEMM of `spec` in the adapter's variant ([`GemmVariant::for_adapter`]).
+    /// The GEMM of `spec` in the profile's variant ([`crate::gpu::DeviceProfile::gemm_for`]).
     pub fn new(ctx: &GpuContext, spec: GemvSpec) -> Result<GemmQ4> {
-        Self::with_variant(ctx, GemmVariant::for_adapter(ctx, &spec), spec)
+        let max_uniform = u64::from(ctx.limits.max_uniform_buffer_binding_size);
+        Self::with_variant(ctx, ctx.profile.gemm_for(spec.k, max_uniform), spec)
     }
 
     /// The GEMM of `spec` in `variant` (any variant runs on any adapter).
@@ -133,8 +132,9 @@ impl GemmQ4 {
                     Slot::ReadWrite,
                 ];
                 let source = [CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, WGSL].concat();
+                let label = format!("gemm_q4/tiles/{TILE_M}x{TILE_N}");
                 Kernel::Tiles(KernelPipeline::new(
-                    ctx, "gemm_q4", &source, &slots, &constants,
+                    ctx, &label, &source, &slots, &constants,
                 ))
             }
         };

@@ -151,7 +151,12 @@ impl LanesGemm {
             Slot::Read,
             Slot::ReadWrite,
         ];
-        let main = KernelPipeline::new(ctx, "gemm_q4_lanes", &source, &slots, &main_constants);
+        let label = format!(
+            "gemm_q4/lanes/{}{}",
+            texture.map_or("buffer", |t| t.name()),
+            if x_loads == XLoads::Subgroup { "/subgroup" } else { "" }
+        );
+        let main = KernelPipeline::new(ctx, &label, &source, &slots, &main_constants);
         let rms = spec.norm_eps.map(|eps| {
             let source = [CHUNK_WGSL, RMS_WGSL].concat();
             let constants = [

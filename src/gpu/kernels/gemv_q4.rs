@@ -38,7 +38,7 @@ pub enum XLoads {
 }
 
 impl XLoads {
-    /// The loads `variant` makes in `layout` on `ctx`'s adapter.
+    /// The loads `variant` makes in `layout` in `ctx`'s profile.
     pub fn pick(ctx: &GpuContext, variant: GemvVariant, layout: RowsLayout) -> XLoads {
         match variant {
             GemvVariant::RowsFromTiles => Self::for_workgroup(ctx, layout.wg),
@@ -47,9 +47,10 @@ impl XLoads {
     }
 
     /// Subgroup loads where a `wg`-invocation workgroup is one subgroup of 8 (the width
-    /// the subgroup loaders are written for), else each invocation's own.
+    /// the subgroup loaders are written for) in the device's profile, else each
+    /// invocation's own.
     pub fn for_workgroup(ctx: &GpuContext, wg: u32) -> XLoads {
-        if wg == 8 && ctx.adapter.subgroup_size == Some(8) {
+        if wg == 8 && ctx.profile.subgroup_size == Some(8) {
             XLoads::Subgroup
         } else {
             XLoads::Each
@@ -127,33 +128,13 @@ pub enum GemvVariant {
 }
 
 impl GemvVariant {
-    /// The variant suited to the context's adapter (by measurement: tiles on lavapipe,
-    /// the row-major texture on other CPU adapters, workgroups on GPUs), or the one
-    /// `POCKETRT_GEMV` names (`rows`, `texture`, `tiles`, `workgroup`: for benchmarks
-    /// comparing them in one run).
-    pub fn for_adapter(ctx: &GpuContext) -> GemvVariant {
-        #[cfg(not(target_arch = "wasm32"))]
-        if let Some(v) = std::env::var("POCKETRT_GEMV")
-            .ok()
-            .and_then(|v| GemvVariant::named(&v))
-        {
-            return v;
-        }
-        match (ctx.adapter.is_cpu, ctx.adapter.name.contains("llvmpipe")) {
-            (true, true) => GemvVariant::RowsFromTiles,
-            (true, false) => GemvVariant::RowsFromTexture,
-            (false, _) => GemvVariant::WorkgroupPerRow,
-        }
-    }
-
-    /// The variant called `name` (`rows`, `texture`, `tiles`, `workgroup`).
-    pub fn named(name: &str) -> Option<GemvVariant> {
-        match name {
-            "rows" => Some(GemvVariant::RowsPerInvocation),
-            "texture" => Some(GemvVariant::RowsFromTexture),
-            "tiles" => Some(GemvVariant::RowsFromTiles),
-            "workgroup" => Some(GemvVariant::WorkgroupPerRow),
-            _ => None,
+    /// Its name in profiles and pipeline labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            GemvVariant::RowsPerInvocation => "rows",
+            GemvVariant::RowsFromTexture => "texture",
+            GemvVariant::RowsFromTiles => "tiles",
+            GemvVariant::WorkgroupPerRow => "workgroup",
         }
     }
 
@@ -431,6 +412,16 @@ impl GemvQ4 {
             ]
             .concat(),
         };
+        // The design in the label: `gemv_q4/workgroup`, `gemv_q4/tiles/8x16` (+ `/subgroup`
+        // for subgroup x loads).
+        let label = match variant {
+            GemvVariant::WorkgroupPerRow => format!("gemv_q4/{}", variant.name()),
+            _ => {
+                let loads = if x_loads == XLoads::Subgroup { "/subgroup" } else { "" };
+                let (wg, rows) = (layout.wg, layout.rows);
+                format!("gemv_q4/{}/{wg}x{rows}{loads}", variant.name())
+            }
+        };
         let mut constants = spec.constants().to_vec();
         if matches!(
             variant,
@@ -456,7 +447,7 @@ impl GemvQ4 {
             slots.extend([parts_slot, Slot::ReadWrite]);
         }
         Ok(GemvQ4 {
-            kernel: KernelPipeline::new(ctx, "gemv_q4", &source, &slots, &constants),
+            kernel: KernelPipeline::new(ctx, &label, &source, &slots, &constants),
             variant,
             layout,
             spec,

@@ -21,6 +21,36 @@ pub mod rope_kv_prefill;
 pub mod topk;
 
 use super::device::GpuContext;
+use std::sync::Arc;
+
+/// The environment variable naming a folder for every assembled shader source.
+pub const DUMP_WGSL_ENV: &str = "POCKETRT_DUMP_WGSL";
+
+/// Write `source` to `$POCKETRT_DUMP_WGSL/<label>-<hash>.wgsl` (`/` in the label as `.`),
+/// its override values in a header comment: one file per distinct pipeline (a failed
+/// write is reported on stderr, never fatal: it is a debugging aid).
+fn dump_wgsl(label: &str, source: &str, constants: &[(&str, f64)]) {
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(dir) = std::env::var_os(DUMP_WGSL_ENV).filter(|d| !d.is_empty()) {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        source.hash(&mut h);
+        constants.iter().for_each(|(k, v)| (k, v.to_bits()).hash(&mut h));
+        let name = format!("{}-{:08x}.wgsl", label.replace('/', "."), h.finish() as u32);
+        let overrides: String = constants
+            .iter()
+            .map(|(k, v)| format!("// override {k} = {v}\n"))
+            .collect();
+        let path = std::path::Path::new(&dir).join(name);
+        let written = std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::write(&path, format!("// {label}\n{overrides}{source}")));
+        if let Err(e) = written {
+            eprintln!("{DUMP_WGSL_ENV}: cannot write {}: {e}", path.display());
+        }
+    }
+    #[cfg(target_arch = "wasm32")]
+    let _ = (label, source, constants);
+}
 
 /// Shared WGSL: a 64-wide workgroup sum / max (prepended to shaders that reduce).
 /// The per-step uniform struct and its binding 0, prepended to kernels that read it.
@@ -82,21 +112,26 @@ fn binding_type(slot: Slot) -> wgpu::BindingType {
 
 /// A compute pipeline with its explicit bind-group layout.
 pub struct KernelPipeline {
-    pub label: &'static str,
+    /// The kernel and its design, e.g. `gemv_q4/tiles/8x16` (in wgpu's validation errors
+    /// and the per-kernel profile).
+    pub label: Arc<str>,
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
     slots: Vec<Slot>,
 }
 
 impl KernelPipeline {
-    /// Compile `source` (entry point `main`) with `constants` as override values.
+    /// Compile `source` (entry point `main`) with `constants` as override values;
+    /// `label` names the kernel and its design. With `POCKETRT_DUMP_WGSL=DIR` the source
+    /// is also written to DIR (natively).
     pub fn new(
         ctx: &GpuContext,
-        label: &'static str,
+        label: &str,
         source: &str,
         slots: &[Slot],
         constants: &[(&str, f64)],
     ) -> KernelPipeline {
+        dump_wgsl(label, source, constants);
         let entries: Vec<wgpu::BindGroupLayoutEntry> = slots
             .iter()
             .enumerate()
@@ -134,7 +169,7 @@ impl KernelPipeline {
             cache: None,
         });
         KernelPipeline {
-            label,
+            label: label.into(),
             pipeline,
             layout,
             slots: slots.to_vec(),
@@ -186,12 +221,12 @@ impl KernelPipeline {
             })
             .collect();
         let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(self.label),
+            label: Some(&self.label),
             layout: &self.layout,
             entries: &entries,
         });
         Dispatch {
-            label: self.label,
+            label: self.label.clone(),
             pipeline: self.pipeline.clone(),
             bind_group,
             grid: grid(groups),
@@ -212,7 +247,8 @@ pub fn grid(groups: u32) -> [u32; 3] {
 
 /// One kernel invocation, ready to encode: built at load, encoded every step.
 pub struct Dispatch {
-    pub label: &'static str,
+    /// Its pipeline's label (kernel and design).
+    pub label: Arc<str>,
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
     pub grid: [u32; 3],

@@ -10,8 +10,8 @@ use crate::error::Result;
 use crate::gpu::code_texture::{self, CodeTexture, WIDTH, WIDTH_SHIFT};
 use crate::gpu::device::GpuContext;
 
-/// How a CPU adapter's decode matrices sit in their textures: one order per adapter,
-/// by measurement (`GemvVariant::for_adapter`).
+/// How a CPU adapter's decode matrices sit in their textures: one order per device
+/// profile, by measurement (`gpu::profile`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TextureOrder {
     /// The codes row-major, as in the storage buffer (the qparams stay there), bound as
@@ -21,6 +21,16 @@ pub enum TextureOrder {
     /// Codes and qparams in the decode GEMV's tile order (`q4_tiles`), bound as a
     /// read-only storage texture: lavapipe, where it made decode 2× faster.
     Tiles,
+}
+
+impl TextureOrder {
+    /// Its name in profiles and pipeline labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            TextureOrder::RowMajor => "row_major",
+            TextureOrder::Tiles => "tiles",
+        }
+    }
 }
 
 /// How one kernel reads one matrix's codes.

@@ -1,0 +1,439 @@
+//! The device profile: every kernel design the engine picks for one adapter, in one plain
+//! struct, decided in one place ([`DeviceProfile::detect`]). Kernel wrappers take their
+//! design from the context's profile and never look at the adapter; this file is the only
+//! one that does (device type, subgroup width, and — where a browser hides the device
+//! type — the names of software adapters).
+//!
+//! Three named profiles, each forceable on any adapter that has what it needs
+//! (`POCKETRT_PROFILE=NAME` natively, the `profile` load option on the web):
+//! - `gpu`: real GPUs (what Safari, Chrome and native Metal / Vulkan / DX12 users get):
+//!   a workgroup per row for the decode GEMVs, a workgroup per (head, split) for decode
+//!   attention with W_o folded in, 32 × 32 workgroup tiles for the prefill GEMM and key
+//!   tiles for prefill attention. Needs no optional feature.
+//! - `lavapipe`: CPU adapters with 8-wide subgroups (Mesa's lavapipe): the codes read from
+//!   textures in tile order, the barrier-free "lanes" designs, x loads and the W_o fold
+//!   through the subgroup.
+//! - `swiftshader`: other CPU adapters (SwiftShader, WARP): the lanes designs reading the
+//!   codes from a row-major texture, W_o as a GEMV of its own.
+//!
+//! Why each adapter gets its design, with the measurements behind it, is in
+//! docs/ARCHITECTURE.md ("Device profiles").
+
+use super::device::AdapterSummary;
+use super::kernels::attention::AttentionVariant;
+use super::kernels::attention_prefill::AttentionPrefillVariant;
+use super::kernels::gemm_q4::GemmVariant;
+use super::kernels::gemm_q4_lanes::tokens_for_limit;
+use super::kernels::gemv_q4::{GemvVariant, TextureOrder};
+use super::kernels::rope_kv::HeadShape;
+use crate::error::{Error, Result};
+
+/// The profiles that can be forced by name.
+pub const PROFILE_NAMES: [&str; 3] = ["gpu", "lavapipe", "swiftshader"];
+
+/// The environment variable that forces a profile natively.
+pub const PROFILE_ENV: &str = "POCKETRT_PROFILE";
+
+/// Subgroup width the subgroup loaders and the lanes W_o fold are written for.
+const LANES_SUBGROUP: u32 = 8;
+
+/// Positions per decode-attention split on GPUs: short, so that heads × splits
+/// workgroups fill the device. Also the shortest split any profile uses (it sizes the
+/// partial-results buffer and the memory plan).
+pub const GPU_SPLIT_LEN: usize = 256;
+
+/// Most tokens per prefill chunk (and submit), any profile.
+pub const PREFILL_CHUNK: usize = 256;
+
+/// The decode GEMV design of each matrix role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemvDesigns {
+    /// Norm + QKV.
+    pub qkv: GemvVariant,
+    /// The attention output projection (when not folded into attention).
+    pub o: GemvVariant,
+    /// Norm + gate/up + SwiGLU.
+    pub gate_up: GemvVariant,
+    /// Down + residual.
+    pub down: GemvVariant,
+    /// Final norm + LM head.
+    pub head: GemvVariant,
+}
+
+impl GemvDesigns {
+    fn all(v: GemvVariant) -> GemvDesigns {
+        GemvDesigns {
+            qkv: v,
+            o: v,
+            gate_up: v,
+            down: v,
+            head: v,
+        }
+    }
+
+    /// (role, design) in step order.
+    pub fn roles(&self) -> [(&'static str, GemvVariant); 5] {
+        [
+            ("qkv", self.qkv),
+            ("o", self.o),
+            ("gate_up", self.gate_up),
+            ("down", self.down),
+            ("head", self.head),
+        ]
+    }
+}
+
+/// How the sampler's candidates are found on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopKDesign {
+    /// 256 invocations each keep a sorted 64-list, one workgroup merges them
+    /// (shaders/topk.wgsl); greedy decoding runs argmax alone (shaders/argmax.wgsl).
+    TwoPass,
+}
+
+/// Every choice of kernel design the engine makes on one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceProfile {
+    /// One of [`PROFILE_NAMES`].
+    pub name: &'static str,
+    /// Forced by name rather than detected.
+    pub forced: bool,
+    /// A CPU-emulated adapter: `backend: auto` times the CPU backend against it.
+    pub software: bool,
+    /// Decode GEMVs, per matrix role.
+    pub gemv: GemvDesigns,
+    /// The decode matrices' codes kept again as textures, in this order (the texture
+    /// GEMVs and the lanes GEMM read them; `None`: storage buffers only).
+    pub code_textures: Option<TextureOrder>,
+    /// Decode attention.
+    pub attention: AttentionVariant,
+    /// Positions per decode-attention split.
+    pub split_len: usize,
+    /// W_o folded into decode attention (4 dispatches per layer instead of 5) where the
+    /// head shape allows.
+    pub fold_output: bool,
+    /// Prefill GEMM.
+    pub gemm: GemmVariant,
+    /// Prefill attention.
+    pub prefill_attention: AttentionPrefillVariant,
+    /// Most tokens per prefill chunk.
+    pub prefill_chunk: usize,
+    /// Batched prefill beats token-by-token decode steps here.
+    pub batched_prefill: bool,
+    /// The subgroup width the kernels use (`None`: no subgroup operations).
+    pub subgroup_size: Option<u32>,
+    /// f16 arithmetic in kernels (the KV cache is f16 in every profile, packed in u32).
+    pub shader_f16: bool,
+    /// GPU top-k.
+    pub topk: TopKDesign,
+}
+
+impl DeviceProfile {
+    /// The profile of `adapter`: by device type and subgroup width, with the names of
+    /// software adapters for browsers that report neither.
+    pub fn detect(adapter: &AdapterSummary) -> DeviceProfile {
+        let name = if !is_software(adapter) {
+            "gpu"
+        } else if adapter.subgroup_size == Some(LANES_SUBGROUP) {
+            "lavapipe"
+        } else {
+            "swiftshader"
+        };
+        let mut p = Self::build(name, adapter).expect("a detected profile fits its adapter");
+        p.software = is_software(adapter);
+        p
+    }
+
+    /// The profile called `name` on `adapter`; an error naming what is missing when the
+    /// adapter lacks something it needs.
+    pub fn named(name: &str, adapter: &AdapterSummary) -> Result<DeviceProfile> {
+        let mut p = Self::build(name, adapter)?;
+        p.forced = true;
+        p.software = is_software(adapter);
+        Ok(p)
+    }
+
+    /// `forced` (a name) or the detected profile.
+    pub fn choose(forced: Option<&str>, adapter: &AdapterSummary) -> Result<DeviceProfile> {
+        match forced.map(str::trim).filter(|n| !n.is_empty()) {
+            Some(name) => Self::named(name, adapter),
+            None => Ok(Self::detect(adapter)),
+        }
+    }
+
+    fn build(name: &str, adapter: &AdapterSummary) -> Result<DeviceProfile> {
+        let gpu = DeviceProfile {
+            name: "gpu",
+            forced: false,
+            software: false,
+            gemv: GemvDesigns::all(GemvVariant::WorkgroupPerRow),
+            code_textures: None,
+            attention: AttentionVariant::Workgroup,
+            split_len: GPU_SPLIT_LEN,
+            fold_output: true,
+            gemm: GemmVariant::WorkgroupTiles,
+            prefill_attention: AttentionPrefillVariant::KeyTiles,
+            prefill_chunk: PREFILL_CHUNK,
+            batched_prefill: true,
+            subgroup_size: None,
+            shader_f16: false,
+            topk: TopKDesign::TwoPass,
+        };
+        // CPU adapters: no barriers or workgroup memory (the lanes designs), the codes
+        // read from textures (several times faster than storage loads there), splits
+        // twice as long (the lanes design runs its split serially per invocation).
+        let soft = |name, order, gemv| DeviceProfile {
+            name,
+            gemv: GemvDesigns::all(gemv),
+            code_textures: Some(order),
+            attention: AttentionVariant::Lanes,
+            split_len: 2 * GPU_SPLIT_LEN,
+            gemm: GemmVariant::RowLanesFromTexture(order),
+            prefill_attention: AttentionPrefillVariant::Lanes,
+            ..gpu
+        };
+        match name {
+            "gpu" => Ok(gpu),
+            "lavapipe" => {
+                if adapter.subgroup_size != Some(LANES_SUBGROUP) {
+                    return Err(Error::InvalidArgument(format!(
+                        "profile lavapipe needs subgroups of {LANES_SUBGROUP} (its x loads \
+                         and W_o fold go through them); adapter {:?} has {:?}: use \
+                         `swiftshader` or `gpu`",
+                        adapter.name, adapter.subgroup_size
+                    )));
+                }
+                Ok(DeviceProfile {
+                    subgroup_size: Some(LANES_SUBGROUP),
+                    ..soft(
+                        "lavapipe",
+                        TextureOrder::Tiles,
+                        GemvVariant::RowsFromTiles,
+                    )
+                })
+            }
+            "swiftshader" => Ok(DeviceProfile {
+                fold_output: false,
+                ..soft(
+                    "swiftshader",
+                    TextureOrder::RowMajor,
+                    GemvVariant::RowsFromTexture,
+                )
+            }),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown device profile {other:?} (profiles: {})",
+                PROFILE_NAMES.join(", ")
+            ))),
+        }
+    }
+
+    /// The decode attention design for `shape`, with W_o folded in or not: the profile's,
+    /// except where the lanes design cannot run the shape (head_dim % 4) or fold without
+    /// its subgroups: the workgroup design then.
+    pub fn attention_for(&self, shape: HeadShape, fold: bool) -> AttentionVariant {
+        let lanes_fits = shape.head_dim % 4 == 0 && (!fold || self.lanes_fold());
+        match self.attention {
+            AttentionVariant::Lanes if lanes_fits => AttentionVariant::Lanes,
+            _ => AttentionVariant::Workgroup,
+        }
+    }
+
+    /// Does the lanes attention fold W_o here (through 8-wide subgroups)?
+    pub fn lanes_fold(&self) -> bool {
+        self.subgroup_size == Some(LANES_SUBGROUP)
+    }
+
+    /// The prefill GEMM design for K inputs under a uniform binding limit of
+    /// `max_uniform` bytes: the profile's, but workgroup tiles where the lanes design's
+    /// token rows do not fit a uniform binding.
+    pub fn gemm_for(&self, k: usize, max_uniform: u64) -> GemmVariant {
+        match self.gemm {
+            g if g.is_lanes() && tokens_for_limit(max_uniform, k).is_none() => {
+                GemmVariant::WorkgroupTiles
+            }
+            g => g,
+        }
+    }
+
+    /// Every choice as JSON (bench --json, gpu-check, the web `info`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let gemv: serde_json::Map<String, serde_json::Value> = self
+            .gemv
+            .roles()
+            .iter()
+            .map(|(role, v)| (role.to_string(), v.name().into()))
+            .collect();
+        serde_json::json!({
+            "name": self.name,
+            "forced": self.forced,
+            "software": self.software,
+            "gemv": gemv,
+            "code_textures": self.code_textures.map(TextureOrder::name),
+            "attention": self.attention.name(),
+            "split_len": self.split_len,
+            "fold_output": self.fold_output,
+            "gemm": self.gemm.name(),
+            "prefill_attention": self.prefill_attention.name(),
+            "prefill_chunk": self.prefill_chunk,
+            "batched_prefill": self.batched_prefill,
+            "subgroup_size": self.subgroup_size,
+            "shader_f16": self.shader_f16,
+            "topk": "two_pass",
+        })
+    }
+}
+
+impl std::fmt::Display for DeviceProfile {
+    /// One line: `profile gpu (detected): gemv qkv=workgroup …`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = if self.forced { "forced" } else { "detected" };
+        write!(f, "profile {} ({how}): gemv", self.name)?;
+        for (role, v) in self.gemv.roles() {
+            write!(f, " {role}={}", v.name())?;
+        }
+        let textures = self.code_textures.map_or("none", TextureOrder::name);
+        let yes_no = |b: bool| if b { "yes" } else { "no" };
+        let subgroups = self
+            .subgroup_size
+            .map_or("none".to_string(), |s| s.to_string());
+        write!(
+            f,
+            ", code textures {textures}, attention {} split {} fold W_o {}, prefill gemm {} \
+             attention {} chunk {} batched {}, subgroups {subgroups}, f16 {}, topk two_pass",
+            self.attention.name(),
+            self.split_len,
+            yes_no(self.fold_output),
+            self.gemm.name(),
+            self.prefill_attention.name(),
+            self.prefill_chunk,
+            yes_no(self.batched_prefill),
+            yes_no(self.shader_f16),
+        )
+    }
+}
+
+/// A CPU-emulated adapter: the device type says so natively (and on the web, where
+/// `isFallbackAdapter` maps to it); browsers that hide it still name the adapter.
+fn is_software(adapter: &AdapterSummary) -> bool {
+    let name = adapter.name.to_ascii_lowercase();
+    adapter.device_type == wgpu::DeviceType::Cpu
+        || ["swiftshader", "llvmpipe", "lavapipe", "warp", "software"]
+            .iter()
+            .any(|s| name.contains(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::device::OptionalFeatures;
+
+    fn adapter(name: &str, device_type: wgpu::DeviceType, subgroup: Option<u32>) -> AdapterSummary {
+        AdapterSummary {
+            name: name.into(),
+            backend: "vulkan".into(),
+            device_type,
+            features: OptionalFeatures {
+                timestamp_query: true,
+                shader_f16: true,
+                subgroups: subgroup.is_some(),
+            },
+            subgroup_size: subgroup,
+        }
+    }
+
+    #[test]
+    fn discrete_and_integrated_gpus_get_the_gpu_profile() {
+        for (name, ty, sg) in [
+            ("NVIDIA H200", wgpu::DeviceType::DiscreteGpu, Some(32)),
+            ("Apple M4", wgpu::DeviceType::IntegratedGpu, None),
+            ("", wgpu::DeviceType::Other, None), // Safari: no name, no device type
+        ] {
+            let p = DeviceProfile::detect(&adapter(name, ty, sg));
+            assert_eq!(p.name, "gpu", "{name}");
+            assert!(!p.software && !p.forced);
+            assert_eq!(p.gemv, GemvDesigns::all(GemvVariant::WorkgroupPerRow));
+            assert_eq!(p.attention, AttentionVariant::Workgroup);
+            assert_eq!(p.gemm, GemmVariant::WorkgroupTiles);
+            assert_eq!(p.prefill_attention, AttentionPrefillVariant::KeyTiles);
+            assert_eq!((p.code_textures, p.split_len), (None, GPU_SPLIT_LEN));
+            assert!(p.fold_output && p.batched_prefill);
+        }
+    }
+
+    #[test]
+    fn lavapipe_gets_tiles_and_the_subgroup_lanes_designs() {
+        let a = adapter("llvmpipe (LLVM 15.0.6, 256 bits)", wgpu::DeviceType::Cpu, Some(8));
+        let p = DeviceProfile::detect(&a);
+        assert_eq!(p.name, "lavapipe");
+        assert!(p.software);
+        assert_eq!(p.gemv, GemvDesigns::all(GemvVariant::RowsFromTiles));
+        assert_eq!(p.code_textures, Some(TextureOrder::Tiles));
+        assert_eq!(p.gemm, GemmVariant::RowLanesFromTexture(TextureOrder::Tiles));
+        assert_eq!(p.attention, AttentionVariant::Lanes);
+        assert_eq!(p.prefill_attention, AttentionPrefillVariant::Lanes);
+        assert_eq!((p.subgroup_size, p.split_len), (Some(8), 2 * GPU_SPLIT_LEN));
+        assert!(p.fold_output && p.lanes_fold());
+    }
+
+    #[test]
+    fn other_cpu_adapters_get_the_row_major_texture_and_no_fold() {
+        for a in [
+            adapter("SwiftShader Device (Subzero)", wgpu::DeviceType::Cpu, None),
+            adapter("Microsoft Basic Render Driver", wgpu::DeviceType::Cpu, Some(4)),
+            // A browser that reports a software adapter only by its name.
+            adapter("SwiftShader Device (Subzero)", wgpu::DeviceType::Other, None),
+        ] {
+            let p = DeviceProfile::detect(&a);
+            assert_eq!(p.name, "swiftshader", "{}", a.name);
+            assert!(p.software);
+            assert_eq!(p.gemv, GemvDesigns::all(GemvVariant::RowsFromTexture));
+            assert_eq!(p.code_textures, Some(TextureOrder::RowMajor));
+            assert_eq!(p.attention, AttentionVariant::Lanes);
+            assert!(!p.fold_output && !p.lanes_fold());
+            assert_eq!(p.subgroup_size, None);
+        }
+    }
+
+    #[test]
+    fn forcing_a_profile_keeps_what_the_adapter_is_and_checks_what_it_needs() {
+        let lavapipe = adapter("llvmpipe", wgpu::DeviceType::Cpu, Some(8));
+        let p = DeviceProfile::choose(Some("gpu"), &lavapipe).unwrap();
+        assert_eq!((p.name, p.forced, p.software), ("gpu", true, true));
+        let p = DeviceProfile::choose(Some(" swiftshader "), &lavapipe).unwrap();
+        assert_eq!(p.name, "swiftshader");
+        assert_eq!(DeviceProfile::choose(None, &lavapipe).unwrap().name, "lavapipe");
+        let gpu = adapter("Apple M4", wgpu::DeviceType::IntegratedGpu, None);
+        let e = DeviceProfile::named("lavapipe", &gpu).unwrap_err().to_string();
+        assert!(e.contains("subgroups of 8"), "{e}");
+        let e = DeviceProfile::named("fastest", &gpu).unwrap_err().to_string();
+        assert!(e.contains("gpu, lavapipe, swiftshader"), "{e}");
+        for name in PROFILE_NAMES {
+            let p = DeviceProfile::named(name, &lavapipe).unwrap();
+            assert_eq!(p.name, name);
+            assert!(p.to_string().starts_with(&format!("profile {name} (forced)")));
+            assert_eq!(p.to_json()["name"], name);
+        }
+    }
+
+    #[test]
+    fn attention_and_gemm_fall_back_where_a_shape_does_not_fit_the_lanes_designs() {
+        let lavapipe = adapter("llvmpipe", wgpu::DeviceType::Cpu, Some(8));
+        let swift = adapter("SwiftShader", wgpu::DeviceType::Cpu, None);
+        let shape = |head_dim| HeadShape {
+            n_heads: 4,
+            n_kv_heads: 2,
+            head_dim,
+            context: 16,
+        };
+        let p = DeviceProfile::detect(&lavapipe);
+        assert_eq!(p.attention_for(shape(64), true), AttentionVariant::Lanes);
+        assert_eq!(p.attention_for(shape(6), false), AttentionVariant::Workgroup);
+        let s = DeviceProfile::detect(&swift);
+        assert_eq!(s.attention_for(shape(64), false), AttentionVariant::Lanes);
+        assert_eq!(s.attention_for(shape(64), true), AttentionVariant::Workgroup);
+        assert_eq!(p.gemm_for(896, 65_536), p.gemm);
+        assert_eq!(p.gemm_for(1 << 20, 65_536), GemmVariant::WorkgroupTiles);
+        let g = DeviceProfile::named("gpu", &lavapipe).unwrap();
+        assert_eq!(g.attention_for(shape(64), true), AttentionVariant::Workgroup);
+    }
+}
