@@ -19,12 +19,10 @@
 
 use pocketrt::gpu::code_texture::{self, CodeTexture};
 use pocketrt::gpu::forward::Readback;
-use pocketrt::gpu::kernels::gemv_q4::{
-    Epilogue, GemvQ4, GemvSpec, MatrixCodes, RowsLayout,
-};
-use pocketrt::gpu::kernels::read_bench::{ReadBench, ReadLayout, ReadTextureBench};
+use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, MatrixCodes, RowsLayout};
+use pocketrt::gpu::kernels::read_bench::ReadTextureBench;
 use pocketrt::gpu::kernels::Dispatch;
-use pocketrt::gpu::timing::{time_dispatches, GpuTimer};
+use pocketrt::gpu::timing::{self, GpuTimer, ReadCeiling};
 use pocketrt::gpu::weights::limits_needed;
 use pocketrt::gpu::{GpuContext, GpuModel, LimitsNeeded};
 use pocketrt::quant::Q4Tensor;
@@ -39,39 +37,14 @@ const PASSES: usize = 5;
 
 /// Best seconds per dispatch over [`PASSES`] passes of [`REPEAT`] dispatches.
 fn best_time(ctx: &GpuContext, timer: Option<&GpuTimer>, d: &Dispatch) -> f64 {
-    time_dispatches(ctx, timer, &[d], 1).expect("warm-up");
-    (0..PASSES)
-        .map(|_| time_dispatches(ctx, timer, &[d], REPEAT).expect("timed pass"))
-        .fold(f64::INFINITY, f64::min)
+    timing::best_time(ctx, timer, d, REPEAT, PASSES).expect("timed passes")
 }
 
-/// The read ceiling: GB/s of the vec4 sum over `len` f32, best of a few grid sizes (the
-/// chunked layout sums the largest multiple of its step that fits).
+/// The read ceiling: GB/s of the vec4 sum over `len` f32 ([`ReadCeiling`]).
 fn read_ceiling(ctx: &GpuContext, timer: Option<&GpuTimer>, len: usize) -> serde_json::Value {
-    let data = ctx
-        .storage("read data", 4 * len as u64)
-        .expect("read buffer");
-    let mut best = (0.0f64, 0u32, ReadLayout::Interleaved);
-    let mut all = vec![];
-    for layout in [ReadLayout::Interleaved, ReadLayout::Chunked] {
-        for groups in [2u32, 8, 32, 128, 512] {
-            let step = ReadBench::step(groups, layout);
-            let Ok(k) = ReadBench::new(ctx, len / step * step, groups, layout) else {
-                continue; // a grid too large for the buffer
-            };
-            let out = ctx.storage("partials", 4 * k.partials() as u64).unwrap();
-            let d = k.dispatch(ctx, &data, &out);
-            let gbs = 4.0 * k.len as f64 / best_time(ctx, timer, &d) / 1e9;
-            all.push(json!({"layout": format!("{layout:?}"), "workgroups": groups, "gb_s": gbs}));
-            if gbs > best.0 {
-                best = (gbs, groups, layout);
-            }
-        }
-    }
-    json!({
-        "kernel": format!("vec4 sum of {} bytes", 4 * len), "gb_s": best.0,
-        "workgroups": best.1, "layout": format!("{:?}", best.2), "tried": all,
-    })
+    ReadCeiling::measure(ctx, timer, len, REPEAT, PASSES)
+        .expect("read ceiling")
+        .to_json()
 }
 
 /// The texture read ceiling: GB/s of summing the same `len` f32 as a code texture

@@ -119,7 +119,8 @@ impl Engine {
                             calibrate::faster(ctx, src, plan.context, cpu_context)?;
                         return Ok(Engine::new(inner, config, context, description));
                     }
-                    let (model, description) = Self::load_gpu(ctx, src, plan.context)?;
+                    let (model, description) =
+                        Self::load_gpu(std::sync::Arc::new(ctx), src, plan.context)?;
                     let inner = Inner::Gpu(model);
                     return Ok(Engine::new(inner, config, plan.context, description));
                 }
@@ -136,6 +137,19 @@ impl Engine {
             Self::load_fast(src, cpu_context, why)?
         };
         Ok(Engine::new(inner, config, cpu_context, description))
+    }
+
+    /// The GPU backend on the device `ctx` (in its profile) with a `context`-position
+    /// cache: what tests use to run one model in every device profile.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_on_gpu(
+        ctx: std::sync::Arc<crate::gpu::GpuContext>,
+        src: &mut dyn ModelSource,
+        context: usize,
+    ) -> Result<Engine> {
+        let config = src.config().clone();
+        let (model, description) = Self::load_gpu(ctx, src, context)?;
+        Ok(Engine::new(Inner::Gpu(model), config, context, description))
     }
 
     fn new(inner: Inner, config: ModelConfig, context: usize, description: String) -> Engine {
@@ -180,12 +194,12 @@ impl Engine {
 
     #[cfg(not(target_arch = "wasm32"))]
     fn load_gpu(
-        ctx: crate::gpu::GpuContext,
+        ctx: std::sync::Arc<crate::gpu::GpuContext>,
         src: &mut dyn ModelSource,
         context: usize,
     ) -> Result<(Box<crate::gpu::GpuModel>, String)> {
         let adapter = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend);
-        let model = crate::gpu::GpuModel::load(std::sync::Arc::new(ctx), src, context)?;
+        let model = crate::gpu::GpuModel::load(ctx, src, context)?;
         let description = format!(
             "gpu {adapter}, {} dispatches and 1 submit per token, {}",
             model.dispatches_per_token(),

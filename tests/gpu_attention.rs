@@ -5,12 +5,13 @@
 mod gpu_common;
 
 use gpu_common::attention_ref::{attention_ref, pack_f16, rope, unpack_f16};
-use gpu_common::{assert_close, f16_round, gpu, rmsnorm, Rng};
+use gpu_common::{assert_close, f16_round, gpu, profiles, rmsnorm, Rng};
 use pocketrt::gpu::kernels::attention::{
     Attention, AttentionInputs, AttentionVariant, OutputProjection, WoFold,
 };
 use pocketrt::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, MatrixCodes, TextureOrder};
 use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
+use pocketrt::gpu::GpuContext;
 use pocketrt::gpu::StepUniform;
 use pocketrt::quant::Q4Tensor;
 
@@ -54,7 +55,8 @@ fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize
         variants.push(AttentionVariant::Lanes);
     }
     for variant in variants {
-        check_attention_design(shape, qk_norm, pos, split_len, seed, Design::Plain(variant));
+        let design = Design::Plain(variant);
+        check_attention_design(gpu(), shape, qk_norm, pos, split_len, seed, design);
     }
 }
 
@@ -87,7 +89,7 @@ fn check_attention_folding(
                 codes,
             },
         );
-        check_attention_design(shape, qk_norm, pos, split_len, seed, design);
+        check_attention_design(gpu(), shape, qk_norm, pos, split_len, seed, design);
     }
 }
 
@@ -99,6 +101,7 @@ enum Design {
 }
 
 fn check_attention_design(
+    ctx: &GpuContext,
     shape: HeadShape,
     qk_norm: bool,
     pos: usize,
@@ -110,7 +113,6 @@ fn check_attention_design(
         Design::Folded(_, wo) => Some(wo),
         Design::Plain(_) => None,
     };
-    let ctx = gpu();
     let hd = shape.head_dim;
     let (qd, kvd) = (shape.n_heads * hd, shape.n_kv_heads * hd);
     let mut rng = Rng::new(seed);
@@ -330,13 +332,38 @@ fn split_attention_matches_reference_at_4097_positions() {
     check_attention(POCKET_HEADS, true, 4096, 4096, 31);
 }
 
+/// The longest history, in each profile's own design and split length (and, where the
+/// profile folds W_o, with Pocket's 896-row W_o folded in, its codes read as the
+/// profile's decode GEMVs read them).
 #[test]
-fn split_attention_matches_reference_at_32768_positions() {
+fn split_attention_matches_reference_at_32768_positions_in_every_profile() {
     let shape = HeadShape {
         context: 32_768,
         ..POCKET_HEADS
     };
-    check_attention(shape, true, 32_767, 256, 40);
+    for ctx in profiles() {
+        let p = ctx.profile;
+        let plain = Design::Plain(p.attention_for(shape, false));
+        check_attention_design(ctx, shape, true, 32_767, p.split_len, 40, plain);
+        if p.fold_output {
+            let hidden = 896;
+            let variant = p.attention_for(shape, true);
+            let order = match variant {
+                AttentionVariant::Lanes => p.code_textures,
+                AttentionVariant::Workgroup => None,
+            };
+            let spec = GemvSpec::new(hidden, shape.n_heads * shape.head_dim, Epilogue::Store);
+            let codes = CodesRead::new(order, &spec);
+            let folded = Design::Folded(
+                variant,
+                WoFold {
+                    rows: hidden,
+                    codes,
+                },
+            );
+            check_attention_design(ctx, shape, true, 32_767, p.split_len, 41, folded);
+        }
+    }
 }
 
 #[test]

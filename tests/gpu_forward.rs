@@ -10,15 +10,15 @@
 mod gpu_common;
 
 use gpu_common::{assert_close, gpu, profiles};
-use pocketrt::gpu::GpuContext;
-use std::sync::Arc;
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::source::{open, ModelSource};
 use pocketrt::gpu::forward::StepOptions;
 use pocketrt::gpu::kernels::attention::AttentionVariant;
+use pocketrt::gpu::GpuContext;
 use pocketrt::gpu::GpuModel;
 use pocketrt::synth::{preset, SynthSource};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 const CONTEXT: usize = 64;
 const STEPS: usize = 24;

@@ -1,20 +1,21 @@
 //! Batched prefill (`GpuModel::prefill*`) on the tiny fixture models of all three
-//! architectures: the logits at every position equal the CPU oracle's (Q4 weights on both
-//! sides) and token-by-token GPU decoding's, across several chunks and when a prefill
-//! continues an earlier one; decoding continues correctly after a prefill; bad input is a
-//! typed error.
+//! architectures, in every device profile forced on the test adapter: the logits at every
+//! position equal the CPU oracle's (Q4 weights on both sides) and token-by-token GPU
+//! decoding's, across several chunks and when a prefill continues an earlier one;
+//! decoding continues correctly after a prefill; bad input is a typed error.
 //!
 //! Tolerance as tests/gpu_forward.rs (f16 KV cache on the GPU, f32 in the oracle):
 //! max abs err ≤ 1e-3 · max|logit| + 1e-4 per position.
 
 mod gpu_common;
 
-use gpu_common::{assert_close, gpu, Rng};
+use gpu_common::{assert_close, gpu, profiles, Rng};
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::source::open;
-use pocketrt::gpu::GpuModel;
+use pocketrt::gpu::{GpuContext, GpuModel};
 use pocketrt::Error;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Longer than one chunk (256) so that the prompt spans two.
 const CONTEXT: usize = 320;
@@ -26,8 +27,12 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+fn load_on(ctx: &Arc<GpuContext>, name: &str, context: usize) -> GpuModel {
+    GpuModel::load(ctx.clone(), &mut *open(&fixture(name)).unwrap(), context).unwrap()
+}
+
 fn load(name: &str, context: usize) -> GpuModel {
-    GpuModel::load(gpu().clone(), &mut *open(&fixture(name)).unwrap(), context).unwrap()
+    load_on(gpu(), name, context)
 }
 
 fn prompt(vocab: usize, n: usize, seed: u64) -> Vec<u32> {
@@ -39,14 +44,26 @@ fn prompt(vocab: usize, n: usize, seed: u64) -> Vec<u32> {
 
 fn check_model(name: &str) {
     let oracle = Model::load(&mut *open(&fixture(name)).unwrap(), WeightMode::Q4).unwrap();
+    for ctx in profiles() {
+        let what = format!("{name} profile {}", ctx.profile.name);
+        check_model_on(ctx, &what, name, &oracle);
+    }
+}
+
+fn check_model_on(ctx: &Arc<GpuContext>, name: &str, fixture_name: &str, oracle: &Model) {
     let mut cache = oracle.new_cache(CONTEXT).unwrap();
-    let mut model = load(name, CONTEXT);
-    assert_eq!(model.prefill_chunk_len(), 256);
+    let load = |name: &str, context| load_on(ctx, name, context);
+    let mut model = load(fixture_name, CONTEXT);
+    assert_eq!(model.prefill_chunk_len(), ctx.profile.prefill_chunk);
+    assert!(
+        model.prefill_pays(),
+        "{name}: batched prefill is the profile's choice"
+    );
     let tokens = prompt(model.config.vocab_size, PROMPT, 1);
 
     let all = model.prefill_all_logits(&tokens, 0).unwrap();
     assert_eq!(all.len(), PROMPT);
-    let mut stepper = load(name, CONTEXT);
+    let mut stepper = load(fixture_name, CONTEXT);
     for (pos, (&t, got)) in tokens.iter().zip(&all).enumerate() {
         let want = oracle.forward(t, &mut cache).unwrap();
         assert_close(
@@ -81,7 +98,7 @@ fn check_model(name: &str) {
 
     // A prefill that continues an earlier one (prefix reuse), in two calls, and the
     // one-submit-per-chunk feed: the same last logits.
-    let mut split = load(name, CONTEXT);
+    let mut split = load(fixture_name, CONTEXT);
     split.prefill_feed(&tokens[..100], 0).unwrap();
     let before = split.submits();
     let last = split.prefill(&tokens[100..], 100).unwrap();

@@ -91,7 +91,7 @@ pub(super) fn faster(
     cpu_context: usize,
 ) -> Result<(Inner, usize, String)> {
     let adapter = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend);
-    let (mut gpu, gpu_description) = Engine::load_gpu(ctx, src, gpu_context)?;
+    let (mut gpu, gpu_description) = Engine::load_gpu(std::sync::Arc::new(ctx), src, gpu_context)?;
     // Positions wrap inside the plan's context; the engine overwrites them from 0 later.
     let gpu_rate = steps_per_second(|i| gpu.decode(0, i % gpu_context).map(drop))?;
 

@@ -141,7 +141,10 @@ pub fn list_adapters() -> Result<Vec<(String, Result<DeviceProfile>)>> {
         .map(|a| {
             let i = a.get_info();
             let profile = DeviceProfile::choose(forced.as_deref(), &summarize(a));
-            (format!("{} ({}, {:?})", i.name, i.backend, i.device_type), profile)
+            (
+                format!("{} ({}, {:?})", i.name, i.backend, i.device_type),
+                profile,
+            )
         })
         .collect())
 }

@@ -6,11 +6,11 @@
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::kernels::attention::{partials_bytes, Attention, AttentionVariant};
-use super::profile::GPU_SPLIT_LEN;
 use super::kernels::rope_kv::rope_inv_freq;
 use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
+use super::profile::GPU_SPLIT_LEN;
 #[cfg(not(target_arch = "wasm32"))]
 use super::timing::time_pass;
 use super::timing::GpuTimer;

@@ -15,8 +15,8 @@ pub mod timing;
 pub mod weights;
 
 pub use device::{AdapterSummary, GpuContext, LimitsNeeded, OptionalFeatures};
-pub use profile::DeviceProfile;
 pub use forward::{GpuModel, KernelTime};
+pub use profile::DeviceProfile;
 
 /// The per-step uniform every step-dependent kernel reads (`struct Step` in the shaders).
 #[repr(C)]

@@ -11,10 +11,10 @@ use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::forward::{prefill_lanes_records_bytes, prefill_scratch_sizes};
 use super::kernels::attention::partials_bytes;
-use super::profile::GPU_SPLIT_LEN;
 use super::kernels::gemv_q4::TextureOrder;
 use super::kernels::topk::TopK;
 use super::kv_cache::KvCache;
+use super::profile::GPU_SPLIT_LEN;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 

@@ -205,11 +205,7 @@ impl DeviceProfile {
                 }
                 Ok(DeviceProfile {
                     subgroup_size: Some(LANES_SUBGROUP),
-                    ..soft(
-                        "lavapipe",
-                        TextureOrder::Tiles,
-                        GemvVariant::RowsFromTiles,
-                    )
+                    ..soft("lavapipe", TextureOrder::Tiles, GemvVariant::RowsFromTiles)
                 })
             }
             "swiftshader" => Ok(DeviceProfile {
@@ -362,13 +358,20 @@ mod tests {
 
     #[test]
     fn lavapipe_gets_tiles_and_the_subgroup_lanes_designs() {
-        let a = adapter("llvmpipe (LLVM 15.0.6, 256 bits)", wgpu::DeviceType::Cpu, Some(8));
+        let a = adapter(
+            "llvmpipe (LLVM 15.0.6, 256 bits)",
+            wgpu::DeviceType::Cpu,
+            Some(8),
+        );
         let p = DeviceProfile::detect(&a);
         assert_eq!(p.name, "lavapipe");
         assert!(p.software);
         assert_eq!(p.gemv, GemvDesigns::all(GemvVariant::RowsFromTiles));
         assert_eq!(p.code_textures, Some(TextureOrder::Tiles));
-        assert_eq!(p.gemm, GemmVariant::RowLanesFromTexture(TextureOrder::Tiles));
+        assert_eq!(
+            p.gemm,
+            GemmVariant::RowLanesFromTexture(TextureOrder::Tiles)
+        );
         assert_eq!(p.attention, AttentionVariant::Lanes);
         assert_eq!(p.prefill_attention, AttentionPrefillVariant::Lanes);
         assert_eq!((p.subgroup_size, p.split_len), (Some(8), 2 * GPU_SPLIT_LEN));
@@ -379,9 +382,17 @@ mod tests {
     fn other_cpu_adapters_get_the_row_major_texture_and_no_fold() {
         for a in [
             adapter("SwiftShader Device (Subzero)", wgpu::DeviceType::Cpu, None),
-            adapter("Microsoft Basic Render Driver", wgpu::DeviceType::Cpu, Some(4)),
+            adapter(
+                "Microsoft Basic Render Driver",
+                wgpu::DeviceType::Cpu,
+                Some(4),
+            ),
             // A browser that reports a software adapter only by its name.
-            adapter("SwiftShader Device (Subzero)", wgpu::DeviceType::Other, None),
+            adapter(
+                "SwiftShader Device (Subzero)",
+                wgpu::DeviceType::Other,
+                None,
+            ),
         ] {
             let p = DeviceProfile::detect(&a);
             assert_eq!(p.name, "swiftshader", "{}", a.name);
@@ -401,16 +412,25 @@ mod tests {
         assert_eq!((p.name, p.forced, p.software), ("gpu", true, true));
         let p = DeviceProfile::choose(Some(" swiftshader "), &lavapipe).unwrap();
         assert_eq!(p.name, "swiftshader");
-        assert_eq!(DeviceProfile::choose(None, &lavapipe).unwrap().name, "lavapipe");
+        assert_eq!(
+            DeviceProfile::choose(None, &lavapipe).unwrap().name,
+            "lavapipe"
+        );
         let gpu = adapter("Apple M4", wgpu::DeviceType::IntegratedGpu, None);
-        let e = DeviceProfile::named("lavapipe", &gpu).unwrap_err().to_string();
+        let e = DeviceProfile::named("lavapipe", &gpu)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("subgroups of 8"), "{e}");
-        let e = DeviceProfile::named("fastest", &gpu).unwrap_err().to_string();
+        let e = DeviceProfile::named("fastest", &gpu)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("gpu, lavapipe, swiftshader"), "{e}");
         for name in PROFILE_NAMES {
             let p = DeviceProfile::named(name, &lavapipe).unwrap();
             assert_eq!(p.name, name);
-            assert!(p.to_string().starts_with(&format!("profile {name} (forced)")));
+            assert!(p
+                .to_string()
+                .starts_with(&format!("profile {name} (forced)")));
             assert_eq!(p.to_json()["name"], name);
         }
     }
@@ -427,13 +447,22 @@ mod tests {
         };
         let p = DeviceProfile::detect(&lavapipe);
         assert_eq!(p.attention_for(shape(64), true), AttentionVariant::Lanes);
-        assert_eq!(p.attention_for(shape(6), false), AttentionVariant::Workgroup);
+        assert_eq!(
+            p.attention_for(shape(6), false),
+            AttentionVariant::Workgroup
+        );
         let s = DeviceProfile::detect(&swift);
         assert_eq!(s.attention_for(shape(64), false), AttentionVariant::Lanes);
-        assert_eq!(s.attention_for(shape(64), true), AttentionVariant::Workgroup);
+        assert_eq!(
+            s.attention_for(shape(64), true),
+            AttentionVariant::Workgroup
+        );
         assert_eq!(p.gemm_for(896, 65_536), p.gemm);
         assert_eq!(p.gemm_for(1 << 20, 65_536), GemmVariant::WorkgroupTiles);
         let g = DeviceProfile::named("gpu", &lavapipe).unwrap();
-        assert_eq!(g.attention_for(shape(64), true), AttentionVariant::Workgroup);
+        assert_eq!(
+            g.attention_for(shape(64), true),
+            AttentionVariant::Workgroup
+        );
     }
 }

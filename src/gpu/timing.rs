@@ -3,6 +3,8 @@
 
 use super::device::GpuContext;
 #[cfg(not(target_arch = "wasm32"))]
+use super::kernels::read_bench::{ReadBench, ReadLayout};
+#[cfg(not(target_arch = "wasm32"))]
 use super::kernels::Dispatch;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::error::Result;
@@ -113,4 +115,100 @@ pub fn time_pass(
         }
     };
     Ok(seconds / repeat.max(1) as f64)
+}
+
+/// Best seconds per dispatch of `d`: one warm-up pass, then the fastest of `passes`
+/// passes of `repeat` dispatches each (the machine may be shared).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn best_time(
+    ctx: &GpuContext,
+    timer: Option<&GpuTimer>,
+    d: &Dispatch,
+    repeat: usize,
+    passes: usize,
+) -> Result<f64> {
+    time_dispatches(ctx, timer, &[d], 1)?;
+    let mut best = f64::INFINITY;
+    for _ in 0..passes.max(1) {
+        best = best.min(time_dispatches(ctx, timer, &[d], repeat)?);
+    }
+    Ok(best)
+}
+
+/// One grid of the read kernel ([`ReadBench`]) and the GB/s it reached.
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReadRun {
+    pub layout: ReadLayout,
+    pub workgroups: u32,
+    pub gb_s: f64,
+}
+
+/// The read ceiling of an adapter: GB/s of a vec4 sum over a storage buffer
+/// ([`ReadBench`]), the best of a few grid sizes and both layouts (the chunked layout sums
+/// the largest multiple of its step that fits). Benchmarks state a kernel's effective
+/// bandwidth against it (the roofline ratio).
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadCeiling {
+    /// Bytes of the buffer.
+    pub bytes: u64,
+    pub best: ReadRun,
+    pub tried: Vec<ReadRun>,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl ReadCeiling {
+    /// Measure over `len` f32, each grid timed by [`best_time`] (`repeat`, `passes`).
+    pub fn measure(
+        ctx: &GpuContext,
+        timer: Option<&GpuTimer>,
+        len: usize,
+        repeat: usize,
+        passes: usize,
+    ) -> Result<ReadCeiling> {
+        let data = ctx.storage("read data", 4 * len as u64)?;
+        let mut tried = vec![];
+        for layout in [ReadLayout::Interleaved, ReadLayout::Chunked] {
+            for workgroups in [2u32, 8, 32, 128, 512] {
+                let step = ReadBench::step(workgroups, layout);
+                let Ok(k) = ReadBench::new(ctx, len / step * step, workgroups, layout) else {
+                    continue; // a grid too large for the buffer
+                };
+                let out = ctx.storage("partials", 4 * k.partials() as u64)?;
+                let d = k.dispatch(ctx, &data, &out);
+                let seconds = best_time(ctx, timer, &d, repeat, passes)?;
+                let gb_s = 4.0 * k.len as f64 / seconds / 1e9;
+                tried.push(ReadRun {
+                    layout,
+                    workgroups,
+                    gb_s,
+                });
+            }
+        }
+        let best = tried
+            .iter()
+            .copied()
+            .max_by(|a, b| a.gb_s.total_cmp(&b.gb_s))
+            .ok_or_else(|| crate::Error::InvalidArgument(format!("no read grid fits {len} f32")))?;
+        Ok(ReadCeiling {
+            bytes: 4 * len as u64,
+            best,
+            tried,
+        })
+    }
+
+    /// `{kernel, gb_s, workgroups, layout, tried: [{layout, workgroups, gb_s}]}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let run = |r: &ReadRun| {
+            serde_json::json!({
+                "layout": format!("{:?}", r.layout), "workgroups": r.workgroups, "gb_s": r.gb_s,
+            })
+        };
+        serde_json::json!({
+            "kernel": format!("vec4 sum of {} bytes", self.bytes), "gb_s": self.best.gb_s,
+            "workgroups": self.best.workgroups, "layout": format!("{:?}", self.best.layout),
+            "tried": self.tried.iter().map(run).collect::<Vec<_>>(),
+        })
+    }
 }

@@ -7,6 +7,7 @@ use super::loader::{self, LoadOptions, LoadReport};
 use super::session::WebSession;
 use crate::error::{Error, Result};
 use crate::generate::{reply_options, GenerateOptions};
+use crate::gpu::profile::PROFILE_NAMES;
 use crate::sampler::SamplerConfig;
 use crate::tokenizer::Message;
 use js_sys::{Promise, Reflect};
@@ -92,7 +93,28 @@ fn load_options(options: &JsValue) -> Result<LoadOptions> {
                 .and_then(|v| v.as_string())
                 .as_deref(),
         )?,
+        profile: profile(options)?,
     })
+}
+
+/// The `profile` option: a device profile's name (`gpu::profile::PROFILE_NAMES`), checked
+/// here so that a misspelt name fails on every backend; whether the adapter can run it is
+/// checked when the device opens (`DeviceProfile::named`).
+fn profile(options: &JsValue) -> Result<Option<String>> {
+    let Some(v) = opt(options, "profile") else {
+        return Ok(None);
+    };
+    let names = PROFILE_NAMES.join(", ");
+    let name = v.as_string().ok_or_else(|| {
+        Error::InvalidArgument(format!("profile must be a string (profiles: {names})"))
+    })?;
+    match name.trim() {
+        "" => Ok(None),
+        n if PROFILE_NAMES.contains(&n) => Ok(Some(n.to_string())),
+        n => Err(Error::InvalidArgument(format!(
+            "unknown device profile {n:?} (profiles: {names})"
+        ))),
+    }
 }
 
 fn to_value<T: serde::Serialize>(v: &T) -> JsValue {
@@ -115,7 +137,10 @@ impl PocketModel {
     /// (`owner/name`). Options: `onProgress(event)`, `signal` (AbortSignal),
     /// `contextLength`, `parallel` (shards at once, default 4), `cache` (false: no Cache
     /// Storage), `files` (local files), `hubEndpoint`, `backend` ("webgpu" | "cpu" |
-    /// "auto").
+    /// "auto"), `profile` ("gpu" | "lavapipe" | "swiftshader": the WebGPU device profile,
+    /// `gpu::profile`, forced instead of detected — an unknown name, or one the adapter
+    /// cannot run, fails with code `INVALID_ARGUMENT` and the reason; the CPU backend
+    /// ignores it).
     pub async fn load(url: String, options: JsValue) -> Result<PocketModel, JsValue> {
         let opts = load_options(&options).map_err(to_js)?;
         let mut l = loader::load(&url, opts).await.map_err(to_js)?;
@@ -128,7 +153,9 @@ impl PocketModel {
     }
 
     /// How the load went: shards (from cache / fetched / refetched), bytes, context,
-    /// adapter, backend ("webgpu" | "cpu"), backendReason and threads (the CPU backend's).
+    /// adapter, profile and profileDetail (the GPU's device profile: its name and
+    /// `DeviceProfile::to_json`; null without a GPU), backend ("webgpu" | "cpu"),
+    /// backendReason and threads (the CPU backend's).
     pub fn info(&self) -> JsValue {
         to_value(&self.report)
     }

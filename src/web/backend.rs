@@ -57,8 +57,14 @@ pub struct Target {
 }
 
 impl Target {
-    /// Decide where `manifest`'s model goes for `context` positions and allocate it there.
-    pub async fn choose(choice: Choice, manifest: &Manifest, context: usize) -> Result<Target> {
+    /// Decide where `manifest`'s model goes for `context` positions and allocate it there;
+    /// a GPU in the device profile called `profile` (`None`: detected).
+    pub async fn choose(
+        choice: Choice,
+        profile: Option<&str>,
+        manifest: &Manifest,
+        context: usize,
+    ) -> Result<Target> {
         let mut t = Target {
             gpu: None,
             cpu: None,
@@ -69,12 +75,12 @@ impl Target {
             Choice::Cpu => t.reason = "requested (backend: \"cpu\")".into(),
             Choice::WebGpu => {
                 require_webgpu()?;
-                t.gpu = Some(gpu(manifest, context).await?);
+                t.gpu = Some(gpu(manifest, context, profile).await?);
                 t.reason = "requested (backend: \"webgpu\")".into();
             }
             Choice::Auto => match require_webgpu() {
                 Err(_) => t.reason = "no WebGPU in this browser (navigator.gpu is missing)".into(),
-                Ok(()) => match gpu(manifest, context).await {
+                Ok(()) => match gpu(manifest, context, profile).await {
                     Err(Error::NoGpuAdapter { detail }) | Err(Error::NoWebGpu(detail)) => {
                         t.reason = format!("no WebGPU adapter ({detail})")
                     }
@@ -107,6 +113,11 @@ impl Target {
         self.gpu
             .as_ref()
             .map_or_else(|| "none (CPU)".into(), |g| g.adapter.clone())
+    }
+
+    /// The GPU candidate's device (with its profile), if the GPU is one.
+    pub fn gpu_context(&self) -> Option<&GpuContext> {
+        self.gpu.as_ref().map(|g| &*g.ctx)
     }
 
     /// A writer for one shard's chunks.
@@ -148,9 +159,10 @@ impl Target {
     }
 }
 
-/// Device, plan and empty buffers for the GPU.
-async fn gpu(manifest: &Manifest, context: usize) -> Result<Gpu> {
-    let (ctx, plan) = gpu_for(&manifest.config, context).await?;
+/// Device (in the profile called `profile`, `None`: detected), plan and empty buffers for
+/// the GPU.
+async fn gpu(manifest: &Manifest, context: usize, profile: Option<&str>) -> Result<Gpu> {
+    let (ctx, plan) = gpu_for(&manifest.config, context, profile).await?;
     let weights = StreamedWeights::allocate(&ctx, manifest)?;
     Ok(Gpu {
         adapter: adapter_name(&ctx),

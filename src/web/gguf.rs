@@ -16,8 +16,7 @@
 use super::backend::Choice;
 use super::fetch::{self, Body};
 use super::loader::{
-    adapter_name, gpu_for, requested_context, require_webgpu, LoadOptions, LoadReport, Loaded,
-    Progress,
+    gpu_for, requested_context, require_webgpu, LoadOptions, LoadReport, Loaded, Progress,
 };
 use super::model::WebModel;
 use crate::error::{Error, Result};
@@ -253,13 +252,14 @@ impl GgufLoad<'_> {
         let (ctx, plan) = gpu_for(
             stream.config(),
             requested_context(stream.config(), self.opts),
+            self.opts.profile.as_deref(),
         )
         .await?;
         let weights = StreamedWeights::allocate_for(&ctx, stream.config(), stream.tensors())?;
         {
             let mut report = self.progress.report.borrow_mut();
             report.context = plan.context;
-            report.adapter = adapter_name(&ctx);
+            report.set_device(&ctx);
         }
         self.progress.emit("manifest", None);
         Ok(Sink::Tensors {

@@ -41,6 +41,9 @@ pub struct LoadOptions {
     pub hub_endpoint: String,
     /// The backend asked for (see `backend.rs`).
     pub backend: Choice,
+    /// The device profile forced by name (one of `gpu::profile::PROFILE_NAMES`; `None`:
+    /// the one `DeviceProfile::detect` picks). WebGPU only: the CPU backend has none.
+    pub profile: Option<String>,
 }
 
 /// A loaded model and what it came with.
@@ -63,11 +66,25 @@ pub struct LoadReport {
     pub bytes: u64,
     pub context: usize,
     pub adapter: String,
+    /// The device profile's name (`gpu::profile`) whenever a GPU was a candidate (also
+    /// when the calibration kept the CPU backend); `None` (null) without one.
+    pub profile: Option<String>,
+    /// Every choice of that profile (`DeviceProfile::to_json`), `forced` included.
+    pub profile_detail: Option<serde_json::Value>,
     /// "webgpu" or "cpu", and why.
     pub backend: String,
     pub backend_reason: String,
     /// Threads the CPU backend splits its work across (1 in the single-threaded build).
     pub threads: usize,
+}
+
+impl LoadReport {
+    /// Record the GPU candidate's adapter and device profile.
+    pub(super) fn set_device(&mut self, ctx: &GpuContext) {
+        self.adapter = adapter_name(ctx);
+        self.profile = Some(ctx.profile.name.to_string());
+        self.profile_detail = Some(ctx.profile.to_json());
+    }
 }
 
 /// Shared state of the shard lanes (single-threaded: plain cells).
@@ -172,18 +189,22 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
     let manifest = Manifest::from_json(&fetch::text(&manifest_url, &response).await?)?;
     let config = manifest.config.clone();
     let context = requested_context(&config, &opts);
-    let target = Target::choose(opts.backend, &manifest, context).await?;
+    let target = Target::choose(opts.backend, opts.profile.as_deref(), &manifest, context).await?;
+    let mut report = LoadReport {
+        shards: manifest.shards.len(),
+        bytes: manifest.shards.iter().map(|s| s.bytes).sum(),
+        context: target.context(),
+        adapter: target.adapter(),
+        ..Default::default()
+    };
+    if let Some(ctx) = target.gpu_context() {
+        report.set_device(ctx);
+    }
     let progress = Progress {
         opts: &opts,
         total: Cell::new(manifest.shards.iter().map(|s| s.bytes).sum()),
         done: Cell::new(0),
-        report: RefCell::new(LoadReport {
-            shards: manifest.shards.len(),
-            bytes: manifest.shards.iter().map(|s| s.bytes).sum(),
-            context: target.context(),
-            adapter: target.adapter(),
-            ..Default::default()
-        }),
+        report: RefCell::new(report),
     };
     progress.emit("manifest", None);
     let cache = match &opts.cache_name {
@@ -241,8 +262,10 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
 }
 
 thread_local! {
-    /// The device of earlier loads: reused (a new WebGPU device per load costs seconds on
-    /// some adapters, and the old one lingers until garbage collection).
+    /// The device of earlier loads, in its detected profile: reused (a new WebGPU device
+    /// per load costs seconds on some adapters, and the old one lingers until garbage
+    /// collection). A load forcing a profile gets this device and queue in that profile
+    /// (`GpuContext::with_profile`), never a context of another profile.
     static DEVICE: std::cell::RefCell<Option<Arc<GpuContext>>> = const { std::cell::RefCell::new(None) };
 }
 
@@ -252,12 +275,14 @@ pub(super) fn requested_context(config: &ModelConfig, opts: &LoadOptions) -> usi
         .unwrap_or(DEFAULT_CONTEXT.min(config.max_context))
 }
 
-/// The device and memory plan for `context` positions of a model of `config`.
+/// The device, in the profile called `profile` (`None`: detected), and memory plan for
+/// `context` positions of a model of `config`.
 pub(super) async fn gpu_for(
     config: &ModelConfig,
     context: usize,
+    profile: Option<&str>,
 ) -> Result<(Arc<GpuContext>, MemoryPlan)> {
-    let ctx = device(limits_needed(config, context.max(1))).await?;
+    let ctx = device(limits_needed(config, context.max(1)), profile).await?;
     let budget = Budget::for_device(TABLET_BUDGET, &ctx);
     let plan = MemoryPlan::choose(config, Some(context), &budget)?;
     Ok((ctx, plan))
@@ -271,20 +296,28 @@ pub(super) fn adapter_name(ctx: &GpuContext) -> String {
     }
 }
 
-/// A device with at least the limits `need` asks for: the last one when it has them.
-pub(super) async fn device(need: LimitsNeeded) -> Result<Arc<GpuContext>> {
+/// A device with at least the limits `need` asks for (the last one when it has them) in
+/// the profile called `profile` (`None`: detected). A profile the adapter cannot run is an
+/// `InvalidArgument` error saying what it lacks.
+// `GpuModel` shares its device through an `Arc` (as natively); wasm has one thread.
+#[allow(clippy::arc_with_non_send_sync)]
+pub(super) async fn device(need: LimitsNeeded, profile: Option<&str>) -> Result<Arc<GpuContext>> {
     let fits = |c: &GpuContext| {
         need.max_buffer <= c.limits.max_buffer_size
             && need.max_storage_binding <= c.limits.max_storage_buffer_binding_size
     };
-    if let Some(ctx) = DEVICE.with_borrow(|d| d.clone()).filter(|c| fits(c)) {
-        return Ok(ctx);
+    let detected = match DEVICE.with_borrow(|d| d.clone()).filter(|c| fits(c)) {
+        Some(ctx) => ctx,
+        None => {
+            let ctx = Arc::new(GpuContext::with_profile_name(need, None).await?);
+            DEVICE.with_borrow_mut(|d| *d = Some(ctx.clone()));
+            ctx
+        }
+    };
+    match profile.map(str::trim).filter(|n| !n.is_empty()) {
+        None => Ok(detected),
+        Some(name) => Ok(Arc::new(detected.with_profile(name)?)),
     }
-    // `GpuModel` shares its device through an `Arc` (as natively); wasm has one thread.
-    #[allow(clippy::arc_with_non_send_sync)]
-    let ctx = Arc::new(GpuContext::new(need).await?);
-    DEVICE.with_borrow_mut(|d| *d = Some(ctx.clone()));
-    Ok(ctx)
 }
 
 /// `Err(NoWebGpu)` when the global scope has no `navigator.gpu`.

@@ -15,7 +15,7 @@ use pocketrt::engine::{self, Engine};
 use pocketrt::format::{self, ModelSource};
 use pocketrt::gpu::forward::StepOptions;
 use pocketrt::gpu::weights::limits_needed;
-use pocketrt::gpu::{GpuContext, GpuModel};
+use pocketrt::gpu::{GpuContext, GpuModel, KernelTime};
 use pocketrt::{Error, Result};
 use std::path::Path;
 use std::sync::Arc;
@@ -109,6 +109,20 @@ fn mean_std(v: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
+/// A fixed pseudo-random prompt of `n` tokens (the speed does not depend on the ids).
+pub fn synthetic_prompt(n: usize, vocab: usize) -> Vec<u32> {
+    (0..n)
+        .map(|i| ((i as u64 * 2_654_435_761) % vocab as u64) as u32)
+        .collect()
+}
+
+/// One kernel of [`GpuModel::profile_step`]: `{kernel, design, dispatches, ms}`.
+pub fn kernel_json(t: &KernelTime) -> serde_json::Value {
+    serde_json::json!({
+        "kernel": t.kernel, "design": t.design, "dispatches": t.dispatches, "ms": t.seconds * 1e3,
+    })
+}
+
 fn test_json(name: String, tokens: usize, tok_s: &[f64], note: &str) -> serde_json::Value {
     let (mean, std) = mean_std(tok_s);
     serde_json::json!({
@@ -135,10 +149,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     let mut stepper = Stepper::load(src.as_mut(), &a, context)?;
     let load_s = t_load.elapsed().as_secs_f64();
-    // A fixed pseudo-random prompt (the speed does not depend on the ids).
-    let prompt: Vec<u32> = (0..a.prompt_tokens)
-        .map(|i| ((i as u64 * 2_654_435_761) % cfg.vocab_size as u64) as u32)
-        .collect();
+    let prompt = synthetic_prompt(a.prompt_tokens, cfg.vocab_size);
     let first = (cfg.vocab_size / 3) as u32;
 
     let (mut pp, mut tg) = (vec![], vec![]);
@@ -197,6 +208,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             let steps = (a.reps * a.gen_tokens) as f64;
             report["backend"] = "gpu".into();
             report["adapter"] = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend).into();
+            report["profile"] = ctx.profile.to_json();
             report["dispatches_per_token"] = m.dispatches_per_token().into();
             report["dispatches_per_layer"] = m.dispatches_per_layer().into();
             report["attention"] = format!("{:?}", m.attention_variant()).into();
@@ -222,11 +234,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             let kernels: Vec<serde_json::Value> = m
                 .profile_step(first, pos, 3)?
                 .iter()
-                .map(|t| {
-                    serde_json::json!({
-                        "kernel": t.kernel, "dispatches": t.dispatches, "ms": t.seconds * 1e3,
-                    })
-                })
+                .map(kernel_json)
                 .collect();
             report["step_profile"] = serde_json::json!({
                 "position": pos,
@@ -238,12 +246,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if a.json {
         println!("{report:#}");
     } else {
-        print_table(&report);
+        let profile = match &stepper {
+            Stepper::Gpu(m) => Some(m.gpu_context().profile.to_string()),
+            Stepper::Engine(_) => None,
+        };
+        print_table(&report, profile.as_deref());
     }
     Ok(())
 }
 
-fn print_table(r: &serde_json::Value) {
+/// The report as a table; `profile`: the GPU's device profile line.
+fn print_table(r: &serde_json::Value, profile: Option<&str>) {
     let backend = match r["adapter"].as_str() {
         Some(ad) => format!("gpu {ad}"),
         None => r["backend"].as_str().unwrap_or("").to_string(),
@@ -266,6 +279,9 @@ fn print_table(r: &serde_json::Value) {
             )
         );
     }
+    if let Some(p) = profile {
+        println!("{p}");
+    }
     if let Some(d) = r["dispatches_per_token"].as_u64() {
         println!(
             "{d} dispatches per token ({} per layer), {} submits per token",
@@ -284,11 +300,12 @@ fn print_table(r: &serde_json::Value) {
         for k in ks {
             let ms = k["ms"].as_f64().unwrap_or(0.0);
             println!(
-                "  {:<28} {:>4} dispatches {:>9.2} ms {:>5.1}%",
+                "  {:<28} {:>4} dispatches {:>9.2} ms {:>5.1}%  {}",
                 k["kernel"].as_str().unwrap_or(""),
                 k["dispatches"],
                 ms,
-                100.0 * ms / total
+                100.0 * ms / total,
+                k["design"].as_str().unwrap_or("")
             );
         }
     }

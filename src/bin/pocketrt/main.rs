@@ -1,6 +1,7 @@
 //! `pocketrt`: the native command-line tool.
 
 mod bench;
+mod gpu_check;
 mod run;
 mod synth;
 
@@ -93,6 +94,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check the GPU: the Pocket-shape model's logits against the CPU oracle, then decode
+    /// and prefill speed and each kernel's bandwidth against a read kernel's (one JSON
+    /// document on stdout; the adapter, its profile and progress on stderr).
+    GpuCheck(gpu_check::GpuCheckArgs),
     /// Write a model with a preset's exact shapes and random weights (benchmark model).
     Synth {
         /// pocket-0.3b (MNN-Pocket-0.3B's shapes), tiny-qwen3, tiny-qwen2 or tiny-llama.
@@ -182,6 +187,7 @@ fn main() -> ExitCode {
             },
             json,
         }),
+        Command::GpuCheck(args) => gpu_check::run(args),
         Command::Synth {
             preset,
             out,

@@ -9,13 +9,11 @@ use crate::gpu::code_texture::{self, ModelCodeTextures};
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::argmax::Argmax;
 use crate::gpu::kernels::attention::{
-    dispatches_at, Attention, AttentionDispatch, AttentionInputs, AttentionVariant,
-    DispatchesAt, OutputProjection, WoFold,
+    dispatches_at, Attention, AttentionDispatch, AttentionInputs, AttentionVariant, DispatchesAt,
+    OutputProjection, WoFold,
 };
 use crate::gpu::kernels::embed_q4::EmbedQ4;
-use crate::gpu::kernels::gemv_q4::{
-    Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, ResidualParts,
-};
+use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, ResidualParts};
 use crate::gpu::kernels::rope_kv::{HeadShape, KvBuffers};
 use crate::gpu::kernels::Dispatch;
 use crate::gpu::kv_cache::KvCache;
@@ -157,10 +155,25 @@ impl Kernels {
         let add_parts = if fold { attention.parts() } else { 0 };
         Ok(Kernels {
             embed: EmbedQ4::new(ctx, h)?,
-            qkv: gemv(designs.qkv, qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
+            qkv: gemv(
+                designs.qkv,
+                qkv_rows,
+                h,
+                Epilogue::Store,
+                cfg.qkv_bias,
+                true,
+            )?,
             attention,
             attn_output,
-            gate_up: gemv_adding(designs.gate_up, f, h, Epilogue::SwiGlu, false, true, add_parts)?,
+            gate_up: gemv_adding(
+                designs.gate_up,
+                f,
+                h,
+                Epilogue::SwiGlu,
+                false,
+                true,
+                add_parts,
+            )?,
             down: gemv(designs.down, h, f, Epilogue::AddInto, false, false)?,
             head: gemv(designs.head, v, h, Epilogue::Store, false, true)?,
             argmax: Argmax::new(ctx, v),

@@ -270,7 +270,11 @@ impl Attention {
                 slots.extend([small_slot; 3]);
                 slots.extend([Slot::ReadWrite; 4]);
                 slots.extend(&wo_slots);
-                let label = if folded { "attention/workgroup+wo" } else { "attention/workgroup" };
+                let label = if folded {
+                    "attention/workgroup+wo"
+                } else {
+                    "attention/workgroup"
+                };
                 let attend = KernelPipeline::new(ctx, label, &source, &slots, &constants);
                 Design::Workgroup(attend)
             }
@@ -296,7 +300,11 @@ impl Attention {
             let mut slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
             slots.extend(&wo_slots);
             let source = [STEP_WGSL, &wo_source(wo, 3, shape.head_dim), COMBINE_WGSL].concat();
-            let label = if folded { "attention_combine+wo" } else { "attention_combine" };
+            let label = if folded {
+                "attention_combine+wo"
+            } else {
+                "attention_combine"
+            };
             KernelPipeline::new(ctx, label, &source, &slots, &constants)
         });
         Ok(Attention {

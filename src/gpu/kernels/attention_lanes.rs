@@ -74,8 +74,7 @@ impl AttentionLanes {
                 "lanes attention with W_o folded in: needs subgroups of {LANES} (the \
                  workgroup's heads sum their projections through the subgroup), profile {} \
                  uses {:?}",
-                ctx.profile.name,
-                ctx.profile.subgroup_size
+                ctx.profile.name, ctx.profile.subgroup_size
             )));
         }
         if shape.head_dim % 4 != 0 || !(1..=65_535).contains(&split_len) {
@@ -125,7 +124,11 @@ impl AttentionLanes {
         Ok(AttentionLanes {
             // One split: no partial results to store.
             by_head: kernel(
-                if fold { "attention_lanes/heads+wo" } else { "attention_lanes/heads" },
+                if fold {
+                    "attention_lanes/heads+wo"
+                } else {
+                    "attention_lanes/heads"
+                },
                 &[&one_head, &project],
                 HEADS_WGSL,
             ),

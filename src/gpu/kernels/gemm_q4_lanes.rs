@@ -154,7 +154,11 @@ impl LanesGemm {
         let label = format!(
             "gemm_q4/lanes/{}{}",
             texture.map_or("buffer", |t| t.name()),
-            if x_loads == XLoads::Subgroup { "/subgroup" } else { "" }
+            if x_loads == XLoads::Subgroup {
+                "/subgroup"
+            } else {
+                ""
+            }
         );
         let main = KernelPipeline::new(ctx, &label, &source, &slots, &main_constants);
         let rms = spec.norm_eps.map(|eps| {

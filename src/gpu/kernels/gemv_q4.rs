@@ -417,7 +417,11 @@ impl GemvQ4 {
         let label = match variant {
             GemvVariant::WorkgroupPerRow => format!("gemv_q4/{}", variant.name()),
             _ => {
-                let loads = if x_loads == XLoads::Subgroup { "/subgroup" } else { "" };
+                let loads = if x_loads == XLoads::Subgroup {
+                    "/subgroup"
+                } else {
+                    ""
+                };
                 let (wg, rows) = (layout.wg, layout.rows);
                 format!("gemv_q4/{}/{wg}x{rows}{loads}", variant.name())
             }

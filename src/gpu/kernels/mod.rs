@@ -35,7 +35,9 @@ fn dump_wgsl(label: &str, source: &str, constants: &[(&str, f64)]) {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         source.hash(&mut h);
-        constants.iter().for_each(|(k, v)| (k, v.to_bits()).hash(&mut h));
+        constants
+            .iter()
+            .for_each(|(k, v)| (k, v.to_bits()).hash(&mut h));
         let name = format!("{}-{:08x}.wgsl", label.replace('/', "."), h.finish() as u32);
         let overrides: String = constants
             .iter()

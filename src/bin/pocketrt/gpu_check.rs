@@ -1,0 +1,436 @@
+//! `pocketrt gpu-check`: is this GPU right, and how fast is it? Runs from a copied release
+//! binary (`scripts/gpu-check`) in a few minutes on any adapter:
+//!
+//! 1. the adapter and its device profile (stderr);
+//! 2. a model of a preset's exact shapes (default MNN-Pocket-0.3B's), synthesized in
+//!    memory, loaded on the GPU and on the CPU oracle (`cpu::Model`, Q4 weights on both);
+//!    the GPU's logits for a few greedy tokens against the oracle's, with the tolerance of
+//!    tests/gpu_forward.rs (max abs err ≤ 1e-3 · max|logit| + 1e-4 per token) and the same
+//!    greedy token: on a mismatch the check fails (an error and a nonzero exit);
+//! 3. decode tok/s at position 0 and at a long position (default 4,096: a step there reads
+//!    the cache's first `pos + 1` positions, whatever they hold, so they need not be
+//!    filled), prefill tok/s, dispatches and submits per token, and each kernel's GPU
+//!    time, bytes read and effective GB/s next to a plain read kernel's GB/s on the same
+//!    adapter (the roofline ratio).
+//!
+//! Prints one JSON document on stdout; progress and a summary go to stderr.
+
+use super::bench::{kernel_json, synthetic_prompt};
+use pocketrt::cpu::ops::argmax;
+use pocketrt::cpu::{Model, WeightMode};
+use pocketrt::format::ModelSource;
+use pocketrt::gpu::timing::{GpuTimer, ReadCeiling};
+use pocketrt::gpu::weights::limits_needed;
+use pocketrt::gpu::{GpuContext, GpuModel, KernelTime};
+use pocketrt::synth::SynthSource;
+use pocketrt::{Error, ModelConfig, Result};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The oracle tolerance of tests/gpu_forward.rs: max abs err ≤ REL · max|logit| + ABS.
+const REL: f32 = 1e-3;
+const ABS: f32 = 1e-4;
+
+/// Untimed decode steps before each timed loop (first-touch costs, the split path).
+const WARMUP_STEPS: usize = 2;
+/// A timed decode loop runs at least this many steps, however slow they are.
+const MIN_STEPS: usize = 3;
+/// Read-ceiling timing: dispatches per timed pass and passes (as benches/gemv.rs).
+const READ_REPEAT: usize = 8;
+const READ_PASSES: usize = 5;
+
+#[derive(clap::Args)]
+pub struct GpuCheckArgs {
+    /// The model's shapes: pocket-0.3b (MNN-Pocket-0.3B), tiny-qwen3, tiny-qwen2 or
+    /// tiny-llama (small, for tests).
+    #[arg(long, default_value = "pocket-0.3b")]
+    pub preset: String,
+    /// Seed of the synthetic weights.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Greedy tokens checked against the CPU oracle (slow-ish on the full model).
+    #[arg(long, default_value_t = 4)]
+    pub oracle_tokens: usize,
+    /// The long position decode is timed at.
+    #[arg(long, default_value_t = 4096)]
+    pub long_pos: usize,
+    /// Prompt tokens of the timed prefill.
+    #[arg(long, default_value_t = 512)]
+    pub prefill: usize,
+    /// KV cache positions (default: enough for --long-pos and --prefill).
+    #[arg(long)]
+    pub context: Option<usize>,
+    /// Most timed decode steps per position.
+    #[arg(long, default_value_t = 32)]
+    pub steps: usize,
+    /// A timed decode loop stops after this many seconds (once it has run 3 steps).
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Each dispatch of the per-kernel profile is timed this many times (the best counts).
+    #[arg(long, default_value_t = 3)]
+    pub passes: usize,
+}
+
+pub fn run(a: GpuCheckArgs) -> Result<()> {
+    let t_start = Instant::now();
+    let progress = |what: &str| eprintln!("[{:6.1} s] {what}", t_start.elapsed().as_secs_f64());
+    let mut src = SynthSource::preset(&a.preset, a.seed)?;
+    let cfg = src.config().clone();
+    let context = check_context(&a, &cfg)?;
+
+    let ctx = Arc::new(GpuContext::new_blocking(limits_needed(&cfg, context))?);
+    let adapter = &ctx.adapter;
+    eprintln!(
+        "adapter: {} ({}, {:?}, subgroups {:?}, timestamps {})",
+        adapter.name,
+        adapter.backend,
+        adapter.device_type,
+        adapter.subgroup_size,
+        adapter.features.timestamp_query
+    );
+    eprintln!("{}", ctx.profile);
+
+    progress(&format!(
+        "synthesizing {} (seed {}) and loading it on the GPU with {context} positions",
+        a.preset, a.seed
+    ));
+    let t = Instant::now();
+    let mut model = GpuModel::load(ctx.clone(), &mut src, context)?;
+    let load_s = t.elapsed().as_secs_f64();
+    progress(&format!(
+        "checking {} greedy tokens against the CPU oracle",
+        a.oracle_tokens
+    ));
+    let oracle = oracle_check(&mut model, &mut src, a.oracle_tokens)?;
+
+    let mut decode = vec![];
+    let mut submits = (0, 0);
+    for pos in [0, a.long_pos] {
+        progress(&format!("timing decode at position {pos}"));
+        let (entry, steps, submitted) = time_decode(&mut model, pos, a.steps, a.seconds)?;
+        decode.push(entry);
+        submits = (submits.0 + steps, submits.1 + submitted);
+    }
+
+    progress(&format!("timing a prefill of {} tokens", a.prefill));
+    let prefill = time_prefill(&mut model, a.prefill)?;
+
+    progress("measuring the read ceiling");
+    let timer = GpuTimer::new(&ctx);
+    let read_bytes = q4_bytes(cfg.vocab_size, cfg.hidden_size)
+        .next_power_of_two()
+        .clamp(1 << 20, 64 << 20);
+    let ceiling = ReadCeiling::measure(
+        &ctx,
+        timer.as_ref(),
+        (read_bytes / 4) as usize,
+        READ_REPEAT,
+        READ_PASSES,
+    )?;
+
+    let mut profiles = vec![];
+    for pos in [0, a.long_pos] {
+        progress(&format!("profiling the step's kernels at position {pos}"));
+        let kernels = model.profile_step(1, pos, a.passes)?;
+        profiles.push(kernel_profile(&model, &kernels, pos, ceiling.best.gb_s));
+    }
+
+    let report = json!({
+        "check": "pocketrt gpu-check",
+        "version": env!("CARGO_PKG_VERSION"),
+        "adapter": {
+            "name": adapter.name,
+            "backend": adapter.backend,
+            "device_type": format!("{:?}", adapter.device_type),
+            "subgroup_size": adapter.subgroup_size,
+            "timestamp_query": adapter.features.timestamp_query,
+            "shader_f16": adapter.features.shader_f16,
+            "subgroups": adapter.features.subgroups,
+        },
+        "profile": ctx.profile.to_json(),
+        "model": {
+            "preset": a.preset, "seed": a.seed, "arch": cfg.arch.name(),
+            "layers": cfg.n_layers, "hidden": cfg.hidden_size, "ffn": cfg.ffn_size,
+            "heads": cfg.n_heads, "kv_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim,
+            "vocab": cfg.vocab_size, "context": context, "load_s": load_s,
+        },
+        "oracle": oracle,
+        "decode": decode,
+        "submits_per_token": submits.1 as f64 / submits.0.max(1) as f64,
+        "prefill": prefill,
+        "read_ceiling": ceiling.to_json(),
+        "timing": match timer {
+            Some(_) => "tok/s: wall time; kernels: timestamp queries",
+            None => "tok/s: wall time; kernels: wall time of each submit (no timestamp queries)",
+        },
+        "step_profiles": profiles,
+        "total_s": t_start.elapsed().as_secs_f64(),
+    });
+    print_summary(&report);
+    println!("{report:#}");
+    Ok(())
+}
+
+/// The context: `--context`, or enough for the long position and the prefill (and the
+/// oracle's tokens); within the model's.
+fn check_context(a: &GpuCheckArgs, cfg: &ModelConfig) -> Result<usize> {
+    if a.oracle_tokens == 0 || a.prefill == 0 || a.steps == 0 {
+        return Err(Error::InvalidArgument(
+            "gpu-check needs --oracle-tokens, --prefill and --steps ≥ 1".into(),
+        ));
+    }
+    let needed = (a.long_pos + 1).max(a.prefill).max(a.oracle_tokens);
+    let context = a.context.unwrap_or(needed);
+    if context < needed {
+        return Err(Error::InvalidArgument(format!(
+            "--context {context}: --long-pos {}, --prefill {} and --oracle-tokens {} need {needed}",
+            a.long_pos, a.prefill, a.oracle_tokens
+        )));
+    }
+    if context > cfg.max_context {
+        return Err(Error::InvalidArgument(format!(
+            "a context of {context} positions exceeds preset {}'s {} (lower --long-pos or \
+             --prefill)",
+            a.preset, cfg.max_context
+        )));
+    }
+    Ok(context)
+}
+
+/// `tokens` greedy steps on the GPU and on the oracle from the same first token, each
+/// step's logits within the tolerance and the same greedy token, else an error.
+fn oracle_check(model: &mut GpuModel, src: &mut SynthSource, tokens: usize) -> Result<Value> {
+    let oracle = Model::load(src, WeightMode::Q4)?;
+    let mut cache = oracle.new_cache(tokens)?;
+    let (mut token, mut greedy) = (1u32, vec![]);
+    let (mut worst_err, mut worst_tol, mut max_logit) = (0f32, f32::INFINITY, 0f32);
+    for pos in 0..tokens {
+        let want = oracle.forward(token, &mut cache)?;
+        let (next, got) = model.decode_with_logits(token, pos)?;
+        let differ = |detail: String| {
+            Error::Gpu(format!(
+                "GPU logits differ from the CPU oracle at position {pos} (token {token}): \
+                 {detail}"
+            ))
+        };
+        if let Some(bad) = got.iter().find(|g| !g.is_finite()) {
+            return Err(differ(format!("a non-finite GPU logit {bad}")));
+        }
+        let err = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| (g - w).abs())
+            .fold(0f32, f32::max);
+        let mag = want.iter().map(|w| w.abs()).fold(0f32, f32::max);
+        let tol = REL * mag + ABS;
+        eprintln!(
+            "  position {pos}: max abs err {err:.3e} (max |logit| {mag:.3e}, tolerance {tol:.3e})"
+        );
+        if err > tol {
+            return Err(differ(format!(
+                "max abs err {err:.3e} > tolerance {tol:.3e} (max |logit| {mag:.3e})"
+            )));
+        }
+        let want_next = argmax(&want).unwrap_or(0) as u32;
+        if next != want_next {
+            return Err(differ(format!(
+                "GPU greedy token {next}, oracle {want_next}"
+            )));
+        }
+        if err / tol >= worst_err / worst_tol {
+            (worst_err, worst_tol) = (err, tol);
+        }
+        max_logit = max_logit.max(mag);
+        greedy.push(next);
+        token = next;
+    }
+    Ok(json!({
+        "passed": true,
+        "tokens": tokens,
+        "greedy": greedy,
+        "max_abs_err": worst_err,
+        "tolerance": worst_tol,
+        "max_abs_logit": max_logit,
+        "rule": "per token: max abs err ≤ 1e-3·max|logit| + 1e-4 (the worst token's figures), same greedy token",
+    }))
+}
+
+/// Decode steps at `pos` (each writes and reads that position), after
+/// [`WARMUP_STEPS`]: until `steps` steps or `seconds` (at least [`MIN_STEPS`]), wall time
+/// of `decode` (the argmax readback included). Returns the entry, the timed steps and their
+/// submits.
+fn time_decode(
+    model: &mut GpuModel,
+    pos: usize,
+    steps: usize,
+    seconds: f64,
+) -> Result<(Value, usize, u64)> {
+    let mut token = 1;
+    for _ in 0..WARMUP_STEPS {
+        token = model.decode(token, pos)?;
+    }
+    let submits = model.submits();
+    let t = Instant::now();
+    let mut n = 0;
+    while n < steps && (n < MIN_STEPS || t.elapsed().as_secs_f64() < seconds) {
+        token = model.decode(token, pos)?;
+        n += 1;
+    }
+    let s = t.elapsed().as_secs_f64();
+    let submitted = model.submits() - submits;
+    let entry = json!({
+        "position": pos, "steps": n, "seconds": s, "tok_s": n as f64 / s,
+        "ms_per_token": s * 1e3 / n as f64, "dispatches": model.dispatches_at(pos),
+        "submits_per_token": submitted as f64 / n as f64,
+    });
+    Ok((entry, n, submitted))
+}
+
+/// A prompt of `n` tokens from position 0 as the engine runs it (`feed_all`: batched
+/// prefill where it pays, then the last token's decode step), wall time up to the greedy
+/// token read back; after a short untimed prefill.
+fn time_prefill(model: &mut GpuModel, n: usize) -> Result<Value> {
+    let prompt = synthetic_prompt(n, model.config.vocab_size);
+    let run = |model: &mut GpuModel, p: &[u32]| -> Result<u32> {
+        let (&last, head) = p.split_last().expect("a non-empty prompt");
+        if !head.is_empty() {
+            model.feed_all(head, 0)?;
+        }
+        model.decode(last, head.len())
+    };
+    run(model, &prompt[..n.min(8)])?;
+    let submits = model.submits();
+    let t = Instant::now();
+    run(model, &prompt)?;
+    let s = t.elapsed().as_secs_f64();
+    Ok(json!({
+        "tokens": n, "seconds": s, "tok_s": n as f64 / s,
+        "batched": model.prefill_pays(), "chunk": model.prefill_chunk_len(),
+        "submits": model.submits() - submits,
+    }))
+}
+
+/// Bytes of a Q4 g64 matrix: the codes (rows·cols/2) and the qparams (an f16 scale and min
+/// per 64 values: rows·cols/16).
+fn q4_bytes(rows: usize, cols: usize) -> u64 {
+    (rows * cols / 2 + rows * cols / 16) as u64
+}
+
+/// Bytes one dispatch of `kernel` (a [`KernelTime::kernel`] name) reads at `pos`: the
+/// weights and activations it streams, f32 activations unless said:
+/// - GEMVs: the Q4 matrix ([`q4_bytes`]) + x; with a fused RMSNorm (qkv, gate_up, head)
+///   its weights too; with a residual add (o, down) the residual.
+///   qkv: (q + 2·kv) × hidden; o: hidden × q; gate_up: 2·ffn × hidden; down: hidden × ffn;
+///   head: vocab × hidden.
+/// - attention, one dispatch per layer: the f16 K and V of positions 0..=pos
+///   (2 · kv_dim · (pos + 1) · 2 bytes) + the QKV output (q, and the new k and v);
+///   with W_o folded in (`folded`) the Q4 W_o (hidden × q) too. Split (`attention:LABEL`
+///   entries): the split dispatch reads the K/V and the QKV output, the combine the
+///   splits' partials (n_heads · splits · (head_dim + 2) f32) and the folded W_o.
+/// - embed: one Q4 row of the embedding (hidden); argmax: the logits (4 · vocab).
+fn bytes_read(cfg: &ModelConfig, kernel: &str, pos: usize, folded: bool, split: usize) -> u64 {
+    let (h, f, q, kv) = (cfg.hidden_size, cfg.ffn_size, cfg.q_dim(), cfg.kv_dim());
+    let f32s = |n: usize| 4 * n as u64;
+    let kv_cache = (2 * kv * (pos + 1) * 2) as u64 + f32s(q + 2 * kv);
+    let wo = if folded { q4_bytes(h, q) } else { 0 };
+    let partials = f32s(cfg.n_heads * (pos + 1).div_ceil(split.max(1)) * (cfg.head_dim + 2));
+    let (base, part) = kernel.split_once(':').unwrap_or((kernel, ""));
+    match base {
+        "embed" => q4_bytes(1, h),
+        "qkv" => q4_bytes(q + 2 * kv, h) + f32s(2 * h),
+        "o" => q4_bytes(h, q) + f32s(q + h),
+        "gate_up" => q4_bytes(2 * f, h) + f32s(2 * h),
+        "down" => q4_bytes(h, f) + f32s(f + h),
+        "head" => q4_bytes(cfg.vocab_size, h) + f32s(2 * h),
+        "argmax" => f32s(cfg.vocab_size),
+        "attention" if part.is_empty() => kv_cache + wo,
+        "attention" if part.contains("combine") => partials + wo,
+        "attention" => kv_cache,
+        _ => 0,
+    }
+}
+
+/// One step's kernels at `pos`: [`kernel_json`] with each one's bytes read, GB/s and
+/// ratio to the read ceiling.
+fn kernel_profile(model: &GpuModel, kernels: &[KernelTime], pos: usize, ceiling: f64) -> Value {
+    let cfg = &model.config;
+    let folded = !kernels.iter().any(|k| k.kernel == "o");
+    let split = model.gpu_context().profile.split_len;
+    let entries: Vec<Value> = kernels
+        .iter()
+        .map(|k| {
+            let bytes = bytes_read(cfg, &k.kernel, pos, folded, split) * k.dispatches as u64;
+            let gb_s = bytes as f64 / k.seconds / 1e9;
+            let mut e = kernel_json(k);
+            e["bytes_read"] = bytes.into();
+            e["gb_s"] = gb_s.into();
+            e["roofline_ratio"] = (gb_s / ceiling).into();
+            e
+        })
+        .collect();
+    let seconds: f64 = kernels.iter().map(|k| k.seconds).sum();
+    let bytes: u64 = entries
+        .iter()
+        .filter_map(|e| e["bytes_read"].as_u64())
+        .sum();
+    json!({
+        "position": pos,
+        "note": "each dispatch timed alone (best of --passes), summed per kernel over the layers; \
+                 bytes_read: weights + activations + KV streamed (see bytes_read in gpu_check.rs)",
+        "ms": seconds * 1e3,
+        "bytes_read": bytes,
+        "gb_s": bytes as f64 / seconds / 1e9,
+        "roofline_ratio": bytes as f64 / seconds / 1e9 / ceiling,
+        "kernels": entries,
+    })
+}
+
+/// The main figures, for people (stderr).
+fn print_summary(r: &Value) {
+    let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    let o = &r["oracle"];
+    eprintln!(
+        "oracle: passed ({} tokens, max abs err {:.3e} ≤ {:.3e})",
+        o["tokens"],
+        f(&o["max_abs_err"]),
+        f(&o["tolerance"])
+    );
+    for d in r["decode"].as_array().into_iter().flatten() {
+        eprintln!(
+            "decode at position {}: {:.2} tok/s ({} steps, {} dispatches, {} submits per token)",
+            d["position"],
+            f(&d["tok_s"]),
+            d["steps"],
+            d["dispatches"],
+            d["submits_per_token"]
+        );
+    }
+    let p = &r["prefill"];
+    eprintln!(
+        "prefill of {} tokens: {:.2} tok/s",
+        p["tokens"],
+        f(&p["tok_s"])
+    );
+    eprintln!("read ceiling: {:.2} GB/s", f(&r["read_ceiling"]["gb_s"]));
+    for s in r["step_profiles"].as_array().into_iter().flatten() {
+        eprintln!(
+            "step at position {}: {:.2} ms of kernels, {:.2} GB/s ({:.2} of the read ceiling)",
+            s["position"],
+            f(&s["ms"]),
+            f(&s["gb_s"]),
+            f(&s["roofline_ratio"])
+        );
+        for k in s["kernels"].as_array().into_iter().flatten() {
+            eprintln!(
+                "  {:<34} {:>9.3} ms {:>8.2} GB/s {:>5.2}  {}",
+                k["kernel"].as_str().unwrap_or(""),
+                f(&k["ms"]),
+                f(&k["gb_s"]),
+                f(&k["roofline_ratio"]),
+                k["design"].as_str().unwrap_or("")
+            );
+        }
+    }
+    eprintln!("total {:.1} s", f(&r["total_s"]));
+}

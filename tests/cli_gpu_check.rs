@@ -1,0 +1,151 @@
+//! `pocketrt gpu-check` on a small model (fast enough for every test run): the oracle
+//! check passes and the JSON document has the adapter, the profile, positive tok/s and
+//! each kernel's bandwidth; `POCKETRT_PROFILE` forces the profile it reports;
+//! `scripts/gpu-check` runs the binary `POCKETRT_BIN` names; `pocketrt adapters` prints
+//! each adapter's profile.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pocketrt");
+
+/// `pocketrt gpu-check` on tiny-qwen3 (a long position of 64, a prefill of 32).
+fn gpu_check(profile: Option<&str>, extra: &[&str]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["gpu-check", "--preset", "tiny-qwen3", "--long-pos", "64"])
+        .args(["--prefill", "32", "--steps", "8"])
+        .args(extra);
+    match profile {
+        Some(p) => cmd.env("POCKETRT_PROFILE", p),
+        None => cmd.env_remove("POCKETRT_PROFILE"),
+    };
+    cmd.output().expect("run pocketrt gpu-check")
+}
+
+fn report(o: &Output) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "gpu-check failed:\n{stderr}");
+    assert!(
+        stderr.contains("profile "),
+        "no profile line on stderr:\n{stderr}"
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}
+
+fn positive(v: &serde_json::Value, what: &str) -> f64 {
+    let x = v
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what}: not a number: {v}"));
+    assert!(x > 0.0 && x.is_finite(), "{what}: {x}");
+    x
+}
+
+fn check_report(r: &serde_json::Value) {
+    assert!(!r["adapter"]["name"].as_str().unwrap().is_empty());
+    assert_eq!(r["model"]["preset"], "tiny-qwen3");
+    assert_eq!(r["model"]["context"], 65);
+    let o = &r["oracle"];
+    assert_eq!(o["passed"], true);
+    assert_eq!(o["tokens"], 4);
+    assert_eq!(o["greedy"].as_array().unwrap().len(), 4);
+    assert!(o["max_abs_err"].as_f64().unwrap() <= positive(&o["tolerance"], "tolerance"));
+    let decode = r["decode"].as_array().unwrap();
+    let positions: Vec<u64> = decode
+        .iter()
+        .map(|d| d["position"].as_u64().unwrap())
+        .collect();
+    assert_eq!(positions, [0, 64]);
+    for d in decode {
+        positive(&d["tok_s"], "decode tok/s");
+        assert!(d["dispatches"].as_u64().unwrap() > 0);
+        assert_eq!(d["submits_per_token"], 1.0, "one submit per decode step");
+    }
+    assert_eq!(r["submits_per_token"], 1.0);
+    assert_eq!(r["prefill"]["tokens"], 32);
+    positive(&r["prefill"]["tok_s"], "prefill tok/s");
+    let ceiling = positive(&r["read_ceiling"]["gb_s"], "read ceiling");
+    let profiles = r["step_profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 2);
+    for p in profiles {
+        let kernels = p["kernels"].as_array().unwrap();
+        let names: Vec<&str> = kernels
+            .iter()
+            .map(|k| k["kernel"].as_str().unwrap())
+            .collect();
+        for want in ["embed", "qkv", "gate_up", "down", "head", "argmax"] {
+            assert!(names.contains(&want), "no {want} kernel in {names:?}");
+        }
+        assert!(
+            names.iter().any(|n| n.starts_with("attention")),
+            "{names:?}"
+        );
+        for k in kernels {
+            assert!(!k["design"].as_str().unwrap().is_empty(), "{k}");
+            assert!(k["bytes_read"].as_u64().unwrap() > 0, "{k}");
+            let gb_s = positive(&k["gb_s"], "kernel GB/s");
+            let ratio = positive(&k["roofline_ratio"], "roofline ratio");
+            assert!(
+                (ratio - gb_s / ceiling).abs() <= 1e-9 * ratio.max(1.0),
+                "{k}"
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_check_passes_the_oracle_and_reports_speeds_and_bandwidth() {
+    let r = report(&gpu_check(None, &[]));
+    check_report(&r);
+    assert_eq!(r["profile"]["forced"], false);
+}
+
+#[test]
+fn gpu_check_runs_the_profile_pocketrt_profile_forces() {
+    let r = report(&gpu_check(Some("gpu"), &[]));
+    check_report(&r);
+    assert_eq!(r["profile"]["name"], "gpu");
+    assert_eq!(r["profile"]["forced"], true);
+    assert_eq!(r["profile"]["attention"], "workgroup");
+}
+
+#[test]
+fn gpu_check_refuses_a_context_too_short_for_its_positions() {
+    let o = gpu_check(None, &["--context", "16"]);
+    assert!(!o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("--context 16"), "{stderr}");
+}
+
+#[test]
+fn adapters_prints_each_adapters_profile() {
+    let o = Command::new(BIN).arg("adapters").output().unwrap();
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("profile "), "no profile line:\n{out}");
+}
+
+#[test]
+fn the_gpu_check_script_runs_the_binary_pocketrt_bin_names() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu-check");
+    let o = Command::new(&script)
+        .arg("--help")
+        .env("POCKETRT_BIN", BIN)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("--long-pos"), "not gpu-check's help:\n{out}");
+
+    let o = Command::new(&script)
+        .env("POCKETRT_BIN", "/nonexistent/pocketrt")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("POCKETRT_BIN"), "{stderr}");
+}
