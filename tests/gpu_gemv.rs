@@ -14,8 +14,9 @@ use pocketrt::gpu::kernels::gemv_q4::{
 use pocketrt::gpu::kernels::{grid, run};
 use pocketrt::quant::Q4Tensor;
 
-/// Every kernel design: the workgroup variant, and the rows variant in its default layout
-/// and in layouts with other workgroup widths and rows per invocation.
+/// Every kernel design: the workgroup variant, and the rows variants (row-major texture,
+/// tiles) in their default layouts and in layouts with other workgroup widths and rows
+/// per invocation.
 fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
     let ctx = gpu();
     let mut out = vec![(
@@ -23,27 +24,19 @@ fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
         GemvQ4::new(ctx, GemvVariant::WorkgroupPerRow, spec).unwrap(),
     )];
     let default = RowsLayout::default_for(spec.epilogue.parts());
+    // The row-major texture variant in its own layout and others; the tiles variant,
+    // whose tile order follows its layout (and K: 1, 2 or 4 groups of qparams per texel).
+    // Its 8-wide layouts load x through the subgroup where the profile uses 8-wide
+    // subgroups (lavapipe's), the 4-wide one invocation by invocation.
+    let k = GemvQ4::new(ctx, GemvVariant::RowsFromTexture, spec);
+    out.push(("from row-major texture".to_string(), k.unwrap()));
     for layout in [
         default,
         RowsLayout { wg: 64, rows: 4 },
         RowsLayout { wg: 8, rows: 3 },
     ] {
-        let k = GemvQ4::with_layout(ctx, GemvVariant::RowsPerInvocation, spec, layout);
-        out.push((format!("{layout:?}"), k.unwrap()));
-    }
-    // The row-major texture variant; the tiles variant, whose tile order follows its
-    // layout (and K: 1, 2 or 4 groups of qparams per texel). Its 8-wide layouts load x
-    // through the subgroup where the adapter's subgroups are 8 wide (lavapipe), the
-    // 4-wide one invocation by invocation.
-    let k = GemvQ4::new(ctx, GemvVariant::RowsFromTexture, spec);
-    out.push(("from row-major texture".to_string(), k.unwrap()));
-    if ctx.adapter.name.contains("llvmpipe") {
-        let width = ctx.adapter.subgroup_size;
-        assert_eq!(
-            width,
-            Some(8),
-            "lavapipe's subgroups (256-bit SIMD): 8 wide"
-        );
+        let k = GemvQ4::with_layout(ctx, GemvVariant::RowsFromTexture, spec, layout);
+        out.push((format!("{layout:?} from row-major texture"), k.unwrap()));
     }
     let tiles = [
         default,
@@ -52,11 +45,11 @@ fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
     ];
     for layout in tiles {
         let k = GemvQ4::with_layout(ctx, GemvVariant::RowsFromTiles, spec, layout).unwrap();
-        let expected = match (layout.wg, ctx.adapter.subgroup_size) {
+        let expected = match (layout.wg, ctx.profile.subgroup_size) {
             (8, Some(8)) => XLoads::Subgroup,
             _ => XLoads::Each,
         };
-        assert_eq!(k.x_loads(), expected, "{layout:?} on {}", ctx.adapter.name);
+        assert_eq!(k.x_loads(), expected, "{layout:?} in {}", ctx.profile);
         out.push((format!("{layout:?} from tiles, x loads {expected:?}"), k));
     }
     out
@@ -319,8 +312,10 @@ fn gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference() {
 #[test]
 fn gemv_rejects_k_not_a_multiple_of_64() {
     let spec = GemvSpec::new(8, 96, Epilogue::Store);
-    let r = GemvQ4::new(gpu(), GemvVariant::RowsPerInvocation, spec);
-    assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
+    for variant in [GemvVariant::WorkgroupPerRow, GemvVariant::RowsFromTexture] {
+        let r = GemvQ4::new(gpu(), variant, spec);
+        assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
+    }
 }
 
 #[test]
@@ -389,7 +384,7 @@ fn gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage() {
 /// and the tile order holds every code texel and every group's qparams of every row.
 #[test]
 fn q4_tile_repack_places_every_texel_as_the_layout_says() {
-    use pocketrt::gpu::kernels::q4_tiles::{TileLayout, TileRepack, TileTexel};
+    use pocketrt::gpu::kernels::soft::q4_tiles::{TileLayout, TileRepack, TileTexel};
     use std::collections::HashSet;
     let ctx = gpu();
     let mut rng = Rng::new(77);

@@ -2,7 +2,6 @@
 //! GPU, the KV cache, and the decode step.
 
 pub mod buffers;
-pub mod code_texture;
 pub mod device;
 pub mod forward;
 pub mod kernels;
@@ -16,6 +15,9 @@ pub mod weights;
 
 pub use device::{AdapterSummary, GpuContext, LimitsNeeded, OptionalFeatures};
 pub use forward::{GpuModel, KernelTime};
+/// The Q4 codes as textures (CPU adapters' profiles): kept at this path, it is the
+/// model's memory as much as a kernel's.
+pub use kernels::soft::code_texture;
 pub use profile::DeviceProfile;
 
 /// The per-step uniform every step-dependent kernel reads (`struct Step` in the shaders).

@@ -23,9 +23,9 @@ use super::device::AdapterSummary;
 use super::kernels::attention::AttentionVariant;
 use super::kernels::attention_prefill::AttentionPrefillVariant;
 use super::kernels::gemm_q4::GemmVariant;
-use super::kernels::gemm_q4_lanes::tokens_for_limit;
 use super::kernels::gemv_q4::{GemvVariant, TextureOrder};
 use super::kernels::rope_kv::HeadShape;
+use super::kernels::soft::gemm_q4_lanes::tokens_for_limit;
 use crate::error::{Error, Result};
 
 /// The profiles that can be forced by name.

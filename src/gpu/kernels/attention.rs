@@ -14,9 +14,9 @@
 //!   summed into one part (shaders/attention_lanes_wo.wgsl), after several splits in the
 //!   lanes design's own combine (shaders/attention_lanes_combine.wgsl).
 
-use super::attention_lanes::{AttentionLanes, LanesDispatch};
 use super::gemv_q4::{Codes, CodesRead, Q4_UNPACK_WGSL};
 use super::rope_kv::{rope_inputs_wgsl, HeadShape, KvBuffers, ROPE_COMMON_WGSL};
+use super::soft::attention_lanes::{AttentionLanes, LanesDispatch};
 use super::{Binding, Dispatch, KernelPipeline, Slot, REDUCE64_WGSL, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;

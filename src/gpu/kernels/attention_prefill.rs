@@ -1,24 +1,20 @@
 //! Causal flash attention for prefill: a chunk of queries against the f16 KV cache (GQA,
-//! online softmax). Two designs behind one wrapper, chosen per adapter as the GEMM's:
-//! key tiles staged in workgroup memory on GPUs (shaders/attention_prefill.wgsl), and on
-//! CPU adapters, where workgroup-memory loads and barriers are slow, 8 queries per
-//! workgroup reading each key straight from the cache in step
-//! (shaders/attention_prefill_lanes.wgsl).
+//! online softmax). Two designs behind one wrapper, as the device profile says: key tiles
+//! staged in workgroup memory on GPUs (shaders/attention_prefill.wgsl), and on CPU
+//! adapters 8 queries per workgroup reading each key straight from the cache in step
+//! (`soft::attention_prefill_lanes`).
 
 use super::gemm_q4::CHUNK_WGSL;
-use super::lanes_state::{state_wgsl, Queries, LANES_COMMON_WGSL};
 use super::rope_kv::{HeadShape, KvBuffers};
+use super::soft::attention_prefill_lanes;
 use super::{Dispatch, KernelPipeline, Slot};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/attention_prefill.wgsl");
-const LANES_WGSL: &str = include_str!("../../../shaders/attention_prefill_lanes.wgsl");
 
 /// Queries per workgroup of the key-tiles design.
 pub const QUERY_TILE: usize = 64;
-/// Queries per workgroup of the lanes design (one SIMD batch on CPU adapters).
-const LANES: usize = 8;
 
 /// Which kernel design computes prefill attention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +38,7 @@ impl AttentionPrefillVariant {
     fn queries(self) -> usize {
         match self {
             AttentionPrefillVariant::KeyTiles => QUERY_TILE,
-            AttentionPrefillVariant::Lanes => LANES,
+            AttentionPrefillVariant::Lanes => attention_prefill_lanes::QUERIES,
         }
     }
 }
@@ -82,16 +78,7 @@ impl AttentionPrefill {
                 constants.push(("BKV", bkv as f64));
                 [CHUNK_WGSL, WGSL].concat()
             }
-            AttentionPrefillVariant::Lanes => {
-                let group = shape.n_heads / shape.n_kv_heads;
-                [
-                    CHUNK_WGSL,
-                    LANES_COMMON_WGSL,
-                    &state_wgsl(group, shape.head_dim / 4, Queries::Roped),
-                    LANES_WGSL,
-                ]
-                .concat()
-            }
+            AttentionPrefillVariant::Lanes => attention_prefill_lanes::source(shape),
         };
         let slots = [
             Slot::Uniform,

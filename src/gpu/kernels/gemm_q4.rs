@@ -6,8 +6,8 @@
 //! each weight across a tile of tokens read as uniforms (gemm_q4_lanes.rs). `M` comes
 //! from the chunk uniform, so one pipeline and bind group serve every chunk size.
 
-use super::gemm_q4_lanes::{Bindings, LanesDispatch, LanesGemm, TOKENS};
 use super::gemv_q4::{Codes, GemvSpec, TextureOrder, XLoads, Q4_COMMON_WGSL};
+use super::soft::gemm_q4_lanes::{Bindings, LanesDispatch, LanesGemm, TOKENS};
 use super::{Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -42,10 +42,9 @@ pub enum GemmVariant {
     /// 32 × 32 tiles staged in workgroup memory: the design for real GPUs.
     WorkgroupTiles,
     /// Rows per invocation, each weight reused across a tile of tokens read from uniform
-    /// bindings, no barriers: the design for CPU adapters. Codes from storage.
-    RowLanes,
-    /// [`GemmVariant::RowLanes`] with the codes read from their texture copy in this
-    /// order (the copy the decode GEMV reads: `GemvVariant::texture_order`).
+    /// bindings, no barriers, the codes read from their texture copy in this order (the
+    /// copy the decode GEMV reads): the design for CPU adapters
+    /// (`soft::gemm_q4_lanes`).
     RowLanesFromTexture(TextureOrder),
 }
 
@@ -54,7 +53,6 @@ impl GemmVariant {
     pub fn name(self) -> &'static str {
         match self {
             GemmVariant::WorkgroupTiles => "tiles",
-            GemmVariant::RowLanes => "lanes",
             GemmVariant::RowLanesFromTexture(TextureOrder::RowMajor) => "lanes_texture",
             GemmVariant::RowLanesFromTexture(TextureOrder::Tiles) => "lanes_tiles",
         }
@@ -118,9 +116,9 @@ impl GemmQ4 {
         }
         let constants = spec.constants();
         let kernel = match variant {
-            GemmVariant::RowLanes | GemmVariant::RowLanesFromTexture(_) => Kernel::Lanes(
-                LanesGemm::new(ctx, spec, &constants, variant.texture_order())?,
-            ),
+            GemmVariant::RowLanesFromTexture(order) => {
+                Kernel::Lanes(LanesGemm::new(ctx, spec, &constants, order)?)
+            }
             GemmVariant::WorkgroupTiles => {
                 let slots = [
                     Slot::Uniform,
@@ -144,10 +142,7 @@ impl GemmQ4 {
     pub fn variant(&self) -> GemmVariant {
         match &self.kernel {
             Kernel::Tiles(_) => GemmVariant::WorkgroupTiles,
-            Kernel::Lanes(l) => match l.texture {
-                Some(order) => GemmVariant::RowLanesFromTexture(order),
-                None => GemmVariant::RowLanes,
-            },
+            Kernel::Lanes(l) => GemmVariant::RowLanesFromTexture(l.texture),
         }
     }
 

@@ -1,11 +1,12 @@
 //! Q4 g64 GEMV for decode: `y = W·x` (+ bias) with an optional fused RMSNorm prologue
 //! (`x` → rmsnorm(x) ⊙ norm weights) and an epilogue (store, residual add, or fused
-//! gate/up + SwiGLU). Two designs behind one wrapper, chosen by adapter: one invocation
-//! per several rows on CPU-backed adapters (codes read from a texture there,
-//! `gpu::code_texture`, in the order that adapter reads fastest), one workgroup per row
-//! on GPUs.
+//! gate/up + SwiGLU). One wrapper over the designs the device profile picks per matrix
+//! role: one workgroup per row on GPUs (shaders/gemv_q4_wg.wgsl), and on CPU adapters
+//! several rows per invocation with the codes read from a texture (`soft::gemv_rows`).
 
 pub use super::q4_codes::{Codes, CodesRead, MatrixCodes, TextureOrder};
+use super::soft::gemv_rows;
+pub use super::soft::gemv_rows::{RowsLayout, XLoads};
 use super::{Binding, Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
@@ -18,66 +19,8 @@ pub(crate) const Q4_COMMON_WGSL: &str = concat!(
 /// Code unpacking alone (`lo4`, `hi4`), for other kernels reading Q4 codes.
 pub(crate) const Q4_UNPACK_WGSL: &str = include_str!("../../../shaders/q4_unpack.wgsl");
 const COMMON_WGSL: &str = include_str!("../../../shaders/gemv_q4_common.wgsl");
-const ROWS_WGSL: &str = include_str!("../../../shaders/gemv_q4.wgsl");
 const WORKGROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_wg.wgsl");
 const PARTS_WGSL: &str = include_str!("../../../shaders/gemv_q4_parts.wgsl");
-const TILED_WGSL: &str = include_str!("../../../shaders/gemv_q4_tiled.wgsl");
-const X_GROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_xgroup.wgsl");
-const X_GROUP_LANES_WGSL: &str = include_str!("../../../shaders/gemv_q4_xgroup_lanes.wgsl");
-const X_SCALED_WGSL: &str = include_str!("../../../shaders/gemv_q4_xscaled.wgsl");
-
-/// How a rows GEMV loads each group's 64 x values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum XLoads {
-    /// Every invocation loads all 16 vec4s (shaders/gemv_q4_xgroup.wgsl).
-    Each,
-    /// Each of a subgroup's 8 invocations loads two and broadcasts them
-    /// (shaders/gemv_q4_xgroup_lanes.wgsl): the tiles variant, when its 8-invocation
-    /// workgroup is one subgroup (lavapipe). About 1.3× faster there.
-    Subgroup,
-}
-
-impl XLoads {
-    /// The loads `variant` makes in `layout` in `ctx`'s profile.
-    pub fn pick(ctx: &GpuContext, variant: GemvVariant, layout: RowsLayout) -> XLoads {
-        match variant {
-            GemvVariant::RowsFromTiles => Self::for_workgroup(ctx, layout.wg),
-            _ => XLoads::Each,
-        }
-    }
-
-    /// Subgroup loads where a `wg`-invocation workgroup is one subgroup of 8 (the width
-    /// the subgroup loaders are written for) in the device's profile, else each
-    /// invocation's own.
-    pub fn for_workgroup(ctx: &GpuContext, wg: u32) -> XLoads {
-        if wg == 8 && ctx.profile.subgroup_size == Some(8) {
-            XLoads::Subgroup
-        } else {
-            XLoads::Each
-        }
-    }
-
-    /// What replaces a shader's `//#subgroup_lane` line (in `main`'s parameters): the
-    /// subgroup invocation id `sid` for subgroup loads.
-    pub(crate) fn lane_param(self) -> &'static str {
-        match self {
-            XLoads::Each => "",
-            XLoads::Subgroup => ", @builtin(subgroup_invocation_id) sid: u32\n",
-        }
-    }
-}
-
-/// `src` (a rows GEMV shader) with its `//#x_group` line replaced by the group's x loads,
-/// and, for subgroup loads, the subgroup invocation id `sid` declared at its
-/// `//#subgroup_lane` line.
-fn with_x_group(src: &str, loads: XLoads) -> String {
-    let group = match loads {
-        XLoads::Each => X_GROUP_WGSL,
-        XLoads::Subgroup => X_GROUP_LANES_WGSL,
-    };
-    src.replace("//#x_group\n", &[group, X_SCALED_WGSL].concat())
-        .replace("//#subgroup_lane\n", loads.lane_param())
-}
 
 /// What happens to each output row after the dot product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,11 +55,8 @@ impl Epilogue {
 /// Which kernel design computes the GEMV.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemvVariant {
-    /// Several rows per invocation, no barriers, codes from the storage buffer.
-    RowsPerInvocation,
-    /// The same with the codes read from their row-major texture copy
-    /// ([`TextureOrder::RowMajor`]): 3–4× faster than storage loads on CPU-backed
-    /// adapters (`gpu::code_texture`). SwiftShader's design.
+    /// Several rows per invocation, no barriers, the codes read from their row-major
+    /// texture copy ([`TextureOrder::RowMajor`]): the `swiftshader` profile's.
     RowsFromTexture,
     /// Codes and qparams read from a texture in tile order ([`TextureOrder::Tiles`],
     /// `q4_tiles`): one sequential stream per workgroup, every slot's sums in their own
@@ -131,7 +71,6 @@ impl GemvVariant {
     /// Its name in profiles and pipeline labels.
     pub fn name(self) -> &'static str {
         match self {
-            GemvVariant::RowsPerInvocation => "rows",
             GemvVariant::RowsFromTexture => "texture",
             GemvVariant::RowsFromTiles => "tiles",
             GemvVariant::WorkgroupPerRow => "workgroup",
@@ -197,44 +136,6 @@ impl GemvSpec {
     }
 }
 
-/// How the rows variant spreads rows: `wg` invocations per workgroup, each computing
-/// `rows` output rows strided by `wg`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RowsLayout {
-    pub wg: u32,
-    pub rows: u32,
-}
-
-impl RowsLayout {
-    /// The measured best on lavapipe for `parts` matrix rows per output row: 16 matrix
-    /// rows per invocation (x loads shared by all of them), 8-wide workgroups (one 256-bit
-    /// SIMD batch; small enough that Pocket's 896-row GEMVs span 7 workgroups, so several
-    /// threads). Measured against 16/32/64-wide and 4 or 32 rows (benches/gemv.rs), and
-    /// again with the subgroup x loads against 8 × 8, 12, 14, 18 and 32 matrix rows
-    /// (`POCKETRT_GEMV_LAYOUTS`): none faster beyond the machine's noise.
-    pub fn default_for(parts: usize) -> RowsLayout {
-        RowsLayout {
-            wg: 8,
-            rows: 16 / parts as u32,
-        }
-    }
-
-    /// The layout `variant` runs in: [`RowsLayout::default_for`], except for the
-    /// row-major texture variant (SwiftShader's): 64 matrix rows per invocation in 4-wide
-    /// workgroups (one 128-bit SIMD batch), which decoded Pocket in headless Chromium at
-    /// 2.80–3.04 tok/s against 2.08–2.13 in 8 × 16 (also measured: 4 × 16, 16 × 8,
-    /// 8 × 8, 32 × 4, 8 × 32, 4 × 32, 2 × 32; fewer rows were slower every time).
-    pub fn for_variant(variant: GemvVariant, parts: usize) -> RowsLayout {
-        match variant {
-            GemvVariant::RowsFromTexture => RowsLayout {
-                wg: 4,
-                rows: 64 / parts as u32,
-            },
-            _ => Self::default_for(parts),
-        }
-    }
-}
-
 /// The partial vectors a [`GemvSpec::add_parts`] GEMV adds to x (`parts`: add_parts × k
 /// floats), and where it stores the sum (`h_out`: k floats, a buffer the dispatch does
 /// not otherwise bind).
@@ -242,52 +143,6 @@ impl RowsLayout {
 pub struct ResidualParts<'a> {
     pub parts: &'a wgpu::Buffer,
     pub h_out: &'a wgpu::Buffer,
-}
-
-/// shaders/gemv_q4_tiled.wgsl written out for `rows` output rows of `parts` slots each
-/// and `qpt` groups per chunk (its `//#` blocks repeated, see the shader's header).
-fn tiled_body(rows: usize, parts: usize, qpt: usize, loads: XLoads) -> String {
-    let src = with_x_group(TILED_WGSL, loads);
-    let src = repeat_blocks(&src, "groups", qpt, |j| vec![("$j", j.to_string())]);
-    let src = repeat_blocks(&src, "slots", rows * parts, |k| vec![("$k", k.to_string())]);
-    repeat_blocks(&src, "rows", rows, |i| {
-        vec![
-            ("$i", i.to_string()),
-            ("$g", (i * parts).to_string()),
-            ("$u", (i * parts + parts - 1).to_string()),
-        ]
-    })
-}
-
-/// `src` with every block between the lines `//#name` and `//#end name` written `count`
-/// times, the n-th with the substitutions `subst(n)`.
-fn repeat_blocks(
-    src: &str,
-    name: &str,
-    count: usize,
-    subst: impl Fn(usize) -> Vec<(&'static str, String)>,
-) -> String {
-    let (open, close) = (format!("//#{name}\n"), format!("//#end {name}\n"));
-    let mut out = String::new();
-    let mut rest = src;
-    while let Some(start) = rest.find(&open) {
-        out.push_str(&rest[..start]);
-        let body_start = start + open.len();
-        let len = rest[body_start..]
-            .find(&close)
-            .expect("gemv_q4_tiled.wgsl: every block is closed");
-        let body = &rest[body_start..body_start + len];
-        for n in 0..count {
-            let mut b = body.to_string();
-            for (from, to) in subst(n) {
-                b = b.replace(from, &to);
-            }
-            out.push_str(&b);
-        }
-        rest = &rest[body_start + len + close.len()..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// A GEMV of fixed shape.
@@ -388,19 +243,8 @@ impl GemvQ4 {
         let header = gemv_header(&spec, layout, uniform, &codes);
         let x_loads = XLoads::pick(ctx, variant, layout);
         let source = match variant {
-            GemvVariant::RowsPerInvocation | GemvVariant::RowsFromTexture => [
-                &header,
-                Q4_COMMON_WGSL,
-                COMMON_WGSL,
-                &with_x_group(ROWS_WGSL, XLoads::Each),
-            ]
-            .concat(),
-            GemvVariant::RowsFromTiles => {
-                let CodesRead::Tiles(tile) = codes else {
-                    unreachable!("the tiles variant reads tiles")
-                };
-                let (rows, parts) = (layout.rows as usize, spec.epilogue.parts());
-                let body = tiled_body(rows, parts, tile.qpt, x_loads);
+            GemvVariant::RowsFromTexture | GemvVariant::RowsFromTiles => {
+                let body = gemv_rows::body(codes, layout, spec.epilogue.parts(), x_loads);
                 [&header, Q4_COMMON_WGSL, COMMON_WGSL, &body].concat()
             }
             GemvVariant::WorkgroupPerRow => [
@@ -427,10 +271,7 @@ impl GemvQ4 {
             }
         };
         let mut constants = spec.constants().to_vec();
-        if matches!(
-            variant,
-            GemvVariant::RowsPerInvocation | GemvVariant::RowsFromTexture
-        ) {
+        if variant == GemvVariant::RowsFromTexture {
             constants.push(("WG", f64::from(layout.wg)));
         }
         let x_slot = if uniform_x { Slot::Uniform } else { Slot::Read };
@@ -478,9 +319,9 @@ impl GemvQ4 {
     pub fn workgroups(&self) -> u32 {
         let n = self.spec.n as u32;
         match self.variant {
-            GemvVariant::RowsPerInvocation
-            | GemvVariant::RowsFromTexture
-            | GemvVariant::RowsFromTiles => n.div_ceil(self.layout.wg * self.layout.rows),
+            GemvVariant::RowsFromTexture | GemvVariant::RowsFromTiles => {
+                n.div_ceil(self.layout.wg * self.layout.rows)
+            }
             GemvVariant::WorkgroupPerRow => n,
         }
     }

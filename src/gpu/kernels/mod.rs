@@ -4,20 +4,17 @@
 
 pub mod argmax;
 pub mod attention;
-pub mod attention_lanes;
 pub mod attention_prefill;
 pub mod embed_prefill;
 pub mod embed_q4;
 pub mod gemm_q4;
-pub mod gemm_q4_lanes;
 pub mod gemv_q4;
-mod lanes_state;
 mod q4_codes;
-pub mod q4_tiles;
 pub mod read_bench;
 pub mod rmsnorm;
 pub mod rope_kv;
 pub mod rope_kv_prefill;
+pub mod soft;
 pub mod topk;
 
 use super::device::GpuContext;

@@ -4,7 +4,7 @@
 //! hide which ([`CodesRead`]).
 
 use super::gemv_q4::{GemvSpec, RowsLayout};
-use super::q4_tiles::{TileLayout, TileRepack};
+use super::soft::q4_tiles::{TileLayout, TileRepack};
 use super::{Binding, Slot};
 use crate::error::Result;
 use crate::gpu::code_texture::{self, CodeTexture, WIDTH, WIDTH_SHIFT};

@@ -1,23 +1,24 @@
-//! The CPU-adapter design of the Q4 GEMM (shaders/gemm_q4_lanes.wgsl): 8 matrix rows per
+//! The CPU-adapter design of the Q4 GEMM (shaders/soft/gemm_q4_lanes.wgsl): 8 matrix rows per
 //! invocation, each code texel loaded once per tile of [`TOKENS`] token rows and reused
 //! for all of them, each x value loaded once and reused for the 8 rows (on CPU adapters
 //! loads go lane by lane, so loads per multiply-add set the speed). The codes come from
-//! their texture copy (`gpu::code_texture`) where the model has one, else from storage.
+//! their texture copy (`gpu::code_texture`).
 //! One dispatch per token tile, each binding its tile of x as two uniform ranges of 4
 //! rows; with a fused norm a small pass first writes every row's RMSNorm factor into the
 //! tiles' uniform records.
 
-use super::gemm_q4::{CHUNK_WGSL, COMMON_WGSL};
-use super::gemv_q4::{Codes, GemvSpec, XLoads, Q4_COMMON_WGSL};
-use super::q4_codes::{CodesRead, TextureOrder};
-use super::{grid, Binding, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
+use crate::gpu::kernels::gemm_q4::{CHUNK_WGSL, COMMON_WGSL};
+use crate::gpu::kernels::gemv_q4::{Codes, GemvSpec, XLoads, Q4_COMMON_WGSL};
+use crate::gpu::kernels::q4_codes::{CodesRead, TextureOrder};
+use crate::gpu::kernels::{grid, Binding, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 
-const LANES_WGSL: &str = include_str!("../../../shaders/gemm_q4_lanes.wgsl");
-const X_EACH_WGSL: &str = include_str!("../../../shaders/gemm_q4_lanes_x.wgsl");
-const X_SUBGROUP_WGSL: &str = include_str!("../../../shaders/gemm_q4_lanes_x_subgroup.wgsl");
-const RMS_WGSL: &str = include_str!("../../../shaders/gemm_q4_rms.wgsl");
+const LANES_WGSL: &str = include_str!("../../../../shaders/soft/gemm_q4_lanes.wgsl");
+const X_EACH_WGSL: &str = include_str!("../../../../shaders/soft/gemm_q4_lanes_x.wgsl");
+const X_SUBGROUP_WGSL: &str =
+    include_str!("../../../../shaders/soft/gemm_q4_lanes_x_subgroup.wgsl");
+const RMS_WGSL: &str = include_str!("../../../../shaders/soft/gemm_q4_rms.wgsl");
 
 /// Invocations per workgroup: one 256-bit SIMD batch of f32 lanes.
 const WG: usize = 8;
@@ -32,7 +33,7 @@ const TILE_BYTES: u64 = 48;
 
 /// Token rows per tile for K inputs ([`TOKENS`]) when half a tile of x fits a uniform
 /// binding (`None` otherwise).
-pub(super) fn tokens_for(ctx: &GpuContext, k: usize) -> Option<usize> {
+pub(crate) fn tokens_for(ctx: &GpuContext, k: usize) -> Option<usize> {
     tokens_for_limit(ctx.limits.max_uniform_buffer_binding_size, k)
 }
 
@@ -53,7 +54,7 @@ pub fn records_bytes(max_m: usize, tokens: usize) -> u64 {
 }
 
 /// The buffers one GEMM binds (see `GemmQ4::dispatch`).
-pub(super) struct Bindings<'a> {
+pub(crate) struct Bindings<'a> {
     pub chunk: &'a wgpu::Buffer,
     pub codes: Codes<'a>,
     pub qparams: &'a wgpu::Buffer,
@@ -63,20 +64,20 @@ pub(super) struct Bindings<'a> {
     pub out: &'a wgpu::Buffer,
 }
 
-pub(super) struct LanesGemm {
+pub(crate) struct LanesGemm {
     main: KernelPipeline,
     rms: Option<KernelPipeline>,
     /// Token rows per tile.
     pub tokens: usize,
     spec: GemvSpec,
-    /// Codes bound as a texture in this order (else a storage buffer).
-    pub texture: Option<TextureOrder>,
+    /// Codes bound as a texture in this order.
+    pub texture: TextureOrder,
     /// How the invocations load x.
     pub x_loads: XLoads,
 }
 
 /// The dispatches of one bound lanes GEMM.
-pub(super) struct LanesDispatch {
+pub(crate) struct LanesDispatch {
     /// The norm factors pass (fused norm only).
     rms: Option<Dispatch>,
     /// One per token tile of the largest M.
@@ -99,11 +100,11 @@ fn lanes_wgsl(loads: XLoads) -> String {
 }
 
 impl LanesGemm {
-    pub(super) fn new(
+    pub(crate) fn new(
         ctx: &GpuContext,
         spec: GemvSpec,
         constants: &[(&str, f64)],
-        texture: Option<TextureOrder>,
+        texture: TextureOrder,
     ) -> Result<Self> {
         let (n, k) = (spec.n, spec.k);
         let tokens = tokens_for(ctx, k).ok_or_else(|| {
@@ -117,7 +118,7 @@ impl LanesGemm {
             )));
         }
         // A codes texture is in the decode GEMV's order (the model's shared copy).
-        let codes = CodesRead::new(texture, &spec);
+        let codes = CodesRead::new(Some(texture), &spec);
         let uniform = |binding: u32, name: &str, len: usize| {
             format!("@group(0) @binding({binding}) var<uniform> {name}: array<vec4<f32>, {len}>;\n")
         };
@@ -153,7 +154,7 @@ impl LanesGemm {
         ];
         let label = format!(
             "gemm_q4/lanes/{}{}",
-            texture.map_or("buffer", |t| t.name()),
+            texture.name(),
             if x_loads == XLoads::Subgroup {
                 "/subgroup"
             } else {
@@ -188,11 +189,11 @@ impl LanesGemm {
     }
 
     /// x rows a buffer bound as x must hold for `m` token rows (whole tiles).
-    pub(super) fn x_rows(&self, m: usize) -> usize {
+    pub(crate) fn x_rows(&self, m: usize) -> usize {
         m.div_ceil(self.tokens) * self.tokens
     }
 
-    pub(super) fn dispatch(
+    pub(crate) fn dispatch(
         &self,
         ctx: &GpuContext,
         b: &Bindings,
@@ -222,7 +223,7 @@ impl LanesGemm {
             Some(w) => range(w, 0, 4 * k),
             None => range(b.x, 0, 4 * k),
         };
-        let codes = b.codes.binding(self.texture.is_some(), "gemm_q4_lanes");
+        let codes = b.codes.binding(true, "gemm_q4_lanes");
         let groups = Self::groups(&self.spec);
         let half = half_tile_bytes(self.spec.k);
         let tile_dispatches = (0..tiles as u64)
@@ -256,7 +257,7 @@ impl LanesGemm {
 
 impl LanesDispatch {
     /// Encode the GEMM of `m` token rows (at most the dispatch's `max_m`).
-    pub(super) fn encode(&self, pass: &mut wgpu::ComputePass<'_>, m: usize) -> Result<()> {
+    pub(crate) fn encode(&self, pass: &mut wgpu::ComputePass<'_>, m: usize) -> Result<()> {
         let tiles = m.div_ceil(self.tokens);
         if tiles > self.tiles.len() {
             return Err(Error::InvalidArgument(format!(

@@ -12,12 +12,12 @@
 //! its codes and qparams in the decode GEMV's tile order (`kernels::q4_tiles`, repacked
 //! on the device first), whichever the adapter reads faster ([`TextureOrder`]).
 
-use super::device::GpuContext;
-use super::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, TextureOrder};
-use super::kernels::q4_tiles::{TileLayout, TileRepack};
-use super::weights::{ModelWeights, Q4Buffers};
+use super::q4_tiles::{TileLayout, TileRepack};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
+use crate::gpu::device::GpuContext;
+use crate::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, TextureOrder};
+use crate::gpu::weights::{ModelWeights, Q4Buffers};
 
 /// Texels per texture row (a power of two: the shader splits indices with a mask and a
 /// shift). 4096 × 16 bytes = 64 KiB per row, a multiple of the 256-byte copy alignment.

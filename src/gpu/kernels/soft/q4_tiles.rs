@@ -9,15 +9,15 @@
 //! qparams leave their per-lane storage loads for the texel path. Other readers (the
 //! batched prefill GEMM) find row-major texel i through `code4(i)`.
 
-use super::gemv_q4::{GemvSpec, GemvVariant, RowsLayout};
-use super::{Binding, KernelPipeline, Slot};
 use crate::error::Result;
 use crate::gpu::code_texture::{CodeTexture, WIDTH, WIDTH_SHIFT};
 use crate::gpu::device::GpuContext;
+use crate::gpu::kernels::gemv_q4::{GemvSpec, GemvVariant, RowsLayout};
+use crate::gpu::kernels::{Binding, KernelPipeline, Slot};
 
-const COMMON_WGSL: &str = include_str!("../../../shaders/q4_tile_common.wgsl");
-const READ_WGSL: &str = include_str!("../../../shaders/q4_tile_read.wgsl");
-const REPACK_WGSL: &str = include_str!("../../../shaders/q4_tile.wgsl");
+const COMMON_WGSL: &str = include_str!("../../../../shaders/soft/q4_tile_common.wgsl");
+const READ_WGSL: &str = include_str!("../../../../shaders/soft/q4_tile_read.wgsl");
+const REPACK_WGSL: &str = include_str!("../../../../shaders/soft/q4_tile.wgsl");
 
 /// Where a matrix's texels sit in tile order: the matrix (`n` output rows of `k`
 /// inputs, `parts` matrix rows per output row) and the GEMV layout that reads it.
@@ -204,7 +204,7 @@ impl TileRepack {
         let b = Binding::Buffer;
         let groups = texels.div_ceil(64) as u32;
         let bindings = [b(codes), b(qparams), b(&tile)];
-        super::run(
+        crate::gpu::kernels::run(
             ctx,
             &[&self.kernel.dispatch_bindings(ctx, &bindings, groups)],
         );

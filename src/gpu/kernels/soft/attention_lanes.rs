@@ -16,22 +16,22 @@
 //!
 //! [`super::attention::Attention`] puts them together.
 
-use super::attention::{wo_codes_wgsl, AttentionInputs, WoFold};
-use super::gemv_q4::Q4_UNPACK_WGSL;
 use super::lanes_state::{
     state_merge_wgsl, state_partial_wgsl, state_project_wgsl, state_wgsl, Queries,
     LANES_COMMON_WGSL,
 };
-use super::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL};
-use super::{Binding, Dispatch, KernelPipeline, Slot, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
+use crate::gpu::kernels::attention::{wo_codes_wgsl, AttentionInputs, WoFold};
+use crate::gpu::kernels::gemv_q4::Q4_UNPACK_WGSL;
+use crate::gpu::kernels::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL};
+use crate::gpu::kernels::{Binding, Dispatch, KernelPipeline, Slot, STEP_WGSL};
 
-const WGSL: &str = include_str!("../../../shaders/attention_lanes.wgsl");
-const HEADS_WGSL: &str = include_str!("../../../shaders/attention_lanes_heads.wgsl");
-const SPLITS_WGSL: &str = include_str!("../../../shaders/attention_lanes_splits.wgsl");
-const WO_WGSL: &str = include_str!("../../../shaders/attention_lanes_wo.wgsl");
-const MERGE_WGSL: &str = include_str!("../../../shaders/attention_lanes_combine.wgsl");
+const WGSL: &str = include_str!("../../../../shaders/soft/attention_lanes.wgsl");
+const HEADS_WGSL: &str = include_str!("../../../../shaders/soft/attention_lanes_heads.wgsl");
+const SPLITS_WGSL: &str = include_str!("../../../../shaders/soft/attention_lanes_splits.wgsl");
+const WO_WGSL: &str = include_str!("../../../../shaders/soft/attention_lanes_wo.wgsl");
+const MERGE_WGSL: &str = include_str!("../../../../shaders/soft/attention_lanes_combine.wgsl");
 
 /// Lanes per workgroup (one SIMD batch on CPU adapters).
 const LANES: u32 = 8;

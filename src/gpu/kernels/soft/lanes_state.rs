@@ -7,7 +7,7 @@
 
 /// f16x4 and softmax_step, prepended before [`state_wgsl`]'s output.
 pub(crate) const LANES_COMMON_WGSL: &str =
-    include_str!("../../../shaders/attention_lanes_common.wgsl");
+    include_str!("../../../../shaders/soft/attention_lanes_common.wgsl");
 
 /// Where a lanes kernel's queries come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
