@@ -22,12 +22,14 @@ use crate::format::source::ModelSource;
 use std::sync::Arc;
 
 mod prefill;
+mod record;
 mod step;
 pub use prefill::{
     lanes_records_bytes as prefill_lanes_records_bytes, scratch_sizes as prefill_scratch_sizes,
     CHUNK as PREFILL_CHUNK, PREFILL_MAX_POSITIONS,
 };
-use step::{record_step, Kernels, StepDispatch, StepMatrices, DISPATCHES_OUTSIDE_LAYERS};
+use record::record_step;
+use step::{Kernels, StepDispatch, StepMatrices, DISPATCHES_OUTSIDE_LAYERS};
 pub use step::{StepKernel, StepOptions};
 
 /// Activation buffers, reused by every layer.

@@ -1,20 +1,18 @@
-//! The recorded decode step: the kernels of one model (one pipeline per shape, shared by
-//! the layers), the options that shape the step, and the step itself as a straight list
-//! of dispatches (`record_step`).
+//! The decode step's parts: the kernels of one model (one pipeline per shape, shared by
+//! the layers), the options that shape the step, and the entries of the recorded step
+//! (`record.rs` records it).
 
-use super::Activations;
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::gpu::code_texture::{self, ModelCodeTextures};
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::argmax::Argmax;
 use crate::gpu::kernels::attention::{
-    dispatches_at, Attention, AttentionDispatch, AttentionInputs, AttentionVariant, DispatchesAt,
-    OutputProjection, WoFold,
+    dispatches_at, Attention, AttentionDispatch, AttentionVariant, DispatchesAt, WoFold,
 };
 use crate::gpu::kernels::embed_q4::EmbedQ4;
-use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, ResidualParts};
-use crate::gpu::kernels::rope_kv::{HeadShape, KvBuffers};
+use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec};
+use crate::gpu::kernels::rope_kv::HeadShape;
 use crate::gpu::kernels::Dispatch;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::weights::{ModelWeights, Q4Buffers};
@@ -66,13 +64,6 @@ pub(super) enum StepWork {
 }
 
 impl StepDispatch {
-    fn fixed(kernel: StepKernel, d: Dispatch) -> StepDispatch {
-        StepDispatch {
-            kernel,
-            work: StepWork::Fixed(d),
-        }
-    }
-
     /// The dispatches at position `pos` with their grids (attention's follow it).
     pub(super) fn at(&self, attention: &Attention, pos: usize) -> DispatchesAt<'_> {
         match &self.work {
@@ -221,160 +212,4 @@ impl<'a> StepMatrices<'a> {
         };
         (m, codes)
     }
-}
-
-/// The decode step as the model reads: embed → for each layer [norm + QKV, q/k-norm +
-/// RoPE + KV write + attention (+ the output projection's per-head parts), (O + residual
-/// when not folded,) residual + parts → norm + gate/up + SwiGLU, down + residual] → norm +
-/// head → argmax.
-///
-/// Folded, the residual ping-pongs: layer i's gate/up reads `cur` + parts and stores the
-/// sum to `next` (down adds into `next`), and layer i + 1 reads `next`. The embedding
-/// starts in the buffer that makes the last layer end in `a.h` (what the head reads and
-/// prefill's last row is copied to).
-pub(super) fn record_step(
-    ctx: &GpuContext,
-    k: &Kernels,
-    matrices: &StepMatrices,
-    kv: &KvCache,
-    a: &Activations,
-    step: &wgpu::Buffer,
-) -> Vec<StepDispatch> {
-    let w = matrices.weights;
-    let gemv_adding =
-        |role, kernel: &GemvQ4, (m, codes): (&Q4Buffers, Codes), x, norm, bias, out, residual| {
-            let bias: Option<&wgpu::Buffer> = bias;
-            StepDispatch::fixed(
-                role,
-                kernel.dispatch_adding(
-                    ctx,
-                    codes,
-                    &m.qparams,
-                    x,
-                    norm,
-                    bias.unwrap_or(&a.none),
-                    out,
-                    residual,
-                ),
-            )
-        };
-    let gemv = |role, kernel, m, x, norm, bias, out| {
-        gemv_adding(role, kernel, m, x, norm, bias, out, None)
-    };
-    let folded = k.attn_output.is_none();
-    // Folded, the residual alternates buffers every layer and must end in a.h.
-    let mut cur = match folded && w.layers.len() % 2 == 1 {
-        true => &a.h_alt,
-        false => &a.h,
-    };
-    let e = &w.token_embd;
-    let embed = k.embed.dispatch(ctx, step, &e.codes, &e.qparams, cur);
-    let mut d = vec![StepDispatch::fixed(StepKernel::Embed, embed)];
-    for (i, l) in w.layers.iter().enumerate() {
-        let (q_norm, k_norm) = match &l.qk_norm {
-            Some((q, k)) => (q, k),
-            None => (&a.none, &a.none),
-        };
-        let inputs = AttentionInputs {
-            step,
-            qkv: &a.qkv,
-            q_norm,
-            k_norm,
-            inv_freq: &a.inv_freq,
-            cache: KvBuffers {
-                k: &kv.k[i],
-                v: &kv.v[i],
-            },
-            scores: &a.scores,
-            wo: k.attention.wo.map(|wo| OutputProjection {
-                codes: match wo.codes {
-                    CodesRead::Buffer => Codes::Buffer(&l.attn_output.codes),
-                    _ => matrices.codes(&l.attn_output, Some((i, 1))).1,
-                },
-                qparams: &l.attn_output.qparams,
-                parts: &a.parts,
-            }),
-        };
-        let attn_norm = Some(&l.attn_norm);
-        let m = |j: usize, m| matrices.codes(m, Some((i, j)));
-        d.push(gemv(
-            StepKernel::Qkv,
-            &k.qkv,
-            m(0, &l.qkv),
-            cur,
-            attn_norm,
-            l.qkv_bias.as_ref(),
-            &a.qkv,
-        ));
-        d.push(StepDispatch {
-            kernel: StepKernel::Attention,
-            work: StepWork::Attention(k.attention.dispatch(ctx, inputs, &a.partials, &a.attn)),
-        });
-        let residual = match &k.attn_output {
-            Some(o) => {
-                let o_codes = m(1, &l.attn_output);
-                d.push(gemv(
-                    StepKernel::Output,
-                    o,
-                    o_codes,
-                    &a.attn,
-                    None,
-                    None,
-                    cur,
-                ));
-                None
-            }
-            None => {
-                let next = if std::ptr::eq(cur, &a.h) {
-                    &a.h_alt
-                } else {
-                    &a.h
-                };
-                let parts = ResidualParts {
-                    parts: &a.parts,
-                    h_out: next,
-                };
-                Some((parts, next))
-            }
-        };
-        d.push(gemv_adding(
-            StepKernel::GateUp,
-            &k.gate_up,
-            m(2, &l.gate_up),
-            cur,
-            Some(&l.ffn_norm),
-            None,
-            &a.ffn,
-            residual.map(|(p, _)| p),
-        ));
-        if let Some((_, next)) = residual {
-            cur = next;
-        }
-        let down_codes = m(3, &l.down);
-        d.push(gemv(
-            StepKernel::Down,
-            &k.down,
-            down_codes,
-            &a.ffn,
-            None,
-            None,
-            cur,
-        ));
-    }
-    debug_assert!(
-        std::ptr::eq(cur, &a.h),
-        "the last layer leaves the residual in a.h"
-    );
-    d.push(gemv(
-        StepKernel::Head,
-        &k.head,
-        matrices.codes(w.head(), None),
-        cur,
-        Some(&w.output_norm),
-        None,
-        &a.logits,
-    ));
-    let argmax = k.argmax.dispatch(ctx, &a.logits, &a.argmax);
-    d.push(StepDispatch::fixed(StepKernel::Argmax, argmax));
-    d
 }
