@@ -1,6 +1,6 @@
 //! pocketrt: small language models on the GPU in a browser tab (wasm + WebGPU) and natively.
 //!
-//! The crate is organised by concern (see `DESIGN.md` in the shared folder):
+//! The crate is organised by concern (docs/ARCHITECTURE.md has the whole map):
 //! [`format`] reads and writes model files, [`quant`] holds the Q4 g64 weight format,
 //! [`config`] the model description, [`tokenizer`] text ↔ ids, [`cpu`] the reference forward
 //! pass, and [`convert`] turns GGUF / HF models into pocket packages.

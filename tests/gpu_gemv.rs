@@ -380,7 +380,7 @@ fn gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage() {
     check("40 x 16448", c, 30);
 }
 
-/// The tile repack (shaders/q4_tile.wgsl) puts every texel where `TileLayout::texel` says,
+/// The tile repack (shaders/soft/q4_tile.wgsl) puts every texel where `TileLayout::texel` says,
 /// and the tile order holds every code texel and every group's qparams of every row.
 #[test]
 fn q4_tile_repack_places_every_texel_as_the_layout_says() {

@@ -1,5 +1,5 @@
 //! The KV cache: per layer one K and one V buffer of f16 values packed in u32 pairs,
-//! laid out [kv head][position][head_dim] (see shaders/attention_lanes.wgsl).
+//! laid out [kv head][position][head_dim] (see shaders/soft/attention_lanes.wgsl).
 
 use super::device::GpuContext;
 use super::kernels::rope_kv::HeadShape;

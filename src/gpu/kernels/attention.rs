@@ -11,8 +11,8 @@
 //!   then a lane per (split, KV head) for the whole GQA group, each key loaded once for
 //!   all the group's heads (loads are what costs on CPU adapters). W_o folds in here too
 //!   (8-wide subgroups): the lane of a head projects its output, the workgroup's heads
-//!   summed into one part (shaders/attention_lanes_wo.wgsl), after several splits in the
-//!   lanes design's own combine (shaders/attention_lanes_combine.wgsl).
+//!   summed into one part (shaders/soft/attention_lanes_wo.wgsl), after several splits in the
+//!   lanes design's own combine (shaders/soft/attention_lanes_combine.wgsl).
 
 use super::gemv_q4::{Codes, CodesRead, Q4_UNPACK_WGSL};
 use super::rope_kv::{rope_inputs_wgsl, HeadShape, KvBuffers, ROPE_COMMON_WGSL};

@@ -59,9 +59,8 @@ pub enum GemvVariant {
     /// texture copy ([`TextureOrder::RowMajor`]): the `swiftshader` profile's.
     RowsFromTexture,
     /// Codes and qparams read from a texture in tile order ([`TextureOrder::Tiles`],
-    /// `q4_tiles`): one sequential stream per workgroup, every slot's sums in their own
-    /// variables (shaders/gemv_q4_tiled.wgsl). lavapipe's design: 2× `RowsFromTexture`
-    /// there, 0.8× on SwiftShader.
+    /// `soft::q4_tiles`): one sequential stream per workgroup, every slot's sums in their
+    /// own variables (shaders/soft/gemv_q4_tiled.wgsl): the `lavapipe` profile's.
     RowsFromTiles,
     /// One workgroup per row with a workgroup reduction: the design for real GPUs.
     WorkgroupPerRow,

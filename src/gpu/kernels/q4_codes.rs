@@ -15,11 +15,10 @@ use crate::gpu::device::GpuContext;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TextureOrder {
     /// The codes row-major, as in the storage buffer (the qparams stay there), bound as
-    /// `texture_2d<u32>`: SwiftShader, where the tile order's GEMV decoded Pocket at
-    /// 1.66–1.71 tok/s against 2.31–2.38 for this one (in the same layout, 8 × 16).
+    /// `texture_2d<u32>`: the `swiftshader` profile's (faster there than tile order).
     RowMajor,
-    /// Codes and qparams in the decode GEMV's tile order (`q4_tiles`), bound as a
-    /// read-only storage texture: lavapipe, where it made decode 2× faster.
+    /// Codes and qparams in the decode GEMV's tile order (`soft::q4_tiles`), bound as a
+    /// read-only storage texture: the `lavapipe` profile's.
     Tiles,
 }
 

@@ -1,16 +1,16 @@
-//! Decode attention for CPU adapters (shaders/attention_lanes.wgsl), with the q/k-norm +
+//! Decode attention for CPU adapters (shaders/soft/attention_lanes.wgsl), with the q/k-norm +
 //! RoPE + KV write fused in, in two mappings of work to SIMD lanes:
 //! - one split (the history fits `split_len`): one lane per q head, the GQA group's heads
-//!   side by side (shaders/attention_lanes_heads.wgsl);
+//!   side by side (shaders/soft/attention_lanes_heads.wgsl);
 //! - several splits: one lane per (split, KV head) computing the whole group, each key
-//!   read once for all its q heads (shaders/attention_lanes_splits.wgsl), then
+//!   read once for all its q heads (shaders/soft/attention_lanes_splits.wgsl), then
 //!   shaders/attention_combine.wgsl merges the partial results.
 //!
 //! Optionally with the output projection W_o folded in (adapters with 8-wide subgroups:
 //! lavapipe): the heads mapping's lanes project their head's output, summed over the
 //! workgroup's heads through the subgroup into one part per workgroup
-//! (shaders/attention_lanes_wo.wgsl); after several splits its own combine, in the heads
-//! mapping, merges them and projects the same way (shaders/attention_lanes_combine.wgsl).
+//! (shaders/soft/attention_lanes_wo.wgsl); after several splits its own combine, in the heads
+//! mapping, merges them and projects the same way (shaders/soft/attention_lanes_combine.wgsl).
 //! W_o's codes come through `code4`, from the texture copy the decode GEMVs read where
 //! there is one.
 //!

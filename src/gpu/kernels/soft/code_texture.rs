@@ -2,14 +2,15 @@
 //!
 //! On lavapipe (and other CPU-backed adapters) every storage-buffer load is done lane by
 //! lane: a scalar load per invocation and component, inserted into the SIMD vector
-//! through the stack (a store-forwarding stall each), which caps any storage read at
-//! ~1 GB/s on this machine. `textureLoad` goes through the texel-fetch path instead:
-//! 16 bytes per invocation per load, ~5 GB/s (DESIGN.md, "What is fast on which device").
+//! through the stack (a store-forwarding stall each), which caps any storage read far
+//! below the machine's memory bandwidth. `textureLoad` goes through the texel-fetch path
+//! instead: 16 bytes per invocation per load, several times faster (figures in
+//! docs/ARCHITECTURE.md, "Measurements behind the profiles").
 //!
 //! Layout: a buffer of 16-byte texels read as a linear run, wrapped into rows of [`WIDTH`]
 //! texels: texel `i` sits at (`i % WIDTH`, `i / WIDTH`); the copy is made on the device.
 //! The model's textures ([`ModelCodeTextures`]) hold each matrix's codes row-major, or
-//! its codes and qparams in the decode GEMV's tile order (`kernels::q4_tiles`, repacked
+//! its codes and qparams in the decode GEMV's tile order (`soft::q4_tiles`, repacked
 //! on the device first), whichever the adapter reads faster ([`TextureOrder`]).
 
 use super::q4_tiles::{TileLayout, TileRepack};

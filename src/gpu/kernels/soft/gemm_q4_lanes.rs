@@ -87,7 +87,7 @@ pub(crate) struct LanesDispatch {
     _records: wgpu::Buffer,
 }
 
-/// shaders/gemm_q4_lanes.wgsl with the x loads `loads` makes.
+/// shaders/soft/gemm_q4_lanes.wgsl with the x loads `loads` makes.
 fn lanes_wgsl(loads: XLoads) -> String {
     let (x, lane) = match loads {
         XLoads::Each => (X_EACH_WGSL, "    let lane = lid;\n"),

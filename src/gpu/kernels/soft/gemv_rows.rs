@@ -17,11 +17,12 @@ const X_SCALED_WGSL: &str = include_str!("../../../../shaders/soft/gemv_q4_xscal
 /// How a rows GEMV loads each group's 64 x values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum XLoads {
-    /// Every invocation loads all 16 vec4s (shaders/gemv_q4_xgroup.wgsl).
+    /// Every invocation loads all 16 vec4s (shaders/soft/gemv_q4_xgroup.wgsl).
     Each,
     /// Each of a subgroup's 8 invocations loads two and broadcasts them
-    /// (shaders/gemv_q4_xgroup_lanes.wgsl): the tiles variant, when its 8-invocation
-    /// workgroup is one subgroup (lavapipe). About 1.3× faster there.
+    /// (shaders/soft/gemv_q4_xgroup_lanes.wgsl): the tiles variant, when its 8-invocation
+    /// workgroup is one subgroup (the `lavapipe` profile), where every load with a
+    /// non-constant index is an 8-lane gather.
     Subgroup,
 }
 
@@ -76,12 +77,10 @@ pub struct RowsLayout {
 }
 
 impl RowsLayout {
-    /// The measured best on lavapipe for `parts` matrix rows per output row: 16 matrix
+    /// The best measured on lavapipe for `parts` matrix rows per output row: 16 matrix
     /// rows per invocation (x loads shared by all of them), 8-wide workgroups (one 256-bit
     /// SIMD batch; small enough that Pocket's 896-row GEMVs span 7 workgroups, so several
-    /// threads). Measured against 16/32/64-wide and 4 or 32 rows (benches/gemv.rs), and
-    /// again with the subgroup x loads against 8 × 8, 12, 14, 18 and 32 matrix rows
-    /// (`POCKETRT_GEMV_LAYOUTS`): none faster beyond the machine's noise.
+    /// threads). The sweep behind it: docs/ARCHITECTURE.md.
     pub fn default_for(parts: usize) -> RowsLayout {
         RowsLayout {
             wg: 8,
@@ -91,9 +90,8 @@ impl RowsLayout {
 
     /// The layout `variant` runs in: [`RowsLayout::default_for`], except for the
     /// row-major texture variant (SwiftShader's): 64 matrix rows per invocation in 4-wide
-    /// workgroups (one 128-bit SIMD batch), which decoded Pocket in headless Chromium at
-    /// 2.80–3.04 tok/s against 2.08–2.13 in 8 × 16 (also measured: 4 × 16, 16 × 8,
-    /// 8 × 8, 32 × 4, 8 × 32, 4 × 32, 2 × 32; fewer rows were slower every time).
+    /// workgroups (one 128-bit SIMD batch), the fastest of the layouts measured in
+    /// headless Chromium (docs/ARCHITECTURE.md).
     pub fn for_variant(variant: GemvVariant, parts: usize) -> RowsLayout {
         match variant {
             GemvVariant::RowsFromTexture => RowsLayout {
@@ -115,7 +113,7 @@ pub(crate) fn body(codes: CodesRead, layout: RowsLayout, parts: usize, loads: XL
     }
 }
 
-/// shaders/gemv_q4_tiled.wgsl written out for `rows` output rows of `parts` slots each
+/// shaders/soft/gemv_q4_tiled.wgsl written out for `rows` output rows of `parts` slots each
 /// and `qpt` groups per chunk (its `//#` blocks repeated, see the shader's header).
 fn tiled_body(rows: usize, parts: usize, qpt: usize, loads: XLoads) -> String {
     let src = with_x_group(TILED_WGSL, loads);

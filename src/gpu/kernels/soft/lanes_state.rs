@@ -1,9 +1,9 @@
 //! The per-invocation state of the CPU-adapter attention kernels
-//! (shaders/attention_prefill_lanes.wgsl, shaders/attention_lanes.wgsl): one invocation
+//! (shaders/soft/attention_prefill_lanes.wgsl, shaders/soft/attention_lanes.wgsl): one invocation
 //! holds a GQA group's queries, accumulators and softmax statistics and walks the keys one
 //! at a time. Written out member by member as a WGSL struct of vec4s (a private array
 //! would live in memory on lavapipe, every access going lane by lane), with the functions
-//! the kernels call; shaders/attention_lanes_common.wgsl holds the fixed helpers.
+//! the kernels call; shaders/soft/attention_lanes_common.wgsl holds the fixed helpers.
 
 /// f16x4 and softmax_step, prepended before [`state_wgsl`]'s output.
 pub(crate) const LANES_COMMON_WGSL: &str =
@@ -122,7 +122,7 @@ pub(crate) fn state_partial_wgsl(group: usize, n: usize) -> String {
 /// `state_project(h, part, lane, s)` for the decode heads mapping, whose State holds one
 /// head (h) of `n` vec4s: with `fold`, the normalised outputs of the subgroup's heads (the
 /// workgroup's active lanes) through their W_o columns, summed over the subgroup into
-/// `parts[part][..]`, stored by lane 0 (shaders/attention_lanes_wo.wgsl: bindings,
+/// `parts[part][..]`, stored by lane 0 (shaders/soft/attention_lanes_wo.wgsl: bindings,
 /// `wo_dot`, `wo_word`; the wrapper's `code4`); else nothing. The head's HD / 8 code words
 /// are written out so that its output stays in registers, loaded 4 at a time where the
 /// head's columns start a vec4 of words (HD % 32 == 0), else one by one; words of one Q4
@@ -182,7 +182,7 @@ pub(crate) fn state_project_wgsl(n: usize, fold: bool) -> String {
 }
 
 /// `state_merge(h, splits)` for the decode combine of the lanes design with W_o folded
-/// in (shaders/attention_lanes_combine.wgsl), whose State holds one head of `n` vec4s:
+/// in (shaders/soft/attention_lanes_combine.wgsl), whose State holds one head of `n` vec4s:
 /// head h's `splits` partial results (shaders/attention_combine.wgsl's layout) merged
 /// into the State's accumulator and sum (`m0` their max score), ready for `state_store`
 /// and `state_project`.

@@ -1,12 +1,12 @@
 //! The tile order of a Q4 matrix's codes texture on CPU adapters, and the kernel that
-//! builds it (shaders/q4_tile.wgsl).
+//! builds it (shaders/soft/q4_tile.wgsl).
 //!
 //! The CPU-adapter GEMV has each invocation compute several rows (`RowsLayout`), so a
 //! row-major texture made every workgroup read ~128 row streams at once, which defeats
 //! the CPU's prefetchers: the decode step's texel loads missed the cache and stalled.
-//! In tile order (shaders/q4_tile_common.wgsl) a workgroup's codes and qparams are one
-//! sequential stream: 1.4–1.5× faster GEMVs on lavapipe (LM head 15.9 → 10.4 ms), and the
-//! qparams leave their per-lane storage loads for the texel path. Other readers (the
+//! In tile order (shaders/soft/q4_tile_common.wgsl) a workgroup's codes and qparams are
+//! one sequential stream the prefetchers follow, and the qparams leave their per-lane
+//! storage loads for the texel path. Other readers (the
 //! batched prefill GEMM) find row-major texel i through `code4(i)`.
 
 use crate::error::Result;
@@ -31,7 +31,7 @@ pub struct TileLayout {
     pub qpt: usize,
 }
 
-/// What one tile texel holds (the CPU mirror of shaders/q4_tile.wgsl, for tests).
+/// What one tile texel holds (the CPU mirror of shaders/soft/q4_tile.wgsl, for tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TileTexel {
     /// The qparams of groups `first..first + qpt` of matrix row `row`.
@@ -137,8 +137,8 @@ impl TileLayout {
     }
 
     /// The codes texture binding (`binding`, a read-only storage texture: on lavapipe
-    /// its image loads skip the sampled path's per-lane mip-level lookups, 1.3–1.8× the
-    /// texels per second) read in this tile order: `tile_texel(i)`, and `code4(i)` for
+    /// its image loads skip the sampled path's per-lane mip-level lookups) read in this
+    /// tile order: `tile_texel(i)`, and `code4(i)` for
     /// row-major texel i.
     pub fn read_wgsl(&self, binding: u32) -> String {
         format!(
@@ -156,7 +156,7 @@ impl TileLayout {
     }
 }
 
-/// The repack kernel (shaders/q4_tile.wgsl) of one tile layout: compiled once, run for
+/// The repack kernel (shaders/soft/q4_tile.wgsl) of one tile layout: compiled once, run for
 /// every matrix of that shape (a model's layers share four).
 pub struct TileRepack {
     pub layout: TileLayout,
