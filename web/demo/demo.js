@@ -32,10 +32,14 @@ async function load(url, options = {}) {
     if (model) await model.unload();
     worker ??= createWorker(new URL('../pkg/worker.js', import.meta.url));
     const backend = params.get('backend') ?? $('backend-choice').value;
-    model = await worker.load(url, { ...options, backend, onProgress: progress });
+    // ?profile=gpu|lavapipe|swiftshader forces the WebGPU device profile.
+    const profile = params.get('profile') ?? undefined;
+    model = await worker.load(url, { ...options, backend, profile, onProgress: progress });
     const i = model.info;
+    const how = i.profileDetail?.forced ? 'forced' : 'detected';
+    const prof = i.profile ? `, profile ${i.profile} (${how})` : '';
     $('phase').textContent =
-      `ready: ${i.shards} shards (${i.shardsFromCache} from cache), context ${i.context}, ${i.adapter}`;
+      `ready: ${i.shards} shards (${i.shardsFromCache} from cache), context ${i.context}, ${i.adapter}${prof}`;
     const threads = i.backend === 'cpu' ? `, ${i.threads} thread${i.threads === 1 ? '' : 's'}` : '';
     $('backend').textContent = `backend: ${i.backend}${threads} (${i.backendReason})`;
     $('threads').textContent = i.threadsReason;

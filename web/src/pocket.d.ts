@@ -39,6 +39,11 @@ export interface LoadOptions {
   /** "auto" (default): WebGPU on a real GPU; the CPU backend without WebGPU or an
    * adapter; on a software adapter (SwiftShader, …) the faster of the two, measured. */
   backend?: 'webgpu' | 'cpu' | 'auto';
+  /** The WebGPU device profile (the kernel designs), forced instead of detected from the
+   * adapter: "gpu" (real GPUs), "lavapipe" (CPU adapters with 8-wide subgroups),
+   * "swiftshader" (other CPU adapters). An unknown name, or a profile the adapter cannot
+   * run, fails with code INVALID_ARGUMENT saying why. The CPU backend ignores it. */
+  profile?: ProfileName;
   /** The CPU backend's threads (1 to 64; default: the cores, at most 8). More than one
    * needs a Worker of a cross-origin-isolated page with shared WebAssembly.Memory, else
    * the load runs on one thread (`info.threadsReason` says why). Only loads sure to run on
@@ -49,6 +54,32 @@ export interface LoadOptions {
   threadedWasmUrl?: string | URL;
 }
 
+/** The device profiles (`gpu::profile`). */
+export type ProfileName = 'gpu' | 'lavapipe' | 'swiftshader';
+
+/** Every kernel design of a device profile (`DeviceProfile::to_json`). */
+export interface ProfileDetail {
+  name: ProfileName;
+  /** Forced by the `profile` load option rather than detected. */
+  forced: boolean;
+  /** A CPU-emulated adapter (backend "auto" then times the CPU backend against it). */
+  software: boolean;
+  /** The decode GEMV design of each matrix role. */
+  gemv: { qkv: string; o: string; gate_up: string; down: string; head: string };
+  /** The order the codes are also kept in as textures, or null (storage buffers only). */
+  code_textures: string | null;
+  attention: string;
+  split_len: number;
+  fold_output: boolean;
+  gemm: string;
+  prefill_attention: string;
+  prefill_chunk: number;
+  batched_prefill: boolean;
+  subgroup_size: number | null;
+  shader_f16: boolean;
+  topk: string;
+}
+
 export interface LoadInfo {
   shards: number;
   shardsFromCache: number;
@@ -57,6 +88,10 @@ export interface LoadInfo {
   bytes: number;
   context: number;
   adapter: string;
+  /** The device profile of the GPU (also when backend "auto" timed it and kept the CPU
+   * backend), and all its choices; null when no GPU was a candidate. */
+  profile: ProfileName | null;
+  profileDetail: ProfileDetail | null;
   /** The backend that runs the model, and why it was chosen. */
   backend: 'webgpu' | 'cpu';
   backendReason: string;

@@ -95,6 +95,9 @@ export class Pocket {
    * parallel (shards fetched at once), cache (false: no Cache Storage), files (local
    * files: {name: blob URL}, the URL is then a label), wasmUrl, backend ("webgpu" | "cpu"
    * | "auto", the default: see `model.backend` and `model.backendReason` for the choice),
+   * profile ("gpu" | "lavapipe" | "swiftshader": the WebGPU kernels' device profile, forced
+   * instead of detected from the adapter; an unknown name or one the adapter cannot run
+   * fails with code INVALID_ARGUMENT; `info.profile` / `info.profileDetail` say which ran),
    * threads (the CPU backend's; default: the cores, at most 8, in a Worker of a
    * cross-origin-isolated page, else 1 — see `model.threads`, `info.threadsReason`; the
    * first threaded load in a page or Worker fixes it; only CPU-backend loads use
@@ -123,6 +126,7 @@ export class Pocket {
         files: options.files,
         hubEndpoint: options.hubEndpoint,
         backend: options.backend,
+        profile: options.profile,
       });
       return new Pocket(inner, threadsReason);
     } catch (e) {
@@ -131,7 +135,8 @@ export class Pocket {
   }
 
   /** How the load went: shards from cache / fetched / refetched, bytes, context, adapter,
-   * backend, threads (the CPU backend's) and why (threadsReason). */
+   * profile and profileDetail (the GPU's device profile; null without a GPU), backend,
+   * threads (the CPU backend's) and why (threadsReason). */
   get info() {
     return { ...this.#inner.info(), threadsReason: this.#threadsReason };
   }

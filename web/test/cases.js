@@ -144,6 +144,68 @@ export const tests = {
     assert.deepEqual(got.tokens, want.tokens, `greedy tokens equal native (${want.engine})`);
   },
 
+  // Issue 23: the kernels of the `gpu` profile (workgroup GEMVs and attention, W_o
+  // folded) forced on SwiftShader, whose detected profile runs the lanes designs.
+  async forced_gpu_profile_on_swiftshader_gives_the_native_tokens({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    const r = await load(page, '/models/tiny/', { cache: false, profile: 'gpu' });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    assert.equal(r.info.backend, 'webgpu');
+    assert.equal(r.info.profile, 'gpu', 'info names the forced profile');
+    const d = r.info.profileDetail;
+    assert.equal(d?.name, 'gpu', `profileDetail is the profile's JSON: ${JSON.stringify(d)}`);
+    assert.equal(d.forced, true, 'forced, not detected');
+    assert.equal(d.software, true, 'the adapter is still SwiftShader');
+    assert.equal(d.attention, 'workgroup');
+    assert.equal(d.gemv.qkv, 'workgroup');
+    assert.equal(d.code_textures, null);
+    const tokens = await generateTokens(page, want);
+    assert.deepEqual(tokens, want.tokens, `greedy tokens under "gpu" equal native (${want.engine})`);
+  },
+
+  // The web build detects the profile as natively: SwiftShader is "swiftshader". A forced
+  // profile on the same (cached) device is that profile, and the next default load is
+  // detected again.
+  async swiftshader_is_detected_and_a_forced_profile_does_not_stick({ page, server }) {
+    await plainPage(page, server);
+    const opts = { cache: false };
+    const profileOf = (r) => {
+      assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+      return [r.info.profile, r.info.profileDetail?.name, r.info.profileDetail?.forced];
+    };
+    const first = await load(page, '/models/tiny/', opts);
+    assert.deepEqual(profileOf(first), ['swiftshader', 'swiftshader', false], first.info?.adapter);
+    assert.equal(first.info.profileDetail.software, true);
+    assert.equal(first.info.profileDetail.attention, 'lanes');
+    const forced = await load(page, '/models/tiny/', { ...opts, profile: 'gpu' });
+    assert.deepEqual(profileOf(forced), ['gpu', 'gpu', true]);
+    const again = await load(page, '/models/tiny/', opts);
+    assert.deepEqual(profileOf(again), ['swiftshader', 'swiftshader', false], 'the default is detected again');
+    // No GPU candidate, no profile.
+    const cpu = await load(page, '/models/tiny/', { ...opts, backend: 'cpu' });
+    assert.ok(cpu.info, `load failed: ${cpu.code} ${cpu.message}`);
+    assert.equal(cpu.info.profile, null);
+    assert.equal(cpu.info.profileDetail, null);
+  },
+
+  async an_unknown_or_unrunnable_profile_is_refused_naming_why({ page, server }) {
+    await plainPage(page, server);
+    for (const backend of ['webgpu', 'cpu', 'auto']) {
+      const r = await load(page, '/models/tiny/', { cache: false, backend, profile: 'nonsense' });
+      assert.equal(r.code, 'INVALID_ARGUMENT', `${backend}: ${r.message}`);
+      assert.match(r.message, /"nonsense"/, r.message);
+      assert.match(r.message, /gpu, lavapipe, swiftshader/, `the message names the profiles: ${r.message}`);
+    }
+    const r = await load(page, '/models/tiny/', { cache: false, profile: 42 });
+    assert.equal(r.code, 'INVALID_ARGUMENT', r.message);
+    // A profile the adapter cannot run: lavapipe's kernels need 8-wide subgroups, which
+    // SwiftShader does not have.
+    const lavapipe = await load(page, '/models/tiny/', { cache: false, profile: 'lavapipe' });
+    assert.equal(lavapipe.code, 'INVALID_ARGUMENT', `lavapipe on SwiftShader: ${JSON.stringify(lavapipe.info ?? lavapipe.message)}`);
+    assert.match(lavapipe.message, /needs subgroups of 8/, lavapipe.message);
+  },
+
   async the_package_works_from_a_vite_build({ page, server, fixture }) {
     const want = expected(fixture);
     const { build } = await import('vite');

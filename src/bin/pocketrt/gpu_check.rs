@@ -423,7 +423,7 @@ fn print_summary(r: &Value) {
         );
         for k in s["kernels"].as_array().into_iter().flatten() {
             eprintln!(
-                "  {:<34} {:>9.3} ms {:>8.2} GB/s {:>5.2}  {}",
+                "  {:<38} {:>9.3} ms {:>8.2} GB/s {:>5.2}  {}",
                 k["kernel"].as_str().unwrap_or(""),
                 f(&k["ms"]),
                 f(&k["gb_s"]),

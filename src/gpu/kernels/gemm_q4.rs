@@ -102,7 +102,7 @@ enum Inner {
 impl GemmQ4 {
     /// The GEMM of `spec` in the profile's variant ([`crate::gpu::DeviceProfile::gemm_for`]).
     pub fn new(ctx: &GpuContext, spec: GemvSpec) -> Result<GemmQ4> {
-        let max_uniform = u64::from(ctx.limits.max_uniform_buffer_binding_size);
+        let max_uniform = ctx.limits.max_uniform_buffer_binding_size;
         Self::with_variant(ctx, ctx.profile.gemm_for(spec.k, max_uniform), spec)
     }
 

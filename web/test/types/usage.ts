@@ -15,6 +15,8 @@ import Pocket, {
   type LoadOptions,
   type LoadProgress,
   type PocketError,
+  type ProfileDetail,
+  type ProfileName,
   type RemoteModel,
   type TokenPiece,
 } from '../../src/pocket.js';
@@ -33,11 +35,15 @@ export async function page(out: { textContent: string | null }): Promise<void> {
     hubEndpoint: 'https://huggingface.co',
     threads: threadSupport().workerThreads,
     threadedWasmUrl: 'threads/pocketrt_bg.wasm',
+    profile: 'gpu',
   };
   const model: Pocket = await Pocket.load('taobao-mnn/MNN-Pocket-0.3B-GGUF', options);
   const info: LoadInfo = model.info;
   const count: number = info.shards + info.shardsFromCache + info.shardsFetched + info.bytes + info.threads;
   console.log(model.threads, info.threadsReason, plannedThreads(4).why);
+  const profile: ProfileName | null = info.profile;
+  const detail: ProfileDetail | null = info.profileDetail;
+  console.log(profile, detail?.forced, detail?.gemv.qkv, detail?.subgroup_size ?? 0);
   const gen: GenerateOptions = {
     maxTokens: 64,
     temperature: 0.7,
