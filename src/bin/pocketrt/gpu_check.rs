@@ -4,9 +4,10 @@
 //! 1. the adapter and its device profile (stderr);
 //! 2. a model of a preset's exact shapes (default MNN-Pocket-0.3B's), synthesized in
 //!    memory, loaded on the GPU and on the CPU oracle (`cpu::Model`, Q4 weights on both);
-//!    the GPU's logits for a few greedy tokens against the oracle's, with the tolerance of
-//!    tests/gpu_forward.rs (max abs err ≤ 1e-3 · max|logit| + 1e-4 per token) and the same
-//!    greedy token: on a mismatch the check fails (an error and a nonzero exit);
+//!    the GPU's logits for a few greedy tokens against the oracle's (max abs err ≤
+//!    [`REL`] · max|logit| + [`ABS`] per token, and the same greedy token unless the
+//!    oracle's two best are closer than that): on a mismatch the check fails (an error and
+//!    a nonzero exit);
 //! 3. decode tok/s at position 0 and at a long position (default 4,096: a step there reads
 //!    the cache's first `pos + 1` positions, whatever they hold, so they need not be
 //!    filled), prefill tok/s, dispatches and submits per token, and each kernel's GPU
@@ -28,9 +29,13 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The oracle tolerance of tests/gpu_forward.rs: max abs err ≤ REL · max|logit| + ABS.
-const REL: f32 = 1e-3;
-const ABS: f32 = 1e-4;
+/// The oracle tolerance: max abs err ≤ REL · max|logit| + ABS. Ten times the tiny test
+/// models' (tests/gpu_forward.rs): the GPU's f16 KV cache rounds every layer's k and v,
+/// and over a full-depth model (Pocket's 28 layers) that alone measured up to ~0.9e-3 ·
+/// max|logit| on lavapipe in both the lavapipe and gpu profiles. A wrong kernel, row,
+/// code or position moves logits by the order of max|logit| itself.
+const REL: f32 = 1e-2;
+const ABS: f32 = 1e-3;
 
 /// Untimed decode steps before each timed loop (first-touch costs, the split path).
 const WARMUP_STEPS: usize = 2;
@@ -233,7 +238,10 @@ fn oracle_check(model: &mut GpuModel, src: &mut SynthSource, tokens: usize) -> R
             )));
         }
         let want_next = argmax(&want).unwrap_or(0) as u32;
-        if next != want_next {
+        // A different greedy token only where the oracle's best two are within the
+        // tolerance of each other (a near tie the f16 cache may flip).
+        let tie = (want[want_next as usize] - want[next as usize]).abs() <= tol;
+        if next != want_next && !tie {
             return Err(differ(format!(
                 "GPU greedy token {next}, oracle {want_next}"
             )));
@@ -252,7 +260,7 @@ fn oracle_check(model: &mut GpuModel, src: &mut SynthSource, tokens: usize) -> R
         "max_abs_err": worst_err,
         "tolerance": worst_tol,
         "max_abs_logit": max_logit,
-        "rule": "per token: max abs err ≤ 1e-3·max|logit| + 1e-4 (the worst token's figures), same greedy token",
+        "rule": "per token: max abs err ≤ 1e-2·max|logit| + 1e-3 (the worst token's figures), same greedy token but for near ties",
     }))
 }
 
