@@ -403,6 +403,7 @@ export const tests = {
     assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
     console.log(`     auto chose ${r.info.backend}: ${r.info.backendReason}`);
     assert.match(r.info.backendReason, /^software adapter .*chosen by calibration: CPU [\d.]+ tok\/s vs/);
+    assert.equal(r.info.profile, 'swiftshader', 'the GPU candidate\'s profile, whichever backend won');
     const tokens = await generateTokens(page, want);
     const native = r.info.backend === 'cpu' ? want.cpu_tokens : want.tokens;
     assert.deepEqual(tokens, native, `tokens equal native on the chosen ${r.info.backend}`);
@@ -418,6 +419,7 @@ export const tests = {
     await page.goto(`${server.url}/demo/?model=/models/tiny/&backend=webgpu`);
     await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
     assert.match(await page.textContent('#backend'), /^backend: webgpu \(requested/);
+    assert.match(await page.textContent('#phase'), /, profile swiftshader \(detected\)$/);
     await page.fill('#max', '120');
     await page.fill('#prompt', 'Hi there');
     await page.click('#send');
