@@ -3,7 +3,7 @@
 //! adapter has it), and the optional features (timestamp queries, shader-f16, subgroups)
 //! detected but never required.
 
-use super::profile::{DeviceProfile, PROFILE_ENV};
+use super::profile::DeviceProfile;
 use crate::error::{Error, Result};
 
 /// Optional adapter features the engine may use for faster kernel variants.
@@ -177,7 +177,7 @@ async fn adapter_by_name(_: &wgpu::Instance) -> Result<Option<wgpu::Adapter>> {
 /// The profile `POCKETRT_PROFILE` names (native only; the web passes it as a load option).
 pub fn profile_from_env() -> Option<String> {
     #[cfg(not(target_arch = "wasm32"))]
-    if let Ok(name) = std::env::var(PROFILE_ENV) {
+    if let Ok(name) = std::env::var(super::profile::PROFILE_ENV) {
         return Some(name).filter(|n| !n.trim().is_empty());
     }
     None
