@@ -9,20 +9,42 @@ mod gpu_common;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
 use pocketrt::gpu::kernels::gemv_q4::{
-    Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes, ResidualParts, RowsLayout, XLoads,
+    Epilogue, GemvQ4, GemvSpec, GemvVariant, GpuRows, MatrixCodes, ResidualParts, RowsLayout,
+    SlotReduce, XLoads,
 };
 use pocketrt::gpu::kernels::{grid, run};
 use pocketrt::quant::Q4Tensor;
 
-/// Every kernel design: the workgroup variant, and the rows variants (row-major texture,
-/// tiles) in their default layouts and in layouts with other workgroup widths and rows
-/// per invocation.
+/// Every kernel design: the GPU rows variant in several layouts (lanes per slot, slots,
+/// rows per slot; tree and subgroup reductions), and the CPU adapters' rows variants
+/// (row-major texture, tiles) in their default layouts and in layouts with other
+/// workgroup widths and rows per invocation.
 fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
     let ctx = gpu();
-    let mut out = vec![(
-        "WorkgroupPerRow".to_string(),
-        GemvQ4::new(ctx, GemvVariant::WorkgroupPerRow, spec).unwrap(),
-    )];
+    let mut out = vec![];
+    for (tpr, slots, rps) in [(16, 8, 2), (32, 4, 1), (4, 2, 3), (1, 64, 8), (64, 1, 5)] {
+        let g = GpuRows {
+            tpr,
+            slots,
+            rps,
+            reduce: SlotReduce::Tree,
+        };
+        let k = GemvQ4::new(ctx, GemvVariant::GpuRows(g), spec).unwrap();
+        out.push((format!("{g:?}"), k));
+    }
+    // The subgroup reduction where a slot is one subgroup of the test device (lavapipe: 8).
+    if let Some(width) = ctx.profile.subgroup_size {
+        for rps in [1, 2, 7] {
+            let g = GpuRows {
+                tpr: width,
+                slots: 128 / width,
+                rps,
+                reduce: SlotReduce::Subgroup,
+            };
+            let k = GemvQ4::new(ctx, GemvVariant::GpuRows(g), spec).unwrap();
+            out.push((format!("{g:?}"), k));
+        }
+    }
     let default = RowsLayout::default_for(spec.epilogue.parts());
     // The row-major texture variant in its own layout and others; the tiles variant,
     // whose tile order follows its layout (and K: 1, 2 or 4 groups of qparams per texel).
@@ -294,7 +316,14 @@ fn gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference() {
     let ctx = gpu();
     let n = 151_936;
     let spec = GemvSpec::new(n, 64, Epilogue::Store);
-    let coop = GemvQ4::new(ctx, GemvVariant::WorkgroupPerRow, spec).unwrap();
+    // One row per workgroup (slots × rows per slot = 1) needs the 2-D grid.
+    let one = GpuRows {
+        tpr: 64,
+        slots: 1,
+        rps: 1,
+        reduce: SlotReduce::Tree,
+    };
+    let coop = GemvQ4::new(ctx, GemvVariant::GpuRows(one), spec).unwrap();
     assert_eq!(grid(coop.workgroups()), [65_535, 3, 1]);
     check(
         "151936 x 64",
@@ -312,7 +341,13 @@ fn gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference() {
 #[test]
 fn gemv_rejects_k_not_a_multiple_of_64() {
     let spec = GemvSpec::new(8, 96, Epilogue::Store);
-    for variant in [GemvVariant::WorkgroupPerRow, GemvVariant::RowsFromTexture] {
+    let gpu_rows = GemvVariant::GpuRows(GpuRows {
+        tpr: 16,
+        slots: 8,
+        rps: 2,
+        reduce: SlotReduce::Tree,
+    });
+    for variant in [gpu_rows, GemvVariant::RowsFromTexture] {
         let r = GemvQ4::new(gpu(), variant, spec);
         assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
     }
@@ -431,4 +466,30 @@ fn q4_tile_repack_places_every_texel_as_the_layout_says() {
             "{tile:?}: every group's qparams"
         );
     }
+}
+
+/// Pocket's LM head (65,536 rows of K 896, the final norm fused): 4,096 workgroups of the
+/// GPU design, a 1-D grid.
+#[test]
+fn gemv_on_the_pocket_head_shape_matches_reference() {
+    let g = GpuRows {
+        tpr: 16,
+        slots: 8,
+        rps: 2,
+        reduce: SlotReduce::Tree,
+    };
+    let spec = GemvSpec::new(65_536, 896, Epilogue::Store);
+    let head = GemvQ4::new(gpu(), GemvVariant::GpuRows(g), spec).unwrap();
+    assert_eq!(grid(head.workgroups()), [4096, 1, 1]);
+    check(
+        "head 65536 x 896",
+        Case {
+            n: 65_536,
+            k: 896,
+            epilogue: Epilogue::Store,
+            bias: false,
+            norm: true,
+        },
+        11,
+    );
 }

@@ -27,8 +27,13 @@ fn step_profile_names_each_kernels_design_in_every_profile() {
         };
         let (qkv, gate_up, attention) = match name {
             "gpu" => (
-                "gemv_q4/workgroup",
-                "gemv_q4/workgroup",
+                "gemv_q4/gpu_rows/8x16x2/tree",
+                "gemv_q4/gpu_rows/8x16x2/tree",
+                "attention/workgroup+wo",
+            ),
+            "gpu-subgroups" => (
+                "gemv_q4/gpu_rows/16x8x2/subgroup",
+                "gemv_q4/gpu_rows/16x8x2/subgroup",
                 "attention/workgroup+wo",
             ),
             "lavapipe" => (
@@ -71,10 +76,14 @@ fn dump_wgsl_writes_every_assembled_shader_named_by_its_label() {
     println!("{} files: {files:?}", files.len());
     let gemv = files
         .iter()
-        .find(|f| f.starts_with("gemv_q4.workgroup-") && f.ends_with(".wgsl"))
-        .unwrap_or_else(|| panic!("no gemv_q4.workgroup dump in {files:?}"));
+        .find(|f| f.starts_with("gemv_q4.gpu_rows.8x16x2.tree-") && f.ends_with(".wgsl"))
+        .unwrap_or_else(|| panic!("no gemv_q4.gpu_rows dump in {files:?}"));
     let src = std::fs::read_to_string(dir.join(gemv)).unwrap();
-    assert!(src.starts_with("// gemv_q4/workgroup\n"), "{}", &src[..80]);
+    assert!(
+        src.starts_with("// gemv_q4/gpu_rows/8x16x2/tree\n"),
+        "{}",
+        &src[..80]
+    );
     assert!(src.contains("// override N = ") && src.contains("fn main("));
     for kernel in [
         "embed_q4",

@@ -23,13 +23,13 @@ use super::device::AdapterSummary;
 use super::kernels::attention::AttentionVariant;
 use super::kernels::attention_prefill::AttentionPrefillVariant;
 use super::kernels::gemm_q4::GemmVariant;
-use super::kernels::gemv_q4::{GemvVariant, TextureOrder};
+use super::kernels::gemv_q4::{GemvVariant, GpuRows, SlotReduce, TextureOrder};
 use super::kernels::rope_kv::HeadShape;
 use super::kernels::soft::gemm_q4_lanes::tokens_for_limit;
 use crate::error::{Error, Result};
 
 /// The profiles that can be forced by name.
-pub const PROFILE_NAMES: [&str; 3] = ["gpu", "lavapipe", "swiftshader"];
+pub const PROFILE_NAMES: [&str; 4] = ["gpu", "gpu-subgroups", "lavapipe", "swiftshader"];
 
 /// The environment variable that forces a profile natively.
 pub const PROFILE_ENV: &str = "POCKETRT_PROFILE";
@@ -132,7 +132,9 @@ impl DeviceProfile {
     /// The profile of `adapter`: by device type and subgroup width, with the names of
     /// software adapters for browsers that report neither.
     pub fn detect(adapter: &AdapterSummary) -> DeviceProfile {
-        let name = if !is_software(adapter) {
+        let name = if !is_software(adapter) && gpu_subgroup_width(adapter).is_some() {
+            "gpu-subgroups"
+        } else if !is_software(adapter) {
             "gpu"
         } else if adapter.subgroup_size == Some(LANES_SUBGROUP) {
             "lavapipe"
@@ -166,7 +168,7 @@ impl DeviceProfile {
             name: "gpu",
             forced: false,
             software: false,
-            gemv: GemvDesigns::all(GemvVariant::WorkgroupPerRow),
+            gemv: GemvDesigns::all(GemvVariant::GpuRows(GPU_ROWS)),
             code_textures: None,
             attention: AttentionVariant::Workgroup,
             split_len: GPU_SPLIT_LEN,
@@ -194,6 +196,29 @@ impl DeviceProfile {
         };
         match name {
             "gpu" => Ok(gpu),
+            "gpu-subgroups" => {
+                let Some(width) = gpu_subgroup_width(adapter) else {
+                    return Err(Error::InvalidArgument(format!(
+                        "profile gpu-subgroups needs subgroups of one fixed width from 8 to \
+                         {} (a GEMV row slot is one subgroup); adapter {:?} has {:?}: use `gpu`",
+                        GPU_ROWS.invocations(),
+                        adapter.name,
+                        adapter.subgroup_size
+                    )));
+                };
+                let rows = GpuRows {
+                    tpr: width,
+                    slots: GPU_ROWS.invocations() / width,
+                    reduce: SlotReduce::Subgroup,
+                    ..GPU_ROWS
+                };
+                Ok(DeviceProfile {
+                    name: "gpu-subgroups",
+                    gemv: GemvDesigns::all(GemvVariant::GpuRows(rows)),
+                    subgroup_size: Some(width),
+                    ..gpu
+                })
+            }
             "lavapipe" => {
                 if adapter.subgroup_size != Some(LANES_SUBGROUP) {
                     return Err(Error::InvalidArgument(format!(
@@ -308,6 +333,25 @@ impl std::fmt::Display for DeviceProfile {
     }
 }
 
+/// The GPU GEMV's layout: 8 row slots of 16 lanes (128 invocations), 2 rows per slot (x
+/// reused across them), 16 rows per workgroup; the slot's lanes summed by a tree in
+/// workgroup memory. A starting point from the public designs (ggml-webgpu, onnxruntime),
+/// to be tuned per GPU with `scripts/gpu-check`.
+const GPU_ROWS: GpuRows = GpuRows {
+    tpr: 16,
+    slots: 8,
+    rps: 2,
+    reduce: SlotReduce::Tree,
+};
+
+/// The subgroup width a GPU GEMV row slot can be: one fixed width from 8 to the GEMV's
+/// workgroup size, a power of two (NVIDIA and Apple 32; lavapipe 8, for the tests).
+fn gpu_subgroup_width(adapter: &AdapterSummary) -> Option<u32> {
+    adapter
+        .subgroup_size
+        .filter(|w| w.is_power_of_two() && (8..=GPU_ROWS.invocations()).contains(w))
+}
+
 /// A CPU-emulated adapter: the device type says so natively (and on the web, where
 /// `isFallbackAdapter` maps to it); browsers that hide it still name the adapter.
 fn is_software(adapter: &AdapterSummary) -> bool {
@@ -340,19 +384,57 @@ mod tests {
     #[test]
     fn discrete_and_integrated_gpus_get_the_gpu_profile() {
         for (name, ty, sg) in [
-            ("NVIDIA H200", wgpu::DeviceType::DiscreteGpu, Some(32)),
+            ("AMD Radeon (RADV)", wgpu::DeviceType::DiscreteGpu, None), // widths 32 to 64
             ("Apple M4", wgpu::DeviceType::IntegratedGpu, None),
             ("", wgpu::DeviceType::Other, None), // Safari: no name, no device type
         ] {
             let p = DeviceProfile::detect(&adapter(name, ty, sg));
             assert_eq!(p.name, "gpu", "{name}");
             assert!(!p.software && !p.forced);
-            assert_eq!(p.gemv, GemvDesigns::all(GemvVariant::WorkgroupPerRow));
+            assert_eq!(p.gemv, GemvDesigns::all(GemvVariant::GpuRows(GPU_ROWS)));
+            assert_eq!(GPU_ROWS.reduce, SlotReduce::Tree);
             assert_eq!(p.attention, AttentionVariant::Workgroup);
             assert_eq!(p.gemm, GemmVariant::WorkgroupTiles);
             assert_eq!(p.prefill_attention, AttentionPrefillVariant::KeyTiles);
             assert_eq!((p.code_textures, p.split_len), (None, GPU_SPLIT_LEN));
             assert!(p.fold_output && p.batched_prefill);
+        }
+    }
+
+    #[test]
+    fn gpus_with_one_subgroup_width_get_subgroup_row_slots() {
+        for (name, width) in [("NVIDIA H200", 32), ("Apple M4 (Metal)", 32), ("Intel", 16)] {
+            let a = adapter(name, wgpu::DeviceType::DiscreteGpu, Some(width));
+            let p = DeviceProfile::detect(&a);
+            assert_eq!(
+                (p.name, p.subgroup_size),
+                ("gpu-subgroups", Some(width)),
+                "{name}"
+            );
+            let GemvVariant::GpuRows(rows) = p.gemv.qkv else {
+                panic!("{name}: {:?}", p.gemv)
+            };
+            assert_eq!(
+                (rows.tpr, rows.reduce),
+                (width, SlotReduce::Subgroup),
+                "{name}"
+            );
+            assert_eq!(rows.invocations(), GPU_ROWS.invocations());
+            let gpu = DeviceProfile::named("gpu", &a).unwrap();
+            assert_eq!(
+                (p.attention, p.gemm),
+                (gpu.attention, gpu.gemm),
+                "only the GEMV differs"
+            );
+        }
+        // Widths the row slot cannot be: refused by name, `gpu` detected.
+        for width in [None, Some(4), Some(512)] {
+            let a = adapter("GPU", wgpu::DeviceType::DiscreteGpu, width);
+            assert_eq!(DeviceProfile::detect(&a).name, "gpu");
+            let e = DeviceProfile::named("gpu-subgroups", &a)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("fixed width"), "{e}");
         }
     }
 
@@ -424,7 +506,10 @@ mod tests {
         let e = DeviceProfile::named("fastest", &gpu)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("gpu, lavapipe, swiftshader"), "{e}");
+        assert!(
+            e.contains("gpu, gpu-subgroups, lavapipe, swiftshader"),
+            "{e}"
+        );
         for name in PROFILE_NAMES {
             let p = DeviceProfile::named(name, &lavapipe).unwrap();
             assert_eq!(p.name, name);

@@ -40,7 +40,9 @@ export interface LoadOptions {
    * adapter; on a software adapter (SwiftShader, …) the faster of the two, measured. */
   backend?: 'webgpu' | 'cpu' | 'auto';
   /** The WebGPU device profile (the kernel designs), forced instead of detected from the
-   * adapter: "gpu" (real GPUs), "lavapipe" (CPU adapters with 8-wide subgroups),
+   * adapter: "gpu" (real GPUs), "gpu-subgroups" (real GPUs with one fixed subgroup width;
+   * wgpu's WebGPU backend exposes no subgroups, so browsers refuse it for now), "lavapipe"
+   * (CPU adapters with 8-wide subgroups),
    * "swiftshader" (other CPU adapters). An unknown name, or a profile the adapter cannot
    * run, fails with code INVALID_ARGUMENT saying why. The CPU backend ignores it. */
   profile?: ProfileName;
@@ -55,7 +57,7 @@ export interface LoadOptions {
 }
 
 /** The device profiles (`gpu::profile`). */
-export type ProfileName = 'gpu' | 'lavapipe' | 'swiftshader';
+export type ProfileName = 'gpu' | 'gpu-subgroups' | 'lavapipe' | 'swiftshader';
 
 /** Every kernel design of a device profile (`DeviceProfile::to_json`). */
 export interface ProfileDetail {

@@ -95,7 +95,7 @@ export class Pocket {
    * parallel (shards fetched at once), cache (false: no Cache Storage), files (local
    * files: {name: blob URL}, the URL is then a label), wasmUrl, backend ("webgpu" | "cpu"
    * | "auto", the default: see `model.backend` and `model.backendReason` for the choice),
-   * profile ("gpu" | "lavapipe" | "swiftshader": the WebGPU kernels' device profile, forced
+   * profile ("gpu" | "gpu-subgroups" | "lavapipe" | "swiftshader": the WebGPU kernels' device profile, forced
    * instead of detected from the adapter; an unknown name or one the adapter cannot run
    * fails with code INVALID_ARGUMENT; `info.profile` / `info.profileDetail` say which ran),
    * threads (the CPU backend's; default: the cores, at most 8, in a Worker of a

@@ -144,8 +144,8 @@ export const tests = {
     assert.deepEqual(got.tokens, want.tokens, `greedy tokens equal native (${want.engine})`);
   },
 
-  // Issue 23: the kernels of the `gpu` profile (workgroup GEMVs and attention, W_o
-  // folded) forced on SwiftShader, whose detected profile runs the lanes designs.
+  // Issue 23: the kernels of the `gpu` profile (the GPU GEMV and attention designs) forced
+  // on SwiftShader, whose detected profile runs the lanes designs.
   async forced_gpu_profile_on_swiftshader_gives_the_native_tokens({ page, server, fixture }) {
     const want = expected(fixture);
     await plainPage(page, server);
@@ -158,7 +158,7 @@ export const tests = {
     assert.equal(d.forced, true, 'forced, not detected');
     assert.equal(d.software, true, 'the adapter is still SwiftShader');
     assert.equal(d.attention, 'workgroup');
-    assert.equal(d.gemv.qkv, 'workgroup');
+    assert.equal(d.gemv.qkv, 'gpu_rows');
     assert.equal(d.code_textures, null);
     const tokens = await generateTokens(page, want);
     assert.deepEqual(tokens, want.tokens, `greedy tokens under "gpu" equal native (${want.engine})`);

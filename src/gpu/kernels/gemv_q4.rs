@@ -7,7 +7,7 @@
 pub use super::q4_codes::{Codes, CodesRead, MatrixCodes, TextureOrder};
 use super::soft::gemv_rows;
 pub use super::soft::gemv_rows::{RowsLayout, XLoads};
-use super::{Binding, Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
+use super::{Binding, Dispatch, KernelPipeline, Slot};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
@@ -19,7 +19,9 @@ pub(crate) const Q4_COMMON_WGSL: &str = concat!(
 /// Code unpacking alone (`lo4`, `hi4`), for other kernels reading Q4 codes.
 pub(crate) const Q4_UNPACK_WGSL: &str = include_str!("../../../shaders/q4_unpack.wgsl");
 const COMMON_WGSL: &str = include_str!("../../../shaders/gemv_q4_common.wgsl");
-const WORKGROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_wg.wgsl");
+const GPU_ROWS_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu.wgsl");
+const GPU_TREE_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_tree.wgsl");
+const GPU_SUBGROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_subgroup.wgsl");
 const PARTS_WGSL: &str = include_str!("../../../shaders/gemv_q4_parts.wgsl");
 
 /// What happens to each output row after the dot product.
@@ -62,8 +64,84 @@ pub enum GemvVariant {
     /// `soft::q4_tiles`): one sequential stream per workgroup, every slot's sums in their
     /// own variables (shaders/soft/gemv_q4_tiled.wgsl): the `lavapipe` profile's.
     RowsFromTiles,
-    /// One workgroup per row with a workgroup reduction: the design for real GPUs.
-    WorkgroupPerRow,
+    /// Several rows per workgroup, x reused across them, lanes of a row slot splitting
+    /// its chunks (shaders/gemv_q4_rows_gpu.wgsl): the design for real GPUs.
+    GpuRows(GpuRows),
+}
+
+/// How the GPU design spreads rows: `slots` row slots of `tpr` lanes per workgroup, each
+/// slot computing `rps` consecutive output rows, its lanes' sums reduced as `reduce` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuRows {
+    /// Lanes per row slot (a power of two).
+    pub tpr: u32,
+    pub slots: u32,
+    /// Output rows per slot (x reused across them), at most [`GpuRows::MAX_RPS`].
+    pub rps: u32,
+    pub reduce: SlotReduce,
+}
+
+/// How a GPU GEMV's row slot sums its lanes' partial sums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotReduce {
+    /// A tree in workgroup memory (shaders/gemv_q4_rows_gpu_tree.wgsl): any adapter.
+    Tree,
+    /// `subgroupAdd` (shaders/gemv_q4_rows_gpu_subgroup.wgsl): a slot is exactly one
+    /// subgroup (`tpr` = the device's fixed subgroup width).
+    Subgroup,
+}
+
+impl GpuRows {
+    pub const MAX_RPS: u32 = 8;
+
+    /// Output rows per workgroup.
+    pub fn rows(self) -> u32 {
+        self.slots * self.rps
+    }
+
+    /// Invocations per workgroup.
+    pub fn invocations(self) -> u32 {
+        self.slots * self.tpr
+    }
+
+    fn check(self) -> Result<()> {
+        let ok = self.tpr.is_power_of_two()
+            && self.slots > 0
+            && (1..=Self::MAX_RPS).contains(&self.rps)
+            && self.invocations() <= 256;
+        if ok {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "GPU GEMV layout {self:?}: lanes per slot a power of two, 1..={} rows per slot,              at most 256 invocations",
+            Self::MAX_RPS
+        )))
+    }
+
+    /// The WGSL constants and slot reduction of this layout.
+    fn wgsl(self) -> String {
+        let (tpr, slots, rps) = (self.tpr, self.slots, self.rps);
+        let consts = format!(
+            "const TPR: u32 = {tpr}u;\nconst SLOTS: u32 = {slots}u;\nconst RPS: u32 = {rps}u;\n\
+             const WG: u32 = {}u;\nconst NV: u32 = {}u;\n",
+            self.invocations(),
+            2 * rps + 1
+        );
+        let reduce = match self.reduce {
+            SlotReduce::Tree => GPU_TREE_WGSL,
+            SlotReduce::Subgroup => GPU_SUBGROUP_WGSL,
+        };
+        [&consts, reduce, GPU_ROWS_WGSL].concat()
+    }
+
+    /// Its part of the pipeline label: `8x16x2/tree` (slots × lanes × rows per slot).
+    fn label(self) -> String {
+        let reduce = match self.reduce {
+            SlotReduce::Tree => "tree",
+            SlotReduce::Subgroup => "subgroup",
+        };
+        format!("{}x{}x{}/{reduce}", self.slots, self.tpr, self.rps)
+    }
 }
 
 impl GemvVariant {
@@ -72,7 +150,7 @@ impl GemvVariant {
         match self {
             GemvVariant::RowsFromTexture => "texture",
             GemvVariant::RowsFromTiles => "tiles",
-            GemvVariant::WorkgroupPerRow => "workgroup",
+            GemvVariant::GpuRows(_) => "gpu_rows",
         }
     }
 
@@ -231,8 +309,9 @@ impl GemvQ4 {
                 "GEMV layout {layout:?}: workgroup and rows must be positive"
             )));
         }
-        // x as a uniform array where it fits the uniform binding limit.
-        let rows = variant != GemvVariant::WorkgroupPerRow;
+        // x as a uniform array where it fits the uniform binding limit (CPU adapters:
+        // their loads from uniforms are broadcast; GPUs read storage through their caches).
+        let rows = variant.reads_texture();
         let max_uniform = ctx.limits.max_uniform_buffer_binding_size;
         let uniform_x = rows && 4 * k as u64 <= max_uniform;
         // The partial vectors likewise (Pocket's 14 × 896 floats fit in 64 KiB).
@@ -246,19 +325,15 @@ impl GemvQ4 {
                 let body = gemv_rows::body(codes, layout, spec.epilogue.parts(), x_loads);
                 [&header, Q4_COMMON_WGSL, COMMON_WGSL, &body].concat()
             }
-            GemvVariant::WorkgroupPerRow => [
-                &header,
-                REDUCE64_WGSL,
-                Q4_COMMON_WGSL,
-                COMMON_WGSL,
-                WORKGROUP_WGSL,
-            ]
-            .concat(),
+            GemvVariant::GpuRows(g) => {
+                g.check()?;
+                [&header, Q4_COMMON_WGSL, COMMON_WGSL, &g.wgsl()].concat()
+            }
         };
-        // The design in the label: `gemv_q4/workgroup`, `gemv_q4/tiles/8x16` (+ `/subgroup`
-        // for subgroup x loads).
+        // The design in the label: `gemv_q4/gpu_rows/8x16x2/tree`, `gemv_q4/tiles/8x16`
+        // (+ `/subgroup` for subgroup x loads).
         let label = match variant {
-            GemvVariant::WorkgroupPerRow => format!("gemv_q4/{}", variant.name()),
+            GemvVariant::GpuRows(g) => format!("gemv_q4/{}/{}", variant.name(), g.label()),
             _ => {
                 let loads = if x_loads == XLoads::Subgroup {
                     "/subgroup"
@@ -321,7 +396,7 @@ impl GemvQ4 {
             GemvVariant::RowsFromTexture | GemvVariant::RowsFromTiles => {
                 n.div_ceil(self.layout.wg * self.layout.rows)
             }
-            GemvVariant::WorkgroupPerRow => n,
+            GemvVariant::GpuRows(g) => n.div_ceil(g.rows()),
         }
     }
 

@@ -1,0 +1,58 @@
+// Q4 g64 GEMV, the GPU design (after ggml-webgpu's mul_mat_vec and onnxruntime's
+// MatMulNBits): a workgroup of SLOTS row slots × TPR lanes (WG invocations) computes
+// SLOTS · RPS output rows. Slot s takes rows base + j (j < RPS); its lanes take the row's
+// 32-value chunks (one vec4<u32> of code words each) in turn, so a slot's code loads are
+// coalesced. Each lane loads a chunk's 32 x values once (with the norm weights) and reuses
+// them for its RPS rows and both halves of gate/up. The lanes' partial sums — NV values:
+// RPS × 2 dot products, then Σx² for the fused norm — meet in one `slot_reduce` per slot
+// (gemv_q4_rows_gpu_tree.wgsl through workgroup memory, or gemv_q4_rows_gpu_subgroup.wgsl
+// when a slot is one subgroup). Rows past N are computed from row N-1 and never stored.
+// The wrapper declares TPR (a power of two), SLOTS, RPS, WG = SLOTS · TPR and NV.
+
+var<private> vals: array<f32, NV>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    store_residual(wg == 0u, lid, WG);
+    let lane = lid % TPR;
+    let base = wg * SLOTS * RPS + (lid / TPR) * RPS;
+    let n_parts = parts();
+    let groups = K / 64u;
+    let chunks = K / 32u;
+    for (var v = 0u; v < NV; v++) {
+        vals[v] = 0.0;
+    }
+    for (var c = lane; c < chunks; c += TPR) {
+        let xb = 8u * c;
+        var x: array<vec4<f32>, 8>;
+        for (var i = 0u; i < 8u; i++) {
+            let v = x_in(xb + i);
+            if (NORM) {
+                vals[NV - 1u] += dot(v, v);
+            }
+            x[i] = normed(v, xb + i);
+        }
+        let xsum = dot(x[0] + x[1] + x[2] + x[3] + x[4] + x[5] + x[6] + x[7], vec4<f32>(1.0));
+        for (var j = 0u; j < RPS; j++) {
+            let o = min(base + j, N - 1u);
+            for (var p = 0u; p < n_parts; p++) {
+                let r = matrix_row(o, p);
+                let d = dot32(code4(r * chunks + c), x[0], x[1], x[2], x[3], x[4], x[5], x[6],
+                              x[7]);
+                let q = unpack2x16float(qparams[r * groups + c / 2u]);
+                vals[2u * j + p] += q.x * d + q.y * xsum;
+            }
+        }
+    }
+    slot_reduce(lid, lane);
+    if (lane == 0u) {
+        let scale = rms_scale(vals[NV - 1u]);
+        for (var j = 0u; j < RPS; j++) {
+            if (base + j < N) {
+                finish(base + j, scale * vals[2u * j], scale * vals[2u * j + 1u]);
+            }
+        }
+    }
+}
