@@ -321,15 +321,45 @@ impl Engine {
         };
         self.feed_all(head)?;
         let mut out = Vec::with_capacity(n);
-        let mut next = self.step(last)?;
-        while out.len() < n {
-            out.push(next);
-            if !on_token(next) || out.len() == n {
-                break;
-            }
-            next = self.step(next)?;
+        if n == 0 {
+            return Ok(out);
         }
+        self.greedy_from(last, |next, _| {
+            out.push(next);
+            Ok(on_token(next) && out.len() < n)
+        })?;
         Ok(out)
+    }
+
+    /// Greedy decoding from `first` at the next position: `on_token(token, position)`
+    /// gets each token with the cache length after the step that made it, and says
+    /// whether to feed it and go on. On the GPU the steps are pipelined one ahead (the
+    /// host never waits for a token before submitting the next step,
+    /// [`crate::gpu::GpuModel::greedy_pipelined`]); the tokens are the same.
+    pub fn greedy_from(
+        &mut self,
+        first: u32,
+        mut on_token: impl FnMut(u32, usize) -> Result<bool>,
+    ) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Inner::Gpu(model) = &mut self.inner {
+            if self.pos >= self.context {
+                return Err(Error::ContextTooLong {
+                    position: self.pos,
+                    context: self.context,
+                });
+            }
+            // On an error the position stays: what was written past it is overwritten.
+            self.pos += model.greedy_pipelined(first, self.pos, &mut on_token)?;
+            return Ok(());
+        }
+        let mut token = first;
+        loop {
+            token = self.step(token)?;
+            if !on_token(token, self.pos)? {
+                return Ok(());
+            }
+        }
     }
 
     pub fn config(&self) -> &ModelConfig {

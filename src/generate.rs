@@ -216,26 +216,61 @@ impl Session {
         let (&last, head) = tokens.split_last().expect("checked non-empty");
         self.engine.feed_all(&head[reused..])?;
         self.cached.extend_from_slice(&head[reused..]);
-        let mut next = self.engine.step_sampled(last, gen.sampler())?;
-        self.cached.push(last);
-        gen.prompt_done();
-        loop {
-            let piece = gen.accept(&self.tokenizer, next, self.engine.position())?;
-            if !piece.is_empty() && !on_text(&piece) {
-                gen.stop();
+        if gen.sampler().candidates_needed().is_none() {
+            // Greedy: pipelined on the GPU (the next step runs while a token is read).
+            let (tokenizer, cached) = (&self.tokenizer, &mut self.cached);
+            let mut first = Some(last);
+            self.engine.greedy_from(last, |next, position| {
+                if let Some(last) = first.take() {
+                    cached.push(last);
+                    gen.prompt_done();
+                }
+                let go_on = Self::take_token(&mut gen, tokenizer, &mut on_text, next, position)?;
+                if go_on {
+                    cached.push(next);
+                }
+                Ok(go_on)
+            })?;
+        } else {
+            let mut next = self.engine.step_sampled(last, gen.sampler())?;
+            self.cached.push(last);
+            gen.prompt_done();
+            let tokenizer = &self.tokenizer;
+            while Self::take_token(
+                &mut gen,
+                tokenizer,
+                &mut on_text,
+                next,
+                self.engine.position(),
+            )? {
+                let fed = next;
+                next = self.engine.step_sampled(fed, gen.sampler())?;
+                self.cached.push(fed);
             }
-            if gen.finished().is_some() {
-                break;
-            }
-            let fed = next;
-            next = self.engine.step_sampled(fed, gen.sampler())?;
-            self.cached.push(fed);
         }
         let rest = gen.flush();
         if !rest.is_empty() {
             on_text(&rest);
         }
         Ok(gen.into_result())
+    }
+}
+
+impl Session {
+    /// Stream `next` (made by the step that left `position` tokens in the cache) and say
+    /// whether generation goes on (then `next` is fed).
+    fn take_token(
+        gen: &mut Generation,
+        tokenizer: &Tokenizer,
+        on_text: &mut impl FnMut(&str) -> bool,
+        next: u32,
+        position: usize,
+    ) -> Result<bool> {
+        let piece = gen.accept(tokenizer, next, position)?;
+        if !piece.is_empty() && !on_text(&piece) {
+            gen.stop();
+        }
+        Ok(gen.finished().is_none())
     }
 }
 

@@ -4,7 +4,7 @@ mod gpu_common;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
 use pocketrt::gpu::kernels::argmax::Argmax;
-use pocketrt::gpu::kernels::embed_q4::EmbedQ4;
+use pocketrt::gpu::kernels::embed_q4::{EmbedQ4, TOKEN_ON_GPU};
 use pocketrt::gpu::kernels::rmsnorm::RmsNorm;
 use pocketrt::gpu::kernels::run;
 use pocketrt::gpu::StepUniform;
@@ -44,23 +44,42 @@ fn embedding_gather_returns_the_dequantized_row_of_the_step_token() {
     let (vocab, k) = (1000usize, 192usize);
     let mut rng = Rng::new(11);
     let table = Q4Tensor::quantize(&rng.vec(vocab * k, 2.0), vocab, k).unwrap();
-    let kernel = EmbedQ4::new(ctx, k).unwrap();
+    let kernel = EmbedQ4::new(ctx, vocab, k).unwrap();
     let codes = ctx.storage_init("codes", &table.codes).unwrap();
     let qparams = ctx.storage_init("qparams", &table.qparams).unwrap();
     let step = ctx.uniform("step", 16);
     let out = ctx.storage("out", 4 * k as u64).unwrap();
-    let d = kernel.dispatch(ctx, &step, &codes, &qparams, &out);
-    for token in [0u32, 1, 517, 999] {
+    // The previous step's argmax (index, value bits), read when the step's token is
+    // TOKEN_ON_GPU: a token inside the vocabulary, or one outside it (row 0).
+    let prev = ctx.storage_init("prev", &[733u32, 0]).unwrap();
+    let prev_bad = ctx.storage_init("prev bad", &[u32::MAX, 0]).unwrap();
+    let d = kernel.dispatch(ctx, &step, &codes, &qparams, &out, &prev);
+    let d_bad = kernel.dispatch(ctx, &step, &codes, &qparams, &out, &prev_bad);
+    let cases = [
+        (0u32, 0, &d),
+        (1, 1, &d),
+        (517, 517, &d),
+        (999, 999, &d),
+        (TOKEN_ON_GPU, 733, &d),
+        (TOKEN_ON_GPU, 0, &d_bad),
+    ];
+    for (token, row, d) in cases {
         let s = StepUniform {
             token,
             ..Default::default()
         };
         ctx.queue.write_buffer(&step, 0, bytemuck::bytes_of(&s));
-        run(ctx, &[&d]);
+        run(ctx, &[d]);
         let mut want = vec![0f32; k];
-        table.dequantize_row(token as usize, &mut want);
+        table.dequantize_row(row, &mut want);
         let got = ctx.read_f32(&out, k).unwrap();
-        assert_close(&format!("embed token {token}"), &got, &want, 1e-6, 0.0);
+        assert_close(
+            &format!("embed token {token} row {row}"),
+            &got,
+            &want,
+            1e-6,
+            0.0,
+        );
     }
 }
 

@@ -58,3 +58,79 @@ fn gpu_cache_reuse_and_rollback_continue_like_a_fresh_oracle_run() {
         println!("{name}: {first:?} {second:?} {third:?}");
     }
 }
+
+/// Greedy decoding pipelined one step ahead gives step-by-step decoding's tokens in every
+/// profile, with every token read while the next step is already submitted (one submit per
+/// token, plus the discarded step ahead of the last); a stop discards that step without
+/// harm to what follows; the end of the context is a typed error.
+#[test]
+fn pipelined_greedy_decoding_equals_step_by_step_and_never_waits_before_submitting() {
+    const N: usize = 12;
+    for ctx in profiles() {
+        let name = ctx.profile.name;
+        let load = |context| {
+            let src = &mut *open(&fixture()).unwrap();
+            pocketrt::gpu::GpuModel::load(ctx.clone(), src, context).unwrap()
+        };
+        let mut stepper = load(CONTEXT);
+        let mut want = vec![stepper.decode(5, 0).unwrap()];
+        for pos in 1..N {
+            want.push(stepper.decode(want[pos - 1], pos).unwrap());
+        }
+
+        let mut model = load(CONTEXT);
+        let mut got = vec![];
+        let kept = model
+            .greedy_pipelined(5, 0, |t, position| {
+                got.push(t);
+                assert_eq!(
+                    position,
+                    got.len(),
+                    "{name}: the cache length after the step"
+                );
+                Ok(got.len() < N)
+            })
+            .unwrap();
+        assert_eq!((kept, &got), (N, &want), "{name}");
+        assert_eq!(
+            model.overlapped_reads(),
+            N as u64,
+            "{name}: every read overlapped"
+        );
+        assert_eq!(
+            model.submits(),
+            N as u64 + 1,
+            "{name}: one step ahead of the last"
+        );
+
+        // Stop after 4 tokens, then go on step by step from there: the step submitted
+        // ahead (position 4, discarded) is overwritten.
+        let mut model = load(CONTEXT);
+        let mut head = vec![];
+        let kept = model
+            .greedy_pipelined(5, 0, |t, _| {
+                head.push(t);
+                Ok(head.len() < 4)
+            })
+            .unwrap();
+        assert_eq!((kept, &head[..]), (4, &want[..4]), "{name}");
+        for pos in 4..N {
+            let t = model.decode(head[pos - 1], pos).unwrap();
+            head.push(t);
+        }
+        assert_eq!(head, want, "{name}: decoding after a pipelined stop");
+
+        // A 6-position context: the sixth token has no room to be fed.
+        let mut short = load(6);
+        let r = short.greedy_pipelined(5, 0, |_, _| Ok(true));
+        assert!(
+            matches!(r, Err(pocketrt::Error::ContextTooLong { context: 6, .. })),
+            "{name}: {r:?}"
+        );
+        assert_eq!(
+            short.overlapped_reads(),
+            5,
+            "{name}: no step ahead at the end"
+        );
+    }
+}

@@ -86,15 +86,54 @@ impl GpuContext {
     /// `bytes` bytes. Native only: blocks on the device.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read_staging(&self, staging: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        self.read_staging_when(staging, bytes, None)
+    }
+
+    /// [`GpuContext::read_staging`] of a copy in submission `index`, waiting for that
+    /// submission only (later ones keep running: pipelined decode).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_staging_after(
+        &self,
+        staging: &wgpu::Buffer,
+        bytes: u64,
+        index: wgpu::SubmissionIndex,
+    ) -> Result<Vec<u8>> {
+        self.read_staging_when(staging, bytes, Some(index))
+    }
+
+    /// Block until submission `index` is done.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn wait_for(&self, index: wgpu::SubmissionIndex) -> Result<()> {
+        self.poll_until(Some(index))?;
+        self.check_errors()
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn poll_until(&self, index: Option<wgpu::SubmissionIndex>) -> Result<()> {
+        let wait = wgpu::PollType::Wait {
+            submission_index: index,
+            timeout: None,
+        };
+        self.device
+            .poll(wait)
+            .map(drop)
+            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn read_staging_when(
+        &self,
+        staging: &wgpu::Buffer,
+        bytes: u64,
+        index: Option<wgpu::SubmissionIndex>,
+    ) -> Result<Vec<u8>> {
         let size = padded(bytes);
         let slice = staging.slice(..size);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        self.poll_until(index)?;
         rx.recv()
             .map_err(|_| Error::Gpu("buffer map callback never ran".into()))?
             .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))?;

@@ -6,6 +6,7 @@
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::kernels::attention::{partials_bytes, Attention, AttentionVariant};
+use super::kernels::embed_q4::TOKEN_ON_GPU;
 use super::kernels::rope_kv::rope_inv_freq;
 use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;
@@ -21,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::format::source::ModelSource;
 use std::sync::Arc;
 
+mod pipeline;
 mod prefill;
 mod record;
 mod step;
@@ -104,11 +106,17 @@ pub struct GpuModel {
     /// Top-k over the logits, appended to a step when the sampler needs candidates.
     topk: [Dispatch; 2],
     topk_result: wgpu::Buffer,
-    token_staging: wgpu::Buffer,
+    /// The argmax of steps at even and odd positions (two, so that a step can be read
+    /// while the next one, pipelined, is already submitted).
+    token_staging: [wgpu::Buffer; 2],
     topk_staging: wgpu::Buffer,
     logits_staging: wgpu::Buffer,
     /// Submits so far (benchmarks check: one per token).
     submits: std::cell::Cell<u64>,
+    /// Prompt steps submitted and not yet known done ([`GpuModel::feed`]).
+    in_flight: std::collections::VecDeque<wgpu::SubmissionIndex>,
+    /// Pipelined reads made while the next step was already submitted (forward/pipeline.rs).
+    overlapped_reads: std::cell::Cell<u64>,
     /// GPU time of each step's pass, when enabled (benchmarks).
     timer: Option<GpuTimer>,
     /// Batched prompt processing (forward/prefill.rs).
@@ -214,7 +222,7 @@ impl GpuModel {
             topk,
             topk_staging: c.staging("topk", TopK::result_bytes()),
             topk_result,
-            token_staging: c.staging("token", 4),
+            token_staging: [c.staging("token even", 4), c.staging("token odd", 4)],
             logits_staging: c.staging("logits", 4 * config.vocab_size as u64),
             ctx,
             config,
@@ -227,6 +235,8 @@ impl GpuModel {
             dispatches,
             attention: kernels.attention,
             submits: std::cell::Cell::new(0),
+            in_flight: Default::default(),
+            overlapped_reads: std::cell::Cell::new(0),
             timer: None,
             prefill,
         })
@@ -289,6 +299,12 @@ impl GpuModel {
                 self.config.vocab_size
             )));
         }
+        self.write_step_uniform(token, pos)
+    }
+
+    /// Write the step uniform for `token` (or [`TOKEN_ON_GPU`]: the previous step's
+    /// argmax) at `pos`, checked against the context.
+    fn write_step_uniform(&self, token: u32, pos: usize) -> Result<()> {
         if pos >= self.context {
             return Err(Error::ContextTooLong {
                 position: pos,
@@ -356,6 +372,11 @@ impl GpuModel {
         readback: Readback,
     ) -> Result<wgpu::CommandBuffer> {
         self.write_step(token, pos)?;
+        Ok(self.encode_commands(pos, readback))
+    }
+
+    /// The step at `pos` (its uniform already written) as a command buffer.
+    fn encode_commands(&self, pos: usize, readback: Readback) -> wgpu::CommandBuffer {
         let ctx = &self.ctx;
         let mut enc = ctx.device.create_command_encoder(&Default::default());
         {
@@ -374,7 +395,8 @@ impl GpuModel {
             t.resolve(&mut enc);
         }
         if readback != Readback::Nothing {
-            enc.copy_buffer_to_buffer(&self.acts.argmax, 0, &self.token_staging, 0, 4);
+            let staging = &self.token_staging[pos % 2];
+            enc.copy_buffer_to_buffer(&self.acts.argmax, 0, staging, 0, 4);
         }
         if readback == Readback::TopK {
             let bytes = TopK::result_bytes();
@@ -384,15 +406,23 @@ impl GpuModel {
             let bytes = self.logits_staging.size();
             enc.copy_buffer_to_buffer(&self.acts.logits, 0, &self.logits_staging, 0, bytes);
         }
-        Ok(enc.finish())
+        enc.finish()
     }
 
     /// Encode and submit one step (one submit).
-    fn submit_step(&self, token: u32, pos: usize, readback: Readback) -> Result<()> {
+    fn submit_step(
+        &self,
+        token: u32,
+        pos: usize,
+        readback: Readback,
+    ) -> Result<wgpu::SubmissionIndex> {
         let commands = self.encode_step(token, pos, readback)?;
-        self.ctx.queue.submit([commands]);
+        Ok(self.submit(commands))
+    }
+
+    fn submit(&self, commands: wgpu::CommandBuffer) -> wgpu::SubmissionIndex {
         self.submits.set(self.submits.get() + 1);
-        Ok(())
+        self.ctx.queue.submit([commands])
     }
 
     /// Run one decode step: `token` at position `pos` (its K/V are written to the cache;
@@ -400,13 +430,16 @@ impl GpuModel {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn decode(&mut self, token: u32, pos: usize) -> Result<u32> {
         self.submit_step(token, pos, Readback::Argmax)?;
-        self.read_token()
+        self.read_token(pos)
     }
 
     /// Run a prompt token without reading anything back: the host does not wait for the
-    /// GPU, so consecutive prompt tokens queue up.
+    /// GPU, so consecutive prompt tokens queue up, at most [`MAX_IN_FLIGHT`] (natively the
+    /// host then waits for the oldest: WebGPU on iOS has been seen to crash with many
+    /// queued command buffers).
     pub fn feed(&mut self, token: u32, pos: usize) -> Result<()> {
-        self.submit_step(token, pos, Readback::Nothing)
+        let index = self.submit_step(token, pos, Readback::Nothing)?;
+        self.bound_in_flight(index)
     }
 
     /// [`GpuModel::decode`] for sampling: the 64 most likely next tokens with their
@@ -424,16 +457,17 @@ impl GpuModel {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn decode_with_logits(&mut self, token: u32, pos: usize) -> Result<(u32, Vec<f32>)> {
         self.submit_step(token, pos, Readback::Logits)?;
-        let next = self.read_token()?;
+        let next = self.read_token(pos)?;
         let bytes = self
             .ctx
             .read_staging(&self.logits_staging, 4 * self.config.vocab_size as u64)?;
         Ok((next, bytemuck::pod_collect_to_vec(&bytes)))
     }
 
+    /// The argmax of the step at `pos`, once it is done.
     #[cfg(not(target_arch = "wasm32"))]
-    fn read_token(&self) -> Result<u32> {
-        let bytes = self.ctx.read_staging(&self.token_staging, 4)?;
+    fn read_token(&self, pos: usize) -> Result<u32> {
+        let bytes = self.ctx.read_staging(&self.token_staging[pos % 2], 4)?;
         Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 }
@@ -444,7 +478,8 @@ impl GpuModel {
     /// [`GpuModel::decode`], awaiting the readback.
     pub async fn decode_async(&mut self, token: u32, pos: usize) -> Result<u32> {
         self.submit_step(token, pos, Readback::Argmax)?;
-        let bytes = self.ctx.read_staging_async(&self.token_staging, 4).await?;
+        let staging = &self.token_staging[pos % 2];
+        let bytes = self.ctx.read_staging_async(staging, 4).await?;
         Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 
@@ -489,7 +524,8 @@ impl GpuModel {
         let staging = [
             &self.step,
             &self.topk_result,
-            &self.token_staging,
+            &self.token_staging[0],
+            &self.token_staging[1],
             &self.topk_staging,
             &self.logits_staging,
         ];

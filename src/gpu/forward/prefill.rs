@@ -339,20 +339,21 @@ impl GpuModel {
                 d.encode(&self.attention, 0, &mut pass);
             }
         }
-        enc.copy_buffer_to_buffer(&self.acts.argmax, 0, &self.token_staging, 0, 4);
+        enc.copy_buffer_to_buffer(&self.acts.argmax, 0, &self.token_staging[0], 0, 4);
         let logits = self.logits_staging.size();
         enc.copy_buffer_to_buffer(&self.acts.logits, 0, &self.logits_staging, 0, logits);
     }
 
     /// Run `tokens` at positions `start..` through the model in chunks, filling the KV
-    /// cache, without reading anything back (the host does not wait). Decoding continues
-    /// at position `start + tokens.len()`.
+    /// cache, without reading anything back (the host waits only to keep at most
+    /// `MAX_IN_FLIGHT` chunks queued). Decoding continues at position
+    /// `start + tokens.len()`.
     pub fn prefill_feed(&mut self, tokens: &[u32], start: usize) -> Result<()> {
         self.check_prefill(tokens, start)?;
         for (i, part) in tokens.chunks(self.prefill.len).enumerate() {
             let enc = self.encode_chunk(part, start + i * self.prefill.len)?;
-            self.ctx.queue.submit([enc.finish()]);
-            self.submits.set(self.submits.get() + 1);
+            let index = self.submit(enc.finish());
+            self.bound_in_flight(index)?;
         }
         Ok(())
     }

@@ -133,12 +133,13 @@ impl<'a> Recorder<'a> {
         self.m.codes(m, Some((i, j)))
     }
 
+    /// h = the embedding of the step's token (or of the previous step's argmax).
     fn embed(&mut self, h: &wgpu::Buffer) {
-        let e = &self.m.weights.token_embd;
+        let (e, prev) = (&self.m.weights.token_embd, &self.a.argmax);
         let d = self
             .k
             .embed
-            .dispatch(self.ctx, self.step, &e.codes, &e.qparams, h);
+            .dispatch(self.ctx, self.step, &e.codes, &e.qparams, h, prev);
         self.push(StepKernel::Embed, StepWork::Fixed(d));
     }
 

@@ -145,7 +145,7 @@ impl Kernels {
         };
         let add_parts = if fold { attention.parts() } else { 0 };
         Ok(Kernels {
-            embed: EmbedQ4::new(ctx, h)?,
+            embed: EmbedQ4::new(ctx, v, h)?,
             qkv: gemv(
                 designs.qkv,
                 qkv_rows,
