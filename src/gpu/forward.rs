@@ -22,6 +22,8 @@ use crate::error::{Error, Result};
 use crate::format::source::ModelSource;
 use std::sync::Arc;
 
+mod bytes;
+pub use bytes::q4_bytes;
 mod pipeline;
 mod prefill;
 mod record;
@@ -133,6 +135,9 @@ pub struct KernelTime {
     pub kernel: String,
     /// The pipeline's label: kernel and design (`gemv_q4/tiles/8x16/subgroup`).
     pub design: String,
+    /// Bytes its dispatches read at that position, all layers (forward/bytes.rs says
+    /// what counts): weights, KV cache and activations.
+    pub bytes_read: u64,
     /// Its dispatches in the step (all layers).
     pub dispatches: usize,
     pub seconds: f64,
@@ -332,35 +337,77 @@ impl GpuModel {
     pub fn profile_step(&self, token: u32, pos: usize, passes: usize) -> Result<Vec<KernelTime>> {
         self.write_step(token, pos)?;
         let timer = GpuTimer::new(&self.ctx);
-        let mut times: Vec<KernelTime> = vec![];
-        for entry in &self.dispatches {
-            let parts: Vec<_> = entry.at(&self.attention, pos).collect();
-            for &(d, grid) in &parts {
-                let encode = |pass: &mut wgpu::ComputePass<'_>| d.encode_grid(pass, grid);
-                let mut best = f64::INFINITY;
-                for _ in 0..passes.max(1) {
-                    best = best.min(time_pass(&self.ctx, timer.as_ref(), 1, encode)?);
-                }
-                // Entries of several dispatches (attention) name each by its kernel.
-                let name = match parts.len() {
-                    1 => entry.kernel.name().to_string(),
-                    _ => format!("{}:{}", entry.kernel.name(), d.label),
-                };
-                match times.iter_mut().find(|t| t.kernel == name) {
-                    Some(t) => {
-                        t.seconds += best;
-                        t.dispatches += 1;
-                    }
-                    None => times.push(KernelTime {
-                        kernel: name,
-                        design: d.label.to_string(),
-                        dispatches: 1,
-                        seconds: best,
-                    }),
-                }
+        let mut times = self.step_reads(pos);
+        for e in self.step_entries(pos) {
+            let encode = |pass: &mut wgpu::ComputePass<'_>| e.dispatch.encode_grid(pass, e.grid);
+            let mut best = f64::INFINITY;
+            for _ in 0..passes.max(1) {
+                best = best.min(time_pass(&self.ctx, timer.as_ref(), 1, encode)?);
+            }
+            if let Some(t) = times.iter_mut().find(|t| t.kernel == e.name) {
+                t.seconds += best;
             }
         }
         Ok(times)
+    }
+
+    /// The step's dispatches at `pos`, in order: each named as [`KernelTime::kernel`] says
+    /// (entries of several dispatches, attention after several splits, name each by its
+    /// pipeline label: `attention:LABEL`), with its grid and what it reads.
+    fn step_entries(&self, pos: usize) -> Vec<bytes::Entry<'_>> {
+        let shape = bytes::StepShape {
+            folded: self.attention.wo.is_some(),
+            parts: self.attention.parts(),
+            split_len: self.attention.split_len,
+        };
+        let mut out = vec![];
+        for entry in &self.dispatches {
+            let parts: Vec<_> = entry.at(&self.attention, pos).collect();
+            for (j, &(dispatch, grid)) in parts.iter().enumerate() {
+                let (name, part) = match (parts.len(), j) {
+                    (1, _) => (entry.kernel.name().to_string(), bytes::AttentionPart::Whole),
+                    (_, j) => {
+                        let name = format!("{}:{}", entry.kernel.name(), dispatch.label);
+                        let part = match j {
+                            0 => bytes::AttentionPart::Split,
+                            _ => bytes::AttentionPart::Combine,
+                        };
+                        (name, part)
+                    }
+                };
+                let bytes_read = bytes::bytes_read(&self.config, shape, entry.kernel, pos, part);
+                out.push(bytes::Entry {
+                    name,
+                    dispatch,
+                    grid,
+                    bytes_read,
+                });
+            }
+        }
+        out
+    }
+
+    /// Each kind of kernel in the decode step at `pos`, in step order, with its dispatches
+    /// and the bytes they read (forward/bytes.rs), `seconds` 0 ([`GpuModel::profile_step`]
+    /// times them).
+    pub fn step_reads(&self, pos: usize) -> Vec<KernelTime> {
+        let mut times: Vec<KernelTime> = vec![];
+        for e in self.step_entries(pos) {
+            match times.iter_mut().find(|t| t.kernel == e.name) {
+                Some(t) => {
+                    t.dispatches += 1;
+                    t.bytes_read += e.bytes_read;
+                }
+                None => times.push(KernelTime {
+                    kernel: e.name,
+                    design: e.dispatch.label.to_string(),
+                    dispatches: 1,
+                    seconds: 0.0,
+                    bytes_read: e.bytes_read,
+                }),
+            }
+        }
+        times
     }
 
     /// Write the step uniform for `token` at `pos` and encode the step (copying what

@@ -116,10 +116,12 @@ pub fn synthetic_prompt(n: usize, vocab: usize) -> Vec<u32> {
         .collect()
 }
 
-/// One kernel of [`GpuModel::profile_step`]: `{kernel, design, dispatches, ms}`.
+/// One kernel of [`GpuModel::profile_step`]: `{kernel, design, dispatches, ms,
+/// bytes_read, gb_s}` (the bytes it reads per token: weights, KV cache, activations).
 pub fn kernel_json(t: &KernelTime) -> serde_json::Value {
     serde_json::json!({
         "kernel": t.kernel, "design": t.design, "dispatches": t.dispatches, "ms": t.seconds * 1e3,
+        "bytes_read": t.bytes_read, "gb_s": t.bytes_read as f64 / t.seconds / 1e9,
     })
 }
 

@@ -123,7 +123,7 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
 
     progress("measuring the read ceiling");
     let timer = GpuTimer::new(&ctx);
-    let read_bytes = q4_bytes(cfg.vocab_size, cfg.hidden_size)
+    let read_bytes = pocketrt::gpu::forward::q4_bytes(cfg.vocab_size, cfg.hidden_size)
         .next_power_of_two()
         .clamp(1 << 20, 64 << 20);
     let ceiling = ReadCeiling::measure(
@@ -138,7 +138,7 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
     for pos in [0, a.long_pos] {
         progress(&format!("profiling the step's kernels at position {pos}"));
         let kernels = model.profile_step(1, pos, a.passes)?;
-        profiles.push(kernel_profile(&model, &kernels, pos, ceiling.best.gb_s));
+        profiles.push(kernel_profile(&kernels, pos, ceiling.best.gb_s));
     }
 
     let report = json!({
@@ -319,61 +319,14 @@ fn time_prefill(model: &mut GpuModel, n: usize) -> Result<Value> {
     }))
 }
 
-/// Bytes of a Q4 g64 matrix: the codes (rows·cols/2) and the qparams (an f16 scale and min
-/// per 64 values: rows·cols/16).
-fn q4_bytes(rows: usize, cols: usize) -> u64 {
-    (rows * cols / 2 + rows * cols / 16) as u64
-}
-
-/// Bytes one dispatch of `kernel` (a [`KernelTime::kernel`] name) reads at `pos`: the
-/// weights and activations it streams, f32 activations unless said:
-/// - GEMVs: the Q4 matrix ([`q4_bytes`]) + x; with a fused RMSNorm (qkv, gate_up, head)
-///   its weights too; with a residual add (o, down) the residual.
-///   qkv: (q + 2·kv) × hidden; o: hidden × q; gate_up: 2·ffn × hidden; down: hidden × ffn;
-///   head: vocab × hidden.
-/// - attention, one dispatch per layer: the f16 K and V of positions 0..=pos
-///   (2 · kv_dim · (pos + 1) · 2 bytes) + the QKV output (q, and the new k and v);
-///   with W_o folded in (`folded`) the Q4 W_o (hidden × q) too. Split (`attention:LABEL`
-///   entries): the split dispatch reads the K/V and the QKV output, the combine the
-///   splits' partials (n_heads · splits · (head_dim + 2) f32) and the folded W_o.
-/// - embed: one Q4 row of the embedding (hidden); argmax: the logits (4 · vocab).
-fn bytes_read(cfg: &ModelConfig, kernel: &str, pos: usize, folded: bool, split: usize) -> u64 {
-    let (h, f, q, kv) = (cfg.hidden_size, cfg.ffn_size, cfg.q_dim(), cfg.kv_dim());
-    let f32s = |n: usize| 4 * n as u64;
-    let kv_cache = (2 * kv * (pos + 1) * 2) as u64 + f32s(q + 2 * kv);
-    let wo = if folded { q4_bytes(h, q) } else { 0 };
-    let partials = f32s(cfg.n_heads * (pos + 1).div_ceil(split.max(1)) * (cfg.head_dim + 2));
-    let (base, part) = kernel.split_once(':').unwrap_or((kernel, ""));
-    match base {
-        "embed" => q4_bytes(1, h),
-        "qkv" => q4_bytes(q + 2 * kv, h) + f32s(2 * h),
-        "o" => q4_bytes(h, q) + f32s(q + h),
-        "gate_up" => q4_bytes(2 * f, h) + f32s(2 * h),
-        "down" => q4_bytes(h, f) + f32s(f + h),
-        "head" => q4_bytes(cfg.vocab_size, h) + f32s(2 * h),
-        "argmax" => f32s(cfg.vocab_size),
-        "attention" if part.is_empty() => kv_cache + wo,
-        "attention" if part.contains("combine") => partials + wo,
-        "attention" => kv_cache,
-        _ => 0,
-    }
-}
-
 /// One step's kernels at `pos`: [`kernel_json`] with each one's bytes read, GB/s and
 /// ratio to the read ceiling.
-fn kernel_profile(model: &GpuModel, kernels: &[KernelTime], pos: usize, ceiling: f64) -> Value {
-    let cfg = &model.config;
-    let folded = !kernels.iter().any(|k| k.kernel == "o");
-    let split = model.gpu_context().profile.split_len;
+fn kernel_profile(kernels: &[KernelTime], pos: usize, ceiling: f64) -> Value {
     let entries: Vec<Value> = kernels
         .iter()
         .map(|k| {
-            let bytes = bytes_read(cfg, &k.kernel, pos, folded, split) * k.dispatches as u64;
-            let gb_s = bytes as f64 / k.seconds / 1e9;
             let mut e = kernel_json(k);
-            e["bytes_read"] = bytes.into();
-            e["gb_s"] = gb_s.into();
-            e["roofline_ratio"] = (gb_s / ceiling).into();
+            e["roofline_ratio"] = (k.bytes_read as f64 / k.seconds / 1e9 / ceiling).into();
             e
         })
         .collect();
@@ -385,7 +338,7 @@ fn kernel_profile(model: &GpuModel, kernels: &[KernelTime], pos: usize, ceiling:
     json!({
         "position": pos,
         "note": "each dispatch timed alone (best of --passes), summed per kernel over the layers; \
-                 bytes_read: weights + activations + KV streamed (see bytes_read in gpu_check.rs)",
+                 bytes_read: weights + activations + KV streamed (src/gpu/forward/bytes.rs)",
         "ms": seconds * 1e3,
         "bytes_read": bytes,
         "gb_s": bytes as f64 / seconds / 1e9,
