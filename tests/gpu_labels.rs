@@ -89,7 +89,8 @@ fn dump_wgsl_writes_every_assembled_shader_named_by_its_label() {
         "embed_q4",
         "attention.workgroup+wo",
         "argmax",
-        "topk",
+        "topk.radix.chunks",
+        "topk.radix.merge",
         "gemm_q4.tiles.32x32",
     ] {
         assert!(

@@ -86,9 +86,10 @@ impl GemvDesigns {
 /// How the sampler's candidates are found on the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TopKDesign {
-    /// 256 invocations each keep a sorted 64-list, one workgroup merges them
-    /// (shaders/topk.wgsl); greedy decoding runs argmax alone (shaders/argmax.wgsl).
-    TwoPass,
+    /// Radix select in workgroups of 256: about √(n/64) workgroups each select the 64
+    /// best of a chunk, one selects and sorts the 64 best of theirs (shaders/topk.wgsl);
+    /// greedy decoding runs argmax alone (shaders/argmax.wgsl).
+    Radix,
 }
 
 /// Every choice of kernel design the engine makes on one device.
@@ -179,7 +180,7 @@ impl DeviceProfile {
             batched_prefill: true,
             subgroup_size: None,
             shader_f16: false,
-            topk: TopKDesign::TwoPass,
+            topk: TopKDesign::Radix,
         };
         // CPU adapters: no barriers or workgroup memory (the lanes designs), the codes
         // read from textures (several times faster than storage loads there), splits
@@ -299,7 +300,7 @@ impl DeviceProfile {
             "batched_prefill": self.batched_prefill,
             "subgroup_size": self.subgroup_size,
             "shader_f16": self.shader_f16,
-            "topk": "two_pass",
+            "topk": "radix",
         })
     }
 }
@@ -320,7 +321,7 @@ impl std::fmt::Display for DeviceProfile {
         write!(
             f,
             ", code textures {textures}, attention {} split {} fold W_o {}, prefill gemm {} \
-             attention {} chunk {} batched {}, subgroups {subgroups}, f16 {}, topk two_pass",
+             attention {} chunk {} batched {}, subgroups {subgroups}, f16 {}, topk radix",
             self.attention.name(),
             self.split_len,
             yes_no(self.fold_output),
