@@ -119,7 +119,8 @@ impl MemoryPlan {
             + f32s(2)
             + f32s(4)
             + f32s(hd / 2);
-        let readback = padded(4) + padded(TopK::result_bytes()) + padded(4 * v as u64);
+        // Two token stagings (pipelined decode reads one while the next step runs).
+        let readback = 2 * padded(4) + padded(TopK::result_bytes()) + padded(4 * v as u64);
         let step = padded(16);
         let topk = padded(TopK::scratch_bytes()) + padded(TopK::result_bytes());
         let prefill: Vec<u64> = prefill_scratch_sizes(cfg, context)
