@@ -20,16 +20,10 @@
 // Angles: f32(pos) · inv_freq[i] (inv_freq = θ^(-2i/HD), from the host), reduced to
 // [-π, π] before sin/cos so that late positions keep their accuracy.
 
-override N_HEADS: u32;
-override N_KV: u32;
-override HD: u32;
-override CTX: u32;
-override QK_NORM: bool;
-override EPS: f32;
 override SPLIT_LEN: u32;
 
-// `Step` and binding 0 (`step`) come from step.wgsl.
-@group(0) @binding(1) var<storage, read> qkv: array<f32>;
+// `Step` and binding 0 (`step`) come from step.wgsl; the head shape's overrides and qkv
+// (binding 1) from rope_common.wgsl.
 // Bindings 2-4 (q_norm, k_norm, inv_freq) and their accessors q_norm_at, k_norm_at,
 // inv_freq_at come from the wrapper (attention.rs): storage arrays, or uniform arrays of
 // vec4 when the W_o fold needs the storage slots (WebGPU allows 8 per stage).

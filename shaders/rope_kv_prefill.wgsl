@@ -7,15 +7,8 @@
 // [count][N_HEADS·HD] roped q. Token t sits at position chunk.start + t. Caches as in
 // the decode kernels: f16 pairs packed in u32, [N_KV][CTX][HD/2].
 
-override N_HEADS: u32;
-override N_KV: u32;
-override HD: u32;
-override CTX: u32;
-override QK_NORM: bool;
-override EPS: f32;
-
-// `Chunk` and binding 0 (`chunk`) come from chunk.wgsl.
-@group(0) @binding(1) var<storage, read> qkv: array<f32>;
+// `Chunk` and binding 0 (`chunk`) come from chunk.wgsl; the head shape's overrides and
+// qkv (binding 1) from rope_common.wgsl.
 // Bindings 2-4 (q_norm, k_norm, inv_freq) and their accessors NAME_at(i): the wrapper's
 // (rope_inputs_wgsl).
 @group(0) @binding(5) var<storage, read_write> q_out: array<f32>;

@@ -1,6 +1,6 @@
-//! The decode attention in both designs, with its fused q/k-norm + RoPE + KV write
-//! (optionally split, with and without the output projection folded in), against CPU
-//! references.
+//! The decode attention in every design (workgroup, group, lanes), with its fused
+//! q/k-norm, RoPE and KV write (optionally split, with and without the output projection
+//! folded in), against CPU references.
 
 mod gpu_common;
 
@@ -25,7 +25,7 @@ fn heads(n_heads: usize, n_kv_heads: usize, head_dim: usize, context: usize) -> 
     }
 }
 
-/// Both designs fuse the q/k-norm, RoPE and KV write: every check_attention case checks
+/// Every design fuses the q/k-norm, RoPE and KV write: every check_attention case checks
 /// the written k and v and, through the output, the roped q. These add head shapes at the
 /// cache's first and last positions.
 #[test]
@@ -45,16 +45,17 @@ fn rope_stays_accurate_at_position_40959() {
 }
 
 /// The decode attention at position `pos` (history of `pos + 1` positions) with
-/// `split_len` positions per split, in both designs (the lanes design where head_dim is a
-/// multiple of 4), against the reference: q/k normed and roped, this step's k and v
-/// written to the cache (f16), the output over the cached history plus this step.
-/// Earlier positions hold random f16 values; later ones stay zero.
+/// `split_len` positions per split, in every design that runs the shape (the group and
+/// lanes designs where head_dim is a multiple of 4), against the reference: q/k normed and
+/// roped, this step's k and v written to the cache (f16), the output over the cached
+/// history plus this step. Earlier positions hold random f16 values; later ones stay zero.
 fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize, seed: u64) {
-    let mut variants = vec![AttentionVariant::Workgroup];
-    if shape.head_dim % 4 == 0 {
-        variants.push(AttentionVariant::Lanes);
-    }
-    for variant in variants {
+    let all = [
+        AttentionVariant::Workgroup,
+        AttentionVariant::Group,
+        AttentionVariant::Lanes,
+    ];
+    for variant in all.into_iter().filter(|v| v.fits(shape, false)) {
         let design = Design::Plain(variant);
         check_attention_design(gpu(), shape, qk_norm, pos, split_len, seed, design);
     }
@@ -350,7 +351,7 @@ fn split_attention_matches_reference_at_32768_positions_in_every_profile() {
             let variant = p.attention_for(shape, true);
             let order = match variant {
                 AttentionVariant::Lanes => p.code_textures,
-                AttentionVariant::Workgroup => None,
+                AttentionVariant::Workgroup | AttentionVariant::Group => None,
             };
             let spec = GemvSpec::new(hidden, shape.n_heads * shape.head_dim, Epilogue::Store);
             let codes = CodesRead::new(order, &spec);
@@ -409,10 +410,20 @@ fn output_projection_fold_rejects_heads_not_a_multiple_of_8() {
         rows: 64,
         codes: CodesRead::Buffer,
     };
-    for v in [AttentionVariant::Workgroup, AttentionVariant::Lanes] {
+    for v in [
+        AttentionVariant::Workgroup,
+        AttentionVariant::Group,
+        AttentionVariant::Lanes,
+    ] {
         let r = Attention::with_output_projection(gpu(), v, odd, false, 1e-6, 64, wo);
         assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
     }
+    // The group design never folds, whatever the shape.
+    assert!(Attention::can_fold_output(POCKET_HEADS));
+    let group = AttentionVariant::Group;
+    assert!(!group.fits(POCKET_HEADS, true) && group.fits(POCKET_HEADS, false));
+    let r = Attention::with_output_projection(gpu(), group, POCKET_HEADS, true, 1e-6, 64, wo);
+    assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
 }
 
 #[test]
@@ -441,19 +452,31 @@ fn attention_shapes_that_do_not_divide_are_rejected() {
         head_dim: 512,
         context: 10,
     };
-    for variant in [AttentionVariant::Workgroup, AttentionVariant::Lanes] {
+    for variant in [
+        AttentionVariant::Workgroup,
+        AttentionVariant::Group,
+        AttentionVariant::Lanes,
+    ] {
         let r = Attention::with_variant(gpu(), variant, too_wide, false, 1e-6, 64);
         assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
     }
-    // The lanes design reads heads as vec4s.
+    // The lanes and group designs read heads as vec4s.
     let hd6 = HeadShape {
         n_heads: 2,
         n_kv_heads: 1,
         head_dim: 6,
         context: 10,
     };
-    let lanes = AttentionVariant::Lanes;
-    let r = Attention::with_variant(gpu(), lanes, hd6, true, 1e-6, 64);
+    for variant in [AttentionVariant::Group, AttentionVariant::Lanes] {
+        let r = Attention::with_variant(gpu(), variant, hd6, true, 1e-6, 64);
+        assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
+    }
+    // The group design holds a GQA group's queries and a chunk of its scores in 16 KiB of
+    // workgroup memory: 32 heads of 128 per KV head do not fit.
+    let wide_group = heads(32, 1, 128, 10);
+    assert!(!AttentionVariant::Group.fits(wide_group, false));
+    let group = AttentionVariant::Group;
+    let r = Attention::with_variant(gpu(), group, wide_group, true, 1e-6, 64);
     assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
 }
 
@@ -472,4 +495,34 @@ fn attention_with_a_wide_gqa_group_and_odd_vec4_count_matches_reference() {
     // workgroups of 8 lanes.
     check_attention(heads(20, 2, 16, 30), true, 17, 64, 62);
     check_attention(heads(20, 2, 16, 30), true, 29, 8, 63);
+}
+
+/// The group design's layouts (workgroups of 256, 128 and 64 invocations as the group and
+/// head_dim grow, chunks of twice that many positions), at GQA 1:1, 7:1 and 16:1 with
+/// heads of 64 and 128, one split and several, splits of several chunks; every design
+/// runs these through check_attention.
+#[test]
+fn attention_matches_reference_for_gqa_1_to_1_7_to_1_and_16_to_1_with_heads_of_64_and_128() {
+    use pocketrt::gpu::kernels::attention_group::GroupLayout;
+    let width = |shape| GroupLayout::of(shape).map(|l| l.width);
+    // 1:1, heads of 128: 256 invocations; one split, three, and one split of 600
+    // positions in two chunks (512 + 88).
+    let mha = heads(4, 4, 128, 700);
+    assert_eq!(width(mha), Some(256));
+    check_attention(mha, true, 200, 256, 70);
+    check_attention(mha, false, 599, 256, 71);
+    check_attention(mha, true, 599, 4096, 72);
+    // 7:1 (Pocket's ratio), heads of 128: 128 invocations, chunks of 256.
+    let qwen = heads(14, 2, 128, 1100);
+    assert_eq!(width(qwen), Some(128));
+    check_attention(qwen, true, 255, 256, 73);
+    check_attention(qwen, true, 256, 256, 74);
+    check_attention(qwen, false, 1099, 256, 75);
+    check_attention(qwen, true, 1099, 1024, 76);
+    assert_eq!(width(POCKET_HEADS), Some(128));
+    // 16:1, heads of 64: 64 invocations, chunks of 128 (a 256-position split is 2).
+    let wide = heads(16, 1, 64, 600);
+    assert_eq!(width(wide), Some(64));
+    check_attention(wide, true, 100, 256, 77);
+    check_attention(wide, true, 599, 256, 78);
 }

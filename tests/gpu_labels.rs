@@ -29,12 +29,12 @@ fn step_profile_names_each_kernels_design_in_every_profile() {
             "gpu" => (
                 "gemv_q4/gpu_rows/8x16x2/tree",
                 "gemv_q4/gpu_rows/8x16x2/tree",
-                "attention/workgroup+wo",
+                "attention/group",
             ),
             "gpu-subgroups" => (
                 "gemv_q4/gpu_rows/16x8x2/subgroup",
                 "gemv_q4/gpu_rows/16x8x2/subgroup",
-                "attention/workgroup+wo",
+                "attention/group",
             ),
             "lavapipe" => (
                 "gemv_q4/tiles/8x16/subgroup",
@@ -87,7 +87,8 @@ fn dump_wgsl_writes_every_assembled_shader_named_by_its_label() {
     assert!(src.contains("// override N = ") && src.contains("fn main("));
     for kernel in [
         "embed_q4",
-        "attention.workgroup+wo",
+        "attention.group",
+        "attention_combine",
         "argmax",
         "topk.radix.chunks",
         "topk.radix.merge",

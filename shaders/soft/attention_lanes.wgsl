@@ -23,22 +23,17 @@
 // silently).
 //
 // State, state_init, state_step, state_store and state_store_partial: the wrapper's
-// generated code (lanes_state.rs); f16x4, softmax_step: attention_lanes_common.wgsl;
-// sin_cos: rope_common.wgsl. qkv: [q (N_HEADS·HD) | k (N_KV·HD) | v (N_KV·HD)] f32, the
+// generated code (lanes_state.rs); f16x4, pack4: kv_vec4.wgsl; softmax_step:
+// attention_lanes_common.wgsl; sin_cos: rope_common.wgsl; rope_elem, rope4, qkv4:
+// rope_vec4.wgsl. qkv: [q (N_HEADS·HD) | k (N_KV·HD) | v (N_KV·HD)] f32, the
 // QKV GEMV's output; out: N_HEADS·HD f32. Caches: [N_KV][CTX][HD/2] f16 pairs, read and
 // written as vec2<u32> (4 values). HD: a multiple of 4. Angles: f32(pos) · inv_freq[i]
 // (inv_freq = θ^(-2i/HD), computed on the host).
 
-override N_HEADS: u32;
-override N_KV: u32;
-override HD: u32;
-override CTX: u32;
 override SPLIT_LEN: u32;
-override QK_NORM: bool;
-override EPS: f32;
 
-// `Step` and binding 0 (`step`) come from step.wgsl.
-@group(0) @binding(1) var<storage, read> qkv: array<f32>;
+// `Step` and binding 0 (`step`) come from step.wgsl; the head shape's overrides and qkv
+// (binding 1) from rope_common.wgsl.
 // Bindings 2-4 (q_norm, k_norm, inv_freq) and their accessors NAME_at(i): the wrapper's
 // (rope_inputs_wgsl).
 @group(0) @binding(5) var<storage, read_write> k_cache: array<vec2<u32>>;
@@ -59,43 +54,6 @@ fn norm_factor(src: u32) -> f32 {
     return 1.0 / sqrt(ss / f32(HD) + EPS);
 }
 
-// Element e of the head at `src` in qkv, normed (factor inv, q or k weights) and rotated:
-// element i of the first half pairs with i + HD/2.
-fn rope_elem(src: u32, e: u32, inv: f32, is_q: bool) -> f32 {
-    let half = HD / 2u;
-    let i = e % half;
-    var x0 = qkv[src + i];
-    var x1 = qkv[src + i + half];
-    if (QK_NORM) {
-        var w0 = k_norm_at(i);
-        var w1 = k_norm_at(i + half);
-        if (is_q) {
-            w0 = q_norm_at(i);
-            w1 = q_norm_at(i + half);
-        }
-        x0 = x0 * inv * w0;
-        x1 = x1 * inv * w1;
-    }
-    let sc = sin_cos(f32(step.pos) * inv_freq_at(i));
-    if (e < half) {
-        return x0 * sc.y - x1 * sc.x;
-    }
-    return x0 * sc.x + x1 * sc.y;
-}
-
-// Elements 4d..4d+3 of the head at `src`, normed and roped (state_init reads the group's
-// q heads so: lanes_state.rs).
-fn rope4(src: u32, d: u32, inv: f32, is_q: bool) -> vec4<f32> {
-    let e = 4u * d;
-    return vec4<f32>(rope_elem(src, e, inv, is_q), rope_elem(src, e + 1u, inv, is_q),
-                     rope_elem(src, e + 2u, inv, is_q), rope_elem(src, e + 3u, inv, is_q));
-}
-
-// Four f32 as two packed f16 pairs (the caches' format).
-fn pack4(x: vec4<f32>) -> vec2<u32> {
-    return vec2<u32>(pack2x16float(x.xy), pack2x16float(x.zw));
-}
-
 // The q heads of workgroup y of the heads mappings (attention_lanes_heads.wgsl,
 // attention_lanes_combine.wgsl): KV head `kv`'s group heads first..first + count, 8 to a
 // workgroup (groups over 8 heads take several workgroups along y, the last maybe fewer);
@@ -113,12 +71,6 @@ fn head_chunk(y: u32) -> HeadChunk {
     let kv = y / chunks;
     let first = (y % chunks) * 8u;
     return HeadChunk(kv, first, min(8u, group - first), kv * group + first);
-}
-
-// Elements 4d..4d+3 of the head at `src` in qkv.
-fn qkv4(src: u32, d: u32) -> vec4<f32> {
-    let e = src + 4u * d;
-    return vec4<f32>(qkv[e], qkv[e + 1u], qkv[e + 2u], qkv[e + 3u]);
 }
 
 // This step's k (normed, roped) and v of KV head kv, as f16, to the caches at vec2 `at`

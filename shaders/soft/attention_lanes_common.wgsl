@@ -1,13 +1,9 @@
 // Shared by the CPU-adapter attention kernels (attention_prefill_lanes.wgsl,
-// attention_lanes.wgsl), prepended before the wrapper's generated `State`
+// attention_lanes.wgsl), prepended after kv_vec4.wgsl (f16x4) and before the wrapper's
+// generated `State`
 // (lanes_state.rs): one invocation holds a whole GQA group's queries and accumulators and
 // walks keys one at a time with an online softmax. The wrapper's source declares
 // `k_cache` and `v_cache` as arrays of vec2<u32> (4 f16 values each).
-
-// Four f16 values (two packed pairs) as a vec4.
-fn f16x4(w: vec2<u32>) -> vec4<f32> {
-    return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
-}
 
 // The online-softmax update of one head for score s: (m, l) → (m', l'), and the factors
 // (corr, p) that rescale its accumulator and weigh the value. A key not `seen` leaves

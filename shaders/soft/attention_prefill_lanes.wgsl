@@ -18,7 +18,8 @@
 // max and sum) is `State`, a struct of vec4 members written out by the wrapper with its
 // functions (lanes_state.rs): state_init, state_step, state_store. A private array would
 // live in memory, its loads and stores going lane by lane; struct members stay in
-// registers (or plain stack spills). f16x4 and softmax_step: attention_lanes_common.wgsl.
+// registers (or plain stack spills). f16x4: kv_vec4.wgsl; softmax_step:
+// attention_lanes_common.wgsl.
 //
 // q: [count][N_HEADS·HD] f32; out: [count][N_HEADS·HD] f32. HD ≤ 256, a multiple of 4.
 

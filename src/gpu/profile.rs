@@ -7,8 +7,9 @@
 //! Three named profiles, each forceable on any adapter that has what it needs
 //! (`POCKETRT_PROFILE=NAME` natively, the `profile` load option on the web):
 //! - `gpu`: real GPUs (what Safari, Chrome and native Metal / Vulkan / DX12 users get):
-//!   a workgroup per row for the decode GEMVs, a workgroup per (head, split) for decode
-//!   attention with W_o folded in, 32 × 32 workgroup tiles for the prefill GEMM and key
+//!   a workgroup per row for the decode GEMVs, a workgroup per (KV head, split) computing
+//!   its whole GQA group for decode attention (W_o as a GEMV of its own), 32 × 32
+//!   workgroup tiles for the prefill GEMM and key
 //!   tiles for prefill attention. Needs no optional feature.
 //! - `lavapipe`: CPU adapters with 8-wide subgroups (Mesa's lavapipe): the codes read from
 //!   textures in tile order, the barrier-free "lanes" designs, x loads and the W_o fold
@@ -171,9 +172,12 @@ impl DeviceProfile {
             software: false,
             gemv: GemvDesigns::all(GemvVariant::GpuRows(GPU_ROWS)),
             code_textures: None,
-            attention: AttentionVariant::Workgroup,
+            attention: AttentionVariant::Group,
             split_len: GPU_SPLIT_LEN,
-            fold_output: true,
+            // Only the workgroup design folds W_o on GPUs, and the group design (each key
+            // and value loaded once per GQA group) beats it: fold only where a real-GPU
+            // measurement shows the fold faster.
+            fold_output: false,
             gemm: GemmVariant::WorkgroupTiles,
             prefill_attention: AttentionPrefillVariant::KeyTiles,
             prefill_chunk: PREFILL_CHUNK,
@@ -231,6 +235,8 @@ impl DeviceProfile {
                 }
                 Ok(DeviceProfile {
                     subgroup_size: Some(LANES_SUBGROUP),
+                    // W_o folds into the lanes attention through the 8-wide subgroups.
+                    fold_output: true,
                     ..soft("lavapipe", TextureOrder::Tiles, GemvVariant::RowsFromTiles)
                 })
             }
@@ -250,12 +256,16 @@ impl DeviceProfile {
     }
 
     /// The decode attention design for `shape`, with W_o folded in or not: the profile's,
-    /// except where the lanes design cannot run the shape (head_dim % 4) or fold without
-    /// its subgroups: the workgroup design then.
+    /// except where it cannot run the shape (the lanes and group designs: head_dim % 4; the
+    /// group design: a group that fits workgroup memory) or fold it (the lanes design
+    /// without its subgroups; the group design never): the workgroup design then.
     pub fn attention_for(&self, shape: HeadShape, fold: bool) -> AttentionVariant {
-        let lanes_fits = shape.head_dim % 4 == 0 && (!fold || self.lanes_fold());
+        let fits = self.attention.fits(shape, fold);
         match self.attention {
-            AttentionVariant::Lanes if lanes_fits => AttentionVariant::Lanes,
+            AttentionVariant::Lanes if fits && (!fold || self.lanes_fold()) => {
+                AttentionVariant::Lanes
+            }
+            AttentionVariant::Group if fits => AttentionVariant::Group,
             _ => AttentionVariant::Workgroup,
         }
     }
@@ -394,11 +404,11 @@ mod tests {
             assert!(!p.software && !p.forced);
             assert_eq!(p.gemv, GemvDesigns::all(GemvVariant::GpuRows(GPU_ROWS)));
             assert_eq!(GPU_ROWS.reduce, SlotReduce::Tree);
-            assert_eq!(p.attention, AttentionVariant::Workgroup);
+            assert_eq!(p.attention, AttentionVariant::Group);
             assert_eq!(p.gemm, GemmVariant::WorkgroupTiles);
             assert_eq!(p.prefill_attention, AttentionPrefillVariant::KeyTiles);
             assert_eq!((p.code_textures, p.split_len), (None, GPU_SPLIT_LEN));
-            assert!(p.fold_output && p.batched_prefill);
+            assert!(!p.fold_output && p.batched_prefill);
         }
     }
 
@@ -545,10 +555,35 @@ mod tests {
         );
         assert_eq!(p.gemm_for(896, 65_536), p.gemm);
         assert_eq!(p.gemm_for(1 << 20, 65_536), GemmVariant::WorkgroupTiles);
+        // The gpu profile: the group design, but the workgroup design to fold W_o (only it
+        // folds on GPUs), for head_dim % 4 != 0 and for groups too large for workgroup
+        // memory (32 heads of 128 per KV head).
         let g = DeviceProfile::named("gpu", &lavapipe).unwrap();
+        assert_eq!(g.attention_for(shape(64), false), AttentionVariant::Group);
         assert_eq!(
             g.attention_for(shape(64), true),
             AttentionVariant::Workgroup
         );
+        assert_eq!(
+            g.attention_for(shape(6), false),
+            AttentionVariant::Workgroup
+        );
+        let wide_group = HeadShape {
+            n_heads: 32,
+            n_kv_heads: 1,
+            head_dim: 128,
+            context: 16,
+        };
+        assert_eq!(
+            g.attention_for(wide_group, false),
+            AttentionVariant::Workgroup
+        );
+        let pocket = HeadShape {
+            n_heads: 14,
+            n_kv_heads: 2,
+            head_dim: 64,
+            context: 32_768,
+        };
+        assert_eq!(g.attention_for(pocket, false), AttentionVariant::Group);
     }
 }

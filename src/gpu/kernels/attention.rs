@@ -1,11 +1,14 @@
 //! Decode attention for one query token (GQA, softmax), split along the context into
 //! chunks of `split_len` positions when the history is longer than one chunk
 //! (flash-decoding: the splits write partial results that shaders/attention_combine.wgsl
-//! merges). Two designs behind one wrapper, chosen per adapter:
-//! - GPUs: one workgroup per (q head, split) with the q/k-norm + RoPE + KV-cache write
-//!   fused in (shaders/attention.wgsl); optionally with the output projection W_o folded
-//!   in (shaders/attention_wo.wgsl): each head also writes its share of W_o · o to a
-//!   `parts` buffer, which the next GEMV adds to the residual.
+//! merges). Three designs behind one wrapper, chosen per adapter:
+//! - GPUs: one workgroup per (KV head, split) computing its whole GQA group, each key and
+//!   value loaded once for the group's heads, with the q/k-norm + RoPE + KV-cache write
+//!   fused in ([`AttentionGroup`], shaders/attention_group.wgsl); W_o is not folded in.
+//! - GPUs, with the output projection W_o folded in (and where the group design cannot
+//!   run a shape): one workgroup per (q head, split), norm + RoPE + KV write fused in too
+//!   (shaders/attention.wgsl); folded (shaders/attention_wo.wgsl), each head also writes
+//!   its share of W_o · o to a `parts` buffer, which the next GEMV adds to the residual.
 //! - CPU adapters: no workgroup memory or barriers, the q/k-norm + RoPE + KV write fused
 //!   in too ([`AttentionLanes`]): a lane per q head while the history fits one split,
 //!   then a lane per (split, KV head) for the whole GQA group, each key loaded once for
@@ -14,6 +17,7 @@
 //!   summed into one part (shaders/soft/attention_lanes_wo.wgsl), after several splits in the
 //!   lanes design's own combine (shaders/soft/attention_lanes_combine.wgsl).
 
+use super::attention_group::{AttentionGroup, GroupLayout};
 use super::gemv_q4::{Codes, CodesRead, Q4_UNPACK_WGSL};
 use super::rope_kv::{rope_inputs_wgsl, HeadShape, KvBuffers, ROPE_COMMON_WGSL};
 use super::soft::attention_lanes::{AttentionLanes, LanesDispatch};
@@ -72,8 +76,13 @@ impl WoFold {
 /// Which design computes decode attention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttentionVariant {
-    /// One workgroup per (q head, split), norm + RoPE + KV write fused in: GPUs.
+    /// One workgroup per (q head, split), norm + RoPE + KV write fused in: GPUs with W_o
+    /// folded in, and shapes the group design cannot run.
     Workgroup,
+    /// One workgroup per (KV head, split) for the whole GQA group, norm + RoPE + KV write
+    /// fused in, no W_o fold: GPUs (head_dim a multiple of 4, a group that fits workgroup
+    /// memory: [`AttentionVariant::fits`]).
+    Group,
     /// Invocations without workgroup memory (a lane per q head for one split, per
     /// (split, KV head) for several), norm + RoPE + KV write fused in: CPU adapters
     /// (head_dim a multiple of 4).
@@ -85,7 +94,20 @@ impl AttentionVariant {
     pub fn name(self) -> &'static str {
         match self {
             AttentionVariant::Workgroup => "workgroup",
+            AttentionVariant::Group => "group",
             AttentionVariant::Lanes => "lanes",
+        }
+    }
+
+    /// Can this design run `shape` (with W_o folded in when `fold`)? The workgroup design
+    /// runs every shape [`HeadShape::check`] accepts; the lanes design needs head_dim % 4
+    /// (its fold, 8-wide subgroups: [`crate::gpu::DeviceProfile::lanes_fold`]); the group
+    /// design head_dim % 4, a group that fits workgroup memory, and no fold.
+    pub fn fits(self, shape: HeadShape, fold: bool) -> bool {
+        match self {
+            AttentionVariant::Workgroup => true,
+            AttentionVariant::Group => !fold && GroupLayout::of(shape).is_some(),
+            AttentionVariant::Lanes => shape.head_dim % 4 == 0,
         }
     }
 }
@@ -109,7 +131,7 @@ pub struct AttentionInputs<'a> {
     /// [`super::rope_kv::rope_inv_freq`].
     pub inv_freq: &'a wgpu::Buffer,
     pub cache: KvBuffers<'a>,
-    /// Scores scratch: [`Attention::scratch_bytes`].
+    /// Scores scratch: [`Attention::scratch_bytes`] (read by the workgroup design only).
     pub scores: &'a wgpu::Buffer,
     /// The folded output projection: required exactly when the kernel folds it.
     pub wo: Option<OutputProjection<'a>>,
@@ -147,6 +169,13 @@ pub enum AttentionDispatch {
         split: Dispatch,
         combine: Dispatch,
     },
+    /// `single` when the history fits one split, else `split` then `combine`: grids of KV
+    /// heads × splits.
+    Group {
+        single: Dispatch,
+        split: Dispatch,
+        combine: Dispatch,
+    },
     /// `single` when the history fits one split, else `split` then `combine`.
     Lanes {
         attend: LanesDispatch,
@@ -157,6 +186,7 @@ pub enum AttentionDispatch {
 /// The kernels of one design.
 enum Design {
     Workgroup(KernelPipeline),
+    Group(AttentionGroup),
     Lanes(Box<AttentionLanes>),
 }
 
@@ -243,6 +273,12 @@ impl Attention {
                 "attention split length {split_len}: must be positive"
             )));
         }
+        if wo.is_some() && variant == AttentionVariant::Group {
+            return Err(Error::InvalidArgument(
+                "group attention does not fold W_o: use the workgroup design (or the O GEMV)"
+                    .into(),
+            ));
+        }
         let mut constants = shape.constants();
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
         constants.push(("EPS", f64::from(eps)));
@@ -277,6 +313,9 @@ impl Attention {
                 };
                 let attend = KernelPipeline::new(ctx, label, &source, &slots, &constants);
                 Design::Workgroup(attend)
+            }
+            AttentionVariant::Group => {
+                Design::Group(AttentionGroup::new(ctx, shape, (qk_norm, eps), split_len)?)
             }
             AttentionVariant::Lanes => {
                 let lanes = AttentionLanes::new(ctx, shape, (qk_norm, eps), split_len, wo)?;
@@ -400,6 +439,11 @@ impl Attention {
                     combine: combine.expect("the workgroup design's combine"),
                 }
             }
+            Design::Group(kernel) => AttentionDispatch::Group {
+                single: kernel.dispatch(ctx, &i, out),
+                split: kernel.dispatch(ctx, &i, partials),
+                combine: combine.expect("the group design's combine"),
+            },
             Design::Lanes(kernel) => {
                 let mut attend = kernel.dispatch(ctx, &i, out, partials, &wo);
                 let merge = attend.merge.take();
@@ -415,6 +459,7 @@ impl Attention {
     pub fn variant(&self) -> AttentionVariant {
         match self.design {
             Design::Workgroup(_) => AttentionVariant::Workgroup,
+            Design::Group(_) => AttentionVariant::Group,
             Design::Lanes(_) => AttentionVariant::Lanes,
         }
     }
@@ -436,10 +481,15 @@ impl AttentionDispatch {
     pub fn at(&self, kernel: &Attention, pos: usize) -> DispatchesAt<'_> {
         let splits = kernel.splits_at(pos);
         dispatches_at(match self {
-            AttentionDispatch::Workgroup { single, .. } if splits == 1 => {
+            AttentionDispatch::Workgroup { single, .. }
+            | AttentionDispatch::Group { single, .. }
+                if splits == 1 =>
+            {
                 [Some((single, single.grid)), None]
             }
-            AttentionDispatch::Workgroup { split, combine, .. } => {
+            // q heads (workgroup) or KV heads (group) along x, splits along y.
+            AttentionDispatch::Workgroup { split, combine, .. }
+            | AttentionDispatch::Group { split, combine, .. } => {
                 let [heads, _, _] = split.grid;
                 [
                     Some((split, [heads, splits, 1])),

@@ -4,6 +4,7 @@
 
 pub mod argmax;
 pub mod attention;
+pub mod attention_group;
 pub mod attention_prefill;
 pub mod embed_prefill;
 pub mod embed_q4;
@@ -55,6 +56,9 @@ fn dump_wgsl(label: &str, source: &str, constants: &[(&str, f64)]) {
 /// The per-step uniform struct and its binding 0, prepended to kernels that read it.
 pub(crate) const STEP_WGSL: &str = include_str!("../../../shaders/step.wgsl");
 pub(crate) const REDUCE64_WGSL: &str = include_str!("../../../shaders/reduce64.wgsl");
+/// The f16 KV cache four values at a time (f16x4, pack4), prepended to the kernels that
+/// hold heads as vec4s.
+pub(crate) const KV_VEC4_WGSL: &str = include_str!("../../../shaders/kv_vec4.wgsl");
 
 /// Most workgroups a dispatch may have in one dimension (WebGPU default limit).
 pub const MAX_GROUPS_PER_DIM: u32 = 65_535;

@@ -24,8 +24,8 @@ use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention::{wo_codes_wgsl, AttentionInputs, WoFold};
 use crate::gpu::kernels::gemv_q4::Q4_UNPACK_WGSL;
-use crate::gpu::kernels::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL};
-use crate::gpu::kernels::{Binding, Dispatch, KernelPipeline, Slot, STEP_WGSL};
+use crate::gpu::kernels::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL, ROPE_VEC4_WGSL};
+use crate::gpu::kernels::{Binding, Dispatch, KernelPipeline, Slot, KV_VEC4_WGSL, STEP_WGSL};
 
 const WGSL: &str = include_str!("../../../../shaders/soft/attention_lanes.wgsl");
 const HEADS_WGSL: &str = include_str!("../../../../shaders/soft/attention_lanes_heads.wgsl");
@@ -110,9 +110,11 @@ impl AttentionLanes {
             let common = [
                 STEP_WGSL,
                 ROPE_COMMON_WGSL,
+                KV_VEC4_WGSL,
                 LANES_COMMON_WGSL,
                 &inputs,
                 WGSL,
+                ROPE_VEC4_WGSL,
                 &wo_wgsl,
             ];
             let source = [&common[..], state, &[main]].concat().concat();

@@ -7,6 +7,7 @@
 use super::lanes_state::{state_wgsl, Queries, LANES_COMMON_WGSL};
 use crate::gpu::kernels::gemm_q4::CHUNK_WGSL;
 use crate::gpu::kernels::rope_kv::HeadShape;
+use crate::gpu::kernels::KV_VEC4_WGSL;
 
 const WGSL: &str = include_str!("../../../../shaders/soft/attention_prefill_lanes.wgsl");
 
@@ -17,5 +18,5 @@ pub const QUERIES: usize = 8;
 pub(crate) fn source(shape: HeadShape) -> String {
     let group = shape.n_heads / shape.n_kv_heads;
     let state = state_wgsl(group, shape.head_dim / 4, Queries::Roped);
-    [CHUNK_WGSL, LANES_COMMON_WGSL, &state, WGSL].concat()
+    [CHUNK_WGSL, KV_VEC4_WGSL, LANES_COMMON_WGSL, &state, WGSL].concat()
 }

@@ -5,7 +5,8 @@
 //! would live in memory on lavapipe, every access going lane by lane), with the functions
 //! the kernels call; shaders/soft/attention_lanes_common.wgsl holds the fixed helpers.
 
-/// f16x4 and softmax_step, prepended before [`state_wgsl`]'s output.
+/// softmax_step, prepended (after [`crate::gpu::kernels::KV_VEC4_WGSL`]: f16x4) before
+/// [`state_wgsl`]'s output.
 pub(crate) const LANES_COMMON_WGSL: &str =
     include_str!("../../../../shaders/soft/attention_lanes_common.wgsl");
 

@@ -1,0 +1,263 @@
+// Decode attention for one query token (GQA), the GPU design: one workgroup per (KV head,
+// split) computes every q head of the KV head's group, so each key and value is loaded
+// from memory once for the whole group. The per-head q/k RMSNorm (qwen3, optional), RoPE
+// (neox: pairs (i, i + HD/2)) and this step's KV-cache write are fused in; the context is
+// split (flash-decoding) when the history is long.
+//
+// Workgroup (kv, s) of the grid (N_KV, splits) takes the GROUP = N_HEADS / N_KV q heads of
+// KV head kv and the positions [s·SPLIT_LEN, min((s+1)·SPLIT_LEN, pos+1)).
+// - Prologue: the group's q heads normed (a segment of lanes per head sums the squares)
+//   and roped into q_sh. The split that holds `pos` (the last one) also norms and ropes
+//   this step's k and writes k and v to the caches at pos, then reads them back after a
+//   storage barrier like any other key: it is the only workgroup that writes or reads
+//   that position, so nothing else needs it in this dispatch.
+// - Per chunk of up to CHUNK positions (one chunk for the GPU profile's 256-position
+//   splits): (1) scores: an invocation per position dots its key, loaded as vec4s, with
+//   all GROUP queries (workgroup memory, the same address across the workgroup) into
+//   p_sh; (2) softmax: a segment of SEG lanes per head reduces the chunk's max, then
+//   turns scores into exp(s - m) and sums them; the running max m and sum l per head
+//   carry across chunks (online softmax, `corr` rescales what came before); (3) P·V:
+//   invocation (r, d) owns vec4 d of every head's accumulator (registers) over positions
+//   r, r + RANGES, …, each value loaded once for the group.
+// - After the last chunk the RANGES partial accumulators are summed by halving rounds
+//   through workgroup memory (p_sh reused) and the first range writes the output.
+//
+// One split (pos < SPLIT_LEN): out[h] = softmax(q·K/sqrt(HD))·V, normalised. Several: out
+// holds per (q head, split) the unnormalised Σ p·v (HD values), then the split's max
+// score m and Σ p, the layout attention_combine.wgsl merges (as attention.wgsl's).
+//
+// GROUP, HD4 (HD / 4), WIDTH (invocations, 64 to 256) and CHUNK (2 · WIDTH: p_sh then
+// holds the halving rounds' accumulators) are consts from the wrapper
+// (attention_group.rs), chosen per shape so that workgroup memory stays within 16 KiB.
+// qkv: [q (N_HEADS·HD) | k (N_KV·HD) | v (N_KV·HD)] f32, the QKV GEMV's output. Caches:
+// [N_KV][CTX][HD/2] f16 pairs, read and written as vec2<u32> (4 values; f16x4, pack4:
+// kv_vec4.wgsl). rope4, qkv4: rope_vec4.wgsl; sin_cos: rope_common.wgsl; the rope inputs'
+// bindings 2-4 and accessors: the wrapper's (rope_inputs_wgsl).
+
+override SPLIT_LEN: u32;
+
+// `Step` and binding 0 (`step`) come from step.wgsl; the head shape's overrides and qkv
+// (binding 1) from rope_common.wgsl.
+@group(0) @binding(5) var<storage, read_write> k_cache: array<vec2<u32>>;
+@group(0) @binding(6) var<storage, read_write> v_cache: array<vec2<u32>>;
+@group(0) @binding(7) var<storage, read_write> out: array<f32>;
+
+// P·V: position ranges (RANGES · HD4 ≤ WIDTH invocations own an accumulator vec4 each).
+const RANGES: u32 = WIDTH / HD4;
+// Softmax: lanes per head; the norm: lanes per head of the group's q heads and k.
+const SEG: u32 = WIDTH / GROUP;
+const SEG_NORM: u32 = WIDTH / (GROUP + 1u);
+const NEG_BIG: f32 = -3.4e38;
+
+// The group's q heads, normed and roped: head g's vec4 d at g · HD4 + d.
+var<workgroup> q_sh: array<vec4<f32>, GROUP * HD4>;
+// The chunk's scores, then exp(s - m), of head g at g · CHUNK + t; after the last chunk
+// the accumulators the halving rounds pass on.
+var<workgroup> p_sh: array<f32, GROUP * CHUNK>;
+// Segmented reductions (norm, max, sum).
+var<workgroup> red: array<f32, WIDTH>;
+// Per head: (running max, running sum) and the chunk's rescale of what came before.
+var<workgroup> stats: array<vec2<f32>, GROUP>;
+var<workgroup> corr_sh: array<f32, GROUP>;
+
+// Reduce red[] within segments of `seg` consecutive lanes (the first `used` lanes) into
+// each segment's first entry: the sum, or the max when `take_max`. Call in uniform
+// control flow, after a barrier that follows the writes; ends with a barrier.
+fn segment_reduce(lid: u32, seg: u32, used: u32, take_max: bool) {
+    let j = lid % seg;
+    var width = 1u;
+    while (width < seg) {
+        width <<= 1u;
+    }
+    for (var s = width >> 1u; s > 0u; s >>= 1u) {
+        if (lid < used && j < s && j + s < seg) {
+            let other = red[lid + s];
+            red[lid] = select(red[lid] + other, max(red[lid], other), take_max);
+        }
+        workgroupBarrier();
+    }
+}
+
+// The RMSNorm factor of head `hh` of the prologue's norm segments (q heads 0..GROUP,
+// then k at GROUP); 1 without QK_NORM.
+fn norm_factor(hh: u32) -> f32 {
+    if (!QK_NORM) {
+        return 1.0;
+    }
+    return 1.0 / sqrt(red[hh * SEG_NORM] / f32(HD) + EPS);
+}
+
+@compute @workgroup_size(WIDTH)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let kv = wid.x;
+    let split = wid.y;
+    let splits = nwg.y;
+    let pos = step.pos;
+    let len = pos + 1u;
+    let start = split * SPLIT_LEN;
+    if (start >= len) {
+        return; // a split past the history (the host sizes the grid, so only in tests)
+    }
+    let end = min(start + SPLIT_LEN, len);
+    let h0 = kv * GROUP;
+    let k_src = (N_HEADS + kv) * HD;
+    let v_src = (N_HEADS + N_KV + kv) * HD;
+
+    // Prologue: norm factors (segments of SEG_NORM lanes: q heads, then k), q roped into
+    // q_sh; the split holding pos writes this step's k and v.
+    if (QK_NORM) {
+        let hh = lid / SEG_NORM;
+        var ss = 0.0;
+        if (lid < (GROUP + 1u) * SEG_NORM) {
+            let src = select((h0 + hh) * HD, k_src, hh == GROUP);
+            for (var e = lid % SEG_NORM; e < HD; e += SEG_NORM) {
+                let x = qkv[src + e];
+                ss += x * x;
+            }
+        }
+        red[lid] = ss;
+        workgroupBarrier();
+        segment_reduce(lid, SEG_NORM, (GROUP + 1u) * SEG_NORM, false);
+    }
+    for (var i = lid; i < GROUP * HD4; i += WIDTH) {
+        let g = i / HD4;
+        q_sh[i] = rope4((h0 + g) * HD, i % HD4, norm_factor(g), true);
+    }
+    // Key j's vec4 d is at (kv · CTX + j) · HD4 + d.
+    let cbase = kv * CTX * HD4;
+    if (end == len) {
+        let at = cbase + pos * HD4;
+        let inv_k = norm_factor(GROUP);
+        for (var d = lid; d < HD4; d += WIDTH) {
+            k_cache[at + d] = pack4(rope4(k_src, d, inv_k, false));
+            v_cache[at + d] = pack4(qkv4(v_src, d));
+        }
+    }
+    if (lid < GROUP) {
+        stats[lid] = vec2<f32>(NEG_BIG, 0.0);
+    }
+    storageBarrier();
+    workgroupBarrier();
+
+    let scale = 1.0 / sqrt(f32(HD));
+    // Softmax lanes: head sg, lane sj of its segment.
+    let sg = lid / SEG;
+    let sj = lid % SEG;
+    let in_seg = lid < GROUP * SEG;
+    // P·V lanes: range r, vec4 d.
+    let r = lid / HD4;
+    let d = lid % HD4;
+    let in_pv = r < RANGES;
+    var acc: array<vec4<f32>, GROUP>;
+    for (var c0 = start; c0 < end; c0 += CHUNK) {
+        let n = min(CHUNK, end - c0);
+        // (1) Scores.
+        for (var t = lid; t < n; t += WIDTH) {
+            let row = cbase + (c0 + t) * HD4;
+            var s: array<f32, GROUP>;
+            for (var e = 0u; e < HD4; e++) {
+                let k = f16x4(k_cache[row + e]);
+                for (var g = 0u; g < GROUP; g++) {
+                    s[g] += dot(q_sh[g * HD4 + e], k);
+                }
+            }
+            for (var g = 0u; g < GROUP; g++) {
+                p_sh[g * CHUNK + t] = s[g] * scale;
+            }
+        }
+        workgroupBarrier();
+        // (2) Softmax: the chunk's max per head, then exp and the sum.
+        var x = NEG_BIG;
+        if (in_seg) {
+            for (var t = sj; t < n; t += SEG) {
+                x = max(x, p_sh[sg * CHUNK + t]);
+            }
+        }
+        red[lid] = x;
+        workgroupBarrier();
+        segment_reduce(lid, SEG, GROUP * SEG, true);
+        var m_old = 0.0;
+        var m_new = 0.0;
+        if (in_seg) {
+            m_old = stats[sg].x;
+            m_new = max(m_old, red[sg * SEG]);
+        }
+        workgroupBarrier();
+        var sum = 0.0;
+        if (in_seg) {
+            for (var t = sj; t < n; t += SEG) {
+                let at = sg * CHUNK + t;
+                let p = exp(p_sh[at] - m_new);
+                p_sh[at] = p;
+                sum += p;
+            }
+        }
+        red[lid] = sum;
+        workgroupBarrier();
+        segment_reduce(lid, SEG, GROUP * SEG, false);
+        if (in_seg && sj == 0u) {
+            let corr = exp(m_old - m_new);
+            corr_sh[sg] = corr;
+            stats[sg] = vec2<f32>(m_new, stats[sg].y * corr + red[sg * SEG]);
+        }
+        workgroupBarrier();
+        // (3) P·V over this lane's positions of the chunk.
+        if (in_pv) {
+            for (var g = 0u; g < GROUP; g++) {
+                acc[g] *= corr_sh[g];
+            }
+            for (var t = r; t < n; t += RANGES) {
+                let v = f16x4(v_cache[cbase + (c0 + t) * HD4 + d]);
+                for (var g = 0u; g < GROUP; g++) {
+                    acc[g] += p_sh[g * CHUNK + t] * v;
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+
+    // Sum the ranges' accumulators: each round, ranges [half, count) pass theirs on to
+    // [0, count - half) through p_sh (vec4 (range · HD4 + d) · GROUP + g, as 4 floats).
+    for (var count = RANGES; count > 1u; count = (count + 1u) / 2u) {
+        let half = (count + 1u) / 2u;
+        if (in_pv && r >= half && r < count) {
+            for (var g = 0u; g < GROUP; g++) {
+                let at = 4u * (((r - half) * HD4 + d) * GROUP + g);
+                p_sh[at] = acc[g].x;
+                p_sh[at + 1u] = acc[g].y;
+                p_sh[at + 2u] = acc[g].z;
+                p_sh[at + 3u] = acc[g].w;
+            }
+        }
+        workgroupBarrier();
+        if (in_pv && r < count - half) {
+            for (var g = 0u; g < GROUP; g++) {
+                let at = 4u * ((r * HD4 + d) * GROUP + g);
+                acc[g] += vec4<f32>(p_sh[at], p_sh[at + 1u], p_sh[at + 2u], p_sh[at + 3u]);
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid < HD4) {
+        for (var g = 0u; g < GROUP; g++) {
+            let h = h0 + g;
+            let st = stats[g];
+            var o = acc[g] / st.y;
+            var at = h * HD + 4u * d;
+            if (splits > 1u) {
+                o = acc[g];
+                let base = (h * splits + split) * (HD + 2u);
+                at = base + 4u * d;
+                if (d == 0u) {
+                    out[base + HD] = st.x;
+                    out[base + HD + 1u] = st.y;
+                }
+            }
+            out[at] = o.x;
+            out[at + 1u] = o.y;
+            out[at + 2u] = o.z;
+            out[at + 3u] = o.w;
+        }
+    }
+}
