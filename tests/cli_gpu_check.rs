@@ -110,7 +110,7 @@ fn gpu_check_runs_the_profile_pocketrt_profile_forces() {
     check_report(&r);
     assert_eq!(r["profile"]["name"], "gpu");
     assert_eq!(r["profile"]["forced"], true);
-    assert_eq!(r["profile"]["attention"], "workgroup");
+    assert_eq!(r["profile"]["attention"], "group");
 }
 
 #[test]

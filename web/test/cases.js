@@ -157,7 +157,7 @@ export const tests = {
     assert.equal(d?.name, 'gpu', `profileDetail is the profile's JSON: ${JSON.stringify(d)}`);
     assert.equal(d.forced, true, 'forced, not detected');
     assert.equal(d.software, true, 'the adapter is still SwiftShader');
-    assert.equal(d.attention, 'workgroup');
+    assert.equal(d.attention, 'group');
     assert.equal(d.gemv.qkv, 'gpu_rows');
     assert.equal(d.code_textures, null);
     const tokens = await generateTokens(page, want);
