@@ -4,13 +4,15 @@
 //! one that does (device type, subgroup width, and — where a browser hides the device
 //! type — the names of software adapters).
 //!
-//! Three named profiles, each forceable on any adapter that has what it needs
+//! Four named profiles, each forceable on any adapter that has what it needs
 //! (`POCKETRT_PROFILE=NAME` natively, the `profile` load option on the web):
 //! - `gpu`: real GPUs (what Safari, Chrome and native Metal / Vulkan / DX12 users get):
-//!   a workgroup per row for the decode GEMVs, a workgroup per (KV head, split) computing
-//!   its whole GQA group for decode attention (W_o as a GEMV of its own), 32 × 32
-//!   workgroup tiles for the prefill GEMM and key
-//!   tiles for prefill attention. Needs no optional feature.
+//!   GEMVs of several rows per workgroup with a workgroup-memory reduction, a workgroup
+//!   per (KV head, split) computing its whole GQA group for decode attention (W_o as a
+//!   GEMV of its own), 32 × 32 workgroup tiles for the prefill GEMM and key tiles for
+//!   prefill attention. Needs no optional feature.
+//! - `gpu-subgroups`: `gpu` with each GEMV row slot one subgroup (`subgroupAdd`): GPUs
+//!   with one fixed subgroup width (natively; browsers expose none through wgpu).
 //! - `lavapipe`: CPU adapters with 8-wide subgroups (Mesa's lavapipe): the codes read from
 //!   textures in tile order, the barrier-free "lanes" designs, x loads and the W_o fold
 //!   through the subgroup.
