@@ -195,7 +195,7 @@ export const tests = {
       const r = await load(page, '/models/tiny/', { cache: false, backend, profile: 'nonsense' });
       assert.equal(r.code, 'INVALID_ARGUMENT', `${backend}: ${r.message}`);
       assert.match(r.message, /"nonsense"/, r.message);
-      assert.match(r.message, /gpu, lavapipe, swiftshader/, `the message names the profiles: ${r.message}`);
+      assert.match(r.message, /gpu, gpu-subgroups, lavapipe, swiftshader/, `the message names the profiles: ${r.message}`);
     }
     const r = await load(page, '/models/tiny/', { cache: false, profile: 42 });
     assert.equal(r.code, 'INVALID_ARGUMENT', r.message);

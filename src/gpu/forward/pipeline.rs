@@ -3,7 +3,7 @@
 //! before step n's token is read back), and a bound on prompt steps in flight.
 
 use super::{GpuModel, Readback, TOKEN_ON_GPU};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Most prompt steps ([`GpuModel::feed`]) submitted and not known done: beyond, the host
 /// waits for the oldest (natively; a browser keeps its own queue).
@@ -45,7 +45,7 @@ impl GpuModel {
             if !on_token(token, pos + 1)? {
                 return Ok(pos + 1 - start);
             }
-            pending = ahead.ok_or(Error::ContextTooLong {
+            pending = ahead.ok_or(crate::error::Error::ContextTooLong {
                 position: self.context,
                 context: self.context,
             })?;
