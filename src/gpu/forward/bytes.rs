@@ -20,6 +20,8 @@ use crate::gpu::kernels::Dispatch;
 pub(super) struct Entry<'a> {
     pub(super) name: String,
     pub(super) dispatch: &'a Dispatch,
+    /// Its grid at that position (what `GpuModel::profile_step` encodes, natively).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub(super) grid: [u32; 3],
     pub(super) bytes_read: u64,
 }

@@ -2,7 +2,9 @@
 //! embedding of step n + 1 reads step n's argmax on the GPU, so step n + 1 is submitted
 //! before step n's token is read back), and a bound on prompt steps in flight.
 
-use super::{GpuModel, Readback, TOKEN_ON_GPU};
+use super::GpuModel;
+#[cfg(not(target_arch = "wasm32"))]
+use super::{Readback, TOKEN_ON_GPU};
 use crate::error::Result;
 
 /// Most prompt steps ([`GpuModel::feed`]) submitted and not known done: beyond, the host
