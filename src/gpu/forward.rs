@@ -6,7 +6,6 @@
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::kernels::attention::{partials_bytes, Attention, AttentionVariant};
-use super::kernels::embed_q4::TOKEN_ON_GPU;
 use super::kernels::rope_kv::rope_inv_freq;
 use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;

@@ -4,7 +4,9 @@
 
 use super::GpuModel;
 #[cfg(not(target_arch = "wasm32"))]
-use super::{Readback, TOKEN_ON_GPU};
+use super::Readback;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::kernels::embed_q4::TOKEN_ON_GPU;
 use crate::error::Result;
 
 /// Most prompt steps ([`GpuModel::feed`]) submitted and not known done: beyond, the host
