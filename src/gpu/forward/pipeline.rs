@@ -5,9 +5,9 @@
 use super::GpuModel;
 #[cfg(not(target_arch = "wasm32"))]
 use super::Readback;
+use crate::error::Result;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::kernels::embed_q4::TOKEN_ON_GPU;
-use crate::error::Result;
 
 /// Most prompt steps ([`GpuModel::feed`]) submitted and not known done: beyond, the host
 /// waits for the oldest (natively; a browser keeps its own queue).
