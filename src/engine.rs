@@ -343,13 +343,7 @@ impl Engine {
     ) -> Result<()> {
         #[cfg(not(target_arch = "wasm32"))]
         if let Inner::Gpu(model) = &mut self.inner {
-            if self.pos >= self.context {
-                return Err(Error::ContextTooLong {
-                    position: self.pos,
-                    context: self.context,
-                });
-            }
-            // On an error the position stays: what was written past it is overwritten.
+            // The model checks the position against its context (the engine's). On an error the position stays: what was written past it is overwritten.
             self.pos += model.greedy_pipelined(first, self.pos, &mut on_token)?;
             return Ok(());
         }

@@ -73,7 +73,6 @@ fn check_attention_folding(
     seed: u64,
     hidden: usize,
 ) {
-    let spec = GemvSpec::new(hidden, shape.n_heads * shape.head_dim, Epilogue::Store);
     let (workgroup, lanes) = (AttentionVariant::Workgroup, AttentionVariant::Lanes);
     let designs = [
         (workgroup, None),
@@ -82,14 +81,7 @@ fn check_attention_folding(
         (lanes, Some(TextureOrder::Tiles)),
     ];
     for (variant, order) in designs {
-        let codes = CodesRead::new(order, &spec);
-        let design = Design::Folded(
-            variant,
-            WoFold {
-                rows: hidden,
-                codes,
-            },
-        );
+        let design = Design::folded(variant, shape, hidden, order);
         check_attention_design(gpu(), shape, qk_norm, pos, split_len, seed, design);
     }
 }
@@ -99,6 +91,27 @@ enum Design {
     Plain(AttentionVariant),
     /// With this W_o folded in.
     Folded(AttentionVariant, WoFold),
+}
+
+impl Design {
+    /// `variant` with a `hidden`-row W_o of `shape` folded in, its codes read from the
+    /// storage buffer or the texture in `order`.
+    fn folded(
+        variant: AttentionVariant,
+        shape: HeadShape,
+        hidden: usize,
+        order: Option<TextureOrder>,
+    ) -> Design {
+        let spec = GemvSpec::new(hidden, shape.n_heads * shape.head_dim, Epilogue::Store);
+        let codes = CodesRead::new(order, &spec);
+        Design::Folded(
+            variant,
+            WoFold {
+                rows: hidden,
+                codes,
+            },
+        )
+    }
 }
 
 fn check_attention_design(
@@ -353,15 +366,7 @@ fn split_attention_matches_reference_at_32768_positions_in_every_profile() {
                 AttentionVariant::Lanes => p.code_textures,
                 AttentionVariant::Workgroup | AttentionVariant::Group => None,
             };
-            let spec = GemvSpec::new(hidden, shape.n_heads * shape.head_dim, Epilogue::Store);
-            let codes = CodesRead::new(order, &spec);
-            let folded = Design::Folded(
-                variant,
-                WoFold {
-                    rows: hidden,
-                    codes,
-                },
-            );
+            let folded = Design::folded(variant, shape, hidden, order);
             check_attention_design(ctx, shape, true, 32_767, p.split_len, 41, folded);
         }
     }

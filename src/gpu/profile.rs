@@ -136,18 +136,13 @@ impl DeviceProfile {
     /// The profile of `adapter`: by device type and subgroup width, with the names of
     /// software adapters for browsers that report neither.
     pub fn detect(adapter: &AdapterSummary) -> DeviceProfile {
-        let name = if !is_software(adapter) && gpu_subgroup_width(adapter).is_some() {
-            "gpu-subgroups"
-        } else if !is_software(adapter) {
-            "gpu"
-        } else if adapter.subgroup_size == Some(LANES_SUBGROUP) {
-            "lavapipe"
-        } else {
-            "swiftshader"
+        let name = match (is_software(adapter), gpu_subgroup_width(adapter)) {
+            (false, Some(_)) => "gpu-subgroups",
+            (false, None) => "gpu",
+            (true, _) if adapter.subgroup_size == Some(LANES_SUBGROUP) => "lavapipe",
+            (true, _) => "swiftshader",
         };
-        let mut p = Self::build(name, adapter).expect("a detected profile fits its adapter");
-        p.software = is_software(adapter);
-        p
+        Self::build(name, adapter).expect("a detected profile fits its adapter")
     }
 
     /// The profile called `name` on `adapter`; an error naming what is missing when the
@@ -155,7 +150,6 @@ impl DeviceProfile {
     pub fn named(name: &str, adapter: &AdapterSummary) -> Result<DeviceProfile> {
         let mut p = Self::build(name, adapter)?;
         p.forced = true;
-        p.software = is_software(adapter);
         Ok(p)
     }
 
@@ -171,7 +165,7 @@ impl DeviceProfile {
         let gpu = DeviceProfile {
             name: "gpu",
             forced: false,
-            software: false,
+            software: is_software(adapter),
             gemv: GemvDesigns::all(GemvVariant::GpuRows(GPU_ROWS)),
             code_textures: None,
             attention: AttentionVariant::Group,
@@ -250,11 +244,19 @@ impl DeviceProfile {
                     GemvVariant::RowsFromTexture,
                 )
             }),
-            other => Err(Error::InvalidArgument(format!(
-                "unknown device profile {other:?} (profiles: {})",
-                PROFILE_NAMES.join(", ")
-            ))),
+            other => Err(unknown_profile(other)),
         }
+    }
+
+    /// `name` as one of [`PROFILE_NAMES`] (surrounding space ignored), else the error
+    /// listing them: for callers that check a name before any adapter is open (the web
+    /// load options, so that a misspelt name fails on every backend).
+    pub fn check_name(name: &str) -> Result<&'static str> {
+        let name = name.trim();
+        PROFILE_NAMES
+            .into_iter()
+            .find(|n| *n == name)
+            .ok_or_else(|| unknown_profile(name))
     }
 
     /// The decode attention design for `shape`, with W_o folded in or not: the profile's,
@@ -363,6 +365,13 @@ fn gpu_subgroup_width(adapter: &AdapterSummary) -> Option<u32> {
     adapter
         .subgroup_size
         .filter(|w| w.is_power_of_two() && (8..=GPU_ROWS.invocations()).contains(w))
+}
+
+fn unknown_profile(name: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "unknown device profile {name:?} (profiles: {})",
+        PROFILE_NAMES.join(", ")
+    ))
 }
 
 /// A CPU-emulated adapter: the device type says so natively (and on the web, where

@@ -7,7 +7,7 @@ use super::loader::{self, LoadOptions, LoadReport};
 use super::session::WebSession;
 use crate::error::{Error, Result};
 use crate::generate::{reply_options, GenerateOptions};
-use crate::gpu::profile::PROFILE_NAMES;
+use crate::gpu::profile::{DeviceProfile, PROFILE_NAMES};
 use crate::sampler::SamplerConfig;
 use crate::tokenizer::Message;
 use js_sys::{Promise, Reflect};
@@ -97,23 +97,20 @@ fn load_options(options: &JsValue) -> Result<LoadOptions> {
     })
 }
 
-/// The `profile` option: a device profile's name (`gpu::profile::PROFILE_NAMES`), checked
-/// here so that a misspelt name fails on every backend; whether the adapter can run it is
-/// checked when the device opens (`DeviceProfile::named`).
+/// The `profile` option: a device profile's name, checked here
+/// (`DeviceProfile::check_name`) so that a misspelt name fails on every backend; whether
+/// the adapter can run it is checked when the device opens (`DeviceProfile::named`).
 fn profile(options: &JsValue) -> Result<Option<String>> {
     let Some(v) = opt(options, "profile") else {
         return Ok(None);
     };
-    let names = PROFILE_NAMES.join(", ");
     let name = v.as_string().ok_or_else(|| {
+        let names = PROFILE_NAMES.join(", ");
         Error::InvalidArgument(format!("profile must be a string (profiles: {names})"))
     })?;
     match name.trim() {
         "" => Ok(None),
-        n if PROFILE_NAMES.contains(&n) => Ok(Some(n.to_string())),
-        n => Err(Error::InvalidArgument(format!(
-            "unknown device profile {n:?} (profiles: {names})"
-        ))),
+        n => Ok(Some(DeviceProfile::check_name(n)?.to_string())),
     }
 }
 
@@ -137,7 +134,7 @@ impl PocketModel {
     /// (`owner/name`). Options: `onProgress(event)`, `signal` (AbortSignal),
     /// `contextLength`, `parallel` (shards at once, default 4), `cache` (false: no Cache
     /// Storage), `files` (local files), `hubEndpoint`, `backend` ("webgpu" | "cpu" |
-    /// "auto"), `profile` ("gpu" | "lavapipe" | "swiftshader": the WebGPU device profile,
+    /// "auto"), `profile` (one of `gpu::profile::PROFILE_NAMES`: the WebGPU device profile,
     /// `gpu::profile`, forced instead of detected — an unknown name, or one the adapter
     /// cannot run, fails with code `INVALID_ARGUMENT` and the reason; the CPU backend
     /// ignores it).
