@@ -1,4 +1,6 @@
 // Types of the pocketrt npm package.
+import type { ChatCompletions, Completions } from './completions.js';
+export type * from './completions.js';
 
 /** Error codes: NO_WEBGPU, NETWORK, BAD_MANIFEST, BAD_MODEL, SHARD_HASH, SHARD_SIZE,
  * UNSUPPORTED, TOKENIZER, CHAT_TEMPLATE, INVALID_ARGUMENT, GPU, GPU_LIMITS, CONTEXT_FULL,
@@ -158,8 +160,14 @@ export declare class Pocket {
   readonly threads: number;
   encode(text: string): number[];
   decode(ids: ArrayLike<number>): string;
+  /** OpenAI's `chat.completions.create` (see completions.d.ts); called as a function,
+   * `chat(messages, options)` streams the reply's text (the older convenience). */
+  readonly chat: ((messages: ChatMessage[], options?: GenerateOptions) => AsyncGenerator<string>) & {
+    completions: ChatCompletions;
+  };
+  /** OpenAI's (legacy) `completions.create`: text or token ids continued. */
+  readonly completions: Completions;
   generate(prompt: string | ArrayLike<number>, options?: GenerateOptions): AsyncGenerator<string>;
-  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<string>;
   generateTokens(prompt: string | ArrayLike<number>, options?: GenerateOptions): Promise<number[]>;
   stats(): GenerateStats | null;
   unload(): void;
@@ -170,8 +178,11 @@ export declare class RemoteModel {
   readonly backend: 'webgpu' | 'cpu';
   readonly backendReason: string;
   readonly threads: number;
+  readonly chat: ((messages: ChatMessage[], options?: GenerateOptions) => AsyncGenerator<string>) & {
+    completions: ChatCompletions;
+  };
+  readonly completions: Completions;
   generate(prompt: string | number[], options?: GenerateOptions): AsyncGenerator<string>;
-  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<string>;
   encode(text: string): Promise<number[]>;
   stats(): Promise<GenerateStats | null>;
   unload(): Promise<void>;

@@ -4,6 +4,7 @@
 // loaded only where threads.js says it can run).
 import * as single from './pocketrt.js';
 import { plannedThreads } from './threads.js';
+import { endpoint } from './completions.js';
 
 let singleReady = null;
 let threadedReady = null;
@@ -85,6 +86,20 @@ export class Pocket {
   constructor(inner, threadsReason) {
     this.#inner = inner;
     this.#threadsReason = threadsReason;
+    // OpenAI's API (completions.js) on the wasm session's completion runner.
+    const runner = {
+      begin: (json, kind) => inner.completionBegin(json, kind),
+      next: () => inner.completionNext(),
+      result: () => inner.completionResult(),
+      stop: () => inner.stop(),
+    };
+    /** `chat.completions.create(request, { signal })`; called as a function,
+     * `chat(messages, options)` streams the reply's text (the older convenience). */
+    this.chat = Object.assign((messages, options) => this.#chat(messages, options), {
+      completions: endpoint(runner, 'chat'),
+    });
+    /** `completions.create(request, { signal })`: text or token ids continued. */
+    this.completions = endpoint(runner, 'text');
   }
 
   /**
@@ -173,7 +188,7 @@ export class Pocket {
   }
 
   /** Stream the assistant's reply to `messages` ([{role, content}]) in the model's template. */
-  async *chat(messages, options = {}) {
+  async *#chat(messages, options = {}) {
     let text;
     try {
       text = this.#inner.applyChatTemplate(messages);

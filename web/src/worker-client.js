@@ -1,4 +1,5 @@
 // The page side of the pocketrt Worker: the same API as `Pocket`, every call a message.
+import { apiError } from './completions.js';
 
 let nextId = 1;
 
@@ -37,6 +38,7 @@ export class PocketWorker {
           this.handlers.delete(id);
           signal?.removeEventListener('abort', onAbort);
           if (msg.type === 'result') resolve(msg.value);
+          else if (msg.openai) reject(apiError({ openai: msg.openai, code: msg.code, status: msg.status }));
           else reject(coded(msg.message, msg.code));
         } else {
           onEvent?.(msg);
@@ -68,6 +70,10 @@ export class RemoteModel {
   constructor(worker, info) {
     this.worker = worker;
     this.info = info;
+    this.chat = Object.assign((messages, options) => this.#stream('chat', { messages }, options), {
+      completions: { create: (request, options) => this.#create('chat', request, options) },
+    });
+    this.completions = { create: (request, options) => this.#create('text', request, options) };
   }
 
   /** The backend that runs the model ("webgpu" or "cpu") and why. */
@@ -88,10 +94,6 @@ export class RemoteModel {
     return this.#stream('generate', { prompt }, options);
   }
 
-  chat(messages, options = {}) {
-    return this.#stream('chat', { messages }, options);
-  }
-
   encode(text) {
     return this.worker.call('encode', { text });
   }
@@ -105,8 +107,33 @@ export class RemoteModel {
   }
 
   /** Text pieces of a generation, as an async iterator fed by the worker's messages. */
-  async *#stream(op, fields, options) {
+  #stream(op, fields, options = {}) {
     const { signal, onToken, ...rest } = options;
+    return this.#events(op, { ...fields, options: rest }, signal, (m, push) => {
+      if (m.type === 'piece') push(m.text);
+      if (m.type === 'token') onToken?.(m.piece);
+    }).items;
+  }
+
+  /** OpenAI's `create` in the worker: the response, or (`stream: true`) its chunks once the
+   * worker has begun (so a bad request rejects here, as on the page). */
+  async #create(kind, request, options = {}) {
+    if (!request?.stream) {
+      return this.worker.call('completion', { kind, request }, { signal: options.signal });
+    }
+    let begun;
+    const started = new Promise((resolve) => (begun = resolve));
+    const { items, done } = this.#events('completion', { kind, request }, options.signal, (m, push) => {
+      if (m.type === 'begun') begun();
+      if (m.type === 'chunk') push(m.chunk);
+    });
+    await Promise.race([started, done]);
+    return items;
+  }
+
+  /** Start `op` in the worker; `items` iterates what `onEvent` pushes until the call ends,
+   * `done` settles with the call (rejects with its error). */
+  #events(op, fields, signal, onEvent) {
     // Aborted by the caller's signal, or when the caller stops iterating early.
     const stop = new AbortController();
     if (signal?.aborted) stop.abort();
@@ -119,34 +146,35 @@ export class RemoteModel {
       queue.push(item);
       wake?.();
     };
-    this.worker
-      .call(op, { ...fields, options: rest }, {
-        signal: stop.signal,
-        onEvent: (m) => {
-          if (m.type === 'piece') push(m.text);
-          if (m.type === 'token') onToken?.(m.piece);
-        },
+    const done = this.worker
+      .call(op, fields, { signal: stop.signal, onEvent: (m) => onEvent(m, push) })
+      .catch((e) => {
+        failure = e;
+        throw e;
       })
-      .catch((e) => (failure = e))
       .finally(() => {
         finished = true;
         wake?.();
       });
-    try {
-      for (;;) {
-        if (queue.length) {
-          yield queue.shift();
-        } else if (failure) {
-          throw failure;
-        } else if (finished) {
-          return;
-        } else {
-          await new Promise((r) => (wake = r));
-          wake = null;
+    done.catch(() => {}); // reported through `items` (or the caller's await of `done`)
+    return { items: drain(), done };
+    async function* drain() {
+      try {
+        for (;;) {
+          if (queue.length) {
+            yield queue.shift();
+          } else if (failure) {
+            throw failure;
+          } else if (finished) {
+            return;
+          } else {
+            await new Promise((r) => (wake = r));
+            wake = null;
+          }
         }
+      } finally {
+        if (!finished) stop.abort();
       }
-    } finally {
-      if (!finished) stop.abort();
     }
   }
 }

@@ -10,7 +10,9 @@ function reply(id, type, fields = {}) {
 }
 
 function fail(id, e) {
-  reply(id, 'error', { message: String(e?.message ?? e), code: e?.code ?? 'INTERNAL' });
+  // An API error keeps OpenAI's shape (`error`) and its status across the message.
+  const openai = e?.error ? { error: e.error } : undefined;
+  reply(id, 'error', { message: String(e?.message ?? e), code: e?.code ?? 'INTERNAL', openai, status: e?.status });
 }
 
 async function handle(msg) {
@@ -40,6 +42,16 @@ async function handle(msg) {
         op === 'chat' ? model.chat(msg.messages, options) : model.generate(msg.prompt, options);
       for await (const text of stream) reply(id, 'piece', { text });
       reply(id, 'result', { value: model.stats() });
+    } else if (op === 'completion') {
+      const api = msg.kind === 'chat' ? model.chat.completions : model.completions;
+      const out = await api.create(msg.request, { signal });
+      if (msg.request.stream) {
+        reply(id, 'begun');
+        for await (const chunk of out) reply(id, 'chunk', { chunk });
+        reply(id, 'result', { value: null });
+      } else {
+        reply(id, 'result', { value: out });
+      }
     } else if (op === 'stats') {
       reply(id, 'result', { value: model.stats() });
     } else if (op === 'encode') {
