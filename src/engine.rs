@@ -3,10 +3,11 @@
 //! Sampling, sessions and prefix reuse build on this.
 //!
 //! `Auto` picks the GPU on a real adapter and the fast CPU backend when there is none; on
-//! a software adapter (lavapipe, SwiftShader, WARP) it times a couple of decode steps on
-//! each and keeps the faster (see `calibrate.rs`). The description says which and why.
+//! a software adapter (lavapipe, SwiftShader, WARP) it times a probe of the model's layer
+//! shapes on both before any weight is read, loads only the faster, and remembers the
+//! choice (see `probe.rs`). The description says which and why.
 
-pub(crate) mod calibrate;
+pub mod probe;
 
 use crate::cpu::fast::{FastModel, Precision};
 use crate::cpu::{KvCache, Model, WeightMode};
@@ -33,7 +34,8 @@ pub enum Backend {
     #[cfg(not(target_arch = "wasm32"))]
     Gpu,
     /// Q4 weights: the GPU on a real adapter, the CPU backend without one, the faster
-    /// of the two (measured) on a software adapter. f32 weights: the reference.
+    /// of the two (predicted by a probe, `probe.rs`) on a software adapter. f32 weights:
+    /// the reference.
     Auto,
 }
 
@@ -113,14 +115,26 @@ impl Engine {
                 Ok(ctx) => {
                     let plan =
                         MemoryPlan::choose(&config, context, &Budget::for_device(budget, &ctx))?;
+                    let ctx = std::sync::Arc::new(ctx);
                     if backend == Backend::Auto && ctx.profile.software {
-                        let cpu_context = cpu_context(&config, context)?;
-                        let (inner, context, description) =
-                            calibrate::faster(ctx, src, plan.context, cpu_context)?;
-                        return Ok(Engine::new(inner, config, context, description));
+                        // Decided on a probe before the weights are read: one load.
+                        let (decision, why) = Self::probe(&ctx, &config)?;
+                        if !decision.gpu {
+                            let cpu_context = cpu_context(&config, context)?;
+                            let (inner, description) = Self::load_fast(src, cpu_context, "")?;
+                            let description = format!("{description}; {why}");
+                            return Ok(Engine::new(inner, config, cpu_context, description));
+                        }
+                        let (model, description) = Self::load_gpu(ctx, src, plan.context)?;
+                        let description = format!("{description}; {why}");
+                        return Ok(Engine::new(
+                            Inner::Gpu(model),
+                            config,
+                            plan.context,
+                            description,
+                        ));
                     }
-                    let (model, description) =
-                        Self::load_gpu(std::sync::Arc::new(ctx), src, plan.context)?;
+                    let (model, description) = Self::load_gpu(ctx, src, plan.context)?;
                     let inner = Inner::Gpu(model);
                     return Ok(Engine::new(inner, config, plan.context, description));
                 }
@@ -190,6 +204,25 @@ impl Engine {
             cache,
         };
         Ok((inner, description))
+    }
+
+    /// The backend decision for `config` on the software adapter of `ctx`: remembered from
+    /// an earlier load, else probed (and kept); with the sentence saying so.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn probe(
+        ctx: &std::sync::Arc<crate::gpu::GpuContext>,
+        config: &crate::ModelConfig,
+    ) -> Result<(probe::Decision, String)> {
+        let adapter = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend);
+        let key = probe::Decision::key(&adapter, config);
+        if let Some(d) = probe::remembered(&key) {
+            let why = d.reason(&adapter, true);
+            return Ok((d, why));
+        }
+        let d = probe::probe(ctx, config)?;
+        probe::remember(&key, &d);
+        let why = d.reason(&adapter, false);
+        Ok((d, why))
     }
 
     #[cfg(not(target_arch = "wasm32"))]

@@ -1,6 +1,7 @@
 //! `Backend::Auto` chooses by adapter and says why: the GPU on a real adapter, the fast
 //! CPU backend without one, and on a software adapter (lavapipe here) the faster of the
-//! two by a short calibration whose figures appear in the description. Whichever case
+//! two, predicted by a probe of the model's layer shapes whose figures appear in the
+//! description and which a second load remembers instead of probing again. Whichever case
 //! this machine is in is checked (none is skipped), and the engine must then decode the
 //! same tokens as the chosen backend loaded explicitly. f32 weights under Auto run on the
 //! reference.
@@ -25,6 +26,10 @@ fn auto_picks_by_adapter_reports_why_and_decodes_the_oracles_tokens() {
         Err(Error::NoGpuAdapter { .. }) => None,
         Err(e) => panic!("probing the adapter: {e}"),
     };
+    // Decisions are kept here (a fresh folder: the first load probes).
+    let store = std::env::temp_dir().join(format!("pocketrt-auto-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&store);
+    std::env::set_var("POCKETRT_CACHE_DIR", &store);
     let t = std::time::Instant::now();
     let mut engine = Engine::load(
         &mut *open(&fixture()).unwrap(),
@@ -47,6 +52,19 @@ fn auto_picks_by_adapter_reports_why_and_decodes_the_oracles_tokens() {
             );
             assert!(d.contains("CPU") && d.contains("tok/s"), "{d}");
             assert!(d.starts_with("gpu ") || d.starts_with("cpu ("), "{d}");
+            assert!(d.contains("chosen by a probe"), "{d}");
+            // The second load takes the kept decision: same backend, no probe.
+            let again = Engine::load(
+                &mut *open(&fixture()).unwrap(),
+                Backend::Auto,
+                WeightMode::Q4,
+                CONTEXT,
+            )
+            .unwrap();
+            let d2 = again.description();
+            assert!(d2.contains("remembered from an earlier probe"), "{d2}");
+            assert_eq!(d2.split(';').next(), d.split(';').next(), "{d2}");
+            assert!(store.join("backend-choice.json").is_file());
         }
         Some((_, profile)) => {
             assert!(d.starts_with("gpu "), "{d}");

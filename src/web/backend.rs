@@ -1,16 +1,20 @@
 //! Choosing the backend of a browser load (`backend: "webgpu" | "cpu" | "auto"`) and the
-//! place the shards stream into: GPU buffers, the CPU model's buffers in wasm memory, or —
-//! for a calibration — both.
+//! place the shards stream into: GPU buffers or the CPU model's buffers in wasm memory.
 //!
 //! Auto: no `navigator.gpu` or no adapter → CPU; a software adapter (the device profile's
-//! `software`, `gpu::profile`) → both are loaded, a few decode steps are timed on each and
-//! the faster is kept; a real GPU → WebGPU.
+//! `software`, `gpu::profile`) → a probe of the model's layer shapes is timed on both
+//! before any weight arrives (`engine::probe`; the decision is kept in Cache Storage per
+//! adapter and shape), and only the faster is loaded; a real GPU → WebGPU.
 
+use super::fetch::{cached, open_cache, store};
 use super::loader::{adapter_name, gpu_for, require_webgpu};
-use super::model::{faster, WebModel};
+use super::model::WebModel;
+use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision, StreamedTensors};
+use crate::engine::probe::{self, Decision, StepTimer, LAYERS, PROBE_CONTEXT};
 use crate::error::{Error, Result};
 use crate::format::package::{Chunk, Manifest};
+use crate::gpu::plan::MemoryPlan;
 use crate::gpu::stream_upload::{ShardWriter, StreamedWeights};
 use crate::gpu::{GpuContext, GpuModel};
 use std::cell::RefCell;
@@ -47,10 +51,12 @@ struct Gpu {
     adapter: String,
 }
 
-/// Where the shards go, and why.
+/// Where the shards go, and why: the GPU or the CPU, never both.
 pub struct Target {
     gpu: Option<Gpu>,
     cpu: Option<RefCell<StreamedTensors>>,
+    /// The software adapter a probe ran on and kept the CPU backend over (for `info`).
+    probed: Option<Arc<GpuContext>>,
     /// Requested context (the CPU cache's size).
     context: usize,
     reason: String,
@@ -58,41 +64,51 @@ pub struct Target {
 
 impl Target {
     /// Decide where `manifest`'s model goes for `context` positions and allocate it there;
-    /// a GPU in the device profile called `profile` (`None`: detected).
+    /// a GPU in the device profile called `profile` (`None`: detected). `cache`: the Cache
+    /// Storage a probe's decision is kept in.
     pub async fn choose(
         choice: Choice,
         profile: Option<&str>,
         manifest: &Manifest,
         context: usize,
+        cache: Option<&str>,
     ) -> Result<Target> {
         let mut t = Target {
             gpu: None,
             cpu: None,
+            probed: None,
             context,
             reason: String::new(),
         };
+        let config = &manifest.config;
         match choice {
             Choice::Cpu => t.reason = "requested (backend: \"cpu\")".into(),
             Choice::WebGpu => {
                 require_webgpu()?;
-                t.gpu = Some(gpu(manifest, context, profile).await?);
+                let (ctx, plan) = gpu_for(config, context, profile).await?;
+                t.gpu = Some(gpu(ctx, plan, manifest)?);
                 t.reason = "requested (backend: \"webgpu\")".into();
             }
             Choice::Auto => match require_webgpu() {
                 Err(_) => t.reason = "no WebGPU in this browser (navigator.gpu is missing)".into(),
-                Ok(()) => match gpu(manifest, context, profile).await {
+                Ok(()) => match gpu_for(config, context, profile).await {
                     Err(Error::NoGpuAdapter { detail }) | Err(Error::NoWebGpu(detail)) => {
                         t.reason = format!("no WebGPU adapter ({detail})")
                     }
                     Err(e) => return Err(e),
-                    Ok(g) if g.ctx.profile.software => {
-                        t.reason = format!("software adapter {}", g.adapter);
-                        t.gpu = Some(g);
-                        t.cpu = Some(RefCell::new(StreamedTensors::new(manifest)?));
+                    Ok((ctx, plan)) if ctx.profile.software => {
+                        let adapter = adapter_name(&ctx);
+                        let (d, why) = decision(&ctx, config, &adapter, cache).await?;
+                        t.reason = format!("software adapter {adapter}; {why}");
+                        if d.gpu {
+                            t.gpu = Some(gpu(ctx, plan, manifest)?);
+                        } else {
+                            t.probed = Some(ctx);
+                        }
                     }
-                    Ok(g) => {
-                        t.reason = format!("GPU adapter {}", g.adapter);
-                        t.gpu = Some(g);
+                    Ok((ctx, plan)) => {
+                        t.reason = format!("GPU adapter {}", adapter_name(&ctx));
+                        t.gpu = Some(gpu(ctx, plan, manifest)?);
                     }
                 },
             },
@@ -115,9 +131,13 @@ impl Target {
             .map_or_else(|| "none (CPU)".into(), |g| g.adapter.clone())
     }
 
-    /// The GPU candidate's device (with its profile), if the GPU is one.
+    /// The GPU's device (with its profile): the one the model goes to, or the software
+    /// adapter a probe kept the CPU backend over.
     pub fn gpu_context(&self) -> Option<&GpuContext> {
-        self.gpu.as_ref().map(|g| &*g.ctx)
+        self.gpu
+            .as_ref()
+            .map(|g| &*g.ctx)
+            .or(self.probed.as_deref())
     }
 
     /// A writer for one shard's chunks.
@@ -129,40 +149,21 @@ impl Target {
         }
     }
 
-    /// Build the model from the filled buffers (calibrating when both were filled); returns
-    /// it and the reason for its backend.
-    pub async fn finish(self) -> Result<(WebModel, String)> {
-        let cpu = match self.cpu {
-            Some(cell) => Some(FastModel::load(
-                &mut cell.into_inner(),
-                Precision::default(),
-            )?),
-            None => None,
-        };
-        let gpu = match self.gpu {
-            Some(g) => {
-                let config = g.weights.config().clone();
-                let model = GpuModel::with_weights(g.ctx, config, g.weights.finish()?, g.context)?;
-                Some((model, g.adapter))
-            }
-            None => None,
-        };
-        match (gpu, cpu) {
-            (Some((gpu, adapter)), Some(cpu)) => {
-                let (model, measured) = faster(gpu, cpu, self.context, &adapter).await?;
-                Ok((model, format!("{}; {measured}", self.reason)))
-            }
-            (Some((gpu, _)), None) => Ok((WebModel::Gpu(Box::new(gpu)), self.reason)),
-            (None, Some(cpu)) => Ok((WebModel::cpu(cpu, self.context)?, self.reason)),
-            (None, None) => unreachable!("a target always has a destination"),
+    /// Build the model from the filled buffers; returns it and the reason for its backend.
+    pub fn finish(self) -> Result<(WebModel, String)> {
+        if let Some(g) = self.gpu {
+            let config = g.weights.config().clone();
+            let model = GpuModel::with_weights(g.ctx, config, g.weights.finish()?, g.context)?;
+            return Ok((WebModel::Gpu(Box::new(model)), self.reason));
         }
+        let cell = self.cpu.expect("a target without a GPU has the CPU");
+        let model = FastModel::load(&mut cell.into_inner(), Precision::default())?;
+        Ok((WebModel::cpu(model, self.context)?, self.reason))
     }
 }
 
-/// Device (in the profile called `profile`, `None`: detected), plan and empty buffers for
-/// the GPU.
-async fn gpu(manifest: &Manifest, context: usize, profile: Option<&str>) -> Result<Gpu> {
-    let (ctx, plan) = gpu_for(&manifest.config, context, profile).await?;
+/// Empty weight buffers for the GPU, and its planned context.
+fn gpu(ctx: Arc<GpuContext>, plan: MemoryPlan, manifest: &Manifest) -> Result<Gpu> {
     let weights = StreamedWeights::allocate(&ctx, manifest)?;
     Ok(Gpu {
         adapter: adapter_name(&ctx),
@@ -170,6 +171,73 @@ async fn gpu(manifest: &Manifest, context: usize, profile: Option<&str>) -> Resu
         weights,
         context: plan.context,
     })
+}
+
+/// Cache Storage URL a decision is kept under (never fetched).
+fn decision_url(key: &str) -> String {
+    let key: String = js_sys::encode_uri_component(key).into();
+    format!("https://pocketrt.invalid/backend-choice/{key}")
+}
+
+/// The backend decision for `config` on the software adapter of `ctx`: kept in `cache`
+/// from an earlier load, else probed (and kept); with the sentence saying so.
+async fn decision(
+    ctx: &Arc<GpuContext>,
+    config: &ModelConfig,
+    adapter: &str,
+    cache: Option<&str>,
+) -> Result<(Decision, String)> {
+    let url = decision_url(&Decision::key(adapter, config));
+    let cache = match cache {
+        Some(name) => open_cache(name).await,
+        None => None,
+    };
+    if let Some(c) = &cache {
+        if let Some(d) = remembered(c, &url).await {
+            let why = d.reason(adapter, true);
+            return Ok((d, why));
+        }
+    }
+    let d = run_probe(ctx, config).await?;
+    if let Some(c) = &cache {
+        let response = serde_json::to_string(&d)
+            .ok()
+            .and_then(|json| web_sys::Response::new_with_opt_str(Some(&json)).ok());
+        if let Some(response) = response {
+            store(c, &url, &response).await;
+        }
+    }
+    let why = d.reason(adapter, false);
+    Ok((d, why))
+}
+
+/// A decision kept under `url`, if any (an unreadable entry is none).
+async fn remembered(cache: &web_sys::Cache, url: &str) -> Option<Decision> {
+    let response = cached(cache, url).await?;
+    let text = wasm_bindgen_futures::JsFuture::from(response.text().ok()?)
+        .await
+        .ok()?;
+    serde_json::from_str(&text.as_string()?).ok()
+}
+
+/// The probes (`engine::probe`) on the adapter of `ctx` (awaited steps) and on the CPU.
+async fn run_probe(ctx: &Arc<GpuContext>, config: &ModelConfig) -> Result<Decision> {
+    let (mut cpu, mut gpu) = ([0.0; 2], [0.0; 2]);
+    for (i, layers) in [1, LAYERS].into_iter().enumerate() {
+        let mut src = probe::probe_source(config, layers)?;
+        let mut model = GpuModel::load(ctx.clone(), &mut src, PROBE_CONTEXT)?;
+        let mut t = StepTimer::default();
+        let mut pos = 0;
+        while t.more() {
+            model.decode_async(0, pos % PROBE_CONTEXT).await?;
+            pos += 1;
+            t.stepped();
+        }
+        model.destroy();
+        gpu[i] = 1.0 / t.rate().max(1e-9);
+        cpu[i] = probe::cpu_seconds(&mut src)?;
+    }
+    Ok(probe::decide(cpu, gpu, config))
 }
 
 /// Writes one shard's chunks to every destination of a [`Target`].

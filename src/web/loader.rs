@@ -67,7 +67,7 @@ pub struct LoadReport {
     pub context: usize,
     pub adapter: String,
     /// The device profile's name (`gpu::profile`) whenever a GPU was a candidate (also
-    /// when the calibration kept the CPU backend); `None` (null) without one.
+    /// when a probe kept the CPU backend); `None` (null) without one.
     pub profile: Option<String>,
     /// Every choice of that profile (`DeviceProfile::to_json`), `forced` included.
     pub profile_detail: Option<serde_json::Value>,
@@ -189,7 +189,14 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
     let manifest = Manifest::from_json(&fetch::text(&manifest_url, &response).await?)?;
     let config = manifest.config.clone();
     let context = requested_context(&config, &opts);
-    let target = Target::choose(opts.backend, opts.profile.as_deref(), &manifest, context).await?;
+    let target = Target::choose(
+        opts.backend,
+        opts.profile.as_deref(),
+        &manifest,
+        context,
+        opts.cache_name.as_deref(),
+    )
+    .await?;
     let mut report = LoadReport {
         shards: manifest.shards.len(),
         bytes: manifest.shards.iter().map(|s| s.bytes).sum(),
@@ -247,7 +254,7 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
         .as_deref()
         .map(ChatTemplate::new)
         .transpose()?;
-    let (model, reason) = target.finish().await?;
+    let (model, reason) = target.finish()?;
     progress.emit("ready", None);
     let mut report = progress.report.into_inner();
     report.context = model.context();

@@ -1,11 +1,8 @@
 //! A model in the browser on either backend: WebGPU (`GpuModel`, awaited steps) or the
-//! fast CPU backend in wasm memory (`FastModel` with its KV cache, simd128 kernels), and
-//! the calibration that times both on a software adapter (the native engine's
-//! [`StepTimer`] and [`verdict`]).
+//! fast CPU backend in wasm memory (`FastModel` with its KV cache, simd128 kernels).
 
 use crate::cpu::fast::FastModel;
 use crate::cpu::KvCache;
-use crate::engine::calibrate::{verdict, StepTimer, CACHE};
 use crate::engine::choose;
 use crate::error::Result;
 use crate::gpu::kernels::topk::TOPK_MAX;
@@ -98,37 +95,5 @@ impl WebModel {
         if let WebModel::Gpu(m) = self {
             m.destroy();
         }
-    }
-}
-
-/// Time a few decode steps on the software adapter's model and on the CPU model, keep the
-/// faster; returns it with the sentence saying what was measured.
-pub async fn faster(
-    mut gpu: GpuModel,
-    cpu: FastModel,
-    cpu_context: usize,
-    adapter: &str,
-) -> Result<(WebModel, String)> {
-    let mut t = StepTimer::default();
-    let mut pos = 0;
-    while t.more() {
-        gpu.decode_async(0, pos % gpu.context).await?;
-        pos += 1;
-        t.stepped();
-    }
-    let gpu_rate = t.rate();
-    let mut scratch = cpu.new_cache(CACHE)?;
-    let mut t = StepTimer::default();
-    while t.more() {
-        cpu.forward(0, &mut scratch)?;
-        t.stepped();
-    }
-    let (gpu_won, measured) = verdict(t.rate(), gpu_rate, adapter);
-    if gpu_won {
-        drop(cpu);
-        Ok((WebModel::Gpu(Box::new(gpu)), measured))
-    } else {
-        gpu.destroy();
-        Ok((WebModel::cpu(cpu, cpu_context)?, measured))
     }
 }

@@ -396,17 +396,26 @@ export const tests = {
     }
   },
 
-  async auto_on_swiftshader_calibrates_and_reports_its_choice({ page, server, fixture }) {
+  async auto_on_swiftshader_probes_before_loading_and_remembers_its_choice({ page, server, fixture }) {
     const want = expected(fixture);
     await plainPage(page, server);
-    const r = await load(page, '/models/tiny/', { backend: 'auto', cache: false });
+    const r = await load(page, '/models/tiny/', { backend: 'auto' });
     assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
-    console.log(`     auto chose ${r.info.backend}: ${r.info.backendReason}`);
-    assert.match(r.info.backendReason, /^software adapter .*chosen by calibration: CPU [\d.]+ tok\/s vs/);
+    console.log(`     auto chose ${r.info.backend} in ${r.ms.toFixed(0)} ms: ${r.info.backendReason}`);
+    assert.match(
+      r.info.backendReason,
+      /^software adapter .*; chosen by a probe of the model's layer shapes: CPU [\d.]+ tok\/s vs software GPU adapter .* [\d.]+ tok\/s \(predicted\)$/,
+    );
     assert.equal(r.info.profile, 'swiftshader', 'the GPU candidate\'s profile, whichever backend won');
     const tokens = await generateTokens(page, want);
     const native = r.info.backend === 'cpu' ? want.cpu_tokens : want.tokens;
     assert.deepEqual(tokens, native, `tokens equal native on the chosen ${r.info.backend}`);
+    // The decision is kept in Cache Storage: the next load takes it without a probe.
+    const again = await load(page, '/models/tiny/', { backend: 'auto' });
+    assert.ok(again.info, `second load failed: ${again.code} ${again.message}`);
+    console.log(`     again in ${again.ms.toFixed(0)} ms: ${again.info.backendReason}`);
+    assert.match(again.info.backendReason, /; remembered from an earlier probe: CPU [\d.]+ tok\/s/);
+    assert.equal(again.info.backend, r.info.backend);
   },
 
   async a_150_mb_package_loads_with_under_32_mb_of_wasm_memory_growth({ page, server }) {
