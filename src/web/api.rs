@@ -2,7 +2,8 @@
 //! generation, unload). The npm package's JavaScript builds the public API on it.
 
 use super::backend::Choice;
-use super::errors::to_js;
+use super::completion::Endpoint;
+use super::errors::{api_to_js, to_js};
 use super::loader::{self, LoadOptions, LoadReport};
 use super::session::WebSession;
 use crate::error::{Error, Result};
@@ -207,6 +208,49 @@ impl PocketModel {
             let s = guard.as_mut().ok_or_else(unloaded)?;
             let piece = s.next().await.map_err(to_js)?;
             Ok(piece.map_or(JsValue::NULL, |p| to_value(&p)))
+        })
+    }
+
+    /// Start answering an OpenAI-style request: `request` is its JSON text, `kind`
+    /// `"chat"` (chat.completions) or `"text"` (completions). Resolves when the prompt is
+    /// processed; a bad request rejects with OpenAI's error body as `openai`.
+    // The RefCell guard held across the GPU await is the one-call-at-a-time lock.
+    #[allow(clippy::await_holding_refcell_ref)]
+    #[wasm_bindgen(js_name = completionBegin)]
+    pub fn completion_begin(&self, request: String, kind: String) -> Promise {
+        let session = self.session.clone();
+        future_to_promise(async move {
+            let endpoint = Endpoint::parse(&kind).map_err(|e| api_to_js(e.into()))?;
+            let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
+            let s = guard.as_mut().ok_or_else(unloaded)?;
+            s.completion_begin(&request, endpoint)
+                .await
+                .map_err(api_to_js)?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// The running request's next chunk (its JSON text), or null once it is answered.
+    // The RefCell guard held across the GPU await is the one-call-at-a-time lock.
+    #[allow(clippy::await_holding_refcell_ref)]
+    #[wasm_bindgen(js_name = completionNext)]
+    pub fn completion_next(&self) -> Promise {
+        let session = self.session.clone();
+        future_to_promise(async move {
+            let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
+            let s = guard.as_mut().ok_or_else(unloaded)?;
+            let chunk = s.completion_next().await.map_err(|e| api_to_js(e.into()))?;
+            Ok(chunk.map_or(JsValue::NULL, |c| c.into()))
+        })
+    }
+
+    /// The last request's whole response (its JSON text), once its chunks are taken.
+    #[wasm_bindgen(js_name = completionResult)]
+    pub fn completion_result(&self) -> Result<String, JsValue> {
+        self.with(|s| {
+            s.completion_result().map(str::to_string).ok_or_else(|| {
+                Error::InvalidArgument("no request has been answered yet".into())
+            })
         })
     }
 

@@ -38,6 +38,25 @@ pub fn to_js(e: Error) -> JsValue {
     err.into()
 }
 
+/// A request's error as a JS `Error`: the message, `code` (the engine error's, else
+/// `INVALID_ARGUMENT`), and OpenAI's body as `openai` with the HTTP `status` a server
+/// would answer (`web/src/completions.js` turns it into the SDK's error shape).
+pub fn api_to_js(e: super::completion::Failure) -> JsValue {
+    use super::completion::Failure;
+    let (code, body) = match e {
+        Failure::Api(a) => ("INVALID_ARGUMENT", a),
+        Failure::Engine(e) => (code(&e), crate::api::ApiError::from(e)),
+    };
+    let err = js_sys::Error::new(&body.error.message);
+    let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&err, &k.into(), v);
+    let _ = set("code", &code.into());
+    let _ = set("status", &body.status().into());
+    if let Ok(v) = js_sys::JSON::parse(&body.to_json()) {
+        let _ = set("openai", &v);
+    }
+    err.into()
+}
+
 /// A thrown JS value as an [`Error`] (its message when it is an `Error`).
 pub fn from_js(what: &str, v: JsValue) -> Error {
     let detail = match v.dyn_ref::<js_sys::Error>() {

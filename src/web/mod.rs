@@ -1,10 +1,13 @@
 //! The browser build (wasm32 + WebGPU or the CPU backend): a model streams from the
 //! network or Cache Storage straight into GPU buffers or wasm memory ([`loader`], on the
-//! backend [`backend`] chooses), and generates with awaited steps ([`session`]). [`api`] is what wasm-bindgen exports; the npm package's JavaScript
-//! (`web/`) wraps it into `Pocket.load`, async iterators, `AbortSignal`s and a Worker.
+//! backend [`backend`] chooses), and generates with awaited steps ([`session`]), which
+//! also drive OpenAI-style requests (`completion`, on the crate's `api` module). [`api`]
+//! is what wasm-bindgen exports; the npm package's JavaScript (`web/`) wraps it into
+//! `Pocket.load`, `chat.completions.create`, async iterators, `AbortSignal`s and a Worker.
 
 pub mod api;
 mod backend;
+mod completion;
 mod errors;
 mod fetch;
 mod gguf;

@@ -4,9 +4,11 @@
 //! cache is kept between requests: a request that starts with what the cache holds
 //! processes only the rest.
 
+use super::completion::Completion;
 use super::model::WebModel;
 use crate::error::{Error, Result};
 use crate::generate::{FinishReason, GenerateOptions, GenerateStats, Generation};
+use crate::sampler::TokenLogprobs;
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 
 /// A loaded model, its tokenizer, and the generation in progress.
@@ -19,6 +21,8 @@ pub struct WebSession {
     cached: Vec<u32>,
     active: Option<Active>,
     last_stats: Option<GenerateStats>,
+    /// The OpenAI-style request being answered (`completion.rs`).
+    pub(super) completion: Option<Completion>,
 }
 
 struct Active {
@@ -37,6 +41,9 @@ pub struct Piece {
     pub done: bool,
     /// Why the generation ended (with `done`).
     pub finish: Option<&'static str>,
+    /// The token's log-probabilities, when the sampler's config asks for them.
+    #[serde(skip)]
+    pub logprobs: Option<TokenLogprobs>,
 }
 
 fn finish_name(f: FinishReason) -> &'static str {
@@ -60,6 +67,7 @@ impl WebSession {
             cached: Vec::new(),
             active: None,
             last_stats: None,
+            completion: None,
         }
     }
 
@@ -105,6 +113,10 @@ impl WebSession {
             .gen
             .accept(&self.tokenizer, token, self.cached.len())?;
         let finish = active.gen.finished();
+        let logprobs = match finish {
+            Some(FinishReason::Eos) => None,
+            _ => active.gen.sampler().take_logprobs(),
+        };
         match finish {
             None => active.to_feed = Some(token),
             Some(_) => {
@@ -118,6 +130,7 @@ impl WebSession {
             token,
             done: finish.is_some(),
             finish: finish.map(finish_name),
+            logprobs,
         }))
     }
 
