@@ -11,7 +11,7 @@ use crate::tokenizer::{ChatOptions, ChatTemplate, Message, StreamDecoder, Tokeni
 use web_time::Instant;
 
 /// What a generation may do.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct GenerateOptions {
     /// Most tokens to generate.
     pub max_tokens: usize,
@@ -211,6 +211,7 @@ impl Session {
         let tokens = opts.window(tokens, context);
         let reused = Generation::check(tokens, opts, context, &self.cached)?;
         let mut gen = Generation::new(opts, &self.eos, context, tokens.len(), reused)?;
+        gen.sampler().observe(tokens);
         self.engine.rewind(reused);
         self.cached.truncate(reused);
         let (&last, head) = tokens.split_last().expect("checked non-empty");
@@ -330,7 +331,7 @@ impl Generation {
         reused: usize,
     ) -> Result<Generation> {
         Ok(Generation {
-            sampler: Sampler::new(opts.sampler)?,
+            sampler: Sampler::new(opts.sampler.clone())?,
             stream: StreamDecoder::new(true),
             eos: eos.to_vec(),
             max_tokens: opts.max_tokens,
@@ -367,6 +368,7 @@ impl Generation {
             return Ok(String::new());
         }
         self.generated += 1;
+        self.sampler.observe(&[next]);
         let piece = self.stream.push(tokenizer, next)?;
         self.text.push_str(&piece);
         if self.generated >= self.max_tokens {

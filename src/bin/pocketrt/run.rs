@@ -88,6 +88,7 @@ impl SamplingArgs {
             top_k: self.top_k.unwrap_or(default.top_k),
             top_p: self.top_p.unwrap_or(default.top_p),
             seed: self.seed.unwrap_or_else(clock),
+            ..default
         }
     }
 }
@@ -255,6 +256,13 @@ const CHAT_SAMPLING: SamplerConfig = SamplerConfig {
     temperature: 0.7,
     top_k: 40,
     top_p: 0.9,
+    min_p: 0.0,
+    repetition_penalty: 1.0,
+    frequency_penalty: 0.0,
+    presence_penalty: 0.0,
+    penalty_last_n: 64,
+    logit_bias: Vec::new(),
+    logprobs: None,
     seed: 0,
 };
 
