@@ -21,32 +21,33 @@ pub fn template_messages(msgs: &[ChatMessage]) -> Result<Vec<Message>, ApiError>
 }
 
 fn template_message(i: usize, m: &ChatMessage) -> Result<Message, ApiError> {
-    let content =
-        match &m.content {
-            Some(Content::Text(t)) => Some(t.clone()),
-            Some(Content::Parts(parts)) => {
-                let mut texts = vec![];
-                for (j, p) in parts.iter().enumerate() {
-                    match (p.kind.as_str(), &p.text) {
-                        ("text", Some(t)) => texts.push(t.as_str()),
-                        ("text", None) => {
-                            return Err(ApiError::invalid(
-                                &format!("messages[{i}].content[{j}].text"),
-                                "a text part needs its text",
-                            ))
-                        }
-                        (kind, _) => return Err(ApiError::unsupported(
+    let content = match &m.content {
+        Some(Content::Text(t)) => Some(t.clone()),
+        Some(Content::Parts(parts)) => {
+            let mut texts = vec![];
+            for (j, p) in parts.iter().enumerate() {
+                match (p.kind.as_str(), &p.text) {
+                    ("text", Some(t)) => texts.push(t.as_str()),
+                    ("text", None) => {
+                        return Err(ApiError::invalid(
+                            &format!("messages[{i}].content[{j}].text"),
+                            "a text part needs its text",
+                        ))
+                    }
+                    (kind, _) => {
+                        return Err(ApiError::unsupported(
                             &format!("messages[{i}].content[{j}].type"),
                             format!(
                                 "content parts of type {kind:?} are not supported (only \"text\")"
                             ),
-                        )),
+                        ))
                     }
                 }
-                Some(texts.join("\n"))
             }
-            None => None,
-        };
+            Some(texts.join("\n"))
+        }
+        None => None,
+    };
     let has_calls = m.tool_calls.as_ref().is_some_and(|c| !c.is_empty());
     if content.is_none() && !(m.role == Role::Assistant && has_calls) {
         return Err(ApiError::invalid(
@@ -154,12 +155,14 @@ fn tools(req: &ChatCompletionRequest) -> Result<Option<Json>, ApiError> {
         Some(ToolChoice::Mode(m)) => match m.as_str() {
             "none" => vec![],
             "auto" | "required" => tools.to_vec(),
-            other => return Err(ApiError::invalid(
-                "tool_choice",
-                format!(
+            other => {
+                return Err(ApiError::invalid(
+                    "tool_choice",
+                    format!(
                     "tool_choice {other:?}: must be \"none\", \"auto\", \"required\" or a function"
                 ),
-            )),
+                ))
+            }
         },
         Some(ToolChoice::Function { function }) => {
             let named: Vec<Json> = tools

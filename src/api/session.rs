@@ -7,7 +7,7 @@ use super::error::ApiError;
 use super::response::{ChatCompletion, ChatCompletionChunk, Completion};
 use super::run::Run;
 use super::types::{ChatCompletionRequest, CompletionRequest};
-use crate::generate::Session;
+use crate::generate::{GenerateStats, Session};
 
 impl Session {
     /// Answer a chat-completions request. The conversation comes whole in each request
@@ -26,7 +26,7 @@ impl Session {
             )
         })?;
         let run = ChatRun::new(req, self.tokenizer(), template, self.engine().context())?;
-        self.drive(run, on_chunk)
+        Ok(self.drive(run, on_chunk)?.0)
     }
 
     /// Answer a `/v1/completions` request (plain text continued), like
@@ -37,15 +37,16 @@ impl Session {
         on_chunk: impl FnMut(&Completion) -> bool,
     ) -> Result<Completion, ApiError> {
         let run = CompletionRun::new(req, self.tokenizer(), self.engine().context())?;
-        self.drive(run, on_chunk)
+        Ok(self.drive(run, on_chunk)?.0)
     }
 
-    /// Run `run` to its end, streaming its chunks.
+    /// Run `run` to its end, streaming its chunks; the response and the generation's
+    /// counts and timings.
     pub fn drive<R: Run>(
         &mut self,
         mut run: R,
         mut on_chunk: impl FnMut(&R::Chunk) -> bool,
-    ) -> Result<R::Response, ApiError> {
+    ) -> Result<(R::Response, GenerateStats), ApiError> {
         let mut go = run.first_chunk().is_none_or(|c| on_chunk(&c));
         let (prompt, opts) = (run.prompt().to_vec(), run.options().clone());
         let (_, stats) = self.generate_tokens(&prompt, &opts, |tokenizer, token| {
@@ -60,6 +61,6 @@ impl Session {
                 break;
             }
         }
-        Ok(response)
+        Ok((response, stats))
     }
 }
