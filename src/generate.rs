@@ -6,7 +6,7 @@
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::sampler::{Sampler, SamplerConfig};
+use crate::sampler::{Sampler, SamplerConfig, TokenLogprobs};
 use crate::tokenizer::{ChatOptions, ChatTemplate, Message, StreamDecoder, Tokenizer};
 use web_time::Instant;
 
@@ -95,6 +95,15 @@ impl GenerateStats {
     }
 }
 
+/// One generated token as [`Session::generate_tokens`] hands it on.
+#[derive(Clone, Debug)]
+pub struct Token<'a> {
+    /// Its text (empty while a character is incomplete).
+    pub text: &'a str,
+    /// Its log-probabilities, when the sampler's config asks for them.
+    pub logprobs: Option<TokenLogprobs>,
+}
+
 /// A conversation (or a run of completions) with one loaded model.
 pub struct Session {
     engine: Engine,
@@ -149,6 +158,11 @@ impl Session {
 
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
+    }
+
+    /// The model's chat template, if it has one.
+    pub fn template(&self) -> Option<&ChatTemplate> {
+        self.template.as_ref()
     }
 
     /// Tokens the KV cache holds.
@@ -207,6 +221,18 @@ impl Session {
         opts: &GenerateOptions,
         mut on_text: impl FnMut(&str) -> bool,
     ) -> Result<(String, GenerateStats)> {
+        self.generate_tokens(tokens, opts, |_, t| t.text.is_empty() || on_text(t.text))
+    }
+
+    /// [`Session::generate`] handing `on_token` every generated token (end of sequence
+    /// not counted) with its text and log-probabilities, and the tokenizer; the text held
+    /// at the end (an incomplete character) comes as a last call without logprobs.
+    pub fn generate_tokens(
+        &mut self,
+        tokens: &[u32],
+        opts: &GenerateOptions,
+        mut on_token: impl FnMut(&Tokenizer, Token<'_>) -> bool,
+    ) -> Result<(String, GenerateStats)> {
         let context = self.engine.context();
         let tokens = opts.window(tokens, context);
         let reused = Generation::check(tokens, opts, context, &self.cached)?;
@@ -226,7 +252,7 @@ impl Session {
                     cached.push(last);
                     gen.prompt_done();
                 }
-                let go_on = Self::take_token(&mut gen, tokenizer, &mut on_text, next, position)?;
+                let go_on = Self::take_token(&mut gen, tokenizer, &mut on_token, next, position)?;
                 if go_on {
                     cached.push(next);
                 }
@@ -240,7 +266,7 @@ impl Session {
             while Self::take_token(
                 &mut gen,
                 tokenizer,
-                &mut on_text,
+                &mut on_token,
                 next,
                 self.engine.position(),
             )? {
@@ -251,7 +277,11 @@ impl Session {
         }
         let rest = gen.flush();
         if !rest.is_empty() {
-            on_text(&rest);
+            let token = Token {
+                text: &rest,
+                logprobs: None,
+            };
+            on_token(&self.tokenizer, token);
         }
         Ok(gen.into_result())
     }
@@ -263,13 +293,20 @@ impl Session {
     fn take_token(
         gen: &mut Generation,
         tokenizer: &Tokenizer,
-        on_text: &mut impl FnMut(&str) -> bool,
+        on_token: &mut impl FnMut(&Tokenizer, Token<'_>) -> bool,
         next: u32,
         position: usize,
     ) -> Result<bool> {
         let piece = gen.accept(tokenizer, next, position)?;
-        if !piece.is_empty() && !on_text(&piece) {
-            gen.stop();
+        if gen.finished() != Some(FinishReason::Eos) {
+            let logprobs = gen.sampler().take_logprobs();
+            let token = Token {
+                text: &piece,
+                logprobs,
+            };
+            if !on_token(tokenizer, token) {
+                gen.stop();
+            }
         }
         Ok(gen.finished().is_none())
     }

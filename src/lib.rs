@@ -5,6 +5,7 @@
 //! [`config`] the model description, [`tokenizer`] text ↔ ids, [`cpu`] the reference forward
 //! pass, and [`convert`] turns GGUF / HF models into pocket packages.
 
+pub mod api;
 pub mod config;
 pub mod convert;
 pub mod cpu;

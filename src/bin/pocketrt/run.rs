@@ -1,15 +1,19 @@
 //! `pocketrt run` (one prompt, text streamed to stdout, speeds to stderr) and
 //! `pocketrt chat` (an interactive chat in the model's template, on stdin/stdout).
 
+use crate::request::{self, cli_error, print_chat, print_completion, SamplingArgs};
 use indicatif::{ProgressBar, ProgressStyle};
+use pocketrt::api::{
+    ApiError, ChatCompletionRequest, ChatMessage, ChatRun, CompletionRequest, CompletionRun,
+    Prompt, Role,
+};
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{self, Engine};
 use pocketrt::format::{self, ModelSource};
-use pocketrt::generate::{reply_options, GenerateOptions, GenerateStats, Session};
-use pocketrt::sampler::SamplerConfig;
+use pocketrt::generate::{reply_options, GenerateStats, Session};
 use pocketrt::tokenizer::{ChatTemplate, Message, Tokenizer};
 use pocketrt::{hub, Error, Result};
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Backend {
@@ -56,41 +60,6 @@ pub struct ModelArgs {
     /// Print the backend, adapter and dispatches per token first.
     #[arg(short, long)]
     pub verbose: bool,
-}
-
-/// How tokens are chosen (greedy unless a temperature is given).
-#[derive(clap::Args)]
-pub struct SamplingArgs {
-    /// Sampling temperature; 0 is greedy.
-    #[arg(long = "temp")]
-    pub temperature: Option<f32>,
-    /// Sample among the K most likely tokens (0: all).
-    #[arg(long)]
-    pub top_k: Option<usize>,
-    /// Sample among the most likely tokens whose probability reaches P.
-    #[arg(long)]
-    pub top_p: Option<f32>,
-    /// Random seed (default: from the clock; printed with --verbose).
-    #[arg(long)]
-    pub seed: Option<u64>,
-}
-
-impl SamplingArgs {
-    /// The settings, with `default` for what was not given.
-    fn config(&self, default: SamplerConfig) -> SamplerConfig {
-        let clock = || {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        };
-        SamplerConfig {
-            temperature: self.temperature.unwrap_or(default.temperature),
-            top_k: self.top_k.unwrap_or(default.top_k),
-            top_p: self.top_p.unwrap_or(default.top_p),
-            seed: self.seed.unwrap_or_else(clock),
-            ..default
-        }
-    }
 }
 
 #[derive(clap::Args)]
@@ -204,16 +173,10 @@ fn print_stats(s: &GenerateStats, session: &Session) {
     );
 }
 
-/// Write a streamed piece to stdout now.
-fn emit(piece: &str) -> bool {
-    let mut out = std::io::stdout().lock();
-    write!(out, "{piece}").and_then(|_| out.flush()).is_ok()
-}
-
 pub fn run(a: RunArgs) -> Result<()> {
-    let sampler = a.sampling.config(SamplerConfig::greedy());
-    sampler.validate()?;
     let opened = open(&a.model)?;
+    // The context fits the prompt as rendered without a thinking block (no shorter than
+    // with one) and the reply.
     let text = match (&opened.template, a.chat) {
         (Some(t), true) => t.render(&[Message::user(&a.prompt)], &reply_options())?,
         (None, true) => {
@@ -224,51 +187,68 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
         (_, false) => a.prompt.clone(),
     };
-    let tokens = opened.tokenizer.encode(&text, true);
+    let prompt_tokens = opened.tokenizer.encode(&text, true).len();
     let max_context = opened.src.config().max_context;
     let context = a
         .model
         .context
-        .unwrap_or_else(|| (tokens.len() + a.max_tokens).min(max_context));
-    if tokens.len() > context {
-        return Err(Error::ContextTooLong {
-            position: tokens.len(),
-            context,
-        });
-    }
+        .unwrap_or_else(|| (prompt_tokens + a.max_tokens).min(max_context));
     let mut session = session(&a.model, opened, Some(context))?;
-    let opts = GenerateOptions {
-        max_tokens: a.max_tokens,
-        sampler,
-        ..Default::default()
+    let params = a.sampling.params(&request::RUN, a.max_tokens);
+    let context = session.engine().context();
+    let stats = if a.chat {
+        let req = ChatCompletionRequest {
+            messages: vec![ChatMessage::new(Role::User, &a.prompt)],
+            chat_template_kwargs: a.sampling.template_kwargs(),
+            params,
+            ..Default::default()
+        };
+        let template = session.template().expect("checked above");
+        let run = ChatRun::new(&req, session.tokenizer(), template, context).map_err(cli_error)?;
+        session.drive(run, print_chat).map_err(cli_error)?.1
+    } else {
+        let req = CompletionRequest {
+            prompt: Some(Prompt::Text(a.prompt.clone())),
+            params,
+            ..Default::default()
+        };
+        let run = CompletionRun::new(&req, session.tokenizer(), context).map_err(cli_error)?;
+        session.drive(run, print_completion).map_err(cli_error)?.1
     };
-    if a.model.verbose && !opts.sampler.is_greedy() {
-        eprintln!("sampling: {:?}", opts.sampler);
-    }
-    let (_, stats) = session.generate(&tokens, &opts, emit)?;
     println!();
     print_stats(&stats, &session);
     Ok(())
 }
 
-/// Chat defaults: the usual sampling for conversation.
-const CHAT_SAMPLING: SamplerConfig = SamplerConfig {
-    temperature: 0.7,
-    top_k: 40,
-    top_p: 0.9,
-    min_p: 0.0,
-    repetition_penalty: 1.0,
-    frequency_penalty: 0.0,
-    presence_penalty: 0.0,
-    penalty_last_n: 64,
-    logit_bias: Vec::new(),
-    logprobs: None,
-    seed: 0,
-};
+/// One turn of `chat`: the reply to the conversation `history` ends with.
+fn reply(
+    session: &mut Session,
+    a: &ChatArgs,
+    history: &[ChatMessage],
+) -> std::result::Result<(String, GenerateStats), ApiError> {
+    let req = ChatCompletionRequest {
+        messages: history.to_vec(),
+        chat_template_kwargs: a.sampling.template_kwargs(),
+        params: a.sampling.params(&request::CHAT, a.max_tokens),
+        ..Default::default()
+    };
+    let template = session.template().expect("checked at the start");
+    let run = ChatRun::new(
+        &req,
+        session.tokenizer(),
+        template,
+        session.engine().context(),
+    )?;
+    let (response, stats) = session.drive(run, print_chat)?;
+    let text = response.choices[0]
+        .message
+        .content
+        .clone()
+        .unwrap_or_default();
+    Ok((text, stats))
+}
 
 pub fn chat(a: ChatArgs) -> Result<()> {
-    let sampler = a.sampling.config(CHAT_SAMPLING);
-    sampler.validate()?;
     let opened = open(&a.model)?;
     if opened.template.is_none() {
         return Err(Error::ChatTemplate(format!(
@@ -277,14 +257,11 @@ pub fn chat(a: ChatArgs) -> Result<()> {
         )));
     }
     let mut session = session(&a.model, opened, a.model.context)?;
-    if let Some(system) = &a.system {
-        session.set_system(system);
-    }
-    let opts = GenerateOptions {
-        max_tokens: a.max_tokens,
-        sampler,
-        ..Default::default()
-    };
+    let mut history: Vec<ChatMessage> = a
+        .system
+        .iter()
+        .map(|s| ChatMessage::new(Role::System, s))
+        .collect();
     eprintln!(
         "chat with {} ({} positions). /reset clears the chat, /quit or Ctrl-D ends it.",
         a.model.model,
@@ -293,31 +270,36 @@ pub fn chat(a: ChatArgs) -> Result<()> {
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     loop {
-        emit("> ");
+        request::emit("> ", false);
         let Some(line) = lines.next() else { break };
         let line = line.map_err(|e| Error::io("stdin", e))?;
         match line.trim() {
             "" => continue,
             "/quit" | "/exit" => break,
             "/reset" => {
-                session.reset_chat();
+                history.retain(|m| m.role == Role::System);
                 println!("(chat cleared)");
                 continue;
             }
-            user => match session.chat(user, &opts, emit) {
-                Ok((_, stats)) => {
-                    println!();
-                    if a.model.verbose {
-                        print_stats(&stats, &session);
+            user => {
+                history.push(ChatMessage::new(Role::User, user));
+                match reply(&mut session, &a, &history) {
+                    Ok((text, stats)) => {
+                        println!();
+                        history.push(ChatMessage::new(Role::Assistant, text.trim()));
+                        if a.model.verbose {
+                            print_stats(&stats, &session);
+                        }
                     }
+                    // The chat is unchanged: say why and go on.
+                    Err(e) if e.error.code.as_deref() == Some("context_length_exceeded") => {
+                        history.pop();
+                        println!();
+                        eprintln!("error: {e}; /reset starts a new chat");
+                    }
+                    Err(e) => return Err(cli_error(e)),
                 }
-                // The chat is unchanged: say why and go on.
-                Err(e @ Error::ContextTooLong { .. }) => {
-                    println!();
-                    eprintln!("error: {e}; /reset starts a new chat");
-                }
-                Err(e) => return Err(e),
-            },
+            }
         }
     }
     println!();
