@@ -4,6 +4,10 @@
 //!   and on the fast CPU backend: `cpu_tokens`);
 //! - DIR/tiny.gguf: the same model as a Q4_1 GGUF (tokenizer and template in its
 //!   metadata), and in `expected.json` the native engine's greedy tokens for it;
+//! - DIR/api: the OpenAI request fixtures' tiny Qwen3-shaped model (tests/api_common: the
+//!   real Qwen3 template) as a package, and `DIR/api_expected.json`: every fixture's
+//!   outcomes (responses, chunks) natively on the GPU and on the fast CPU backend, which
+//!   the browser must reproduce;
 //! - LARGE_DIR (when given): a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) and the same
 //!   model as LARGE_DIR/large.gguf (≈ 190 MB, a 65,536-token vocabulary in its header) for
 //!   the memory tests, with `bench-tokenizer.json` (every id decodes) for the browser
@@ -16,6 +20,9 @@ use pocketrt::format::gguf::{Gguf, MetaValue};
 use pocketrt::synth::{write_package, SynthSource};
 use pocketrt::tokenizer::{byte_level_json, Tokenizer};
 use std::path::Path;
+
+#[path = "../tests/api_common/mod.rs"]
+mod api_common;
 
 const TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}\
 <|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
@@ -60,6 +67,7 @@ fn main() -> pocketrt::Result<()> {
     });
     std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
         .map_err(|e| pocketrt::Error::io(dir, e))?;
+    api_fixtures(Path::new(dir))?;
 
     let Some(large) = large else {
         return Ok(());
@@ -80,6 +88,45 @@ fn main() -> pocketrt::Result<()> {
     std::fs::write(Path::new(large).join(BENCH_TOKENIZER), vocab_json)
         .map_err(|e| pocketrt::Error::io(large, e))?;
     Ok(())
+}
+
+/// The API fixtures' model as the package DIR/api, and their native outcomes on the GPU
+/// and the fast CPU backend in DIR/api_expected.json (ids and times removed).
+fn api_fixtures(dir: &Path) -> pocketrt::Result<()> {
+    use pocketrt::generate::Session;
+    use pocketrt::tokenizer::ChatTemplate;
+    let pkg = dir.join("api");
+    let mut config = api_common::config();
+    let im_end = api_common::tokenizer()
+        .token_to_id("<|im_end|>")
+        .expect("a chat marker");
+    config.eos_token_ids = vec![im_end];
+    let template = Some(api_common::TEMPLATE.to_string());
+    let mut src =
+        api_common::weights(config)?.with_tokenizer(api_common::tokenizer_json(), template);
+    convert(&mut src, &pkg, &ConvertOptions::default(), &mut |_| {})?;
+    let outcomes = |backend| -> pocketrt::Result<Vec<serde_json::Value>> {
+        let mut m = pocketrt::format::open(&pkg)?;
+        let engine = Engine::load(m.as_mut(), backend, WeightMode::Q4, api_common::CONTEXT)?;
+        let template = ChatTemplate::new(api_common::TEMPLATE)?;
+        let session = Session::new(engine, api_common::tokenizer(), Some(template));
+        Ok(api_common::run_all(session)
+            .into_iter()
+            .map(|(f, outs)| {
+                let outs: Vec<_> = outs
+                    .iter()
+                    .map(|o| serde_json::json!({"response": o.response, "chunks": o.chunks}))
+                    .collect();
+                serde_json::json!({"name": f.name, "doc": f.doc, "outcomes": api_common::normalized(&outs.into())})
+            })
+            .collect())
+    };
+    let expected = serde_json::json!({
+        "gpu": outcomes(Backend::Gpu)?,
+        "cpu": outcomes(Backend::Cpu)?,
+    });
+    std::fs::write(dir.join("api_expected.json"), expected.to_string())
+        .map_err(|e| pocketrt::Error::io(dir, e))
 }
 
 /// A byte-level tokenizer.json: byte tokens, the chat specials, then placeholders up to

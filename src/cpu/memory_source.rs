@@ -14,6 +14,8 @@ pub struct MemorySource {
     config: ModelConfig,
     tensors: Vec<SourceTensor>,
     data: HashMap<String, Vec<f32>>,
+    tokenizer: Option<String>,
+    template: Option<String>,
 }
 
 impl MemorySource {
@@ -23,7 +25,17 @@ impl MemorySource {
             config,
             tensors: Vec::new(),
             data: HashMap::new(),
+            tokenizer: None,
+            template: None,
         }
+    }
+
+    /// Give the model a tokenizer (an HF tokenizer.json) and a chat template (what a
+    /// package written from it carries).
+    pub fn with_tokenizer(mut self, json: String, template: Option<String>) -> MemorySource {
+        self.tokenizer = Some(json);
+        self.template = template;
+        self
     }
 
     /// Add (or replace) a tensor; `data.len()` must match the shape.
@@ -103,11 +115,11 @@ impl ModelSource for MemorySource {
     }
 
     fn tokenizer_json(&mut self) -> Result<Option<String>> {
-        Ok(None)
+        Ok(self.tokenizer.clone())
     }
 
     fn chat_template(&self) -> Option<String> {
-        None
+        self.template.clone()
     }
 
     fn container(&self) -> String {

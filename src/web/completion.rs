@@ -146,7 +146,11 @@ impl WebSession {
                 Some(p) => p,
                 None => {
                     self.completion_end();
-                    if self.completion.as_ref().is_some_and(|c| c.response.is_none()) {
+                    if self
+                        .completion
+                        .as_ref()
+                        .is_some_and(|c| c.response.is_none())
+                    {
                         return Ok(None); // nothing ran: no stats to end with
                     }
                     continue;
@@ -159,10 +163,11 @@ impl WebSession {
                     c.pending.push_back(chunk);
                 }
             }
-            if c.run.should_stop() && !piece.done {
-                self.stop();
+            let stop = c.run.should_stop();
+            if stop && !piece.done {
+                self.stop(); // a stop string: the generation ends here
             }
-            if piece.done || c.run.should_stop() {
+            if piece.done || stop {
                 self.completion_end();
             }
         }

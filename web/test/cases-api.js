@@ -1,0 +1,168 @@
+// Browser tests of the OpenAI-shaped API (run by run.js with cases.js): every request
+// fixture of tests/fixtures/api runs through `model.chat.completions.create` /
+// `model.completions.create` on the fixture's api package, on WebGPU and on the CPU
+// backend, in the page and in a Worker, and must give the responses and chunks the native
+// engine gave on the same backend (web_fixture's api_expected.json; ids and times aside,
+// logprobs to 1e-2). Each gets { page, context, server, fixture, scratch, results }.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { plainPage } from './cases.js';
+
+function apiExpected(fixture) {
+  return JSON.parse(fs.readFileSync(path.join(fixture, 'api_expected.json'), 'utf8'));
+}
+
+/** Runs in the page: every fixture's requests in order on one model (as natively), with
+ * `$replyN[a..b]` replaced by earlier replies' text; stream requests give their chunks,
+ * others their response, errors their OpenAI body. */
+async function runFixtures({ fixtures, backend, worker }) {
+  const { Pocket, createWorker } = await import('/pkg/pocket.js');
+  const options = { backend, cache: false, contextLength: 2048 };
+  const w = worker ? createWorker('/pkg/worker.js') : null;
+  const model = w ? await w.load('/models/tiny/api/', options) : await Pocket.load('/models/tiny/api/', options);
+  const contentOf = (o) => {
+    if (o.response) {
+      const c = o.response.choices?.[0];
+      return c?.message?.content ?? c?.text ?? '';
+    }
+    return (o.chunks ?? []).map((k) => k.choices.map((c) => c.delta?.content ?? c.text ?? '').join('')).join('');
+  };
+  const substitute = (v, done) => {
+    if (typeof v === 'string' && v.startsWith('$reply')) {
+      const m = /^\$reply(\d+)(?:\[(\d+)\.\.(\d+)\])?$/.exec(v);
+      const text = contentOf(done[Number(m[1])]);
+      return m[2] === undefined ? text : Array.from(text).slice(Number(m[2]), Number(m[3])).join('');
+    }
+    if (Array.isArray(v)) return v.map((x) => substitute(x, done));
+    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substitute(x, done)]));
+    return v;
+  };
+  const out = [];
+  try {
+    for (const f of fixtures) {
+      const done = [];
+      for (const raw of f.doc.requests) {
+        const req = substitute(raw, done);
+        const api = f.doc.kind === 'completion' ? model.completions : model.chat.completions;
+        try {
+          const r = await api.create(req);
+          if (req.stream) {
+            const chunks = [];
+            for await (const c of r) chunks.push(c);
+            done.push({ chunks });
+          } else {
+            done.push({ response: r });
+          }
+        } catch (e) {
+          if (!e.error) throw e;
+          done.push({ response: { error: e.error }, status: e.status, code: e.code });
+        }
+      }
+      out.push({ name: f.name, outcomes: done });
+    }
+  } finally {
+    await model.unload();
+    w?.terminate();
+  }
+  return out;
+}
+
+/** Ids and times removed (they differ run to run), as natively. */
+function normalized(v) {
+  if (Array.isArray(v)) return v.map(normalized);
+  if (v && typeof v === 'object') {
+    return Object.fromEntries(
+      Object.entries(v)
+        .filter(([k]) => k !== 'id' && k !== 'created')
+        .map(([k, x]) => [k, normalized(x)]),
+    );
+  }
+  return v;
+}
+
+/** Equal; numbers with a fraction (logprobs) to 1e-2. */
+function same(a, b) {
+  if (typeof a === 'number' && typeof b === 'number') {
+    return Number.isInteger(a) && Number.isInteger(b) ? a === b : Math.abs(a - b) <= 1e-2;
+  }
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => same(x, b[i]));
+  }
+  if (a && b && typeof a === 'object' && typeof b === 'object') {
+    const ka = Object.keys(a);
+    return ka.length === Object.keys(b).length && ka.every((k) => k in b && same(a[k], b[k]));
+  }
+  return a === b;
+}
+
+async function compareWithNative(page, server, fixture, backend, worker) {
+  const want = apiExpected(fixture)[backend === 'webgpu' ? 'gpu' : 'cpu'];
+  assert.ok(want.length >= 20, `${want.length} fixtures`);
+  await plainPage(page, server);
+  const fixtures = want.map((f) => ({ name: f.name, doc: f.doc }));
+  const got = await page.evaluate(runFixtures, { fixtures, backend, worker });
+  let requests = 0;
+  let errors = 0;
+  for (const [i, f] of want.entries()) {
+    for (const [j, native] of f.outcomes.entries()) {
+      const mine = got[i].outcomes[j];
+      const what = `${f.name}[${j}] on ${backend}${worker ? ' in a Worker' : ''}`;
+      const stream = f.doc.requests[j].stream && !native.response.error;
+      const [a, b] = stream ? [mine.chunks, native.chunks] : [mine.response, native.response];
+      assert.ok(a, `${what}: nothing came back (${JSON.stringify(mine).slice(0, 300)})`);
+      assert.ok(same(normalized(a), b), `${what}:\nbrowser ${JSON.stringify(normalized(a))}\nnative  ${JSON.stringify(b)}`);
+      if (native.response.error) {
+        errors += 1;
+        assert.equal(mine.status, 400, `${what}: status`);
+        assert.equal(mine.code, 'INVALID_ARGUMENT', `${what}: code`);
+      }
+      requests += 1;
+    }
+  }
+  console.log(`     ${requests} requests (${errors} bad ones) on ${backend}${worker ? ' in a Worker' : ''} gave the native responses`);
+}
+
+export const tests = {
+  async openai_requests_on_webgpu_give_the_native_responses_and_chunks({ page, server, fixture }) {
+    await compareWithNative(page, server, fixture, 'webgpu', false);
+  },
+
+  async openai_requests_on_the_cpu_backend_give_the_native_responses_and_chunks({ page, server, fixture }) {
+    await compareWithNative(page, server, fixture, 'cpu', false);
+  },
+
+  async openai_requests_in_a_worker_give_the_native_responses_and_chunks({ page, server, fixture }) {
+    await compareWithNative(page, server, fixture, 'webgpu', true);
+  },
+
+  async an_aborted_stream_stops_and_the_model_answers_the_next_request({ page, server }) {
+    await plainPage(page, server);
+    const r = await page.evaluate(async () => {
+      const { Pocket } = await import('/pkg/pocket.js');
+      const model = await Pocket.load('/models/tiny/api/', { backend: 'webgpu', cache: false });
+      const messages = [{ role: 'user', content: 'Tell me a long story.' }];
+      const controller = new AbortController();
+      const stream = await model.chat.completions.create(
+        { messages, max_tokens: 200, temperature: 0, stream: true },
+        { signal: controller.signal },
+      );
+      let chunks = 0;
+      let code = null;
+      try {
+        for await (const _ of stream) {
+          chunks += 1;
+          if (chunks === 3) controller.abort();
+        }
+      } catch (e) {
+        code = e.code;
+      }
+      const after = await model.chat.completions.create({ messages, max_tokens: 4, temperature: 0 });
+      model.unload();
+      return { chunks, code, finish: after.choices[0].finish_reason, tokens: after.usage.completion_tokens };
+    });
+    assert.equal(r.code, 'ABORTED');
+    assert.equal(r.chunks, 3, 'no chunk after the abort');
+    assert.deepEqual([r.finish, r.tokens], ['length', 4]);
+  },
+};
