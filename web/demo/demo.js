@@ -1,4 +1,5 @@
-// The pocketrt demo: load a model in a Worker (the page never blocks) and chat with it.
+// The pocketrt demo: load a model in a Worker (the page never blocks) and chat with it
+// through the OpenAI-shaped API (`chat.completions.create`, streamed).
 import { createWorker, hasWebGPU, threadSupport } from '../pkg/pocket.js';
 
 const $ = (id) => document.getElementById(id);
@@ -64,6 +65,30 @@ function bubble(role, text) {
   return div;
 }
 
+/** The assistant's bubble: its thinking collapsed above the answer. */
+function replyBubble() {
+  const div = bubble('assistant', '');
+  const thinking = document.createElement('details');
+  thinking.className = 'reasoning';
+  thinking.hidden = true;
+  thinking.innerHTML = '<summary>thinking</summary><div></div>';
+  const answer = document.createElement('span');
+  div.append(thinking, answer);
+  return {
+    reasoning: (t) => {
+      thinking.hidden = false;
+      thinking.lastChild.textContent = t;
+    },
+    content: (t) => (answer.textContent = t),
+  };
+}
+
+/** The conversation as OpenAI messages: the system prompt (if any) first. */
+function conversation() {
+  const system = $('system').value.trim();
+  return system ? [{ role: 'system', content: system }, ...messages] : messages;
+}
+
 async function send(e) {
   e.preventDefault();
   const text = $('prompt').value.trim();
@@ -71,26 +96,36 @@ async function send(e) {
   $('prompt').value = '';
   messages.push({ role: 'user', content: text });
   bubble('user', text);
-  const out = bubble('assistant', '');
+  const out = replyBubble();
   stopper = new AbortController();
   $('send').disabled = true;
   $('stop').disabled = false;
   document.body.dataset.state = 'generating';
   let reply = '';
+  let reasoning = '';
   let count = 0;
   const start = performance.now();
+  const speed = () => (count / ((performance.now() - start) / 1000)).toFixed(1);
   try {
-    const opts = { maxTokens: Number($('max').value) || 128, signal: stopper.signal,
-      onToken: () => {
-        count += 1;
-        $('speed').textContent = `${(count / ((performance.now() - start) / 1000)).toFixed(1)} tokens/s`;
-      } };
-    for await (const piece of model.chat(messages, opts)) {
-      reply += piece;
-      out.textContent = reply;
+    const request = {
+      messages: conversation(),
+      max_tokens: Number($('max').value) || 128,
+      temperature: Number($('temperature').value),
+      chat_template_kwargs: { enable_thinking: $('thinking').checked },
+      stream: true,
+      stream_options: { include_usage: true },
+    };
+    const stream = await model.chat.completions.create(request, { signal: stopper.signal });
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta ?? {};
+      if (delta.reasoning_content) out.reasoning((reasoning += delta.reasoning_content));
+      if (delta.content) out.content((reply += delta.content));
+      if (delta.content || delta.reasoning_content) count += 1;
+      $('speed').textContent = `${speed()} chunks/s`;
+      if (chunk.usage) {
+        $('speed').textContent = `${chunk.usage.completion_tokens} tokens, ${speed()} tokens/s`;
+      }
     }
-    const s = await model.stats();
-    if (s) $('speed').textContent = `${s.generatedTokens} tokens, ${s.tokensPerSecond.toFixed(1)} tokens/s`;
   } catch (err) {
     if (err.code !== 'ABORTED') showError(err);
   } finally {
@@ -99,6 +134,13 @@ async function send(e) {
     $('stop').disabled = true;
     document.body.dataset.state = 'ready';
   }
+}
+
+function reset() {
+  stopper?.abort();
+  messages = [];
+  $('messages').replaceChildren();
+  $('speed').textContent = '';
 }
 
 if (!hasWebGPU()) {
@@ -122,5 +164,6 @@ $('threads').textContent = threadSupport().reason;
   $('file').onchange = () => loadLocal($('file').files);
   $('form').onsubmit = send;
   $('stop').onclick = () => stopper?.abort();
+  $('reset').onclick = reset;
   if (params.get('model') && params.get('autoload') !== '0') load(params.get('model'));
 }

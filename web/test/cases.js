@@ -445,5 +445,17 @@ export const tests = {
     await page.click('#stop');
     await page.waitForSelector('body[data-state=ready]', { timeout: 30000 });
     assert.equal(await page.isVisible('#error'), false, 'stopping is not an error');
+    // A system prompt and greedy decoding go into the request; "New chat" clears it.
+    await page.click('#settings summary');
+    await page.fill('#system', 'Answer in one word.');
+    await page.fill('#temperature', '0');
+    await page.fill('#max', '8');
+    await page.fill('#prompt', 'Third');
+    await page.click('#send');
+    await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
+    assert.match(await page.textContent('#speed'), /^\d+ tokens, [\d.]+ tokens\/s$/);
+    assert.equal(await page.locator('.msg').count(), 6);
+    await page.click('#reset');
+    assert.equal(await page.locator('.msg').count(), 0, 'a new chat starts empty');
   },
 };
