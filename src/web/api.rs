@@ -249,9 +249,9 @@ impl PocketModel {
     #[wasm_bindgen(js_name = completionResult)]
     pub fn completion_result(&self) -> Result<String, JsValue> {
         self.with(|s| {
-            s.completion_result().map(str::to_string).ok_or_else(|| {
-                Error::InvalidArgument("no request has been answered yet".into())
-            })
+            s.completion_result()
+                .map(str::to_string)
+                .ok_or_else(|| Error::InvalidArgument("no request has been answered yet".into()))
         })
     }
 
