@@ -6,101 +6,33 @@
 //! kernel reads back). Both give the same token for the same state.
 
 use crate::error::{Error, Result};
+use rng::Rng;
+use std::collections::VecDeque;
 
-/// How to pick the next token. `temperature <= 0` (or `top_k == 1`) is greedy.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SamplerConfig {
-    /// Logits are divided by this before the softmax; 0 means greedy.
-    pub temperature: f32,
-    /// Keep only the `top_k` most likely tokens (0: no limit).
-    pub top_k: usize,
-    /// Keep the smallest set of most likely tokens whose probability reaches `top_p`
-    /// (1: no limit).
-    pub top_p: f32,
-    /// Seed of the random generator.
-    pub seed: u64,
-}
-
-impl Default for SamplerConfig {
-    /// Greedy decoding.
-    fn default() -> SamplerConfig {
-        SamplerConfig::greedy()
-    }
-}
-
-impl SamplerConfig {
-    pub fn greedy() -> SamplerConfig {
-        SamplerConfig {
-            temperature: 0.0,
-            top_k: 0,
-            top_p: 1.0,
-            seed: 0,
-        }
-    }
-
-    pub fn is_greedy(&self) -> bool {
-        self.temperature <= 0.0 || self.top_k == 1
-    }
-
-    /// Reject settings that cannot mean anything (NaN, negative, p outside (0, 1]).
-    pub fn validate(&self) -> Result<()> {
-        if !self.temperature.is_finite() || self.temperature < 0.0 {
-            return Err(Error::InvalidArgument(format!(
-                "temperature {} must be a finite number ≥ 0",
-                self.temperature
-            )));
-        }
-        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(Error::InvalidArgument(format!(
-                "top-p {} must be in (0, 1]",
-                self.top_p
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// xoshiro256** seeded through splitmix64: small, fast and identical everywhere.
-#[derive(Clone, Debug)]
-struct Rng([u64; 4]);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        let mut z = seed;
-        let mut next = || {
-            z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut x = z;
-            x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            x ^ (x >> 31)
-        };
-        Rng([next(), next(), next(), next()])
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        let s = &mut self.0;
-        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        result
-    }
-
-    /// Uniform in [0, 1) with 53 random bits.
-    fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+mod config;
+mod rng;
+pub use config::{SamplerConfig, MAX_LOGPROBS};
 
 /// A sampler: its settings and its generator state.
 #[derive(Clone, Debug)]
 pub struct Sampler {
     pub config: SamplerConfig,
     rng: Rng,
+    /// The last `penalty_last_n` tokens of the sequence, oldest first.
+    recent: VecDeque<u32>,
+    /// The last choice's log-probabilities, when the config asks for them.
+    logprobs: Option<TokenLogprobs>,
+}
+
+/// The log-probabilities of one choice: those of the adjusted logits at temperature 1
+/// over the whole vocabulary (what the model, penalties and bias made likely, before
+/// temperature, top-k, top-p and min-p).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprobs {
+    pub token: u32,
+    pub logprob: f32,
+    /// The most likely tokens (as many as the config's `logprobs`), best first.
+    pub top: Vec<(u32, f32)>,
 }
 
 /// Orders candidates best first: larger logit, then lower id (NaN last).
@@ -114,8 +46,10 @@ impl Sampler {
     pub fn new(config: SamplerConfig) -> Result<Sampler> {
         config.validate()?;
         Ok(Sampler {
-            config,
             rng: Rng::new(config.seed),
+            config,
+            recent: VecDeque::new(),
+            logprobs: None,
         })
     }
 
@@ -124,7 +58,24 @@ impl Sampler {
         Sampler {
             config: SamplerConfig::greedy(),
             rng: Rng::new(0),
+            recent: VecDeque::new(),
+            logprobs: None,
         }
+    }
+
+    /// Note tokens of the sequence (the prompt, then each accepted token) for the
+    /// penalties' window: only the last `penalty_last_n` are kept.
+    pub fn observe(&mut self, tokens: &[u32]) {
+        let n = self.config.penalty_last_n;
+        let tokens = &tokens[tokens.len().saturating_sub(n)..];
+        let drop = (self.recent.len() + tokens.len()).saturating_sub(n);
+        self.recent.drain(..drop);
+        self.recent.extend(tokens);
+    }
+
+    /// The log-probabilities of the last choice (once), when the config asks for them.
+    pub fn take_logprobs(&mut self) -> Option<TokenLogprobs> {
+        self.logprobs.take()
     }
 
     /// How many top candidates the sampler needs: `None` for greedy (the argmax is

@@ -35,7 +35,10 @@ fn on_gpu(ctx: &Arc<GpuContext>) -> Engine {
 /// (oracle draws, GPU draws) with both fed the oracle's tokens.
 fn lockstep(ctx: &Arc<GpuContext>, config: SamplerConfig) -> (Vec<u32>, Vec<u32>) {
     let (mut cpu, mut gpu) = (oracle(), on_gpu(ctx));
-    let (mut s_cpu, mut s_gpu) = (Sampler::new(config).unwrap(), Sampler::new(config).unwrap());
+    let (mut s_cpu, mut s_gpu) = (
+        Sampler::new(config.clone()).unwrap(),
+        Sampler::new(config).unwrap(),
+    );
     for t in [5, 9] {
         cpu.feed(t).unwrap();
         gpu.feed(t).unwrap();
@@ -66,6 +69,7 @@ fn gpu_sampling_draws_the_cpu_oracles_tokens() {
             top_k,
             top_p,
             seed: 1234,
+            ..SamplerConfig::greedy()
         };
         let (cpu, gpu) = lockstep(ctx, config);
         let differ = cpu.iter().zip(&gpu).filter(|(a, b)| a != b).count();

@@ -184,6 +184,7 @@ fn seeded_sampling_is_reproducible_and_differs_from_greedy() {
                 top_k: 0,
                 top_p: 1.0,
                 seed,
+                ..SamplerConfig::greedy()
             },
             ..Default::default()
         };
@@ -216,7 +217,7 @@ fn sliding_window_overflow_keeps_the_newest_tokens_and_the_default_is_an_error()
     assert_eq!(
         GenerateOptions {
             max_tokens: 100,
-            ..slide
+            ..slide.clone()
         }
         .window(&long, 32)
         .len(),

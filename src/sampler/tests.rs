@@ -6,6 +6,7 @@ fn sampler(temperature: f32, top_k: usize, top_p: f32, seed: u64) -> Sampler {
         top_k,
         top_p,
         seed,
+        ..SamplerConfig::greedy()
     })
     .unwrap()
 }
@@ -127,7 +128,7 @@ fn nonsense_settings_are_rejected() {
             temperature: t,
             top_k: 0,
             top_p: p,
-            seed: 0,
+            ..SamplerConfig::greedy()
         };
         assert!(
             matches!(Sampler::new(c), Err(Error::InvalidArgument(_))),

@@ -69,6 +69,7 @@ fn generate_options(options: &JsValue) -> Result<GenerateOptions> {
             top_k: count(options, "topK")?.unwrap_or(s.top_k),
             top_p: number(options, "topP")?.map_or(s.top_p, |x| x as f32),
             seed: number(options, "seed")?.map_or(s.seed, |x| x as u64),
+            ..s
         },
         ..d
     })

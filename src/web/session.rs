@@ -71,6 +71,7 @@ impl WebSession {
         let tokens = opts.window(tokens, context);
         let reused = Generation::check(tokens, opts, context, &self.cached)?;
         let mut gen = Generation::new(opts, &self.eos, context, tokens.len(), reused)?;
+        gen.sampler().observe(tokens);
         self.cached.truncate(reused);
         let (&last, head) = tokens.split_last().expect("checked non-empty");
         if head.len() > reused {
