@@ -12,9 +12,10 @@
 mod gpu_common;
 
 use pocketrt::api::{ChatCompletionRequest, CompletionRequest};
-use pocketrt::config::{Arch, ModelConfig};
+use pocketrt::config::ModelConfig;
 use pocketrt::cpu::{MemorySource, WeightMode};
 use pocketrt::engine::{Backend, Engine};
+use pocketrt::format::source::open;
 use pocketrt::generate::Session;
 use pocketrt::tokenizer::{byte_level_json, ChatTemplate, Tokenizer};
 use serde_json::{json, Value as Json};
@@ -27,25 +28,16 @@ const TEMPLATE: &str = include_str!("fixtures/tokenizer/qwen3_chat_template.jinj
 const SPECIALS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 const VOCAB: usize = 320;
 
+/// The oracle fixture's Qwen3 shape (tests/fixtures/oracle/qwen3) with this test's
+/// vocabulary and context.
 fn config() -> ModelConfig {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle/qwen3");
+    let shape = open(&dir).unwrap().config().clone();
     ModelConfig {
-        arch: Arch::Qwen3,
-        hidden_size: 64,
-        n_layers: 2,
-        n_heads: 4,
-        n_kv_heads: 2,
-        head_dim: 32,
-        ffn_size: 128,
         vocab_size: VOCAB,
-        rope_theta: 1e6,
-        rms_eps: 1e-6,
         max_context: CONTEXT,
-        tie_embeddings: true,
-        qkv_bias: false,
-        qk_norm: true,
-        bos_token_id: None,
         eos_token_ids: vec![],
-        pad_token_id: None,
+        ..shape
     }
 }
 
