@@ -268,7 +268,11 @@ impl Engine {
             Inner::Gpu(model) => match need {
                 None => model.decode(token, self.pos)?,
                 Some(k) if (1..=TOPK_MAX).contains(&k) => {
-                    sampler.sample_sorted(&model.decode_topk(token, self.pos)?)?
+                    // The adjustments are applied on the GPU, before its top-k.
+                    let adjust = sampler.adjustments(self.config.vocab_size)?;
+                    let log_z = sampler.wants_log_z();
+                    let (sorted, log_z) = model.decode_topk(token, self.pos, &adjust, log_z)?;
+                    sampler.sample_sorted(&sorted, log_z)?
                 }
                 Some(_) => sampler.sample_logits(&model.decode_with_logits(token, self.pos)?.1)?,
             },

@@ -1,16 +1,37 @@
-//! Choosing the next token from logits: greedy, or temperature / top-k / top-p sampling
-//! with a seeded generator, so a run is reproducible on every backend and platform.
+//! Choosing the next token from logits, with a seeded generator so that a run is
+//! reproducible on every backend and platform.
 //!
-//! Backends hand the sampler either the full logits ([`Sampler::sample_logits`]) or the
-//! `k` largest logits already sorted ([`Sampler::sample_sorted`], what the GPU's top-k
-//! kernel reads back). Both give the same token for the same state.
+//! Each step applies, in this order:
+//! 1. `logit_bias`: the bias is added to the token's logit;
+//! 2. the repetition penalty, to each token in the window (the last `penalty_last_n`
+//!    tokens of the sequence, prompt included): a positive logit is divided by it, any
+//!    other multiplied (llama.cpp and HF);
+//! 3. the frequency and presence penalties (OpenAI's): `logit -= count · frequency +
+//!    (count > 0) · presence`, `count` the token's occurrences in the window;
+//! 4. the log-probabilities, when asked for: the log-softmax of these adjusted logits at
+//!    temperature 1 over the whole vocabulary ([`TokenLogprobs`]);
+//! 5. greedy: the argmax of the adjusted logits (the lower id on ties); else, at the
+//!    temperature: top-k, then top-p (the shortest best-first prefix whose probability,
+//!    renormalised over the top-k, reaches p), then min-p (keep tokens with p ≥ min_p ·
+//!    p_max of the same temperature-scaled distribution), and a draw from what is kept.
+//!
+//! Steps 1–3 are a sparse list of (token, bias, repetition factor, penalty)
+//! ([`LogitAdjust`]). Backends hand the sampler either the raw full logits
+//! ([`Sampler::sample_logits`], which applies the list itself) or the `k` largest logits
+//! already adjusted and sorted, with the normaliser `ln Σ exp` of all adjusted logits
+//! when log-probabilities are asked for ([`Sampler::sample_sorted`]: the GPU applies
+//! [`Sampler::adjustments`] in place before its top-k, so penalised or biased tokens
+//! fall into or out of its readback as they should). Both give the same token for the
+//! same state.
 
 use crate::error::{Error, Result};
 use rng::Rng;
 use std::collections::VecDeque;
 
+mod adjust;
 mod config;
 mod rng;
+pub use adjust::LogitAdjust;
 pub use config::{SamplerConfig, MAX_LOGPROBS};
 
 /// A sampler: its settings and its generator state.
@@ -78,19 +99,46 @@ impl Sampler {
         self.logprobs.take()
     }
 
-    /// How many top candidates the sampler needs: `None` for greedy (the argmax is
-    /// enough), `Some(0)` for all logits, `Some(k)` for the `k` largest.
+    /// How many top candidates the sampler needs: `None` for plain greedy (the argmax
+    /// is enough, and the next step may start before it is read: nothing depends on the
+    /// token), `Some(0)` for all logits, `Some(k)` for the `k` largest (adjusted, with the
+    /// normaliser when [`Sampler::wants_log_z`]).
     pub fn candidates_needed(&self) -> Option<usize> {
-        if self.config.is_greedy() {
-            None
-        } else {
-            Some(self.config.top_k)
+        let c = &self.config;
+        let alternatives = c.logprobs.map_or(0, |n| n.max(1));
+        if c.is_greedy() {
+            if !c.adjusts_logits() && c.logprobs.is_none() {
+                return None;
+            }
+            return Some(alternatives.max(1));
+        }
+        match c.top_k {
+            0 => Some(0),
+            k => Some(k.max(alternatives)),
         }
     }
 
-    /// Pick a token from the full logits.
+    /// Whether the step must also hand over `ln Σ exp` of all adjusted logits (for the
+    /// log-probabilities).
+    pub fn wants_log_z(&self) -> bool {
+        self.config.logprobs.is_some()
+    }
+
+    /// This step's logit adjustments (bias and penalties) for a `vocab`-token model,
+    /// sorted by token id; empty when there are none. An id at or past `vocab` (in
+    /// `logit_bias`) is an error.
+    pub fn adjustments(&self, vocab: usize) -> Result<Vec<LogitAdjust>> {
+        adjust::adjustments(&self.config, self.recent.iter().copied(), vocab)
+    }
+
+    /// Pick a token from the full raw logits (the adjustments are applied here).
     pub fn sample_logits(&mut self, logits: &[f32]) -> Result<u32> {
-        let mut cands: Vec<(u32, f32)> = logits
+        let mut adjusted = logits.to_vec();
+        for a in self.adjustments(logits.len())? {
+            adjusted[a.token as usize] = a.apply(adjusted[a.token as usize]);
+        }
+        let log_z = self.wants_log_z().then(|| adjust::log_sum_exp(&adjusted));
+        let mut cands: Vec<(u32, f32)> = adjusted
             .iter()
             .enumerate()
             .filter(|(_, v)| !v.is_nan())
@@ -111,27 +159,48 @@ impl Sampler {
             cands.truncate(k);
         }
         cands.sort_unstable_by(better);
-        self.sample_sorted(&cands)
+        self.sample_sorted(&cands, log_z)
     }
 
-    /// Pick a token from candidates sorted best first (at least the sampler's `top_k` of
-    /// them, or all logits when `top_k` is 0).
-    pub fn sample_sorted(&mut self, sorted: &[(u32, f32)]) -> Result<u32> {
+    /// Pick a token from adjusted candidates sorted best first (at least
+    /// [`Sampler::candidates_needed`] of them, or all logits for `Some(0)`); `log_z` is
+    /// `ln Σ exp` of all adjusted logits, needed when [`Sampler::wants_log_z`].
+    pub fn sample_sorted(&mut self, sorted: &[(u32, f32)], log_z: Option<f32>) -> Result<u32> {
+        let i = self.choose(sorted)?;
+        if let Some(n) = self.config.logprobs {
+            let log_z = log_z.ok_or_else(|| {
+                Error::InvalidArgument("logprobs need the logits' normaliser".into())
+            })?;
+            let logprob = |&(token, logit): &(u32, f32)| (token, logit - log_z);
+            let (token, logprob_chosen) = logprob(&sorted[i]);
+            self.logprobs = Some(TokenLogprobs {
+                token,
+                logprob: logprob_chosen,
+                top: sorted.iter().take(n).map(logprob).collect(),
+            });
+        }
+        Ok(sorted[i].0)
+    }
+
+    /// The index in `sorted` of the chosen candidate: the first when greedy, else a draw
+    /// after top-k, top-p and min-p at the temperature.
+    fn choose(&mut self, sorted: &[(u32, f32)]) -> Result<usize> {
         let c = &self.config;
-        let Some(&(best, best_logit)) = sorted.first() else {
+        let Some(&(_, best_logit)) = sorted.first() else {
             return Err(Error::InvalidArgument(
                 "no candidate tokens to sample".into(),
             ));
         };
         if c.is_greedy() || !best_logit.is_finite() {
-            return Ok(best);
+            return Ok(0);
         }
         let k = if c.top_k == 0 {
             sorted.len()
         } else {
             c.top_k.min(sorted.len())
         };
-        // Softmax over the kept candidates at the temperature, in f64.
+        // Softmax over the kept candidates at the temperature, in f64, relative to the
+        // best (its weight is 1, so a weight is also p / p_max).
         let inv_t = 1.0 / f64::from(c.temperature);
         let mut probs: Vec<f64> = sorted[..k]
             .iter()
@@ -150,16 +219,19 @@ impl Sampler {
                 }
             }
         }
+        // Min-p: p ≥ min_p · p_max (the best always stays).
+        let min_p = f64::from(c.min_p);
+        kept = probs[..kept].iter().take_while(|&&w| w >= min_p).count();
         probs.truncate(kept);
         let mass: f64 = probs.iter().sum();
         let mut r = self.rng.next_f64() * mass;
         for (i, p) in probs.iter().enumerate() {
             if r < *p {
-                return Ok(sorted[i].0);
+                return Ok(i);
             }
             r -= p;
         }
-        Ok(sorted[kept - 1].0)
+        Ok(kept - 1)
     }
 }
 

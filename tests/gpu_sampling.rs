@@ -13,7 +13,7 @@ use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
 use pocketrt::format::source::open;
 use pocketrt::gpu::GpuContext;
-use pocketrt::sampler::{Sampler, SamplerConfig};
+use pocketrt::sampler::{Sampler, SamplerConfig, TokenLogprobs};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -32,26 +32,41 @@ fn on_gpu(ctx: &Arc<GpuContext>) -> Engine {
     Engine::load_on_gpu(ctx.clone(), &mut *open(&fixture()).unwrap(), STEPS + 4).unwrap()
 }
 
-/// (oracle draws, GPU draws) with both fed the oracle's tokens.
-fn lockstep(ctx: &Arc<GpuContext>, config: SamplerConfig) -> (Vec<u32>, Vec<u32>) {
+/// One choice: the token and, when asked for, its log-probabilities.
+type Choice = (u32, Option<TokenLogprobs>);
+
+/// (oracle choices, GPU choices) over `steps`, with both engines fed the oracle's tokens
+/// and both samplers observing that sequence (prompt included), as a session does.
+fn lockstep(ctx: &Arc<GpuContext>, config: SamplerConfig, steps: usize) -> [Vec<Choice>; 2] {
     let (mut cpu, mut gpu) = (oracle(), on_gpu(ctx));
     let (mut s_cpu, mut s_gpu) = (
         Sampler::new(config.clone()).unwrap(),
         Sampler::new(config).unwrap(),
     );
-    for t in [5, 9] {
-        cpu.feed(t).unwrap();
-        gpu.feed(t).unwrap();
+    let prompt = [5, 9, 2];
+    for t in &prompt[..2] {
+        cpu.feed(*t).unwrap();
+        gpu.feed(*t).unwrap();
     }
-    let mut token = 2;
+    s_cpu.observe(&prompt);
+    s_gpu.observe(&prompt);
+    let mut token = prompt[2];
     let (mut a, mut b) = (vec![], vec![]);
-    for _ in 0..STEPS {
+    for _ in 0..steps {
         let want = cpu.step_sampled(token, &mut s_cpu).unwrap();
-        b.push(gpu.step_sampled(token, &mut s_gpu).unwrap());
-        a.push(want);
+        let got = gpu.step_sampled(token, &mut s_gpu).unwrap();
+        a.push((want, s_cpu.take_logprobs()));
+        b.push((got, s_gpu.take_logprobs()));
+        s_cpu.observe(&[want]);
+        s_gpu.observe(&[want]);
         token = want;
     }
-    (a, b)
+    [a, b]
+}
+
+/// The tokens of choices.
+fn tokens(choices: &[Choice]) -> Vec<u32> {
+    choices.iter().map(|c| c.0).collect()
 }
 
 #[test]
@@ -71,7 +86,8 @@ fn gpu_sampling_draws_the_cpu_oracles_tokens() {
             seed: 1234,
             ..SamplerConfig::greedy()
         };
-        let (cpu, gpu) = lockstep(ctx, config);
+        let [cpu, gpu] = lockstep(ctx, config, STEPS);
+        let (cpu, gpu) = (tokens(&cpu), tokens(&gpu));
         let differ = cpu.iter().zip(&gpu).filter(|(a, b)| a != b).count();
         println!("{profile} top-k {top_k}: {differ} of {STEPS} draws differ");
         assert!(
@@ -84,4 +100,100 @@ fn gpu_sampling_draws_the_cpu_oracles_tokens() {
         distinct.dedup();
         assert!(distinct.len() > STEPS / 2, "{cpu:?}");
     }
+}
+
+/// Penalties over a 16-token window, a boost and a ban, and three alternatives' logprobs.
+fn controls(temperature: f32, top_k: usize, min_p: f32) -> SamplerConfig {
+    SamplerConfig {
+        temperature,
+        top_k,
+        top_p: 0.95,
+        min_p,
+        repetition_penalty: 1.3,
+        frequency_penalty: 0.4,
+        presence_penalty: 0.3,
+        penalty_last_n: 16,
+        logit_bias: vec![(7, 0.5), (11, -100.0)],
+        logprobs: Some(3),
+        seed: 99,
+    }
+}
+
+#[test]
+fn gpu_penalties_bias_min_p_and_logprobs_match_the_cpu_oracle() {
+    const STEPS: usize = 24;
+    // Greedy (the adjusted argmax through the top-k readback, not pipelined), sampled
+    // through the top-k readback with min-p, and sampled from the full raw logits (the
+    // host adjusts those): (config, draws allowed to differ, as in the test above).
+    let cases = [
+        ("greedy", controls(0.0, 0, 0.0), 1),
+        ("top-k 40, min-p", controls(0.9, 40, 0.5), 2),
+        ("all logits", controls(0.9, 0, 0.0), STEPS / 8),
+    ];
+    for ctx in profiles() {
+        let profile = ctx.profile.name;
+        for (what, config, allowed) in cases.clone() {
+            let [cpu, gpu] = lockstep(ctx, config, STEPS);
+            let differ = tokens(&cpu)
+                .iter()
+                .zip(tokens(&gpu))
+                .filter(|(a, b)| **a != *b)
+                .count();
+            println!("{profile} {what}: {differ} of {STEPS} choices differ");
+            assert!(
+                differ <= allowed,
+                "{profile} {what}: {differ} differ\n{cpu:?}\n{gpu:?}"
+            );
+            // The ban holds; the window penalties keep greedy from a short loop.
+            assert!(tokens(&cpu).iter().all(|&t| t != 11), "{cpu:?}");
+            let mut distinct = tokens(&cpu);
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert!(distinct.len() > STEPS / 2, "{what}: {:?}", tokens(&cpu));
+            // Logprobs: the same alternatives with the same values. The logits differ by
+            // up to ~5e-4 (the f16 cache); a normaliser taken before the adjustments (the
+            // penalties of 16 recent tokens move it by ~1.5e-2 on these flat logits) or
+            // any other normaliser would not.
+            let mut worst = 0f32;
+            for ((t_cpu, a), (t_gpu, b)) in cpu.iter().zip(&gpu) {
+                let (a, b) = (a.as_ref().unwrap(), b.as_ref().unwrap());
+                assert_eq!((a.token, b.token), (*t_cpu, *t_gpu));
+                assert_eq!(a.top.len(), 3);
+                if t_cpu == t_gpu {
+                    worst = worst.max((a.logprob - b.logprob).abs());
+                }
+                for (x, y) in a.top.iter().zip(&b.top).filter(|(x, y)| x.0 == y.0) {
+                    worst = worst.max((x.1 - y.1).abs());
+                }
+                // Log-probabilities of a distribution over the 512 tokens.
+                assert!(
+                    a.top[0].1 < 0.0 && a.top[0].1 > -(512f32.ln()) - 1.0,
+                    "{a:?}"
+                );
+            }
+            println!("{profile} {what}: logprobs differ by at most {worst:.2e}");
+            assert!(
+                worst < 1.5e-3,
+                "{profile} {what}: logprobs differ by {worst}"
+            );
+        }
+    }
+}
+
+#[test]
+fn penalties_and_bias_change_the_oracles_greedy_tokens() {
+    // The case above is only a check if the controls change what the model says.
+    let run = |config: SamplerConfig| {
+        let mut e = oracle();
+        let mut s = Sampler::new(config).unwrap();
+        let mut token = 2;
+        (0..32)
+            .map(|_| {
+                token = e.step_sampled(token, &mut s).unwrap();
+                s.observe(&[token]);
+                token
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_ne!(run(SamplerConfig::greedy()), run(controls(0.0, 0, 0.0)));
 }

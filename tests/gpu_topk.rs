@@ -1,13 +1,18 @@
 //! GPU top-k (topk.wgsl, a radix select in two passes) against a CPU sort: the 64 best
 //! (index, logit) pairs, best first, ties to the lower index, NaN never chosen, fewer
 //! than 64 values handled; vocabulary sizes, chunk and lane boundaries, ties at every
-//! digit of the key and of the index, signs, zeros and infinities.
+//! digit of the key and of the index, signs, zeros and infinities. And the two kernels
+//! around it in a sampled step: the sampler's logit adjustments before it
+//! (logit_adjust.wgsl) and the normaliser after it (logsumexp.wgsl), against the formulas.
 
 mod gpu_common;
 
 use gpu_common::{gpu, Rng};
+use pocketrt::gpu::kernels::logit_adjust::{LogitAdjustKernel, INITIAL_ENTRIES};
+use pocketrt::gpu::kernels::logsumexp::LogSumExp;
 use pocketrt::gpu::kernels::run;
 use pocketrt::gpu::kernels::topk::{parse_result, TopK, TOPK_MAX};
+use pocketrt::sampler::LogitAdjust;
 
 fn gpu_topk(logits: &[f32]) -> Vec<(u32, f32)> {
     let ctx = gpu();
@@ -192,4 +197,122 @@ fn topk_keeps_infinities_and_drops_every_nan() {
         ]
     );
     check("all -inf", &vec![f32::NEG_INFINITY; 70_000]);
+}
+
+/// The logits after uploading and applying each list of `lists` in turn on the GPU.
+fn gpu_adjusted(logits: &[f32], lists: &[Vec<LogitAdjust>]) -> Vec<f32> {
+    let ctx = gpu();
+    let lb = ctx.storage_init("logits", logits).unwrap();
+    let mut kernel = LogitAdjustKernel::new(ctx, &lb, logits.len()).unwrap();
+    for list in lists {
+        let groups = kernel.upload(ctx, &lb, list).unwrap();
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        kernel.encode(&mut enc.begin_compute_pass(&Default::default()), groups);
+        ctx.queue.submit([enc.finish()]);
+    }
+    let bytes = ctx.read_buffer(&lb, 4 * logits.len() as u64).unwrap();
+    bytemuck::pod_collect_to_vec(&bytes)
+}
+
+/// `count` adjustments of distinct random tokens below `n`: biases, factors and
+/// penalties of both signs (the reference formula is written out in the test).
+fn random_list(rng: &mut Rng, n: usize, count: usize) -> Vec<LogitAdjust> {
+    let mut tokens: Vec<u32> = (0..n as u32).collect();
+    for i in 0..count {
+        let j = i + (rng.next_u64() % (n - i) as u64) as usize;
+        tokens.swap(i, j);
+    }
+    tokens[..count]
+        .iter()
+        .map(|&token| LogitAdjust {
+            token,
+            bias: rng.uniform() * 4.0,
+            factor: 1.0 + rng.uniform().abs() * 2.0,
+            penalty: rng.uniform(),
+        })
+        .collect()
+}
+
+#[test]
+fn logit_adjust_rewrites_exactly_the_listed_logits() {
+    let mut rng = Rng::new(31);
+    let n = 5000;
+    let logits = rng.vec(n, 3.0);
+    // 1500 entries outgrow the first list; then 70 (two workgroups, the second padded),
+    // which must not re-apply the stale tail of the longer list.
+    let long = random_list(&mut rng, n, INITIAL_ENTRIES + 476);
+    let short = random_list(&mut rng, n, 70);
+    for lists in [vec![short.clone()], vec![long.clone()], vec![long, short]] {
+        let got = gpu_adjusted(&logits, &lists);
+        let mut want = logits.clone();
+        for a in lists.iter().flatten() {
+            // rep(x + bias) - penalty, rep(y) = y / factor for y > 0, else y · factor.
+            let y = want[a.token as usize] + a.bias;
+            let y = if y > 0.0 { y / a.factor } else { y * a.factor };
+            want[a.token as usize] = y - a.penalty;
+        }
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-6 * w.abs().max(1.0),
+                "logit {i}: {g} vs {w} ({} lists)",
+                lists.len()
+            );
+        }
+    }
+    // An empty list dispatches nothing and changes nothing.
+    assert_eq!(gpu_adjusted(&logits, &[vec![]]), logits);
+}
+
+fn gpu_log_sum_exp(logits: &[f32]) -> (f32, f32) {
+    let ctx = gpu();
+    let lb = ctx.storage_init("logits", logits).unwrap();
+    let rb = ctx.storage("result", LogSumExp::result_bytes()).unwrap();
+    run(
+        ctx,
+        &[&LogSumExp::new(ctx, logits.len()).dispatch(ctx, &lb, &rb)],
+    );
+    let v: Vec<f32> = bytemuck::pod_collect_to_vec(&ctx.read_buffer(&rb, 8).unwrap());
+    (v[0], v[1])
+}
+
+/// ln Σ exp in f64 over the non-NaN logits.
+fn cpu_log_sum_exp(logits: &[f32]) -> f64 {
+    let kept = || logits.iter().filter(|v| !v.is_nan()).map(|&v| f64::from(v));
+    let max = kept().fold(f64::NEG_INFINITY, f64::max);
+    max + kept().map(|v| (v - max).exp()).sum::<f64>().ln()
+}
+
+#[test]
+fn logsumexp_equals_the_f64_sum_on_vocabulary_sized_and_odd_logits() {
+    let mut rng = Rng::new(41);
+    let mut cases: Vec<(&str, Vec<f32>)> = vec![
+        ("vocabulary", rng.vec(151_936, 12.0)),
+        ("odd size", rng.vec(257, 2.0)),
+        ("one", vec![-3.25]),
+        // Far past exp's range: only a max-shifted sum survives.
+        ("large", rng.vec(10_000, 1000.0)),
+    ];
+    let mut holes = rng.vec(4097, 5.0);
+    for i in (0..4097).step_by(5) {
+        holes[i] = if i % 2 == 0 {
+            f32::NAN
+        } else {
+            f32::NEG_INFINITY
+        };
+    }
+    cases.push(("NaN and -inf", holes));
+    for (what, logits) in cases {
+        let (log_z, max) = gpu_log_sum_exp(&logits);
+        let want = cpu_log_sum_exp(&logits);
+        assert!(
+            (f64::from(log_z) - want).abs() < 2e-6 * want.abs().max(1.0),
+            "{what}: {log_z} vs {want}"
+        );
+        let want_max = logits
+            .iter()
+            .copied()
+            .filter(|v| !v.is_nan())
+            .fold(f32::MIN, f32::max);
+        assert_eq!(max, want_max, "{what}");
+    }
 }

@@ -11,24 +11,7 @@
 //! ends with [`Run::finish`]. In between, the text goes through stop strings
 //! (`stop.rs`), the `<think>` split (`reasoning.rs`) and tool-call parsing (`tools.rs`).
 //!
-//! ```no_run
-//! use pocketrt::api::{ChatCompletionRequest, Run};
-//! # fn demo(session: &mut pocketrt::generate::Session) -> Result<(), pocketrt::api::ApiError> {
-//! let req = ChatCompletionRequest::from_json(r#"{
-//!     "messages": [{"role": "system", "content": "Be brief."},
-//!                  {"role": "user", "content": "Name a color."}],
-//!     "temperature": 0.7, "seed": 1, "stop": ["\n\n"], "max_tokens": 64,
-//!     "chat_template_kwargs": {"enable_thinking": false}
-//! }"#)?;
-//! let reply = session.chat_completion(&req, |chunk| {
-//!     if let Some(text) = &chunk.choices.first().and_then(|c| c.delta.content.clone()) {
-//!         print!("{text}");
-//!     }
-//!     true
-//! })?;
-//! println!("\n{:?} after {} tokens", reply.choices[0].finish_reason, reply.usage.completion_tokens);
-//! # Ok(()) }
-//! ```
+//! The crate docs have an example ([`crate`]).
 
 mod chat;
 mod completion;

@@ -188,3 +188,71 @@ impl LogprobQueue {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenizer::byte_level_json;
+
+    fn lp(token: u32) -> Option<TokenLogprobs> {
+        Some(TokenLogprobs {
+            token,
+            logprob: -0.5,
+            top: vec![(token, -0.5)],
+        })
+    }
+
+    #[test]
+    fn logprobs_come_with_their_text_and_stop_with_the_stop_string() {
+        let tok = Tokenizer::from_hf_json(&byte_level_json(&[])).unwrap();
+        let mut out = Output::plain(vec!["XY".into()]);
+        let mut push = |t: &str| {
+            let (events, lps) = out.push(&tok, t, lp(u32::from(t.as_bytes()[0])));
+            let text: String = events
+                .iter()
+                .map(|e| match e {
+                    Event::Content(t) => t.as_str(),
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            (
+                text,
+                lps.iter().map(|l| l.token.clone()).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(push("a"), ("a".into(), vec!["a".into()]));
+        // "X" may start the stop string: its text and logprobs wait.
+        assert_eq!(push("X"), (String::new(), vec![]));
+        assert_eq!(push("b"), ("Xb".into(), vec!["X".into(), "b".into()]));
+        assert_eq!(push("X"), (String::new(), vec![]));
+        // The stop string: neither its text nor its tokens' logprobs come out.
+        assert_eq!(push("Y"), (String::new(), vec![]));
+        assert!(out.stopped());
+        let (events, lps) = out.finish();
+        assert!(events.is_empty() && lps.is_empty());
+    }
+
+    #[test]
+    fn a_chat_reply_is_split_into_reasoning_content_and_tool_calls() {
+        let tok = Tokenizer::from_hf_json(&byte_level_json(&[])).unwrap();
+        let mut out = Output::chat(vec![], "<|im_start|>assistant\n", true, 1);
+        let reply = "<think>\nhm\n</think>\n\nOK <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+        let mut events = vec![];
+        for c in reply.chars() {
+            events.extend(out.push(&tok, &c.to_string(), None).0);
+        }
+        events.extend(out.finish().0);
+        let kinds: Vec<&str> = events
+            .iter()
+            .map(|e| match e {
+                Event::Reasoning(_) => "reasoning",
+                Event::Content(_) => "content",
+                Event::ToolStart { .. } => "start",
+                Event::ToolArgs { .. } => "args",
+            })
+            .collect();
+        assert_eq!(kinds.first(), Some(&"reasoning"));
+        assert!(kinds.contains(&"content") && kinds.contains(&"start"));
+        assert_eq!(out.calls()[0].function.arguments, "{}");
+    }
+}

@@ -6,6 +6,8 @@
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::kernels::attention::{partials_bytes, Attention, AttentionVariant};
+use super::kernels::logit_adjust::LogitAdjustKernel;
+use super::kernels::logsumexp::LogSumExp;
 use super::kernels::rope_kv::rope_inv_freq;
 use super::kernels::topk::{parse_result, TopK};
 use super::kernels::Dispatch;
@@ -19,6 +21,7 @@ use super::StepUniform;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::source::ModelSource;
+use crate::sampler::LogitAdjust;
 use std::sync::Arc;
 
 mod bytes;
@@ -107,6 +110,11 @@ pub struct GpuModel {
     /// Top-k over the logits, appended to a step when the sampler needs candidates.
     topk: [Dispatch; 2],
     topk_result: wgpu::Buffer,
+    /// The sampler's logit adjustments, applied before argmax and top-k when it has some.
+    adjust: LogitAdjustKernel,
+    /// ln Σ exp of the (adjusted) logits, read back after the top-k for log-probabilities.
+    log_z: Dispatch,
+    log_z_result: wgpu::Buffer,
     /// The argmax of steps at even and odd positions (two, so that a step can be read
     /// while the next one, pipelined, is already submitted).
     token_staging: [wgpu::Buffer; 2],
@@ -149,10 +157,21 @@ pub enum Readback {
     Nothing,
     /// The argmax token (4 bytes).
     Argmax,
-    /// The 64 best (token, logit) pairs, sorted (512 bytes).
-    TopK,
+    /// The 64 best (token, logit) pairs, sorted (512 bytes), after the sampler's logit
+    /// adjustments.
+    TopK(Sampled),
     /// All logits (and the argmax).
     Logits,
+}
+
+/// What a top-k step does around its top-k: the sampler's adjustments first, the
+/// normaliser after.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sampled {
+    /// Workgroups of the uploaded logit adjustments (0: none).
+    adjust_groups: u32,
+    /// Also read back ln Σ exp of the logits.
+    log_z: bool,
 }
 
 impl GpuModel {
@@ -220,12 +239,18 @@ impl GpuModel {
         let topk_result = c.storage("topk", TopK::result_bytes())?;
         let topk =
             TopK::new(c, config.vocab_size).dispatch(c, &acts.logits, &topk_scratch, &topk_result);
+        let adjust = LogitAdjustKernel::new(c, &acts.logits, config.vocab_size)?;
+        let log_z_result = c.storage("logsumexp", LogSumExp::result_bytes())?;
+        let log_z = LogSumExp::new(c, config.vocab_size).dispatch(c, &acts.logits, &log_z_result);
         // Shader or pipeline errors surface here as a typed error, not a panic later.
         c.check_errors()?;
         Ok(GpuModel {
             topk,
-            topk_staging: c.staging("topk", TopK::result_bytes()),
+            topk_staging: c.staging("topk", Self::topk_readback_bytes()),
             topk_result,
+            adjust,
+            log_z,
+            log_z_result,
             token_staging: [c.staging("token even", 4), c.staging("token odd", 4)],
             logits_staging: c.staging("logits", 4 * config.vocab_size as u64),
             ctx,
@@ -431,10 +456,16 @@ impl GpuModel {
                 timestamp_writes: self.timer.as_ref().map(GpuTimer::pass_writes),
             });
             for d in &self.dispatches {
+                if let (StepKernel::Argmax, Readback::TopK(s)) = (d.kernel, readback) {
+                    self.adjust.encode(&mut pass, s.adjust_groups);
+                }
                 d.encode(&self.attention, pos, &mut pass);
             }
-            if readback == Readback::TopK {
+            if let Readback::TopK(s) = readback {
                 self.topk.iter().for_each(|d| d.encode(&mut pass));
+                if s.log_z {
+                    self.log_z.encode(&mut pass);
+                }
             }
         }
         if let Some(t) = &self.timer {
@@ -444,9 +475,13 @@ impl GpuModel {
             let staging = &self.token_staging[pos % 2];
             enc.copy_buffer_to_buffer(&self.acts.argmax, 0, staging, 0, 4);
         }
-        if readback == Readback::TopK {
+        if let Readback::TopK(s) = readback {
             let bytes = TopK::result_bytes();
             enc.copy_buffer_to_buffer(&self.topk_result, 0, &self.topk_staging, 0, bytes);
+            if s.log_z {
+                let (staging, n) = (&self.topk_staging, LogSumExp::result_bytes());
+                enc.copy_buffer_to_buffer(&self.log_z_result, 0, staging, bytes, n);
+            }
         }
         if readback == Readback::Logits {
             let bytes = self.logits_staging.size();
@@ -488,15 +523,38 @@ impl GpuModel {
         self.bound_in_flight(index)
     }
 
-    /// [`GpuModel::decode`] for sampling: the 64 most likely next tokens with their
-    /// logits, best first (ties to the lower id).
+    /// [`GpuModel::decode`] for sampling: the sampler's `adjust`ments applied to the
+    /// logits in place, then the 64 most likely next tokens with their adjusted logits,
+    /// best first (ties to the lower id), and with `log_z` ln Σ exp of all adjusted
+    /// logits.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn decode_topk(&mut self, token: u32, pos: usize) -> Result<Vec<(u32, f32)>> {
-        self.submit_step(token, pos, Readback::TopK)?;
+    pub fn decode_topk(
+        &mut self,
+        token: u32,
+        pos: usize,
+        adjust: &[LogitAdjust],
+        log_z: bool,
+    ) -> Result<Candidates> {
+        let readback = self.sampled(adjust, log_z)?;
+        self.submit_step(token, pos, readback)?;
         let bytes = self
             .ctx
-            .read_staging(&self.topk_staging, TopK::result_bytes())?;
-        Ok(parse_result(&bytes))
+            .read_staging(&self.topk_staging, Self::topk_readback_bytes())?;
+        Ok(parse_candidates(&bytes, log_z))
+    }
+
+    /// Bytes of the top-k staging buffer: the candidates, then the normaliser.
+    fn topk_readback_bytes() -> u64 {
+        TopK::result_bytes() + LogSumExp::result_bytes()
+    }
+
+    /// Upload the sampler's adjustments for a top-k step that reads back `log_z` or not.
+    fn sampled(&mut self, adjust: &[LogitAdjust], log_z: bool) -> Result<Readback> {
+        let adjust_groups = self.adjust.upload(&self.ctx, &self.acts.logits, adjust)?;
+        Ok(Readback::TopK(Sampled {
+            adjust_groups,
+            log_z,
+        }))
     }
 
     /// [`GpuModel::decode`] that also returns the full logits (for tests and debugging).
@@ -518,6 +576,17 @@ impl GpuModel {
     }
 }
 
+/// A top-k step's readback: the adjusted candidates, best first, and ln Σ exp of all
+/// adjusted logits when asked for.
+pub type Candidates = (Vec<(u32, f32)>, Option<f32>);
+
+/// The top-k staging buffer's bytes as [`Candidates`].
+fn parse_candidates(bytes: &[u8], log_z: bool) -> Candidates {
+    let (topk, rest) = bytes.split_at(TopK::result_bytes() as usize);
+    let log_z = log_z.then(|| f32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]));
+    (parse_result(topk), log_z)
+}
+
 /// Async decode steps: the readback is awaited instead of blocking (the only way in a
 /// browser; natively they poll the device and are ready at once).
 impl GpuModel {
@@ -530,13 +599,20 @@ impl GpuModel {
     }
 
     /// [`GpuModel::decode_topk`], awaiting the readback.
-    pub async fn decode_topk_async(&mut self, token: u32, pos: usize) -> Result<Vec<(u32, f32)>> {
-        self.submit_step(token, pos, Readback::TopK)?;
+    pub async fn decode_topk_async(
+        &mut self,
+        token: u32,
+        pos: usize,
+        adjust: &[LogitAdjust],
+        log_z: bool,
+    ) -> Result<Candidates> {
+        let readback = self.sampled(adjust, log_z)?;
+        self.submit_step(token, pos, readback)?;
         let bytes = self
             .ctx
-            .read_staging_async(&self.topk_staging, TopK::result_bytes())
+            .read_staging_async(&self.topk_staging, Self::topk_readback_bytes())
             .await?;
-        Ok(parse_result(&bytes))
+        Ok(parse_candidates(&bytes, log_z))
     }
 
     /// All logits of the step (for samplers wider than the GPU top-k), awaited.
@@ -570,6 +646,7 @@ impl GpuModel {
         let staging = [
             &self.step,
             &self.topk_result,
+            &self.log_z_result,
             &self.token_staging[0],
             &self.token_staging[1],
             &self.topk_staging,
@@ -580,6 +657,7 @@ impl GpuModel {
             b.destroy();
         }
         self.prefill.destroy();
+        self.adjust.destroy();
         self.weights.destroy();
         self.code_textures
             .iter()

@@ -12,6 +12,8 @@ use super::device::GpuContext;
 use super::forward::{prefill_lanes_records_bytes, prefill_scratch_sizes};
 use super::kernels::attention::partials_bytes;
 use super::kernels::gemv_q4::TextureOrder;
+use super::kernels::logit_adjust::{self, LogitAdjustKernel};
+use super::kernels::logsumexp::LogSumExp;
 use super::kernels::topk::TopK;
 use super::kv_cache::KvCache;
 use super::profile::GPU_SPLIT_LEN;
@@ -120,9 +122,16 @@ impl MemoryPlan {
             + f32s(4)
             + f32s(hd / 2);
         // Two token stagings (pipelined decode reads one while the next step runs).
-        let readback = 2 * padded(4) + padded(TopK::result_bytes()) + padded(4 * v as u64);
+        // The top-k staging holds the normaliser after the candidates.
+        let topk_readback = padded(TopK::result_bytes() + LogSumExp::result_bytes());
+        let readback = 2 * padded(4) + topk_readback + padded(4 * v as u64);
         let step = padded(16);
-        let topk = padded(TopK::scratch_bytes()) + padded(TopK::result_bytes());
+        // Top-k scratch and result, the sampler's logit adjustments (their first list)
+        // and the normaliser.
+        let topk = padded(TopK::scratch_bytes())
+            + padded(TopK::result_bytes())
+            + padded(LogitAdjustKernel::list_bytes(logit_adjust::INITIAL_ENTRIES))
+            + padded(LogSumExp::result_bytes());
         let prefill: Vec<u64> = prefill_scratch_sizes(cfg, context)
             .iter()
             .map(|(_, bytes)| padded(*bytes))

@@ -1,14 +1,17 @@
 use super::*;
 
-fn sampler(temperature: f32, top_k: usize, top_p: f32, seed: u64) -> Sampler {
-    Sampler::new(SamplerConfig {
+fn config(temperature: f32, top_k: usize, top_p: f32, seed: u64) -> SamplerConfig {
+    SamplerConfig {
         temperature,
         top_k,
         top_p,
         seed,
         ..SamplerConfig::greedy()
-    })
-    .unwrap()
+    }
+}
+
+fn sampler(temperature: f32, top_k: usize, top_p: f32, seed: u64) -> Sampler {
+    Sampler::new(config(temperature, top_k, top_p, seed)).unwrap()
 }
 
 /// Frequencies of each token over `n` draws from `logits`.
@@ -110,7 +113,7 @@ fn sorted_candidates_give_the_same_tokens_as_full_logits() {
     for _ in 0..200 {
         assert_eq!(
             full.sample_logits(&logits).unwrap(),
-            topk.sample_sorted(&sorted).unwrap()
+            topk.sample_sorted(&sorted, None).unwrap()
         );
     }
 }
@@ -134,5 +137,201 @@ fn nonsense_settings_are_rejected() {
             matches!(Sampler::new(c), Err(Error::InvalidArgument(_))),
             "t={t} p={p}"
         );
+    }
+}
+
+/// Probabilities 0.5, 0.3, 0.15, 0.05 as logits.
+fn four() -> Vec<f32> {
+    [0.5f32, 0.3, 0.15, 0.05].iter().map(|p| p.ln()).collect()
+}
+
+#[test]
+fn min_p_keeps_tokens_within_a_factor_of_the_best_at_the_temperature() {
+    let with = |t: f32, min_p: f32| {
+        Sampler::new(SamplerConfig {
+            min_p,
+            ..config(t, 0, 1.0, 13)
+        })
+        .unwrap()
+    };
+    // T = 1, min_p 0.35: p ≥ 0.175 keeps 0.5 and 0.3.
+    let got = frequencies(&mut with(1.0, 0.35), &four(), 40_000);
+    assert_freq(&got, &[0.5 / 0.8, 0.3 / 0.8, 0.0, 0.0]);
+    // T = 2: weights ∝ √p, relative to the best 1, 0.775, 0.548, 0.316; min_p 0.5 keeps
+    // three (at T = 1 it would keep two: 0.15 / 0.5 = 0.3).
+    let w = [0.5f64.sqrt(), 0.3f64.sqrt(), 0.15f64.sqrt()];
+    let sum: f64 = w.iter().sum();
+    let got = frequencies(&mut with(2.0, 0.5), &four(), 40_000);
+    assert_freq(&got, &[w[0] / sum, w[1] / sum, w[2] / sum, 0.0]);
+}
+
+#[test]
+fn min_p_applies_after_top_p() {
+    // Top-p 0.6 over all four keeps 0.5 + 0.3 (0.5 alone is short of 0.6), min-p 0.35
+    // keeps both. Min-p first would renormalise to 0.625 / 0.375, and top-p 0.6 would
+    // then keep only the first.
+    let mut s = Sampler::new(SamplerConfig {
+        min_p: 0.35,
+        ..config(1.0, 0, 0.6, 17)
+    })
+    .unwrap();
+    let got = frequencies(&mut s, &four(), 40_000);
+    assert_freq(&got, &[0.5 / 0.8, 0.3 / 0.8, 0.0, 0.0]);
+}
+
+#[test]
+fn sampled_logprobs_ignore_the_temperature_and_the_truncation() {
+    let logits: Vec<f32> = (0..50).map(|i| ((i * 13) % 50) as f32 / 10.0).collect();
+    let log_z = logits.iter().map(|&v| f64::from(v).exp()).sum::<f64>().ln();
+    let mut by_value: Vec<usize> = (0..logits.len()).collect();
+    by_value.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+    let mut s = Sampler::new(SamplerConfig {
+        logprobs: Some(2),
+        ..config(0.7, 3, 1.0, 21)
+    })
+    .unwrap();
+    for _ in 0..20 {
+        let token = s.sample_logits(&logits).unwrap();
+        let lp = s.take_logprobs().unwrap();
+        let want = |t: usize| (f64::from(logits[t]) - log_z) as f32;
+        assert_eq!(lp.token, token);
+        assert!((lp.logprob - want(token as usize)).abs() < 1e-5, "{lp:?}");
+        let top: Vec<u32> = lp.top.iter().map(|&(t, _)| t).collect();
+        assert_eq!(top, [by_value[0] as u32, by_value[1] as u32]);
+        assert!((lp.top[1].1 - want(by_value[1])).abs() < 1e-5);
+    }
+}
+
+#[test]
+fn candidates_needed_say_what_each_setting_needs() {
+    let needed = |c: SamplerConfig| Sampler::new(c).unwrap().candidates_needed();
+    let g = SamplerConfig::greedy;
+    // Plain greedy: the argmax, pipelined.
+    assert_eq!(needed(g()), None);
+    // Greedy with penalties or bias: the best adjusted candidate.
+    let rep = SamplerConfig {
+        repetition_penalty: 1.1,
+        ..g()
+    };
+    assert_eq!(needed(rep), Some(1));
+    let bias = SamplerConfig {
+        logit_bias: vec![(1, -100.0)],
+        ..g()
+    };
+    assert_eq!(needed(bias), Some(1));
+    // Logprobs: as many alternatives (at least one, for the normaliser and the token).
+    let lp = |n| SamplerConfig {
+        logprobs: Some(n),
+        ..g()
+    };
+    assert_eq!(needed(lp(0)), Some(1));
+    assert_eq!(needed(lp(5)), Some(5));
+    let sampled = |k, n| SamplerConfig {
+        logprobs: n,
+        ..config(0.8, k, 1.0, 0)
+    };
+    assert_eq!(needed(sampled(10, Some(20))), Some(20));
+    assert_eq!(needed(sampled(40, Some(3))), Some(40));
+    assert_eq!(needed(sampled(0, Some(3))), Some(0));
+}
+
+#[test]
+fn out_of_range_controls_are_rejected_naming_the_field() {
+    let g = SamplerConfig::greedy;
+    let cases = [
+        ("min_p", SamplerConfig { min_p: 1.5, ..g() }),
+        ("min_p", SamplerConfig { min_p: -0.1, ..g() }),
+        (
+            "repetition_penalty",
+            SamplerConfig {
+                repetition_penalty: 0.0,
+                ..g()
+            },
+        ),
+        (
+            "repetition_penalty",
+            SamplerConfig {
+                repetition_penalty: f32::NAN,
+                ..g()
+            },
+        ),
+        (
+            "frequency_penalty",
+            SamplerConfig {
+                frequency_penalty: 2.5,
+                ..g()
+            },
+        ),
+        (
+            "presence_penalty",
+            SamplerConfig {
+                presence_penalty: -2.01,
+                ..g()
+            },
+        ),
+        (
+            "logit_bias",
+            SamplerConfig {
+                logit_bias: vec![(3, 100.5)],
+                ..g()
+            },
+        ),
+        (
+            "logprobs",
+            SamplerConfig {
+                logprobs: Some(21),
+                ..g()
+            },
+        ),
+    ];
+    for (field, c) in cases {
+        match Sampler::new(c) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains(field), "{m}"),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    // The edges are allowed.
+    let edges = SamplerConfig {
+        min_p: 1.0,
+        frequency_penalty: -2.0,
+        presence_penalty: 2.0,
+        logit_bias: vec![(0, -100.0)],
+        logprobs: Some(20),
+        ..g()
+    };
+    assert!(Sampler::new(edges).is_ok());
+}
+
+#[test]
+fn adjusted_sorted_candidates_give_the_same_tokens_and_logprobs_as_raw_logits() {
+    // What the GPU does: adjust in place, read back the 64 best and the normaliser.
+    let logits: Vec<f32> = (0..300).map(|i| ((i * 7919) % 300) as f32 / 60.0).collect();
+    let c = SamplerConfig {
+        repetition_penalty: 1.3,
+        frequency_penalty: 0.4,
+        presence_penalty: 0.2,
+        logit_bias: vec![(7, 3.0), (299, -5.0)],
+        min_p: 0.05,
+        logprobs: Some(4),
+        ..config(0.9, 30, 0.95, 3)
+    };
+    let (mut raw, mut gpu) = (Sampler::new(c.clone()).unwrap(), Sampler::new(c).unwrap());
+    for _ in 0..100 {
+        let mut adjusted = logits.clone();
+        for a in gpu.adjustments(logits.len()).unwrap() {
+            adjusted[a.token as usize] = a.apply(adjusted[a.token as usize]);
+        }
+        let log_z = adjusted.iter().map(|v| v.exp()).sum::<f32>().ln();
+        let mut sorted: Vec<(u32, f32)> = (0..).zip(adjusted).collect();
+        sorted.sort_by(better);
+        sorted.truncate(64);
+        let want = raw.sample_logits(&logits).unwrap();
+        let got = gpu.sample_sorted(&sorted, Some(log_z)).unwrap();
+        assert_eq!(got, want);
+        let (a, b) = (raw.take_logprobs().unwrap(), gpu.take_logprobs().unwrap());
+        assert!((a.logprob - b.logprob).abs() < 1e-4, "{a:?} {b:?}");
+        for s in [&mut raw, &mut gpu] {
+            s.observe(&[want]);
+        }
     }
 }

@@ -10,6 +10,8 @@ pub mod embed_prefill;
 pub mod embed_q4;
 pub mod gemm_q4;
 pub mod gemv_q4;
+pub mod logit_adjust;
+pub mod logsumexp;
 mod q4_codes;
 pub mod read_bench;
 pub mod rmsnorm;
