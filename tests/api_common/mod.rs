@@ -1,13 +1,14 @@
-//! The OpenAI request fixtures (tests/fixtures/api/*.json) and how they run on a
-//! [`Session`]: shared by tests/api_fixtures.rs (CPU oracle vs GPU) and
-//! examples/web_fixture.rs (the native outcomes the browser test compares with). Also the
-//! tiny Qwen3-shaped model they run on: its config, byte-level tokenizer and the real
-//! Qwen3 chat template.
+//! The OpenAI request fixtures (tests/fixtures/api/*.json), how they run on a [`Session`],
+//! and the tiny Qwen3-shaped model they run on (the oracle fixture's shape, seeded random
+//! weights, a byte-level tokenizer, the real Qwen3 chat template): shared by
+//! tests/api_fixtures.rs (CPU oracle vs GPU) and examples/web_fixture.rs (the native
+//! outcomes the browser tests compare with).
 #![allow(dead_code)] // each includer uses its part
 
 use pocketrt::api::{ChatCompletionRequest, CompletionRequest};
-use pocketrt::config::{Arch, ModelConfig};
+use pocketrt::config::ModelConfig;
 use pocketrt::cpu::MemorySource;
+use pocketrt::format::source::open;
 use pocketrt::generate::Session;
 use pocketrt::tokenizer::{byte_level_json, Tokenizer};
 use serde_json::Value as Json;
@@ -19,31 +20,17 @@ pub const TEMPLATE: &str = include_str!("../fixtures/tokenizer/qwen3_chat_templa
 pub const SPECIALS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 pub const VOCAB: usize = 320;
 
+/// The oracle fixture's Qwen3 shape (tests/fixtures/oracle/qwen3) with this test's
+/// vocabulary and context.
 pub fn config() -> ModelConfig {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle/qwen3");
+    let shape = open(&dir).unwrap().config().clone();
     ModelConfig {
-        arch: Arch::Qwen3,
-        hidden_size: 64,
-        n_layers: 2,
-        n_heads: 4,
-        n_kv_heads: 2,
-        head_dim: 32,
-        ffn_size: 128,
         vocab_size: VOCAB,
-        rope_theta: 1e6,
-        rms_eps: 1e-6,
         max_context: CONTEXT,
-        tie_embeddings: true,
-        qkv_bias: false,
-        qk_norm: true,
-        bos_token_id: None,
         eos_token_ids: vec![],
-        pad_token_id: None,
+        ..shape
     }
-}
-
-/// The model's weights: seeded, uniform in ±0.5.
-pub fn weights(config: ModelConfig) -> pocketrt::Result<MemorySource> {
-    MemorySource::random(config, 25, 0.5)
 }
 
 /// The tokenizer.json: byte tokens, the chat markers, spare specials up to [`VOCAB`].
@@ -62,6 +49,11 @@ pub fn tokenizer() -> Tokenizer {
     let im_end = tok.token_to_id("<|im_end|>").unwrap();
     tok.set_eos_ids(vec![im_end]).unwrap();
     tok
+}
+
+/// The model's weights (seeded) for `config`.
+pub fn weights(config: ModelConfig) -> pocketrt::Result<MemorySource> {
+    MemorySource::random(config, 25, 1.0)
 }
 
 pub struct Fixture {
