@@ -6,11 +6,11 @@ use super::completion::Endpoint;
 use super::errors::{api_to_js, to_js};
 use super::loader::{self, LoadOptions, LoadReport};
 use super::session::WebSession;
+use crate::api::ContextPolicy;
 use crate::error::{Error, Result};
-use crate::generate::{reply_options, GenerateOptions};
+use crate::generate::GenerateOptions;
 use crate::gpu::profile::{DeviceProfile, PROFILE_NAMES};
 use crate::sampler::SamplerConfig;
-use crate::tokenizer::Message;
 use js_sys::{Promise, Reflect};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -116,6 +116,18 @@ fn profile(options: &JsValue) -> Result<Option<String>> {
     }
 }
 
+/// The `contextOverflow` option: the context policy of requests that set none.
+fn context_overflow(options: &JsValue) -> Result<ContextPolicy> {
+    match opt(options, "contextOverflow").map(|v| v.as_string()) {
+        None => Ok(ContextPolicy::Error),
+        Some(Some(s)) if s == "error" => Ok(ContextPolicy::Error),
+        Some(Some(s)) if s == "truncate" => Ok(ContextPolicy::Truncate),
+        Some(_) => Err(Error::InvalidArgument(
+            "contextOverflow must be \"error\" or \"truncate\"".into(),
+        )),
+    }
+}
+
 fn to_value<T: serde::Serialize>(v: &T) -> JsValue {
     serde_json::to_string(v)
         .ok()
@@ -142,9 +154,11 @@ impl PocketModel {
     /// ignores it).
     pub async fn load(url: String, options: JsValue) -> Result<PocketModel, JsValue> {
         let opts = load_options(&options).map_err(to_js)?;
+        let overflow = context_overflow(&options).map_err(to_js)?;
         let mut l = loader::load(&url, opts).await.map_err(to_js)?;
         l.report.threads = crate::cpu::fast::threads();
-        let session = WebSession::new(l.model, l.tokenizer, l.template);
+        let mut session = WebSession::new(l.model, l.tokenizer, l.template);
+        session.context_overflow = overflow;
         Ok(PocketModel {
             session: Rc::new(RefCell::new(Some(session))),
             report: l.report,
@@ -167,19 +181,6 @@ impl PocketModel {
     /// The text of `ids`.
     pub fn decode(&self, ids: Vec<u32>) -> Result<String, JsValue> {
         self.with(|s| s.tokenizer.decode(&ids, true))
-    }
-
-    /// `messages` ([{role, content}]) in the model's chat template, ending with the
-    /// assistant's turn opener.
-    #[wasm_bindgen(js_name = applyChatTemplate)]
-    pub fn apply_chat_template(&self, messages: JsValue) -> Result<String, JsValue> {
-        let json = js_sys::JSON::stringify(&messages)
-            .map(String::from)
-            .unwrap_or_default();
-        let messages: Vec<Message> = serde_json::from_str(&json)
-            .map_err(|e| Error::InvalidArgument(format!("messages: {e}")))
-            .map_err(to_js)?;
-        self.with(|s| s.template()?.render(&messages, &reply_options()))
     }
 
     /// Start generating after `tokens`; options `{ maxTokens, temperature, topK, topP,

@@ -111,12 +111,18 @@ impl WebSession {
         let context = self.model.context();
         let run: Box<dyn JsonRun> = match endpoint {
             Endpoint::Chat => {
-                let req = ChatCompletionRequest::from_json(request)?;
+                let mut req = ChatCompletionRequest::from_json(request)?;
+                req.params
+                    .context_overflow
+                    .get_or_insert(self.context_overflow);
                 let template = self.template().map_err(ApiError::from)?;
                 Box::new(ChatRun::new(&req, &self.tokenizer, template, context)?)
             }
             Endpoint::Text => {
-                let req = CompletionRequest::from_json(request)?;
+                let mut req = CompletionRequest::from_json(request)?;
+                req.params
+                    .context_overflow
+                    .get_or_insert(self.context_overflow);
                 Box::new(CompletionRun::new(&req, &self.tokenizer, context)?)
             }
         };

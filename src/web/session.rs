@@ -6,6 +6,7 @@
 
 use super::completion::Completion;
 use super::model::WebModel;
+use crate::api::ContextPolicy;
 use crate::error::{Error, Result};
 use crate::generate::{FinishReason, GenerateOptions, GenerateStats, Generation};
 use crate::sampler::TokenLogprobs;
@@ -23,6 +24,8 @@ pub struct WebSession {
     last_stats: Option<GenerateStats>,
     /// The OpenAI-style request being answered (`completion.rs`).
     pub(super) completion: Option<Completion>,
+    /// The context policy of requests that set none (load option `contextOverflow`).
+    pub context_overflow: ContextPolicy,
 }
 
 struct Active {
@@ -68,6 +71,7 @@ impl WebSession {
             active: None,
             last_stats: None,
             completion: None,
+            context_overflow: ContextPolicy::Error,
         }
     }
 

@@ -56,6 +56,9 @@ export interface LoadOptions {
   threads?: number;
   /** Where threads/pocketrt_bg.wasm (the threaded build) is (default: next to its module). */
   threadedWasmUrl?: string | URL;
+  /** The context policy of `chat.completions` / `completions` requests that set no
+   * `context_overflow`: "error" (default) or "truncate" (drop the oldest turns). */
+  contextOverflow?: 'error' | 'truncate';
 }
 
 /** The device profiles (`gpu::profile`). */

@@ -116,7 +116,9 @@ export class Pocket {
    * threads (the CPU backend's; default: the cores, at most 8, in a Worker of a
    * cross-origin-isolated page, else 1 — see `model.threads`, `info.threadsReason`; the
    * first threaded load in a page or Worker fixes it; only CPU-backend loads use
-   * threads), threadedWasmUrl (threads/pocketrt_bg.wasm).
+   * threads), threadedWasmUrl (threads/pocketrt_bg.wasm), contextOverflow ("error", the
+   * default, or "truncate": the policy of OpenAI-style requests that set no
+   * `context_overflow`).
    */
   static async load(url, options = {}) {
     if (options.backend === 'webgpu' && !hasWebGPU()) {
@@ -142,6 +144,7 @@ export class Pocket {
         hubEndpoint: options.hubEndpoint,
         backend: options.backend,
         profile: options.profile,
+        contextOverflow: options.contextOverflow,
       });
       return new Pocket(inner, threadsReason);
     } catch (e) {
@@ -187,15 +190,25 @@ export class Pocket {
     yield* this.#run(ids, options);
   }
 
-  /** Stream the assistant's reply to `messages` ([{role, content}]) in the model's template. */
+  /** Stream the assistant's reply to `messages` ([{role, content}]) as text: a thin
+   * convenience over `chat.completions.create` (greedy unless `temperature` is given; no
+   * thinking block; `onToken` is generate()'s only). */
   async *#chat(messages, options = {}) {
-    let text;
-    try {
-      text = this.#inner.applyChatTemplate(messages);
-    } catch (e) {
-      throw coded(e);
+    const request = {
+      messages,
+      stream: true,
+      max_tokens: options.maxTokens,
+      temperature: options.temperature ?? 0,
+      top_k: options.topK,
+      top_p: options.topP,
+      seed: options.seed,
+      chat_template_kwargs: { enable_thinking: false },
+    };
+    const chunks = await this.chat.completions.create(request, { signal: options.signal });
+    for await (const chunk of chunks) {
+      const text = chunk.choices[0]?.delta?.content;
+      if (text) yield text;
     }
-    yield* this.#run(this.encode(text), options);
   }
 
   /** Generate and return the token ids (greedy unless options say otherwise). */
