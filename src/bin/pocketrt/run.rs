@@ -252,22 +252,17 @@ pub fn run(a: RunArgs) -> Result<()> {
 }
 
 /// Chat defaults: the usual sampling for conversation.
-const CHAT_SAMPLING: SamplerConfig = SamplerConfig {
-    temperature: 0.7,
-    top_k: 40,
-    top_p: 0.9,
-    min_p: 0.0,
-    repetition_penalty: 1.0,
-    frequency_penalty: 0.0,
-    presence_penalty: 0.0,
-    penalty_last_n: 64,
-    logit_bias: Vec::new(),
-    logprobs: None,
-    seed: 0,
-};
+fn chat_sampling() -> SamplerConfig {
+    SamplerConfig {
+        temperature: 0.7,
+        top_k: 40,
+        top_p: 0.9,
+        ..SamplerConfig::greedy()
+    }
+}
 
 pub fn chat(a: ChatArgs) -> Result<()> {
-    let sampler = a.sampling.config(CHAT_SAMPLING);
+    let sampler = a.sampling.config(chat_sampling());
     sampler.validate()?;
     let opened = open(&a.model)?;
     if opened.template.is_none() {
