@@ -166,7 +166,7 @@ pub enum Readback {
 
 /// What a top-k step does around its top-k: the sampler's adjustments first, the
 /// normaliser after.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sampled {
     /// Workgroups of the uploaded logit adjustments (0: none).
     adjust_groups: u32,
@@ -530,7 +530,9 @@ impl GpuModel {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn decode_topk(&mut self, token: u32, pos: usize, sampler: &Sampler) -> Result<Candidates> {
         // Natively the async readback polls the device: it is ready at once.
-        pollster::block_on(self.decode_topk_async(token, pos, sampler))
+        let candidates = pollster::block_on(self.decode_topk_async(token, pos, sampler))?;
+        self.ctx.check_errors()?;
+        Ok(candidates)
     }
 
     /// Bytes of the top-k staging buffer: the candidates, then the normaliser.
