@@ -269,9 +269,7 @@ impl Engine {
                 None => model.decode(token, self.pos)?,
                 Some(k) if (1..=TOPK_MAX).contains(&k) => {
                     // The adjustments are applied on the GPU, before its top-k.
-                    let adjust = sampler.adjustments(self.config.vocab_size)?;
-                    let log_z = sampler.wants_log_z();
-                    let (sorted, log_z) = model.decode_topk(token, self.pos, &adjust, log_z)?;
+                    let (sorted, log_z) = model.decode_topk(token, self.pos, sampler)?;
                     sampler.sample_sorted(&sorted, log_z)?
                 }
                 Some(_) => sampler.sample_logits(&model.decode_with_logits(token, self.pos)?.1)?,

@@ -1,10 +1,12 @@
 //! Sampling on the GPU engine, in every device profile forced on the test adapter,
 //! against sampling on the CPU oracle (same Q4 weights, same seed), through the GPU top-k
-//! readback (top-k ≤ 64) and the full-logits readback (top-k 0). Both engines see the same tokens (the oracle's draws) for 64 steps and draw
-//! with generators in lockstep. Logits differ by the f16 KV cache's rounding (~1e-4), so
-//! a draw can differ only when it lands that close to a boundary between two tokens — on
-//! this tiny random model's flat distributions, rarely; a wrong candidate list, order,
-//! logit or temperature would change most draws.
+//! readback (top-k ≤ 64) and the full-logits readback (top-k 0), plain and with the
+//! sampler's penalties, logit bias, min-p and logprobs (adjusted on the GPU before its
+//! top-k, the normaliser read back with it). Both engines see the same tokens (the
+//! oracle's draws) and draw with generators in lockstep. Logits differ by the f16 KV
+//! cache's rounding (~1e-4), so a draw can differ only when it lands that close to a
+//! boundary between two tokens — on this tiny random model's flat distributions, rarely;
+//! a wrong candidate list, order, logit, adjustment or temperature would change most draws.
 
 mod gpu_common;
 

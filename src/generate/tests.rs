@@ -12,6 +12,16 @@ const TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.co
 <|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
 fn session(context: usize, eos: Option<u32>) -> Session {
+    let mut tok = Tokenizer::from_hf_json(&byte_level_json(&SPECIALS)).unwrap();
+    tok.set_eos_ids(eos.into_iter().collect()).unwrap();
+    Session::new(
+        engine(context),
+        tok,
+        Some(ChatTemplate::new(TEMPLATE).unwrap()),
+    )
+}
+
+fn engine(context: usize) -> Engine {
     let config = ModelConfig {
         arch: Arch::Qwen3,
         hidden_size: 64,
@@ -32,10 +42,7 @@ fn session(context: usize, eos: Option<u32>) -> Session {
         pad_token_id: None,
     };
     let mut src = MemorySource::random(config, 17, 0.5).unwrap();
-    let engine = Engine::load(&mut src, Backend::Reference, WeightMode::F32, context).unwrap();
-    let mut tok = Tokenizer::from_hf_json(&byte_level_json(&SPECIALS)).unwrap();
-    tok.set_eos_ids(eos.into_iter().collect()).unwrap();
-    Session::new(engine, tok, Some(ChatTemplate::new(TEMPLATE).unwrap()))
+    Engine::load(&mut src, Backend::Reference, WeightMode::F32, context).unwrap()
 }
 
 fn opts(max_tokens: usize) -> GenerateOptions {
@@ -225,4 +232,47 @@ fn sliding_window_overflow_keeps_the_newest_tokens_and_the_default_is_an_error()
     );
     // A request that fits is untouched.
     assert_eq!(slide.window(&long[..20], 32).len(), 20);
+}
+
+#[test]
+fn penalties_see_the_prompt_and_each_generated_token() {
+    const N: usize = 24;
+    let prompt: Vec<u32> = (60..70).chain(60..70).collect();
+    let config = SamplerConfig {
+        repetition_penalty: 1.5,
+        presence_penalty: 2.0,
+        penalty_last_n: 64,
+        ..SamplerConfig::greedy()
+    };
+    let o = GenerateOptions {
+        max_tokens: N,
+        sampler: config.clone(),
+        ..Default::default()
+    };
+    let mut s = session(64, None);
+    let (text, _) = s.generate(&prompt, &o, |_| true).unwrap();
+    // The same steps by hand, the sampler observing the prompt and the tokens (or not).
+    let by_hand = |observe_prompt: bool, observe_tokens: bool| {
+        let (mut e, mut sampler) = (engine(64), Sampler::new(config.clone()).unwrap());
+        if observe_prompt {
+            sampler.observe(&prompt);
+        }
+        let (&last, head) = prompt.split_last().unwrap();
+        e.feed_all(head).unwrap();
+        let mut token = last;
+        let out: Vec<u32> = (0..N)
+            .map(|_| {
+                token = e.step_sampled(token, &mut sampler).unwrap();
+                if observe_tokens {
+                    sampler.observe(&[token]);
+                }
+                token
+            })
+            .collect();
+        let bytes = s.tokenizer().decode_bytes(&out, true).unwrap();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    assert_eq!(text, by_hand(true, true));
+    assert_ne!(text, by_hand(false, true));
+    assert_ne!(text, by_hand(true, false));
 }

@@ -21,7 +21,7 @@ use super::StepUniform;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::source::ModelSource;
-use crate::sampler::LogitAdjust;
+use crate::sampler::Sampler;
 use std::sync::Arc;
 
 mod bytes;
@@ -166,7 +166,7 @@ pub enum Readback {
 
 /// What a top-k step does around its top-k: the sampler's adjustments first, the
 /// normaliser after.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sampled {
     /// Workgroups of the uploaded logit adjustments (0: none).
     adjust_groups: u32,
@@ -523,24 +523,16 @@ impl GpuModel {
         self.bound_in_flight(index)
     }
 
-    /// [`GpuModel::decode`] for sampling: the sampler's `adjust`ments applied to the
-    /// logits in place, then the 64 most likely next tokens with their adjusted logits,
-    /// best first (ties to the lower id), and with `log_z` ln Σ exp of all adjusted
-    /// logits.
+    /// [`GpuModel::decode`] for sampling: the `sampler`'s adjustments
+    /// ([`Sampler::adjustments`]) applied to the logits in place, then the 64 most likely
+    /// next tokens with their adjusted logits, best first (ties to the lower id), and
+    /// ln Σ exp of all adjusted logits when the sampler wants it.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn decode_topk(
-        &mut self,
-        token: u32,
-        pos: usize,
-        adjust: &[LogitAdjust],
-        log_z: bool,
-    ) -> Result<Candidates> {
-        let readback = self.sampled(adjust, log_z)?;
-        self.submit_step(token, pos, readback)?;
-        let bytes = self
-            .ctx
-            .read_staging(&self.topk_staging, Self::topk_readback_bytes())?;
-        Ok(parse_candidates(&bytes, log_z))
+    pub fn decode_topk(&mut self, token: u32, pos: usize, sampler: &Sampler) -> Result<Candidates> {
+        // Natively the async readback polls the device: it is ready at once.
+        let candidates = pollster::block_on(self.decode_topk_async(token, pos, sampler))?;
+        self.ctx.check_errors()?;
+        Ok(candidates)
     }
 
     /// Bytes of the top-k staging buffer: the candidates, then the normaliser.
@@ -548,13 +540,16 @@ impl GpuModel {
         TopK::result_bytes() + LogSumExp::result_bytes()
     }
 
-    /// Upload the sampler's adjustments for a top-k step that reads back `log_z` or not.
-    fn sampled(&mut self, adjust: &[LogitAdjust], log_z: bool) -> Result<Readback> {
-        let adjust_groups = self.adjust.upload(&self.ctx, &self.acts.logits, adjust)?;
-        Ok(Readback::TopK(Sampled {
-            adjust_groups,
-            log_z,
-        }))
+    /// Upload the sampler's adjustments and submit a top-k step (reading back the
+    /// normaliser when the sampler wants it).
+    fn submit_topk(&mut self, token: u32, pos: usize, sampler: &Sampler) -> Result<bool> {
+        let adjust = sampler.adjustments(self.config.vocab_size)?;
+        let sampled = Sampled {
+            adjust_groups: self.adjust.upload(&self.ctx, &self.acts.logits, &adjust)?,
+            log_z: sampler.wants_log_z(),
+        };
+        self.submit_step(token, pos, Readback::TopK(sampled))?;
+        Ok(sampled.log_z)
     }
 
     /// [`GpuModel::decode`] that also returns the full logits (for tests and debugging).
@@ -603,11 +598,9 @@ impl GpuModel {
         &mut self,
         token: u32,
         pos: usize,
-        adjust: &[LogitAdjust],
-        log_z: bool,
+        sampler: &Sampler,
     ) -> Result<Candidates> {
-        let readback = self.sampled(adjust, log_z)?;
-        self.submit_step(token, pos, readback)?;
+        let log_z = self.submit_topk(token, pos, sampler)?;
         let bytes = self
             .ctx
             .read_staging_async(&self.topk_staging, Self::topk_readback_bytes())

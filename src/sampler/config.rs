@@ -61,7 +61,7 @@ fn check_range(field: &str, value: f32, lo: f32, hi: f32) -> Result<()> {
 
 impl SamplerConfig {
     /// Greedy decoding with every control off.
-    pub const fn greedy() -> SamplerConfig {
+    pub fn greedy() -> SamplerConfig {
         SamplerConfig {
             temperature: 0.0,
             top_k: 0,

@@ -80,10 +80,7 @@ impl WebModel {
                 None => model.decode_async(token, pos).await,
                 Some(k) if (1..=TOPK_MAX).contains(&k) => {
                     // The adjustments are applied on the GPU, before its top-k.
-                    let adjust = sampler.adjustments(model.config.vocab_size)?;
-                    let log_z = sampler.wants_log_z();
-                    let (sorted, log_z) =
-                        model.decode_topk_async(token, pos, &adjust, log_z).await?;
+                    let (sorted, log_z) = model.decode_topk_async(token, pos, sampler).await?;
                     sampler.sample_sorted(&sorted, log_z)
                 }
                 Some(_) => sampler.sample_logits(&model.decode_logits_async(token, pos).await?),

@@ -1,24 +1,20 @@
 //! `ln Σ exp` over the logits on the GPU (shaders/logsumexp.wgsl): the normaliser of the
 //! sampler's log-probabilities, read back with the top-k so that no step reads the
-//! whole vocabulary.
+//! whole vocabulary. One workgroup, like the argmax.
 
 use super::{Dispatch, KernelPipeline, Slot};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/logsumexp.wgsl");
 
-pub struct LogSumExp {
-    kernel: KernelPipeline,
-    pub n: usize,
-}
+pub struct LogSumExp(KernelPipeline);
 
 impl LogSumExp {
+    /// The kernel over `n` logits.
     pub fn new(ctx: &GpuContext, n: usize) -> LogSumExp {
         let slots = [Slot::Read, Slot::ReadWrite];
-        LogSumExp {
-            kernel: KernelPipeline::new(ctx, "logsumexp", WGSL, &slots, &[("N", n as f64)]),
-            n,
-        }
+        let n = [("N", n as f64)];
+        LogSumExp(KernelPipeline::new(ctx, "logsumexp", WGSL, &slots, &n))
     }
 
     /// Bytes of the result: ln Σ exp (f32), then the largest logit (f32).
@@ -26,13 +22,13 @@ impl LogSumExp {
         8
     }
 
-    /// One workgroup over `logits` into `result`.
+    /// `logits` into `result` ([`LogSumExp::result_bytes`]).
     pub fn dispatch(
         &self,
         ctx: &GpuContext,
         logits: &wgpu::Buffer,
-        result: &wgpu::Buffer,
+        out: &wgpu::Buffer,
     ) -> Dispatch {
-        self.kernel.dispatch(ctx, &[logits, result], 1)
+        self.0.dispatch(ctx, &[logits, out], 1)
     }
 }
