@@ -6,8 +6,8 @@
 //!   metadata), and in `expected.json` the native engine's greedy tokens for it;
 //! - DIR/api: the OpenAI request fixtures' tiny Qwen3-shaped model (tests/api_common: the
 //!   real Qwen3 template) as a package, and `DIR/api_expected.json`: every fixture's
-//!   outcomes (responses, chunks) natively on the GPU and on the fast CPU backend, which
-//!   the browser must reproduce;
+//!   outcomes (responses, chunks) natively on the GPU (in the `swiftshader` profile, the
+//!   browser's) and on the fast CPU backend, which the browser must reproduce;
 //! - LARGE_DIR (when given): a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) and the same
 //!   model as LARGE_DIR/large.gguf (≈ 190 MB, a 65,536-token vocabulary in its header) for
 //!   the memory tests, with `bench-tokenizer.json` (every id decodes) for the browser
@@ -17,6 +17,7 @@ use pocketrt::convert::{convert, ConvertOptions};
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
 use pocketrt::format::gguf::{Gguf, MetaValue};
+use pocketrt::gpu::GpuContext;
 use pocketrt::synth::{write_package, SynthSource};
 use pocketrt::tokenizer::{byte_level_json, Tokenizer};
 use std::path::Path;
@@ -29,6 +30,8 @@ const TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.co
 const PROMPT: &str = "Hello, pocket!";
 const TOKENS: usize = 12;
 const BENCH_TOKENIZER: &str = "bench-tokenizer.json";
+/// Weight scale of the API fixtures' model (as tests/api_fixtures.rs).
+const API_SCALE: f32 = 1.0;
 
 fn main() -> pocketrt::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -102,14 +105,25 @@ fn api_fixtures(dir: &Path) -> pocketrt::Result<()> {
         .expect("a chat marker");
     config.eos_token_ids = vec![im_end];
     let template = Some(api_common::TEMPLATE.to_string());
-    let mut src =
-        api_common::weights(config)?.with_tokenizer(api_common::tokenizer_json(), template);
+    let mut src = api_common::weights(config, API_SCALE)?
+        .with_tokenizer(api_common::tokenizer_json(), template);
     convert(&mut src, &pkg, &ConvertOptions::default(), &mut |_| {})?;
     let outcomes = |backend| -> pocketrt::Result<Vec<serde_json::Value>> {
         let mut m = pocketrt::format::open(&pkg)?;
-        let engine = Engine::load(m.as_mut(), backend, WeightMode::Q4, api_common::CONTEXT)?;
+        let context = api_common::CONTEXT;
+        let engine = match backend {
+            // The browser's WebGPU is SwiftShader: its profile's kernels, for the same sums.
+            Backend::Gpu => {
+                let need = pocketrt::gpu::weights::limits_needed(m.config(), context);
+                let ctx = GpuContext::new_blocking(need)?.with_profile("swiftshader")?;
+                Engine::load_on_gpu(std::sync::Arc::new(ctx), m.as_mut(), context)?
+            }
+            _ => Engine::load(m.as_mut(), backend, WeightMode::Q4, context)?,
+        };
         let template = ChatTemplate::new(api_common::TEMPLATE)?;
-        let session = Session::new(engine, api_common::tokenizer(), Some(template));
+        // The package's tokenizer as the browser reads it (its end tokens included).
+        let tokenizer = Tokenizer::from_hf_json(&api_common::tokenizer_json())?;
+        let session = Session::new(engine, tokenizer, Some(template));
         Ok(api_common::run_all(session)
             .into_iter()
             .map(|(f, outs)| {

@@ -29,7 +29,7 @@ fn session(engine: Engine) -> Session {
 }
 
 fn model() -> MemorySource {
-    weights(config()).unwrap()
+    weights(config(), 1.0).unwrap()
 }
 
 fn cpu() -> Session {

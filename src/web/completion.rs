@@ -163,9 +163,16 @@ impl WebSession {
                 }
             };
             let c = self.completion.as_mut().expect("set above");
-            // The end-of-sequence token is no text of the reply (as natively).
+            // As natively: the token's own text (none for end of sequence), then what was
+            // held back, flushed without logprobs.
+            let own = &piece.text[..piece.text.len() - piece.held.len()];
             if piece.finish != Some("eos") {
-                if let Some(chunk) = c.run.push(&self.tokenizer, &piece.text, piece.logprobs) {
+                if let Some(chunk) = c.run.push(&self.tokenizer, own, piece.logprobs) {
+                    c.pending.push_back(chunk);
+                }
+            }
+            if !piece.held.is_empty() {
+                if let Some(chunk) = c.run.push(&self.tokenizer, &piece.held, None) {
                     c.pending.push_back(chunk);
                 }
             }

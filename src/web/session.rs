@@ -47,6 +47,9 @@ pub struct Piece {
     /// The token's log-probabilities, when the sampler's config asks for them.
     #[serde(skip)]
     pub logprobs: Option<TokenLogprobs>,
+    /// The end of `text` that was held back (an incomplete character, flushed at the end).
+    #[serde(skip)]
+    pub held: String,
 }
 
 fn finish_name(f: FinishReason) -> &'static str {
@@ -122,10 +125,12 @@ impl WebSession {
             Some(FinishReason::Eos) => None,
             _ => active.gen.sampler().take_logprobs(),
         };
+        let mut held = String::new();
         match finish {
             None => active.to_feed = Some(token),
             Some(_) => {
-                text.push_str(&active.gen.flush());
+                held = active.gen.flush();
+                text.push_str(&held);
                 self.last_stats = Some(active.gen.stats());
                 self.active = None;
             }
@@ -136,6 +141,7 @@ impl WebSession {
             done: finish.is_some(),
             finish: finish.map(finish_name),
             logprobs,
+            held,
         }))
     }
 

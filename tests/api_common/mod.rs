@@ -52,8 +52,8 @@ pub fn tokenizer() -> Tokenizer {
 }
 
 /// The model's weights (seeded) for `config`.
-pub fn weights(config: ModelConfig) -> pocketrt::Result<MemorySource> {
-    MemorySource::random(config, 25, 1.0)
+pub fn weights(config: ModelConfig, scale: f32) -> pocketrt::Result<MemorySource> {
+    MemorySource::random(config, 25, scale)
 }
 
 pub struct Fixture {

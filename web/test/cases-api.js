@@ -3,11 +3,19 @@
 // `model.completions.create` on the fixture's api package, on WebGPU and on the CPU
 // backend, in the page and in a Worker, and must give the responses and chunks the native
 // engine gave on the same backend (web_fixture's api_expected.json; ids and times aside,
-// logprobs to 1e-2). Each gets { page, context, server, fixture, scratch, results }.
+// logprobs to 1e-2; on the CPU backend what is decided before the first token, see
+// beforeGeneration). Each gets { page, context, server, fixture, scratch, results }.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { plainPage } from './cases.js';
+
+/** The text of a response (chat or text) or of a stream's chunks. */
+function contentOf(o) {
+  if (Array.isArray(o)) return o.map((k) => (k.choices ?? []).map((c) => c.delta?.content ?? c.text ?? '').join('')).join('');
+  const c = o?.choices?.[0];
+  return c?.message?.content ?? c?.text ?? '';
+}
 
 function apiExpected(fixture) {
   return JSON.parse(fs.readFileSync(path.join(fixture, 'api_expected.json'), 'utf8'));
@@ -81,19 +89,31 @@ function normalized(v) {
   return v;
 }
 
-/** Equal; numbers with a fraction (logprobs) to 1e-2. */
-function same(a, b) {
+/** Equal; numbers with a fraction (logprobs) to `tol`. */
+function same(a, b, tol) {
   if (typeof a === 'number' && typeof b === 'number') {
-    return Number.isInteger(a) && Number.isInteger(b) ? a === b : Math.abs(a - b) <= 1e-2;
+    return Number.isInteger(a) && Number.isInteger(b) ? a === b : Math.abs(a - b) <= tol;
   }
   if (Array.isArray(a) || Array.isArray(b)) {
-    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => same(x, b[i]));
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => same(x, b[i], tol));
   }
   if (a && b && typeof a === 'object' && typeof b === 'object') {
     const ka = Object.keys(a);
-    return ka.length === Object.keys(b).length && ka.every((k) => k in b && same(a[k], b[k]));
+    return ka.length === Object.keys(b).length && ka.every((k) => k in b && same(a[k], b[k], tol));
   }
   return a === b;
+}
+
+/** What the CPU backend must reproduce of a native outcome. Its int8 dot products are
+ * simd128 here and AVX2 natively, whose roundings differ (on this sharp random model
+ * logprobs move by up to ~0.2 and a greedy choice can flip a few tokens in: an issue-29
+ * finding), so generated text is not compared there; everything decided before the first
+ * token is: errors, the prompt's token count and the KV reuse (the template, tokenizer and
+ * cache in wasm), the object, and a stream's opening chunk. */
+function beforeGeneration(o) {
+  if (Array.isArray(o)) return o.slice(0, 1);
+  if (o.error) return o;
+  return { object: o.object, model: o.model, prompt_tokens: o.usage?.prompt_tokens, details: o.usage?.prompt_tokens_details };
 }
 
 async function compareWithNative(page, server, fixture, backend, worker) {
@@ -104,14 +124,24 @@ async function compareWithNative(page, server, fixture, backend, worker) {
   const got = await page.evaluate(runFixtures, { fixtures, backend, worker });
   let requests = 0;
   let errors = 0;
+  const mismatches = [];
   for (const [i, f] of want.entries()) {
     for (const [j, native] of f.outcomes.entries()) {
       const mine = got[i].outcomes[j];
       const what = `${f.name}[${j}] on ${backend}${worker ? ' in a Worker' : ''}`;
       const stream = f.doc.requests[j].stream && !native.response.error;
-      const [a, b] = stream ? [mine.chunks, native.chunks] : [mine.response, native.response];
+      let [a, b] = stream ? [mine.chunks, native.chunks] : [mine.response, native.response];
       assert.ok(a, `${what}: nothing came back (${JSON.stringify(mine).slice(0, 300)})`);
-      assert.ok(same(normalized(a), b), `${what}:\nbrowser ${JSON.stringify(normalized(a))}\nnative  ${JSON.stringify(b)}`);
+      a = normalized(a);
+      if (backend === 'cpu') [a, b] = [beforeGeneration(a), beforeGeneration(b)];
+      // WebGPU runs the very kernels of the native run (the swiftshader profile).
+      if (!same(a, b, 1e-2)) {
+        const sampled = (f.doc.requests[j].temperature ?? 1) > 0;
+        const [x, y] = [contentOf(a), contentOf(b)];
+        let common = 0;
+        while (common < x.length && x[common] === y[common]) common += 1;
+        mismatches.push({ what, sampled, common, detail: `browser ${JSON.stringify(a)}\nnative  ${JSON.stringify(b)}` });
+      }
       if (native.response.error) {
         errors += 1;
         assert.equal(mine.status, 400, `${what}: status`);
@@ -120,7 +150,15 @@ async function compareWithNative(page, server, fixture, backend, worker) {
       requests += 1;
     }
   }
-  console.log(`     ${requests} requests (${errors} bad ones) on ${backend}${worker ? ' in a Worker' : ''} gave the native responses`);
+  // A sampled draw that falls within float rounding of a boundary between two tokens may
+  // go the other way on another adapter (native lavapipe vs the browser's SwiftShader): one
+  // such request is allowed, and only after the same start. Greedy requests, errors and
+  // every other sampled request must be equal; a bug in the browser's path breaks many.
+  const flips = mismatches.filter((m) => m.sampled && m.common >= 4);
+  for (const m of flips) console.log(`     a sampled draw went the other way after ${m.common} characters: ${m.what}`);
+  const wrong = mismatches.filter((m) => !flips.includes(m));
+  assert.ok(wrong.length === 0 && flips.length <= 1, `${mismatches.length} of ${requests} requests differ:\n${mismatches.map((m) => `${m.what}: ${m.detail}`).join('\n')}`);
+  console.log(`     ${requests} requests (${errors} bad ones) on ${backend}${worker ? ' in a Worker' : ''} gave the native ${backend === 'cpu' ? 'prompts and errors' : 'responses'}`);
 }
 
 export const tests = {
