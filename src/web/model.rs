@@ -3,7 +3,7 @@
 //! the calibration that times both on a software adapter (the native engine's
 //! [`StepTimer`] and [`verdict`]).
 
-use crate::cpu::fast::FastModel;
+use crate::cpu::fast::{FastModel, Logits};
 use crate::cpu::KvCache;
 use crate::engine::calibrate::{verdict, StepTimer, CACHE};
 use crate::engine::choose;
@@ -67,11 +67,15 @@ impl WebModel {
     }
 
     /// Run prompt tokens at `pos..` whose successors are not needed (on the GPU: batched
-    /// prefill where it pays, [`crate::gpu::GpuModel::feed_all`]).
+    /// prefill where it pays, [`crate::gpu::GpuModel::feed_all`]; on the CPU: batched
+    /// prefill, [`FastModel::prefill`]).
     pub fn feed_all(&mut self, tokens: &[u32], pos: usize) -> Result<()> {
         match self {
             WebModel::Gpu(m) => m.feed_all(tokens, pos),
-            _ => (pos..).zip(tokens).try_for_each(|(p, &t)| self.feed(t, p)),
+            WebModel::Cpu { model, cache } => {
+                cache.truncate(pos);
+                model.prefill(tokens, cache, Logits::None).map(drop)
+            }
         }
     }
 

@@ -31,13 +31,15 @@
 //! ```
 
 mod acts;
+mod gemm;
 mod gemv;
 mod kernel;
 mod model;
 mod stream;
 
 pub use acts::{element_of, Acts, Precision};
+pub use gemm::{gemm, gemm_swiglu};
 pub use gemv::{gemv, gemv_swiglu, rows_per_task, threads};
-pub use kernel::Kernel;
-pub use model::FastModel;
+pub use kernel::{Kernel, TILE};
+pub use model::{FastModel, Logits, PREFILL_CHUNK};
 pub use stream::StreamedTensors;

@@ -1,6 +1,7 @@
 //! The fast decoder: the oracle's forward pass (`cpu::Model`) with every matrix product on
 //! the int8 kernels, q/k/v stacked into one matrix, gate/up fused with the SwiGLU, and the
-//! attention heads split across threads once the context is long enough to pay.
+//! attention heads split across threads once the context is long enough to pay; and
+//! batched prefill of prompt chunks (`prefill.rs`).
 
 use super::acts::{Acts, Precision};
 use super::gemv::{for_row_chunks, gemv, gemv_swiglu, threads};
@@ -11,6 +12,10 @@ use crate::cpu::{KvCache, LayerWeights, ModelWeights, Weight, WeightMode};
 use crate::error::{Error, Result};
 use crate::format::ModelSource;
 use crate::quant::Q4Tensor;
+
+mod prefill;
+
+pub use prefill::{Logits, PREFILL_CHUNK};
 
 /// Attention work (positions × query dims) below which the heads run on one thread.
 const PARALLEL_ATTENTION_WORK: usize = 1 << 15;
@@ -42,6 +47,8 @@ pub struct FastModel {
     output_norm: Vec<f32>,
     /// `None` when tied to `token_embd`.
     output: Option<Q4Tensor>,
+    /// Prompt tokens per batched-prefill chunk.
+    prefill_chunk: usize,
 }
 
 fn q4(w: Weight) -> Result<Q4Tensor> {
@@ -126,7 +133,15 @@ impl FastModel {
             layers,
             output_norm: w.output_norm,
             output: w.output.map(q4).transpose()?,
+            prefill_chunk: prefill::PREFILL_CHUNK,
         })
+    }
+
+    /// The same model with batched prefill in chunks of `tokens` (at least 1) prompt
+    /// tokens.
+    pub fn with_prefill_chunk(mut self, tokens: usize) -> FastModel {
+        self.prefill_chunk = tokens.max(1);
+        self
     }
 
     pub fn kernel(&self) -> Kernel {
@@ -198,14 +213,44 @@ impl FastModel {
         pos: usize,
     ) {
         let cfg = &self.config;
-        let (hd, q_dim, kv_dim) = (cfg.head_dim, cfg.q_dim(), cfg.kv_dim());
+        let (hd, q_dim) = (cfg.head_dim, cfg.q_dim());
         rmsnorm_into(x, &layer.attn_norm, cfg.rms_eps, &mut s.h);
         s.acts.set(&s.h);
         gemv(self.kernel, &layer.qkv, &s.acts, &mut s.qkv);
-        if let Some(b) = &layer.qkv_bias {
-            add_in_place(&mut s.qkv, b);
+        self.qkv_to_cache(layer, rope, &mut s.qkv, cache, li, pos);
+        let q = &s.qkv[..q_dim];
+        let (keys, values) = (&cache.keys[li][..], &cache.values[li][..]);
+        let heads = |first: usize, out: &mut [f32]| {
+            self.attend(q, first / hd, (keys, values), pos + 1, out);
+        };
+        if (pos + 1) * q_dim >= PARALLEL_ATTENTION_WORK {
+            for_row_chunks(&mut s.attn, hd, heads);
+        } else {
+            heads(0, &mut s.attn);
         }
-        let (q, kv) = s.qkv.split_at_mut(q_dim);
+        s.acts.set(&s.attn);
+        gemv(self.kernel, &layer.wo, &s.acts, &mut s.h);
+        add_in_place(x, &s.h);
+    }
+
+    /// One token's stacked `q | k | v` (`qkv`) made ready: bias added (qwen2), q and k
+    /// normed per head (qwen3) and rotated to `rope`'s position; k and v written into
+    /// layer `li` of the cache at `pos`.
+    fn qkv_to_cache(
+        &self,
+        layer: &Layer,
+        rope: &Rope,
+        qkv: &mut [f32],
+        cache: &mut KvCache,
+        li: usize,
+        pos: usize,
+    ) {
+        let cfg = &self.config;
+        let (hd, q_dim, kv_dim) = (cfg.head_dim, cfg.q_dim(), cfg.kv_dim());
+        if let Some(b) = &layer.qkv_bias {
+            add_in_place(qkv, b);
+        }
+        let (q, kv) = qkv.split_at_mut(q_dim);
         let (k, v) = kv.split_at_mut(kv_dim);
         if let Some([nq, nk]) = &layer.qk_norm {
             for (x, w) in [(&mut *q, nq), (&mut *k, nk)] {
@@ -218,32 +263,26 @@ impl FastModel {
         rope.apply(k);
         cache.keys[li][pos * kv_dim..][..kv_dim].copy_from_slice(k);
         cache.values[li][pos * kv_dim..][..kv_dim].copy_from_slice(v);
+    }
 
-        // Grouped-query attention: query head h reads KV head h / group.
+    /// Query heads `first..first + out.len() / head_dim` of one token (`q`: all its query
+    /// heads) attending to positions `0..len` of a layer's cached `(keys, values)`.
+    /// Grouped-query attention: query head h reads KV head h / group.
+    fn attend(&self, q: &[f32], first: usize, kv: (&[f32], &[f32]), len: usize, out: &mut [f32]) {
+        let cfg = &self.config;
+        let hd = cfg.head_dim;
         let group = cfg.n_heads / cfg.n_kv_heads;
         let scale = 1.0 / (hd as f32).sqrt();
-        let (keys, values) = (&cache.keys[li][..], &cache.values[li][..]);
-        let q: &[f32] = q;
-        let head_task = |first: usize, out: &mut [f32]| {
-            let mut scores = vec![0.0f32; pos + 1];
-            for (i, out) in out.chunks_exact_mut(hd).enumerate() {
-                let h = first / hd + i;
-                let kv = KvHead {
-                    keys,
-                    values,
-                    kv_dim,
-                    offset: (h / group) * hd,
-                };
-                attend_head(&q[h * hd..][..hd], &kv, scale, &mut scores, out);
-            }
-        };
-        if (pos + 1) * q_dim >= PARALLEL_ATTENTION_WORK {
-            for_row_chunks(&mut s.attn, hd, head_task);
-        } else {
-            head_task(0, &mut s.attn);
+        let mut scores = vec![0.0f32; len];
+        for (i, out) in out.chunks_exact_mut(hd).enumerate() {
+            let h = first + i;
+            let head = KvHead {
+                keys: kv.0,
+                values: kv.1,
+                kv_dim: cfg.kv_dim(),
+                offset: (h / group) * hd,
+            };
+            attend_head(&q[h * hd..][..hd], &head, scale, &mut scores, out);
         }
-        s.acts.set(&s.attn);
-        gemv(self.kernel, &layer.wo, &s.acts, &mut s.h);
-        add_in_place(x, &s.h);
     }
 }

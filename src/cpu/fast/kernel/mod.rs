@@ -19,6 +19,13 @@ use crate::quant::GROUP;
 /// Code words per group (8 nibbles each).
 const WORDS: usize = GROUP / 8;
 
+/// Most tokens one [`Kernel::tile`] call multiplies: each weight group is loaded and
+/// unpacked once for all of them (and each token's activations once per row).
+pub const TILE: usize = 4;
+
+/// Rows computed per pass of the fallback tile (a stack buffer).
+const FALLBACK_ROWS: usize = 64;
+
 /// A kernel implementation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
@@ -109,6 +116,77 @@ impl Kernel {
             (Kernel::Simd128, Precision::Int8) => unsafe { simd128::rows_i8(c, p, groups, a, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             (Kernel::Simd128, Precision::F32) => unsafe { simd128::rows_f32(c, p, groups, a, out) },
+        }
+    }
+}
+
+impl Kernel {
+    /// `out[r·stride + t] ← row r · acts[t]` for rows `0..rows` and tokens
+    /// `t < acts.len() ≤ TILE`, as [`Kernel::rows`] computes each (the same sums, so the
+    /// same results up to the order of the f32 additions). Int8 on AVX2 is a true tile:
+    /// a weight group is unpacked once for every token; elsewhere (f32, the other kernels)
+    /// it runs [`Kernel::rows`] token by token.
+    ///
+    /// Panics, as `rows` does, when a slice is shorter than the shapes need.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tile(
+        self,
+        codes: &[u32],
+        params: &[u32],
+        groups: usize,
+        acts: &[Acts],
+        rows: usize,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        let n = acts.len();
+        assert!(
+            (1..=TILE).contains(&n) && n <= stride,
+            "{n} tokens in a tile"
+        );
+        if rows == 0 {
+            return;
+        }
+        assert!(
+            out.len() > (rows - 1) * stride + n - 1,
+            "tile output for {rows} rows"
+        );
+        #[cfg(target_arch = "x86_64")]
+        if self == Kernel::Avx2 && acts.iter().all(|a| a.precision == Precision::Int8) {
+            assert!(
+                codes.len() >= rows * groups * WORDS,
+                "code words for {rows} rows"
+            );
+            assert!(params.len() >= rows * groups, "param words for {rows} rows");
+            for a in acts {
+                assert!(
+                    a.ds.len() == groups && a.q.len() == groups * GROUP,
+                    "activations"
+                );
+            }
+            let (c, p) = (codes, params);
+            // SAFETY: `available()` offers Avx2 only where the CPU has AVX2, FMA and F16C;
+            // every length was checked above.
+            unsafe {
+                match n {
+                    1 => avx2::tile_i8::<1>(c, p, groups, acts, rows, out, stride),
+                    2 => avx2::tile_i8::<2>(c, p, groups, acts, rows, out, stride),
+                    3 => avx2::tile_i8::<3>(c, p, groups, acts, rows, out, stride),
+                    _ => avx2::tile_i8::<4>(c, p, groups, acts, rows, out, stride),
+                }
+            }
+            return;
+        }
+        let mut col = [0.0f32; FALLBACK_ROWS];
+        for (t, a) in acts.iter().enumerate() {
+            for first in (0..rows).step_by(FALLBACK_ROWS) {
+                let col = &mut col[..FALLBACK_ROWS.min(rows - first)];
+                let (c, p) = (&codes[first * groups * WORDS..], &params[first * groups..]);
+                self.rows(c, p, groups, a, col);
+                for (i, v) in col.iter().enumerate() {
+                    out[(first + i) * stride + t] = *v;
+                }
+            }
         }
     }
 }
