@@ -1,5 +1,5 @@
 //! The fast CPU backend's GEMV kernels against the oracle's math, on every kernel this CPU
-//! runs (scalar, and AVX2 or NEON) in both input precisions, through the threaded row
+//! runs (scalar, and AVX2 / AVX-VNNI or NEON) in both input precisions, through the threaded row
 //! split, on random data and edge shapes (one group, fewer rows than a task, rows not a
 //! multiple of the split, a 65,536-row head, K = 4,096); and the chunk products of batched
 //! prefill (`gemm`, `gemm_swiglu`) against the GEMVs token by token.
@@ -147,6 +147,11 @@ fn the_simd_kernel_is_available_where_the_cpu_has_it() {
         std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("f16c")
+    );
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(
+        names.contains(&"avx-vnni"),
+        names.contains(&"avx2") && std::arch::is_x86_feature_detected!("avxvnni")
     );
     #[cfg(target_arch = "aarch64")]
     assert!(names.contains(&"neon"));

@@ -19,7 +19,7 @@ mod cpu_fast_common;
 #[path = "gpu_common/mod.rs"]
 mod gpu_common;
 
-use cpu_fast_common::{assert_logits_match, fast, fixture};
+use cpu_fast_common::{assert_logits_match, fast, fixture, kernels_and_precisions};
 use pocketrt::cpu::fast::{Kernel, Precision};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::cpu::{Model, WeightMode};
@@ -78,10 +78,8 @@ fn check_model(name: &str, kernel: Kernel, precision: Precision) -> Vec<u32> {
 }
 
 fn check_all_kernels(name: &str) {
-    for kernel in Kernel::available() {
-        for precision in [Precision::F32, Precision::Int8] {
-            check_model(name, kernel, precision);
-        }
+    for (kernel, precision) in kernels_and_precisions() {
+        check_model(name, kernel, precision);
     }
 }
 

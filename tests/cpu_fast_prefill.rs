@@ -15,7 +15,7 @@ mod cpu_fast_common;
 #[path = "gpu_common/mod.rs"]
 mod gpu_common;
 
-use cpu_fast_common::{assert_logits_match, fast, fixture};
+use cpu_fast_common::{assert_logits_match, fast, fixture, kernels_and_precisions};
 use gpu_common::assert_close;
 use pocketrt::cpu::fast::{Kernel, Logits, Precision};
 use pocketrt::cpu::ops::argmax;
@@ -90,10 +90,8 @@ fn check(name: &str, kernel: Kernel, precision: Precision) {
 }
 
 fn check_all_kernels(name: &str) {
-    for kernel in Kernel::available() {
-        for precision in [Precision::F32, Precision::Int8] {
-            check(name, kernel, precision);
-        }
+    for (kernel, precision) in kernels_and_precisions() {
+        check(name, kernel, precision);
     }
 }
 

@@ -55,17 +55,6 @@ impl WebModel {
         }
     }
 
-    /// Run a prompt token at `pos` whose successor is not needed.
-    pub fn feed(&mut self, token: u32, pos: usize) -> Result<()> {
-        match self {
-            WebModel::Gpu(m) => m.feed(token, pos),
-            WebModel::Cpu { model, cache } => {
-                cache.truncate(pos);
-                model.forward(token, cache).map(drop)
-            }
-        }
-    }
-
     /// Run prompt tokens at `pos..` whose successors are not needed (on the GPU: batched
     /// prefill where it pays, [`crate::gpu::GpuModel::feed_all`]; on the CPU: batched
     /// prefill, [`FastModel::prefill`]).

@@ -27,6 +27,13 @@ pub fn fast(name: &str, kernel: Kernel, precision: Precision) -> FastModel {
     FastModel::from_weights(config, weights, kernel, precision).unwrap()
 }
 
+/// Every kernel this CPU runs, each in both input precisions.
+pub fn kernels_and_precisions() -> Vec<(Kernel, Precision)> {
+    let precisions = [Precision::F32, Precision::Int8];
+    let kernels = Kernel::available().into_iter();
+    kernels.flat_map(|k| precisions.map(|p| (k, p))).collect()
+}
+
 pub fn rel_rms(got: &[f32], want: &[f32]) -> f32 {
     let e: f32 = got.iter().zip(want).map(|(g, w)| (g - w).powi(2)).sum();
     let r: f32 = want.iter().map(|w| w * w).sum();

@@ -10,7 +10,7 @@
 
 use super::acts::Acts;
 use super::gemv::{for_row_chunks, rows_per_task};
-use super::kernel::{Kernel, TILE};
+use super::kernel::{Kernel, Rows, TILE};
 use crate::cpu::ops::swiglu;
 use crate::quant::{Q4Tensor, GROUP};
 
@@ -21,43 +21,54 @@ const BLOCK_ROWS: usize = 16;
 
 /// Rows `first..first + rows` of `w` times every token of `acts`, into `out[row][token]`.
 fn block(k: Kernel, w: &Q4Tensor, first: usize, rows: usize, acts: &[Acts], out: &mut [f32]) {
-    let (groups, n) = (w.cols / GROUP, acts.len());
-    let codes = &w.codes[first * groups * WORDS..];
-    let params = &w.qparams[first * groups..];
+    let groups = w.cols / GROUP;
+    let rows = Rows {
+        codes: &w.codes[first * groups * WORDS..],
+        params: &w.qparams[first * groups..],
+        groups,
+        rows,
+    };
     for (i, tile) in acts.chunks(TILE).enumerate() {
-        let t0 = i * TILE;
-        k.tile(codes, params, groups, tile, rows, &mut out[t0..], n);
+        k.tile(rows, tile, &mut out[i * TILE..], acts.len());
     }
 }
 
-/// Run `task(first_row, rows, out)` over blocks of rows of `by_row` (`[row][token]`, `n`
-/// tokens), the blocks' tasks split across threads.
-fn for_blocks(
-    by_row: &mut [f32],
+/// `out[t][r]` for the `rows` rows of a product over `n` tokens: `task(first_row, rows,
+/// by_row)` fills blocks of rows `[row][token]`, the blocks' tasks split across threads;
+/// then the whole is transposed into `out`.
+fn product(
     rows: usize,
     n: usize,
+    out: &mut [f32],
     task: impl Fn(usize, usize, &mut [f32]) + Sync + Send,
 ) {
-    for_row_chunks(by_row, rows_per_task(rows) * n, |first_value, chunk| {
-        let first = first_value / n;
-        for (b, out) in chunk.chunks_mut(BLOCK_ROWS * n).enumerate() {
-            task(first + b * BLOCK_ROWS, out.len() / n, out);
-        }
-    });
-}
-
-/// `out[t][r] ← (W · x_t)[r]` for each token's `x_t` (`out.len() == acts.len() · W.rows`).
-pub fn gemm(k: Kernel, w: &Q4Tensor, acts: &[Acts], out: &mut [f32]) {
-    let n = acts.len();
-    assert_eq!(out.len(), n * w.rows, "gemm output length");
+    assert_eq!(out.len(), n * rows, "product output length");
     if n == 0 {
         return;
     }
     let mut by_row = vec![0.0f32; out.len()];
-    for_blocks(&mut by_row, w.rows, n, |first, rows, out| {
+    for_row_chunks(
+        &mut by_row,
+        rows_per_task(rows) * n,
+        |first_value, chunk| {
+            let first = first_value / n;
+            for (b, out) in chunk.chunks_mut(BLOCK_ROWS * n).enumerate() {
+                task(first + b * BLOCK_ROWS, out.len() / n, out);
+            }
+        },
+    );
+    for (r, values) in by_row.chunks_exact(n).enumerate() {
+        for (t, v) in values.iter().enumerate() {
+            out[t * rows + r] = *v;
+        }
+    }
+}
+
+/// `out[t][r] ← (W · x_t)[r]` for each token's `x_t` (`out.len() == acts.len() · W.rows`).
+pub fn gemm(k: Kernel, w: &Q4Tensor, acts: &[Acts], out: &mut [f32]) {
+    product(w.rows, acts.len(), out, |first, rows, out| {
         block(k, w, first, rows, acts, out)
     });
-    transpose(&by_row, n, out);
 }
 
 /// `out[t] ← silu(Wgate · x_t) ⊙ (Wup · x_t)`, gate and up of a block computed by the same
@@ -68,27 +79,10 @@ pub fn gemm_swiglu(k: Kernel, gate: &Q4Tensor, up: &Q4Tensor, acts: &[Acts], out
         (up.rows, up.cols),
         "gate and up shapes"
     );
-    let n = acts.len();
-    assert_eq!(out.len(), n * gate.rows, "gemm_swiglu output length");
-    if n == 0 {
-        return;
-    }
-    let mut by_row = vec![0.0f32; out.len()];
-    for_blocks(&mut by_row, gate.rows, n, |first, rows, out| {
+    product(gate.rows, acts.len(), out, |first, rows, out| {
         let mut u = vec![0.0f32; out.len()];
         block(k, gate, first, rows, acts, out);
         block(k, up, first, rows, acts, &mut u);
         swiglu(out, &u);
     });
-    transpose(&by_row, n, out);
-}
-
-/// `out[t][r] ← by_row[r][t]` (`n` tokens).
-fn transpose(by_row: &[f32], n: usize, out: &mut [f32]) {
-    let rows = by_row.len() / n;
-    for (r, values) in by_row.chunks_exact(n).enumerate() {
-        for (t, v) in values.iter().enumerate() {
-            out[t * rows + r] = *v;
-        }
-    }
 }

@@ -137,6 +137,12 @@ impl FastModel {
         })
     }
 
+    /// The same model on `kernel` (one of [`Kernel::available`]).
+    pub fn with_kernel(mut self, kernel: Kernel) -> FastModel {
+        self.kernel = kernel;
+        self
+    }
+
     /// The same model with batched prefill in chunks of `tokens` (at least 1) prompt
     /// tokens.
     pub fn with_prefill_chunk(mut self, tokens: usize) -> FastModel {
@@ -182,7 +188,7 @@ impl FastModel {
             ffn: vec![0.0; cfg.ffn_size],
         };
         for (li, layer) in self.layers.iter().enumerate() {
-            self.attention_block(layer, &rope, &mut x, &mut s, cache, li, pos);
+            self.attention_block(li, &rope, &mut x, &mut s, cache, pos);
             rmsnorm_into(&x, &layer.ffn_norm, cfg.rms_eps, &mut s.h);
             s.acts.set(&s.h);
             gemv_swiglu(self.kernel, &layer.gate, &layer.up, &s.acts, &mut s.ffn);
@@ -199,25 +205,23 @@ impl FastModel {
         Ok(logits)
     }
 
-    /// `x += Wo · attention(...)`, writing this token's k and v into layer `li` of the
+    /// `x += Wo · attention(...)` of layer `li`, writing this token's k and v into the
     /// cache at `pos`.
-    #[allow(clippy::too_many_arguments)]
     fn attention_block(
         &self,
-        layer: &Layer,
+        li: usize,
         rope: &Rope,
         x: &mut [f32],
         s: &mut Scratch,
         cache: &mut KvCache,
-        li: usize,
         pos: usize,
     ) {
-        let cfg = &self.config;
+        let (cfg, layer) = (&self.config, &self.layers[li]);
         let (hd, q_dim) = (cfg.head_dim, cfg.q_dim());
         rmsnorm_into(x, &layer.attn_norm, cfg.rms_eps, &mut s.h);
         s.acts.set(&s.h);
         gemv(self.kernel, &layer.qkv, &s.acts, &mut s.qkv);
-        self.qkv_to_cache(layer, rope, &mut s.qkv, cache, li, pos);
+        self.qkv_to_cache(li, rope, &mut s.qkv, cache, pos);
         let q = &s.qkv[..q_dim];
         let (keys, values) = (&cache.keys[li][..], &cache.values[li][..]);
         let heads = |first: usize, out: &mut [f32]| {
@@ -233,19 +237,18 @@ impl FastModel {
         add_in_place(x, &s.h);
     }
 
-    /// One token's stacked `q | k | v` (`qkv`) made ready: bias added (qwen2), q and k
-    /// normed per head (qwen3) and rotated to `rope`'s position; k and v written into
-    /// layer `li` of the cache at `pos`.
+    /// One token's stacked `q | k | v` (`qkv`) of layer `li` made ready: bias added
+    /// (qwen2), q and k normed per head (qwen3) and rotated to `rope`'s position; k and v
+    /// written into the cache at `pos`.
     fn qkv_to_cache(
         &self,
-        layer: &Layer,
+        li: usize,
         rope: &Rope,
         qkv: &mut [f32],
         cache: &mut KvCache,
-        li: usize,
         pos: usize,
     ) {
-        let cfg = &self.config;
+        let (cfg, layer) = (&self.config, &self.layers[li]);
         let (hd, q_dim, kv_dim) = (cfg.head_dim, cfg.q_dim(), cfg.kv_dim());
         if let Some(b) = &layer.qkv_bias {
             add_in_place(qkv, b);

@@ -9,7 +9,7 @@
 //! A token's numbers are those of decoding it alone (the same prepared inputs and integer
 //! sums), up to the order of the f32 additions.
 
-use super::{FastModel, Layer};
+use super::FastModel;
 use crate::cpu::fast::acts::Acts;
 use crate::cpu::fast::gemm::{gemm, gemm_swiglu};
 use crate::cpu::fast::gemv::for_row_chunks;
@@ -100,7 +100,7 @@ impl FastModel {
             .map(|p| Rope::new(cfg.head_dim, cfg.rope_theta, p))
             .collect();
         for (li, layer) in self.layers.iter().enumerate() {
-            self.attention_chunk(layer, &ropes, &mut x, &mut s, cache, li, pos);
+            self.attention_chunk(li, &ropes, &mut x, &mut s, cache, pos);
             norm_acts(&mut s.acts, &x, &layer.ffn_norm, cfg.rms_eps);
             gemm_swiglu(self.kernel, &layer.gate, &layer.up, &s.acts, &mut s.ffn);
             set_acts(&mut s.acts, &s.ffn, cfg.ffn_size);
@@ -124,25 +124,23 @@ impl FastModel {
         out
     }
 
-    /// `x_t += Wo · attention(...)` for the chunk's tokens at positions `pos..`, writing
-    /// their keys and values into layer `li` of the cache first.
-    #[allow(clippy::too_many_arguments)]
+    /// `x_t += Wo · attention(...)` of layer `li` for the chunk's tokens at positions
+    /// `pos..`, writing their keys and values into the cache first.
     fn attention_chunk(
         &self,
-        layer: &Layer,
+        li: usize,
         ropes: &[Rope],
         x: &mut [f32],
         s: &mut Scratch,
         cache: &mut KvCache,
-        li: usize,
         pos: usize,
     ) {
-        let cfg = &self.config;
+        let (cfg, layer) = (&self.config, &self.layers[li]);
         let (q_dim, qkv_dim) = (cfg.q_dim(), cfg.q_dim() + 2 * cfg.kv_dim());
         norm_acts(&mut s.acts, x, &layer.attn_norm, cfg.rms_eps);
         gemm(self.kernel, &layer.qkv, &s.acts, &mut s.qkv);
         for (t, (qkv, rope)) in s.qkv.chunks_exact_mut(qkv_dim).zip(ropes).enumerate() {
-            self.qkv_to_cache(layer, rope, qkv, cache, li, pos + t);
+            self.qkv_to_cache(li, rope, qkv, cache, pos + t);
         }
         let kv = (&cache.keys[li][..], &cache.values[li][..]);
         let qkv = &s.qkv;
