@@ -270,22 +270,55 @@ impl FastModel {
 
     /// Query heads `first..first + out.len() / head_dim` of one token (`q`: all its query
     /// heads) attending to positions `0..len` of a layer's cached `(keys, values)`.
-    /// Grouped-query attention: query head h reads KV head h / group.
     fn attend(&self, q: &[f32], first: usize, kv: (&[f32], &[f32]), len: usize, out: &mut [f32]) {
-        let cfg = &self.config;
-        let hd = cfg.head_dim;
-        let group = cfg.n_heads / cfg.n_kv_heads;
-        let scale = 1.0 / (hd as f32).sqrt();
-        let mut scores = vec![0.0f32; len];
-        for (i, out) in out.chunks_exact_mut(hd).enumerate() {
-            let h = first + i;
-            let head = KvHead {
-                keys: kv.0,
-                values: kv.1,
-                kv_dim: cfg.kv_dim(),
-                offset: (h / group) * hd,
-            };
-            attend_head(&q[h * hd..][..hd], &head, scale, &mut scores, out);
+        #[cfg(target_arch = "x86_64")]
+        if matches!(self.kernel, Kernel::Avx2 | Kernel::AvxVnni) {
+            // SAFETY: these kernels are offered only where the CPU has AVX2 and FMA.
+            return unsafe { attend_avx2(&self.config, q, first, kv, len, out) };
         }
+        attend_heads(&self.config, q, first, kv, len, out);
     }
+}
+
+/// [`FastModel::attend`]. Compiled portably, and with AVX2 for the CPUs the AVX2 kernels
+/// run on (the same operations, eight lanes wide: the same numbers). Grouped-query
+/// attention: query head h reads KV head h / group.
+#[inline(always)]
+fn attend_heads(
+    cfg: &ModelConfig,
+    q: &[f32],
+    first: usize,
+    kv: (&[f32], &[f32]),
+    len: usize,
+    out: &mut [f32],
+) {
+    let hd = cfg.head_dim;
+    let group = cfg.n_heads / cfg.n_kv_heads;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut scores = vec![0.0f32; len];
+    for (i, out) in out.chunks_exact_mut(hd).enumerate() {
+        let h = first + i;
+        let head = KvHead {
+            keys: kv.0,
+            values: kv.1,
+            kv_dim: cfg.kv_dim(),
+            offset: (h / group) * hd,
+        };
+        attend_head(&q[h * hd..][..hd], &head, scale, &mut scores, out);
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn attend_avx2(
+    cfg: &ModelConfig,
+    q: &[f32],
+    first: usize,
+    kv: (&[f32], &[f32]),
+    len: usize,
+    out: &mut [f32],
+) {
+    attend_heads(cfg, q, first, kv, len, out);
 }

@@ -91,7 +91,7 @@ impl Kernel {
             && std::arch::is_x86_feature_detected!("f16c")
         {
             v.push(Kernel::Avx2);
-            if std::arch::is_x86_feature_detected!("avxvnni") {
+            if has_avx_vnni() {
                 v.push(Kernel::AvxVnni);
             }
         }
@@ -243,6 +243,18 @@ impl Kernel {
         };
         Some(tiles[n - 1])
     }
+}
+
+/// Whether the CPU has AVX-VNNI (CPUID leaf 7, sub-leaf 1, EAX bit 4; the OS's saving
+/// of the AVX registers is checked by the AVX2 detection). Read directly: the
+/// `is_x86_feature_detected!("avxvnni")` name needs Rust 1.89, above the crate's MSRV.
+#[cfg(target_arch = "x86_64")]
+fn has_avx_vnni() -> bool {
+    // SAFETY: CPUID leaf 7 exists on every CPU with AVX2 (checked by the caller). The
+    // intrinsic is safe from Rust 1.89 on, hence the allowance.
+    #[allow(unused_unsafe)]
+    let leaf = unsafe { std::arch::x86_64::__cpuid_count(7, 1) };
+    leaf.eax & (1 << 4) != 0
 }
 
 /// f16 bits (the low 16 of `h`) → f32 with integer operations and one multiply, exact
