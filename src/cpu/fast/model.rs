@@ -271,27 +271,32 @@ impl FastModel {
     /// Query heads `first..first + out.len() / head_dim` of one token (`q`: all its query
     /// heads) attending to positions `0..len` of a layer's cached `(keys, values)`.
     fn attend(&self, q: &[f32], first: usize, kv: (&[f32], &[f32]), len: usize, out: &mut [f32]) {
+        let heads = Heads { q, first, kv, len };
         #[cfg(target_arch = "x86_64")]
         if matches!(self.kernel, Kernel::Avx2 | Kernel::AvxVnni) {
             // SAFETY: these kernels are offered only where the CPU has AVX2 and FMA.
-            return unsafe { attend_avx2(&self.config, q, first, kv, len, out) };
+            return unsafe { attend_avx2(&self.config, heads, out) };
         }
-        attend_heads(&self.config, q, first, kv, len, out);
+        attend_heads(&self.config, heads, out);
     }
+}
+
+/// What [`FastModel::attend`] computes: query heads `first..` of `q` over positions
+/// `0..len` of `kv`.
+#[derive(Clone, Copy)]
+struct Heads<'a> {
+    q: &'a [f32],
+    first: usize,
+    kv: (&'a [f32], &'a [f32]),
+    len: usize,
 }
 
 /// [`FastModel::attend`]. Compiled portably, and with AVX2 for the CPUs the AVX2 kernels
 /// run on (the same operations, eight lanes wide: the same numbers). Grouped-query
 /// attention: query head h reads KV head h / group.
 #[inline(always)]
-fn attend_heads(
-    cfg: &ModelConfig,
-    q: &[f32],
-    first: usize,
-    kv: (&[f32], &[f32]),
-    len: usize,
-    out: &mut [f32],
-) {
+fn attend_heads(cfg: &ModelConfig, heads: Heads, out: &mut [f32]) {
+    let Heads { q, first, kv, len } = heads;
     let hd = cfg.head_dim;
     let group = cfg.n_heads / cfg.n_kv_heads;
     let scale = 1.0 / (hd as f32).sqrt();
@@ -312,13 +317,6 @@ fn attend_heads(
 /// The CPU must have AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn attend_avx2(
-    cfg: &ModelConfig,
-    q: &[f32],
-    first: usize,
-    kv: (&[f32], &[f32]),
-    len: usize,
-    out: &mut [f32],
-) {
-    attend_heads(cfg, q, first, kv, len, out);
+unsafe fn attend_avx2(cfg: &ModelConfig, heads: Heads, out: &mut [f32]) {
+    attend_heads(cfg, heads, out);
 }
