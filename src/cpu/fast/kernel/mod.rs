@@ -38,6 +38,10 @@ pub struct Rows<'a> {
 type TileFn = unsafe fn(Rows, &[Acts], &mut [f32], usize);
 
 /// An ISA module's int8 tiles for 1..=TILE tokens.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_feature = "simd128")),
+    allow(unused_macros)
+)]
 macro_rules! tiles {
     ($isa:ident :: $tile:ident) => {
         [
@@ -229,7 +233,7 @@ impl Kernel {
     /// The int8 tile kernel for `n` (1..=TILE) tokens, where this kernel has one.
     #[cfg_attr(
         not(any(target_arch = "x86_64", target_feature = "simd128")),
-        allow(unused_variables)
+        allow(unused_variables, unreachable_code)
     )]
     fn int8_tile(self, n: usize) -> Option<TileFn> {
         let tiles: [TileFn; TILE] = match self {
