@@ -1,14 +1,18 @@
 //! Decode speed of the fast CPU backend (`cpu::fast`): greedy tok/s, one token at a time
 //! as `pocketrt run` decodes, in both input precisions (int8, the default, and f32), on
-//! rayon's threads (set RAYON_NUM_THREADS). Prints one JSON object.
+//! rayon's threads (set RAYON_NUM_THREADS); and prompt tok/s of batched prefill
+//! (`FastModel::prefill` from position 0 with the last position's logits, as llama.cpp's pp) at
+//! each `--prefill` length, in int8, on each SIMD kernel this CPU has (the best first).
+//! Prints one JSON object.
 //!
-//! Run: `cargo bench --bench cpu_decode -- [MODEL] [-n TOKENS] [-p PROMPT] [-r REPS]`. MODEL
+//! Run: `cargo bench --bench cpu_decode -- [MODEL] [-n TOKENS] [-p PROMPT] [-r REPS]
+//! [--prefill 512,1024]` (`--prefill 0`: none). MODEL
 //! is anything `pocketrt run` opens (default: `synth:pocket-0.3b`, generated in memory);
 //! the benchmark model is the synthetic Pocket-shape
 //! GGUF (`pocketrt synth --preset pocket-0.3b --gguf`). scripts/bench-cpu-vs-llama runs
 //! this next to llama.cpp's CPU engine on the same GGUF.
 
-use pocketrt::cpu::fast::{FastModel, Precision};
+use pocketrt::cpu::fast::{FastModel, Kernel, Logits, Precision, PREFILL_CHUNK};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::format;
 use std::time::Instant;
@@ -18,6 +22,7 @@ struct Args {
     tokens: usize,
     prompt: usize,
     reps: usize,
+    prefill: Vec<usize>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -26,6 +31,7 @@ fn parse() -> Result<Args, String> {
         tokens: 64,
         prompt: 8,
         reps: 3,
+        prefill: vec![],
     };
     let mut it = std::env::args().skip(1).filter(|s| s != "--bench");
     while let Some(arg) = it.next() {
@@ -38,17 +44,29 @@ fn parse() -> Result<Args, String> {
             "-n" => a.tokens = num("-n")?,
             "-p" => a.prompt = num("-p")?,
             "-r" => a.reps = num("-r")?,
+            "--prefill" => {
+                a.prefill = it
+                    .next()
+                    .and_then(|v| v.split(',').map(|n| n.parse().ok()).collect())
+                    .ok_or("--prefill needs a comma-separated list of numbers")?;
+                a.prefill.retain(|&n| n > 0);
+            }
             _ if a.model.is_empty() => a.model = arg,
             other => return Err(format!("unexpected argument {other:?}")),
         }
     }
     if a.tokens == 0 || a.reps == 0 {
-        return Err("usage: cpu_decode [MODEL] [-n TOKENS] [-p PROMPT] [-r REPS]".into());
+        return Err(
+            "usage: cpu_decode [MODEL] [-n TOKENS] [-p PROMPT] [-r REPS] [--prefill N,N]".into(),
+        );
+    }
+    let bench = std::env::args().any(|s| s == "--bench");
+    if !std::env::args().any(|s| s == "--prefill") {
+        a.prefill = if bench { vec![512, 1024] } else { vec![20] };
     }
     if a.model.is_empty() {
         // No model: the synthetic Pocket-shape model under `cargo bench`; a tiny one when
         // `cargo test --all-targets` runs this as a smoke test (no `--bench` flag).
-        let bench = std::env::args().any(|s| s == "--bench");
         a.model = if bench {
             "synth:pocket-0.3b"
         } else {
@@ -76,6 +94,23 @@ fn run(model: &FastModel, a: &Args) -> pocketrt::Result<Vec<f64>> {
                 token = argmax(&logits).unwrap_or(0) as u32;
             }
             Ok(a.tokens as f64 / t.elapsed().as_secs_f64())
+        })
+        .collect()
+}
+
+/// Prompt tok/s of each repetition: a prefill of `n` tokens from position 0.
+fn prefill(model: &FastModel, n: usize, reps: usize) -> pocketrt::Result<Vec<f64>> {
+    let vocab = model.config.vocab_size as u64;
+    let tokens: Vec<u32> = (0..n as u64)
+        .map(|i| (i * 2_654_435_761 % vocab) as u32)
+        .collect();
+    let mut cache = model.new_cache(n)?;
+    (0..reps)
+        .map(|_| {
+            cache.clear();
+            let t = Instant::now();
+            model.prefill(&tokens, &mut cache, Logits::Last)?;
+            Ok(n as f64 / t.elapsed().as_secs_f64())
         })
         .collect()
 }
@@ -113,6 +148,33 @@ fn main() {
         report[precision.name()] = serde_json::json!({
             "backend": model.describe(), "load_s": load_s, "tok_s": tok_s, "tok_s_best": best,
         });
+        if precision != Precision::Int8 {
+            continue;
+        }
+        let mut prefills = vec![];
+        // Every SIMD kernel this CPU has (the best one is the default).
+        let kernels = Kernel::available()
+            .into_iter()
+            .filter(|k| *k != Kernel::Scalar);
+        let mut model = model;
+        for kernel in kernels.rev() {
+            model = model.with_kernel(kernel);
+            for &n in &a.prefill {
+                let tok_s = prefill(&model, n, a.reps).unwrap_or_else(|e| {
+                    eprintln!("{e}");
+                    std::process::exit(1)
+                });
+                let best = tok_s.iter().copied().fold(0.0, f64::max);
+                eprintln!(
+                    "prefill {n} on {}: best {best:.1} tok/s {tok_s:.1?}",
+                    kernel.name()
+                );
+                prefills.push(serde_json::json!({"kernel": kernel.name(), "tokens": n,
+                    "tok_s": tok_s, "tok_s_best": best}));
+            }
+        }
+        report["prefill"] = serde_json::json!({"precision": "int8", "chunk": PREFILL_CHUNK,
+            "runs": prefills});
     }
     println!("{report:#}");
 }

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Greedy decode tok/s of llama.cpp's CPU engine (llama-cpp-python) on a GGUF, the way
 benches/cpu_decode.rs measures pocketrt: PROMPT tokens fed, then TOKENS timed one-token
-steps (argmax of the last logits), best of REPS. Prints one JSON object.
+steps (argmax of the last logits), best of REPS; and prompt tok/s at each --prefill length
+(one `eval` of the whole prompt from position 0, llama.cpp's pp: batches of n_batch = 512).
+Prints one JSON object.
 
 A GGUF without tokenizer metadata (as `pocketrt synth --gguf` writes it) is copied once
 with `tokenizer.ggml.model = "none"` added, which llama.cpp needs to load a model.
 
 Usage: bench_llama_cpp.py GGUF [--threads 2] [--tokens 64] [--prompt 8] [--reps 3]
+                          [--prefill 512,1024]
 """
 import argparse, json, os, struct, sys, tempfile, time
 
@@ -69,7 +72,9 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--prompt", type=int, default=8)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--prefill", default="")
     a = ap.parse_args()
+    prefill = [int(n) for n in a.prefill.split(",") if n and int(n) > 0]
     import llama_cpp, numpy as np
 
     path = a.gguf
@@ -78,7 +83,7 @@ def main():
         path = tmp
     try:
         m = llama_cpp.Llama(model_path=path, n_threads=a.threads, n_threads_batch=a.threads,
-                            n_ctx=a.prompt + a.tokens + 8, verbose=False)
+                            n_ctx=max([a.prompt + a.tokens + 8] + prefill), verbose=False)
         vocab = m.n_vocab()
         rates = []
         for _ in range(a.reps):
@@ -92,11 +97,22 @@ def main():
                 m.eval([tok])
                 tok = int(np.argmax(m.scores[m.n_tokens - 1]))
             rates.append(a.tokens / (time.perf_counter() - t0))
+        prefills = []
+        for n in prefill:
+            prompt = [(i * 2654435761) % vocab for i in range(n)]
+            pp = []
+            for _ in range(a.reps):
+                m.reset()
+                t0 = time.perf_counter()
+                m.eval(prompt)
+                pp.append(n / (time.perf_counter() - t0))
+            prefills.append({"tokens": n, "tok_s": pp, "tok_s_best": max(pp)})
     finally:
         if path == tmp:
             os.remove(tmp)
     print(json.dumps({"engine": f"llama.cpp (llama-cpp-python {llama_cpp.__version__})",
-                      "threads": a.threads, "tok_s": rates, "tok_s_best": max(rates)}))
+                      "threads": a.threads, "tok_s": rates, "tok_s_best": max(rates),
+                      "prefill": prefills}))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
 
 pub mod probe;
 
-use crate::cpu::fast::{FastModel, Precision};
+use crate::cpu::fast::{FastModel, Logits, Precision};
 use crate::cpu::{KvCache, Model, WeightMode};
 use crate::error::{Error, Result};
 use crate::format::ModelSource;
@@ -302,7 +302,8 @@ impl Engine {
 
     /// Run prompt tokens whose successors are not needed: one batched prefill on the GPU
     /// (chunks of up to [`crate::gpu::forward::PREFILL_CHUNK`] tokens, no readback) where
-    /// it pays ([`crate::gpu::GpuModel::feed_all`]), token by token otherwise and on the CPU.
+    /// it pays ([`crate::gpu::GpuModel::feed_all`]); batched prefill on the CPU backend
+    /// ([`FastModel::prefill`]); token by token otherwise and on the reference.
     /// Nothing is processed when they do not all fit the context.
     pub fn feed_all(&mut self, tokens: &[u32]) -> Result<()> {
         if self.pos + tokens.len() > self.context {
@@ -317,7 +318,11 @@ impl Engine {
                 model.feed_all(tokens, self.pos)?;
                 self.pos += tokens.len();
             }
-            _ => {
+            Inner::Cpu { model, cache } => {
+                model.prefill(tokens, cache, Logits::None)?;
+                self.pos += tokens.len();
+            }
+            Inner::Reference { .. } => {
                 for &t in tokens {
                     self.feed(t)?;
                 }

@@ -1,7 +1,8 @@
 //! The fast CPU backend's GEMV kernels against the oracle's math, on every kernel this CPU
-//! runs (scalar, and AVX2 or NEON) in both input precisions, through the threaded row
+//! runs (scalar, and AVX2 / AVX-VNNI or NEON) in both input precisions, through the threaded row
 //! split, on random data and edge shapes (one group, fewer rows than a task, rows not a
-//! multiple of the split, a 65,536-row head, K = 4,096).
+//! multiple of the split, a 65,536-row head, K = 4,096); and the chunk products of batched
+//! prefill (`gemm`, `gemm_swiglu`) against the GEMVs token by token.
 //!
 //! Claims, per output row:
 //! 1. Exact math: the kernel computes `Σ_g scale·d·Σ code·q + min·sum` (int8: the Q4
@@ -27,7 +28,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 mod gpu_common;
 
 use gpu_common::Rng;
-use pocketrt::cpu::fast::{gemv, gemv_swiglu, Acts, Kernel, Precision};
+use pocketrt::cpu::fast::{gemm, gemm_swiglu, gemv, gemv_swiglu, Acts, Kernel, Precision};
 use pocketrt::cpu::ops::silu;
 use pocketrt::cpu::Weight;
 use pocketrt::quant::{unpack_codes8, unpack_params, Q4Tensor, GROUP};
@@ -147,6 +148,11 @@ fn the_simd_kernel_is_available_where_the_cpu_has_it() {
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("f16c")
     );
+    // AVX-VNNI (read from CPUID) comes only on top of AVX2.
+    assert!(
+        !names.contains(&"avx-vnni") || names.contains(&"avx2"),
+        "{names:?}"
+    );
     #[cfg(target_arch = "aarch64")]
     assert!(names.contains(&"neon"));
     // The wasm tests exist for the simd128 kernel: a build without it fails here.
@@ -205,6 +211,46 @@ fn fused_gate_up_swiglu_equals_its_parts() {
             gemv(kernel, &up, &acts, &mut u);
             let want: Vec<f32> = g.iter().zip(&u).map(|(g, u)| silu(*g) * u).collect();
             assert_eq!(fused, want, "{} {rows}×{cols}", kernel.name());
+        }
+    }
+}
+
+/// Batched prefill's products: a chunk of tokens through `gemm` / `gemm_swiglu` gives each
+/// token exactly its own GEMV (the same integer sums added in the same order), for chunk
+/// sizes that leave partial tiles and row counts that leave partial blocks and tasks.
+#[test]
+fn gemm_gives_every_token_its_own_gemv_exactly() {
+    for kernel in Kernel::available() {
+        for precision in PRECISIONS {
+            for (rows, cols, n) in [(1, 64, 1), (37, 128, 3), (100, 128, 4), (515, 896, 9)] {
+                let mut rng = Rng::new(rows as u64 + 7 * n as u64);
+                let (gate, up) = (
+                    random_q4(&mut rng, rows, cols),
+                    random_q4(&mut rng, rows, cols),
+                );
+                let acts: Vec<Acts> = (0..n)
+                    .map(|_| Acts::new(precision, &random_x(&mut rng, cols)))
+                    .collect();
+                let (mut prod, mut fused) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * rows]);
+                gemm(kernel, &gate, &acts, &mut prod);
+                gemm_swiglu(kernel, &gate, &up, &acts, &mut fused);
+                for (t, a) in acts.iter().enumerate() {
+                    let what = format!(
+                        "{} {} {rows}×{cols} token {t}/{n}",
+                        kernel.name(),
+                        precision.name()
+                    );
+                    let (mut want, mut want_fused) = (vec![0.0f32; rows], vec![0.0f32; rows]);
+                    gemv(kernel, &gate, a, &mut want);
+                    gemv_swiglu(kernel, &gate, &up, a, &mut want_fused);
+                    assert_eq!(&prod[t * rows..][..rows], &want[..], "{what}: gemm");
+                    assert_eq!(
+                        &fused[t * rows..][..rows],
+                        &want_fused[..],
+                        "{what}: gemm_swiglu"
+                    );
+                }
+            }
         }
     }
 }

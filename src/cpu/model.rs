@@ -57,7 +57,13 @@ impl KvCache {
     /// Check that `token` can run next with this cache on a model of `cfg`; returns its
     /// position.
     pub(super) fn check_step(&self, cfg: &ModelConfig, token: u32) -> Result<usize> {
-        if token as usize >= cfg.vocab_size {
+        self.check_tokens(cfg, &[token])
+    }
+
+    /// Check that `tokens` can run next, in order, with this cache on a model of `cfg`;
+    /// returns the first one's position.
+    pub(super) fn check_tokens(&self, cfg: &ModelConfig, tokens: &[u32]) -> Result<usize> {
+        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
             return Err(Error::InvalidArgument(format!(
                 "token id {token} is outside the vocabulary of {}",
                 cfg.vocab_size
@@ -68,7 +74,7 @@ impl KvCache {
                 "KV cache was made for a different model".into(),
             ));
         }
-        if self.len >= self.capacity {
+        if self.len + tokens.len() > self.capacity {
             return Err(Error::InvalidArgument(format!(
                 "KV cache is full ({} tokens)",
                 self.capacity

@@ -4,7 +4,9 @@
 //! (they are fixed by the validated model config), which the debug asserts document.
 
 /// Dot product with eight independent accumulators, so the compiler can vectorise it
-/// (a single running sum is a serial dependency chain it may not reorder).
+/// (a single running sum is a serial dependency chain it may not reorder). Always inlined,
+/// so a caller compiled with wider SIMD (the fast backend's AVX2 attention) widens it.
+#[inline(always)]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     let mut acc = [0.0f32; 8];
@@ -36,6 +38,7 @@ pub fn rmsnorm_into(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 }
 
 /// Softmax in place (max-subtracted for stability).
+#[inline(always)]
 pub fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0;
@@ -92,6 +95,8 @@ pub struct KvHead<'a> {
 
 /// One query head's attention over positions `0..scores.len()`:
 /// `out ← Σ_t softmax_t(scale · q·k_t) · v_t` (`out.len() == q.len()`, the head dim).
+/// Always inlined, as [`dot`].
+#[inline(always)]
 pub fn attend_head(q: &[f32], kv: &KvHead, scale: f32, scores: &mut [f32], out: &mut [f32]) {
     let hd = q.len();
     for (t, score) in scores.iter_mut().enumerate() {

@@ -1,7 +1,7 @@
 //! A model in the browser on either backend: WebGPU (`GpuModel`, awaited steps) or the
 //! fast CPU backend in wasm memory (`FastModel` with its KV cache, simd128 kernels).
 
-use crate::cpu::fast::FastModel;
+use crate::cpu::fast::{FastModel, Logits};
 use crate::cpu::KvCache;
 use crate::engine::choose;
 use crate::error::Result;
@@ -52,23 +52,16 @@ impl WebModel {
         }
     }
 
-    /// Run a prompt token at `pos` whose successor is not needed.
-    pub fn feed(&mut self, token: u32, pos: usize) -> Result<()> {
-        match self {
-            WebModel::Gpu(m) => m.feed(token, pos),
-            WebModel::Cpu { model, cache } => {
-                cache.truncate(pos);
-                model.forward(token, cache).map(drop)
-            }
-        }
-    }
-
     /// Run prompt tokens at `pos..` whose successors are not needed (on the GPU: batched
-    /// prefill where it pays, [`crate::gpu::GpuModel::feed_all`]).
+    /// prefill where it pays, [`crate::gpu::GpuModel::feed_all`]; on the CPU: batched
+    /// prefill, [`FastModel::prefill`]).
     pub fn feed_all(&mut self, tokens: &[u32], pos: usize) -> Result<()> {
         match self {
             WebModel::Gpu(m) => m.feed_all(tokens, pos),
-            _ => (pos..).zip(tokens).try_for_each(|(p, &t)| self.feed(t, p)),
+            WebModel::Cpu { model, cache } => {
+                cache.truncate(pos);
+                model.prefill(tokens, cache, Logits::None).map(drop)
+            }
         }
     }
 

@@ -4,7 +4,8 @@
 //! ([`Precision`]): `Int8` quantizes them with one f32 scale per block, so each weight
 //! group costs two byte-multiply instructions instead of 64 float FMAs (the scheme of
 //! llama.cpp's Q4_1 × Q8_1); `F32` keeps the oracle's numbers exactly. The kernel
-//! ([`Kernel`]) is picked at run time: AVX2+FMA+F16C on x86-64, NEON on aarch64, simd128
+//! ([`Kernel`]) is picked at run time: AVX2+FMA+F16C on x86-64 (with AVX-VNNI dot products
+//! where the CPU has them), NEON on aarch64, simd128
 //! on wasm when compiled with it, portable Rust elsewhere. Matrix rows are split across
 //! rayon's threads natively and in the threaded wasm build (feature `wasm-threads`: a pool
 //! of Web Workers sharing the module's memory, started by `initThreadPool`); the plain wasm
@@ -31,13 +32,15 @@
 //! ```
 
 mod acts;
+mod gemm;
 mod gemv;
 mod kernel;
 mod model;
 mod stream;
 
 pub use acts::{element_of, Acts, Precision};
+pub use gemm::{gemm, gemm_swiglu};
 pub use gemv::{gemv, gemv_swiglu, rows_per_task, threads};
-pub use kernel::Kernel;
-pub use model::FastModel;
+pub use kernel::{Kernel, Rows, TILE};
+pub use model::{FastModel, Logits, PREFILL_CHUNK};
 pub use stream::StreamedTensors;

@@ -1,6 +1,7 @@
 //! The fast decoder: the oracle's forward pass (`cpu::Model`) with every matrix product on
 //! the int8 kernels, q/k/v stacked into one matrix, gate/up fused with the SwiGLU, and the
-//! attention heads split across threads once the context is long enough to pay.
+//! attention heads split across threads once the context is long enough to pay; and
+//! batched prefill of prompt chunks (`prefill.rs`).
 
 use super::acts::{Acts, Precision};
 use super::gemv::{for_row_chunks, gemv, gemv_swiglu, threads};
@@ -11,6 +12,10 @@ use crate::cpu::{KvCache, LayerWeights, ModelWeights, Weight, WeightMode};
 use crate::error::{Error, Result};
 use crate::format::ModelSource;
 use crate::quant::Q4Tensor;
+
+mod prefill;
+
+pub use prefill::{Logits, PREFILL_CHUNK};
 
 /// Attention work (positions × query dims) below which the heads run on one thread.
 const PARALLEL_ATTENTION_WORK: usize = 1 << 15;
@@ -42,6 +47,8 @@ pub struct FastModel {
     output_norm: Vec<f32>,
     /// `None` when tied to `token_embd`.
     output: Option<Q4Tensor>,
+    /// Prompt tokens per batched-prefill chunk.
+    prefill_chunk: usize,
 }
 
 fn q4(w: Weight) -> Result<Q4Tensor> {
@@ -126,7 +133,21 @@ impl FastModel {
             layers,
             output_norm: w.output_norm,
             output: w.output.map(q4).transpose()?,
+            prefill_chunk: prefill::PREFILL_CHUNK,
         })
+    }
+
+    /// The same model on `kernel` (one of [`Kernel::available`]).
+    pub fn with_kernel(mut self, kernel: Kernel) -> FastModel {
+        self.kernel = kernel;
+        self
+    }
+
+    /// The same model with batched prefill in chunks of `tokens` (at least 1) prompt
+    /// tokens.
+    pub fn with_prefill_chunk(mut self, tokens: usize) -> FastModel {
+        self.prefill_chunk = tokens.max(1);
+        self
     }
 
     pub fn kernel(&self) -> Kernel {
@@ -167,7 +188,7 @@ impl FastModel {
             ffn: vec![0.0; cfg.ffn_size],
         };
         for (li, layer) in self.layers.iter().enumerate() {
-            self.attention_block(layer, &rope, &mut x, &mut s, cache, li, pos);
+            self.attention_block(li, &rope, &mut x, &mut s, cache, pos);
             rmsnorm_into(&x, &layer.ffn_norm, cfg.rms_eps, &mut s.h);
             s.acts.set(&s.h);
             gemv_swiglu(self.kernel, &layer.gate, &layer.up, &s.acts, &mut s.ffn);
@@ -184,28 +205,55 @@ impl FastModel {
         Ok(logits)
     }
 
-    /// `x += Wo · attention(...)`, writing this token's k and v into layer `li` of the
+    /// `x += Wo · attention(...)` of layer `li`, writing this token's k and v into the
     /// cache at `pos`.
-    #[allow(clippy::too_many_arguments)]
     fn attention_block(
         &self,
-        layer: &Layer,
+        li: usize,
         rope: &Rope,
         x: &mut [f32],
         s: &mut Scratch,
         cache: &mut KvCache,
-        li: usize,
         pos: usize,
     ) {
-        let cfg = &self.config;
-        let (hd, q_dim, kv_dim) = (cfg.head_dim, cfg.q_dim(), cfg.kv_dim());
+        let (cfg, layer) = (&self.config, &self.layers[li]);
+        let (hd, q_dim) = (cfg.head_dim, cfg.q_dim());
         rmsnorm_into(x, &layer.attn_norm, cfg.rms_eps, &mut s.h);
         s.acts.set(&s.h);
         gemv(self.kernel, &layer.qkv, &s.acts, &mut s.qkv);
-        if let Some(b) = &layer.qkv_bias {
-            add_in_place(&mut s.qkv, b);
+        self.qkv_to_cache(li, rope, &mut s.qkv, cache, pos);
+        let q = &s.qkv[..q_dim];
+        let (keys, values) = (&cache.keys[li][..], &cache.values[li][..]);
+        let heads = |first: usize, out: &mut [f32]| {
+            self.attend(q, first / hd, (keys, values), pos + 1, out);
+        };
+        if (pos + 1) * q_dim >= PARALLEL_ATTENTION_WORK {
+            for_row_chunks(&mut s.attn, hd, heads);
+        } else {
+            heads(0, &mut s.attn);
         }
-        let (q, kv) = s.qkv.split_at_mut(q_dim);
+        s.acts.set(&s.attn);
+        gemv(self.kernel, &layer.wo, &s.acts, &mut s.h);
+        add_in_place(x, &s.h);
+    }
+
+    /// One token's stacked `q | k | v` (`qkv`) of layer `li` made ready: bias added
+    /// (qwen2), q and k normed per head (qwen3) and rotated to `rope`'s position; k and v
+    /// written into the cache at `pos`.
+    fn qkv_to_cache(
+        &self,
+        li: usize,
+        rope: &Rope,
+        qkv: &mut [f32],
+        cache: &mut KvCache,
+        pos: usize,
+    ) {
+        let (cfg, layer) = (&self.config, &self.layers[li]);
+        let (hd, q_dim, kv_dim) = (cfg.head_dim, cfg.q_dim(), cfg.kv_dim());
+        if let Some(b) = &layer.qkv_bias {
+            add_in_place(qkv, b);
+        }
+        let (q, kv) = qkv.split_at_mut(q_dim);
         let (k, v) = kv.split_at_mut(kv_dim);
         if let Some([nq, nk]) = &layer.qk_norm {
             for (x, w) in [(&mut *q, nq), (&mut *k, nk)] {
@@ -218,32 +266,57 @@ impl FastModel {
         rope.apply(k);
         cache.keys[li][pos * kv_dim..][..kv_dim].copy_from_slice(k);
         cache.values[li][pos * kv_dim..][..kv_dim].copy_from_slice(v);
-
-        // Grouped-query attention: query head h reads KV head h / group.
-        let group = cfg.n_heads / cfg.n_kv_heads;
-        let scale = 1.0 / (hd as f32).sqrt();
-        let (keys, values) = (&cache.keys[li][..], &cache.values[li][..]);
-        let q: &[f32] = q;
-        let head_task = |first: usize, out: &mut [f32]| {
-            let mut scores = vec![0.0f32; pos + 1];
-            for (i, out) in out.chunks_exact_mut(hd).enumerate() {
-                let h = first / hd + i;
-                let kv = KvHead {
-                    keys,
-                    values,
-                    kv_dim,
-                    offset: (h / group) * hd,
-                };
-                attend_head(&q[h * hd..][..hd], &kv, scale, &mut scores, out);
-            }
-        };
-        if (pos + 1) * q_dim >= PARALLEL_ATTENTION_WORK {
-            for_row_chunks(&mut s.attn, hd, head_task);
-        } else {
-            head_task(0, &mut s.attn);
-        }
-        s.acts.set(&s.attn);
-        gemv(self.kernel, &layer.wo, &s.acts, &mut s.h);
-        add_in_place(x, &s.h);
     }
+
+    /// Query heads `first..first + out.len() / head_dim` of one token (`q`: all its query
+    /// heads) attending to positions `0..len` of a layer's cached `(keys, values)`.
+    fn attend(&self, q: &[f32], first: usize, kv: (&[f32], &[f32]), len: usize, out: &mut [f32]) {
+        let heads = Heads { q, first, kv, len };
+        #[cfg(target_arch = "x86_64")]
+        if matches!(self.kernel, Kernel::Avx2 | Kernel::AvxVnni) {
+            // SAFETY: these kernels are offered only where the CPU has AVX2 and FMA.
+            return unsafe { attend_avx2(&self.config, heads, out) };
+        }
+        attend_heads(&self.config, heads, out);
+    }
+}
+
+/// What [`FastModel::attend`] computes: query heads `first..` of `q` over positions
+/// `0..len` of `kv`.
+#[derive(Clone, Copy)]
+struct Heads<'a> {
+    q: &'a [f32],
+    first: usize,
+    kv: (&'a [f32], &'a [f32]),
+    len: usize,
+}
+
+/// [`FastModel::attend`]. Compiled portably, and with AVX2 for the CPUs the AVX2 kernels
+/// run on (the same operations, eight lanes wide: the same numbers). Grouped-query
+/// attention: query head h reads KV head h / group.
+#[inline(always)]
+fn attend_heads(cfg: &ModelConfig, heads: Heads, out: &mut [f32]) {
+    let Heads { q, first, kv, len } = heads;
+    let hd = cfg.head_dim;
+    let group = cfg.n_heads / cfg.n_kv_heads;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut scores = vec![0.0f32; len];
+    for (i, out) in out.chunks_exact_mut(hd).enumerate() {
+        let h = first + i;
+        let head = KvHead {
+            keys: kv.0,
+            values: kv.1,
+            kv_dim: cfg.kv_dim(),
+            offset: (h / group) * hd,
+        };
+        attend_head(&q[h * hd..][..hd], &head, scale, &mut scores, out);
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn attend_avx2(cfg: &ModelConfig, heads: Heads, out: &mut [f32]) {
+    attend_heads(cfg, heads, out);
 }

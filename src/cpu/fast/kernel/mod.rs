@@ -19,6 +19,43 @@ use crate::quant::GROUP;
 /// Code words per group (8 nibbles each).
 const WORDS: usize = GROUP / 8;
 
+/// Most tokens one [`Kernel::tile`] call multiplies: each weight group is loaded and
+/// unpacked once for all of them (and each token's activations once per row).
+pub const TILE: usize = 4;
+
+/// `rows` consecutive rows of a row-major Q4 g64 matrix of `groups` groups per row, from
+/// their first code and param words on.
+#[derive(Clone, Copy, Debug)]
+pub struct Rows<'a> {
+    pub codes: &'a [u32],
+    pub params: &'a [u32],
+    pub groups: usize,
+    pub rows: usize,
+}
+
+/// An int8 tile kernel for a fixed number of tokens (`Kernel::tile`'s arguments:
+/// `out[r·stride + t] ← row r · acts[t]`).
+type TileFn = unsafe fn(Rows, &[Acts], &mut [f32], usize);
+
+/// An ISA module's int8 tiles for 1..=TILE tokens.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_feature = "simd128")),
+    allow(unused_macros)
+)]
+macro_rules! tiles {
+    ($isa:ident :: $tile:ident) => {
+        [
+            $isa::$tile::<1>,
+            $isa::$tile::<2>,
+            $isa::$tile::<3>,
+            $isa::$tile::<4>,
+        ]
+    };
+}
+
+/// Rows computed per pass of the fallback tile (a stack buffer).
+const FALLBACK_ROWS: usize = 64;
+
 /// A kernel implementation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
@@ -27,6 +64,10 @@ pub enum Kernel {
     /// x86-64 AVX2 + FMA + F16C: `vpmaddubsw` on 32 nibbles at a time.
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// x86-64 AVX2 kernels with AVX-VNNI `vpdpbusd` dot products (int8; f32 inputs run
+    /// the AVX2 kernel).
+    #[cfg(target_arch = "x86_64")]
+    AvxVnni,
     /// aarch64 NEON (always present there): `smull`/`sadalp` on 16 nibbles at a time.
     #[cfg(target_arch = "aarch64")]
     Neon,
@@ -54,6 +95,9 @@ impl Kernel {
             && std::arch::is_x86_feature_detected!("f16c")
         {
             v.push(Kernel::Avx2);
+            if has_avx_vnni() {
+                v.push(Kernel::AvxVnni);
+            }
         }
         #[cfg(target_arch = "aarch64")]
         v.push(Kernel::Neon);
@@ -67,6 +111,8 @@ impl Kernel {
             Kernel::Scalar => "scalar",
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => "avx2",
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni => "avx-vnni",
             #[cfg(target_arch = "aarch64")]
             Kernel::Neon => "neon",
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -92,25 +138,127 @@ impl Kernel {
         assert!(codes.len() >= n * groups * WORDS, "code words for {n} rows");
         assert!(params.len() >= n * groups, "param words for {n} rows");
         let (c, p, a) = (codes, params, acts);
-        // SAFETY (SIMD arms): `available()` only offers these kernels when the CPU has the
-        // features, and the lengths were checked above.
+        // SAFETY (SIMD arms and tiles): `available()` only offers these kernels when the
+        // CPU has the features, and the lengths were checked above.
+        if let Some(tile) = self.int8_tile(1).filter(|_| a.precision == Precision::Int8) {
+            let w = Rows {
+                codes,
+                params,
+                groups,
+                rows: n,
+            };
+            unsafe { tile(w, core::slice::from_ref(a), out, 1) };
+            return;
+        }
         match (self, acts.precision) {
             (Kernel::Scalar, Precision::Int8) => scalar::rows_i8(c, p, groups, a, out),
             (Kernel::Scalar, Precision::F32) => scalar::rows_f32(c, p, groups, a, out),
             #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx2, Precision::Int8) => unsafe { avx2::rows_i8(c, p, groups, a, out) },
-            #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx2, Precision::F32) => unsafe { avx2::rows_f32(c, p, groups, a, out) },
+            (Kernel::Avx2 | Kernel::AvxVnni, Precision::F32) => unsafe {
+                avx2::rows_f32(c, p, groups, a, out)
+            },
             #[cfg(target_arch = "aarch64")]
             (Kernel::Neon, Precision::Int8) => unsafe { neon::rows_i8(c, p, groups, a, out) },
             #[cfg(target_arch = "aarch64")]
             (Kernel::Neon, Precision::F32) => unsafe { neon::rows_f32(c, p, groups, a, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            (Kernel::Simd128, Precision::Int8) => unsafe { simd128::rows_i8(c, p, groups, a, out) },
-            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             (Kernel::Simd128, Precision::F32) => unsafe { simd128::rows_f32(c, p, groups, a, out) },
+            // Int8 GEMVs on these are one-token tiles (above).
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Avx2 | Kernel::AvxVnni, Precision::Int8) => unreachable!(),
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            (Kernel::Simd128, Precision::Int8) => unreachable!(),
         }
     }
+}
+
+impl Kernel {
+    /// `out[r·stride + t] ← row r · acts[t]` for the rows of `w` and tokens
+    /// `t < acts.len() ≤ TILE`, as [`Kernel::rows`] computes each (the same sums, so the
+    /// same results up to the order of the f32 additions). Int8 on AVX2 (also with
+    /// AVX-VNNI) and simd128 is a true tile: a weight group is unpacked once for every
+    /// token; elsewhere (f32, scalar, NEON) it runs [`Kernel::rows`] token by token.
+    ///
+    /// Panics, as `rows` does, when a slice is shorter than the shapes need.
+    pub fn tile(self, w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
+        let (n, rows, groups) = (acts.len(), w.rows, w.groups);
+        assert!(
+            (1..=TILE).contains(&n) && n <= stride,
+            "{n} tokens in a tile"
+        );
+        if rows == 0 {
+            return;
+        }
+        assert!(
+            out.len() > (rows - 1) * stride + n - 1,
+            "tile output for {rows} rows"
+        );
+        let int8 = acts.iter().all(|a| a.precision == Precision::Int8);
+        if let Some(tile) = self.int8_tile(n).filter(|_| int8) {
+            assert!(
+                w.codes.len() >= rows * groups * WORDS,
+                "code words for {rows} rows"
+            );
+            assert!(
+                w.params.len() >= rows * groups,
+                "param words for {rows} rows"
+            );
+            for a in acts {
+                assert!(
+                    a.ds.len() == groups && a.q.len() == groups * GROUP,
+                    "activations"
+                );
+            }
+            // SAFETY: `available()` offers the SIMD kernels only where the CPU has their
+            // features; every length was checked above.
+            unsafe { tile(w, acts, out, stride) };
+            return;
+        }
+        let mut col = [0.0f32; FALLBACK_ROWS];
+        for (t, a) in acts.iter().enumerate() {
+            for first in (0..rows).step_by(FALLBACK_ROWS) {
+                let col = &mut col[..FALLBACK_ROWS.min(rows - first)];
+                let (c, p) = (
+                    &w.codes[first * groups * WORDS..],
+                    &w.params[first * groups..],
+                );
+                self.rows(c, p, groups, a, col);
+                for (i, v) in col.iter().enumerate() {
+                    out[(first + i) * stride + t] = *v;
+                }
+            }
+        }
+    }
+
+    /// The int8 tile kernel for `n` (1..=TILE) tokens, where this kernel has one.
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_feature = "simd128")),
+        allow(unused_variables, unreachable_code)
+    )]
+    fn int8_tile(self, n: usize) -> Option<TileFn> {
+        let tiles: [TileFn; TILE] = match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => tiles!(avx2::tile_i8),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni => tiles!(avx2::tile_i8_vnni),
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Kernel::Simd128 => tiles!(simd128::tile_i8),
+            _ => return None,
+        };
+        Some(tiles[n - 1])
+    }
+}
+
+/// Whether the CPU has AVX-VNNI (CPUID leaf 7, sub-leaf 1, EAX bit 4; the OS's saving
+/// of the AVX registers is checked by the AVX2 detection). Read directly: the
+/// `is_x86_feature_detected!("avxvnni")` name needs Rust 1.89, above the crate's MSRV.
+#[cfg(target_arch = "x86_64")]
+fn has_avx_vnni() -> bool {
+    // SAFETY: CPUID leaf 7 exists on every CPU with AVX2 (checked by the caller). The
+    // intrinsic is safe from Rust 1.89 on, hence the allowance.
+    #[allow(unused_unsafe)]
+    let leaf = unsafe { std::arch::x86_64::__cpuid_count(7, 1) };
+    leaf.eax & (1 << 4) != 0
 }
 
 /// f16 bits (the low 16 of `h`) → f32 with integer operations and one multiply, exact

@@ -6,12 +6,15 @@
 //! converted and scaled by `scale · d`. F32: nibbles widened to f32 four at a time (there
 //! is no fused multiply-add in simd128: multiply, then add).
 //!
+//! The int8 GEMV is the one-token case of the int8 tile (up to `TILE` tokens per weight
+//! group, for batched prefill).
+//!
 //! The (scale, min) f16 pair is unpacked by [`super::f16_bits_to_f32`]: the `half`
 //! crate's portable conversion is a branchy routine that would cost more than the group's
 //! arithmetic.
 
 use super::super::acts::Acts;
-use super::{f16_bits_to_f32 as f16_to_f32, WORDS};
+use super::{f16_bits_to_f32 as f16_to_f32, Rows, WORDS};
 use crate::quant::GROUP;
 use core::arch::wasm32::*;
 
@@ -37,34 +40,50 @@ fn dot16(acc: v128, a: v128, b: v128) -> v128 {
     i16x8_add(acc, i16x8_extmul_high_i8x16(a, b))
 }
 
+/// The int8 tile: `out[r·stride + t] ← row r · acts[t]` for `T` tokens, each weight group
+/// loaded, unpacked and its (scale, min) converted once for all `T` (`T = 1`: the GEMV).
+///
 /// # Safety
-/// `codes`, `params` and `acts` must hold `out.len()` rows of `groups` groups (checked by
-/// `Kernel::rows`). `simd128` is a compile-time feature: no run-time check is needed.
-pub unsafe fn rows_i8(codes: &[u32], params: &[u32], groups: usize, acts: &Acts, out: &mut [f32]) {
+/// `w` must hold its rows, every `acts[t]` (`t < T`) `w.groups` int8 blocks, and `out`
+/// must reach `(rows − 1)·stride + T` (checked by `Kernel::tile` and `Kernel::rows`).
+/// `simd128` is a compile-time feature: no run-time check is needed.
+pub unsafe fn tile_i8<const T: usize>(w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
+    let Rows {
+        codes,
+        params,
+        groups,
+        rows,
+    } = w;
     let mask = u8x16_splat(0x0F);
-    let q = acts.q.as_ptr();
-    for (r, o) in out.iter_mut().enumerate() {
+    let q: [*const i8; T] = core::array::from_fn(|t| acts[t].q.as_ptr());
+    let ds: [*const [f32; 2]; T] = core::array::from_fn(|t| acts[t].ds.as_ptr());
+    for r in 0..rows {
         let c = codes.as_ptr().add(r * groups * WORDS) as *const u8;
-        let mut acc = f32x4_splat(0.0);
-        let mut mins = 0.0f32;
+        let mut acc = [f32x4_splat(0.0); T];
+        let mut mins = [0.0f32; T];
         for g in 0..groups {
             let bytes = c.add(g * WORDS * 4);
-            let x = q.add(g * GROUP);
-            let mut sums = i16x8_splat(0);
-            for half in 0..2 {
-                let w = v128_load(bytes.add(16 * half) as *const v128);
-                let lo = v128_and(w, mask);
-                let hi = u8x16_shr(w, 4);
-                sums = dot16(sums, lo, v128_load(x.add(16 * half) as *const v128));
-                sums = dot16(sums, hi, v128_load(x.add(32 + 16 * half) as *const v128));
-            }
+            let w = [0, 1].map(|half| v128_load(bytes.add(16 * half) as *const v128));
+            let lo = w.map(|w| v128_and(w, mask));
+            let hi = w.map(|w| u8x16_shr(w, 4));
             let (scale, min) = unpack(*params.get_unchecked(r * groups + g));
-            let [d, sum] = *acts.ds.get_unchecked(g);
-            let sums = f32x4_convert_i32x4(i32x4_extadd_pairwise_i16x8(sums));
-            acc = f32x4_add(acc, f32x4_mul(sums, f32x4_splat(scale * d)));
-            mins += min * sum;
+            for t in 0..T {
+                let x = q[t].add(g * GROUP);
+                let mut sums = i16x8_splat(0);
+                for half in 0..2 {
+                    let xl = v128_load(x.add(16 * half) as *const v128);
+                    let xh = v128_load(x.add(32 + 16 * half) as *const v128);
+                    sums = dot16(dot16(sums, lo[half], xl), hi[half], xh);
+                }
+                let [d, sum] = *ds[t].add(g);
+                let sums = f32x4_convert_i32x4(i32x4_extadd_pairwise_i16x8(sums));
+                acc[t] = f32x4_add(acc[t], f32x4_mul(sums, f32x4_splat(scale * d)));
+                mins[t] += min * sum;
+            }
         }
-        *o = hsum(acc) + mins;
+        for t in 0..T {
+            out[r * stride + t] = hsum(acc[t]) + mins[t];
+        }
     }
 }
 
@@ -81,7 +100,8 @@ unsafe fn fma16(acc: v128, v: v128, x: *const f32) -> v128 {
 }
 
 /// # Safety
-/// As [`rows_i8`], with f32 activations.
+/// `codes`, `params` and `acts` must hold `out.len()` rows of `groups` groups (checked by
+/// `Kernel::rows`). `simd128` is a compile-time feature: no run-time check is needed.
 pub unsafe fn rows_f32(codes: &[u32], params: &[u32], groups: usize, acts: &Acts, out: &mut [f32]) {
     let mask = u8x16_splat(0x0F);
     let x = acts.x.as_ptr();
