@@ -3,15 +3,41 @@
 //! `lstrip_blocks`, loop controls, `raise_exception`, a Python-`json.dumps` `tojson`, and
 //! Python string methods such as `.startswith` / `.split` / `.strip` through
 //! `minijinja-contrib`'s pycompat).
+//!
+//! A model's template comes from a stranger, so one rendering is bounded: at most
+//! [`TEMPLATE_FUEL`] template instructions, [`TEMPLATE_RECURSION`] levels of nesting and
+//! [`TEMPLATE_OUTPUT`] bytes written (the result and everything printed into macro results
+//! and `{% set %}` blocks); past a bound it is `Error::ChatTemplate` naming that bound.
+//! Not bounded, for minijinja has no hook there: values built without being printed. One
+//! instruction may make a 100 MB string (`'x' * n`, minijinja's own cap) or join two
+//! (`~`, `+`), so a loop doubling a namespace string still runs out of memory.
 
 use super::pyjson;
 use crate::error::{Error, Result};
-use minijinja::value::{Kwargs, Value};
-use minijinja::{Environment, ErrorKind};
+use minijinja::value::{Kwargs, Object, Value};
+use minijinja::{AutoEscape, Environment, ErrorKind, Output, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const NAME: &str = "chat_template";
+
+/// Template instructions one rendering may execute (minijinja's fuel). The real Qwen3
+/// template takes ~75 per message (300 per agent turn: user, assistant with reasoning and a
+/// tool call, tool result, answer): 1,000 messages with tools take 75 K, so 1 M renders
+/// ~13 K messages (more text than any context holds), while a runaway loop stops in
+/// ~0.1 s (~0.4 s on a loaded 2-core machine).
+pub const TEMPLATE_FUEL: u64 = 1_000_000;
+/// Nesting depth (minijinja counts a loop or `if` as 1, a macro call as ~5: this allows
+/// ~35 nested macro calls). Real templates nest a handful of levels (a recursive macro
+/// rendering a JSON schema: its depth), and 200 stays well inside a 1 MiB (wasm) stack.
+pub const TEMPLATE_RECURSION: usize = 200;
+/// Bytes one rendering may write. A 128K-token prompt is well under 1 MiB of text.
+pub const TEMPLATE_OUTPUT: usize = 8 << 20;
+/// Longest `tojson(indent=…)`: Python allows any, but a huge one is only a way to make
+/// gigabytes of spaces.
+const MAX_JSON_INDENT: usize = 64;
 
 /// One chat message. Fields left `None` are absent in the template (`is defined` is false).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -71,7 +97,98 @@ pub struct ChatTemplate {
     env: Environment<'static>,
 }
 
+/// The bytes written so far in one rendering, shared by its macro calls (a render temp).
+#[derive(Debug, Default)]
+struct Written(AtomicUsize);
+impl Object for Written {}
+const WRITTEN: &str = "pocketrt.written";
+
+fn output_bound() -> String {
+    format!("the template wrote more than its output bound ({TEMPLATE_OUTPUT} bytes)")
+}
+
+/// Which bound an error from minijinja hit, if any.
+fn bound_hit(e: &minijinja::Error) -> Option<String> {
+    if e.kind() == ErrorKind::OutOfFuel {
+        return Some(format!(
+            "the template ran past its fuel bound ({TEMPLATE_FUEL} instructions)"
+        ));
+    }
+    let detail = e.detail().unwrap_or_default();
+    if detail.contains("recursion limit exceeded") {
+        return Some(format!(
+            "the template nested past its recursion bound ({TEMPLATE_RECURSION})"
+        ));
+    }
+    (detail == output_bound()).then(output_bound)
+}
+
+/// minijinja's default formatter (`{{ value }}`), counting what it writes against
+/// [`TEMPLATE_OUTPUT`]. It sees every print, also inside captures (macro results, `{% set
+/// %}` blocks), which the final writer does not: a macro returning its result twice
+/// doubles without ever reaching the output.
+fn bounded_formatter(
+    out: &mut Output,
+    state: &State,
+    value: &Value,
+) -> std::result::Result<(), minijinja::Error> {
+    struct Capped<'a> {
+        text: String,
+        written: &'a Written,
+    }
+    impl std::fmt::Write for Capped<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let total = self.written.0.fetch_add(s.len(), Ordering::Relaxed) + s.len();
+            if total > TEMPLATE_OUTPUT {
+                return Err(std::fmt::Error);
+            }
+            self.text.push_str(s);
+            Ok(())
+        }
+    }
+    let written = state.get_or_set_temp_object(WRITTEN, Written::default);
+    let mut capped = Capped {
+        text: String::new(),
+        written: &written,
+    };
+    if write!(capped, "{value}").is_err() {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            output_bound(),
+        ));
+    }
+    match state.auto_escape() {
+        AutoEscape::None => out.write_str(&capped.text).map_err(minijinja::Error::from),
+        // `{% autoescape %}` blocks: the escaped text is at most a few times as long.
+        _ => minijinja::escape_formatter(out, state, value),
+    }
+}
+
+/// The final output, refusing to grow past [`TEMPLATE_OUTPUT`] (raw template text between
+/// tags does not pass through the formatter).
+struct CappedOutput {
+    bytes: Vec<u8>,
+    over: bool,
+}
+
+impl std::io::Write for CappedOutput {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + b.len() > TEMPLATE_OUTPUT {
+            self.over = true;
+            return Err(std::io::Error::other(output_bound()));
+        }
+        self.bytes.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn template_error(e: minijinja::Error) -> Error {
+    if let Some(bound) = bound_hit(&e) {
+        return Error::ChatTemplate(bound);
+    }
     let mut msg = e.to_string();
     let mut src = std::error::Error::source(&e);
     while let Some(s) = src {
@@ -105,7 +222,9 @@ fn tojson(value: Value, kwargs: Kwargs) -> std::result::Result<Value, minijinja:
         Some(v) if v.is_none() => None,
         Some(v) => Some(
             usize::try_from(v.clone())
-                .map_err(|_| bad("tojson: indent must be a non-negative integer"))?,
+                .ok()
+                .filter(|&n| n <= MAX_JSON_INDENT)
+                .ok_or_else(|| bad("tojson: indent must be an integer from 0 to 64"))?,
         ),
     };
     let separators = match kwargs.get::<Option<Vec<String>>>("separators")? {
@@ -131,6 +250,9 @@ impl ChatTemplate {
         let mut env = Environment::new();
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
+        env.set_fuel(Some(TEMPLATE_FUEL));
+        env.set_recursion_limit(TEMPLATE_RECURSION);
+        env.set_formatter(bounded_formatter);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_filter("tojson", tojson);
@@ -161,8 +283,15 @@ impl ChatTemplate {
             ctx.insert("eos_token".into(), e.clone().into());
         }
         let tmpl = self.env.get_template(NAME).map_err(template_error)?;
-        tmpl.render(Value::from_serialize(&ctx))
-            .map_err(template_error)
+        let mut out = CappedOutput {
+            bytes: Vec::new(),
+            over: false,
+        };
+        match tmpl.render_captured_to(Value::from_serialize(&ctx), &mut out) {
+            Ok(_) => String::from_utf8(out.bytes).map_err(|e| Error::ChatTemplate(e.to_string())),
+            Err(_) if out.over => Err(Error::ChatTemplate(output_bound())),
+            Err(e) => Err(template_error(e)),
+        }
     }
 }
 
@@ -209,6 +338,54 @@ mod tests {
         );
     }
 
+    /// Renders a hostile template: it must stop with the bound named in `want`, fast.
+    fn assert_bounded(src: &str, want: &str) {
+        let t = ChatTemplate::new(src).unwrap();
+        let start = std::time::Instant::now();
+        let e = t
+            .render(&[Message::user("hi")], &ChatOptions::default())
+            .unwrap_err();
+        let took = start.elapsed();
+        assert!(
+            matches!(&e, Error::ChatTemplate(m) if m.contains(want)),
+            "{src}: {e}"
+        );
+        assert!(took.as_secs_f64() < 1.0, "{src}: took {took:?}");
+    }
+
+    #[test]
+    fn hostile_templates_end_at_a_named_bound_within_a_second() {
+        // A loop of 10^10 iterations.
+        assert_bounded(
+            "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+            "fuel bound",
+        );
+        // Output doubling through a macro's result, never printed at the top.
+        assert_bounded(
+            "{% macro f(n) %}{% if n %}{% set x = f(n - 1) %}{{ x }}{{ x }}{% else %}ab\
+             {% endif %}{% endmacro %}{% set y = f(30) %}",
+            "output bound",
+        );
+        // Plain output: 10^13 bytes of raw text.
+        assert_bounded(
+            &format!(
+                "{{% for a in range(100000) %}}{{% for b in range(100000) %}}{}\
+                 {{% endfor %}}{{% endfor %}}",
+                "x".repeat(1000)
+            ),
+            "output bound",
+        );
+        // A macro calling itself, and a recursive loop over itself.
+        assert_bounded(
+            "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+            "recursion bound",
+        );
+        assert_bounded(
+            "{% for m in messages recursive %}{{ loop(messages) }}{% endfor %}",
+            "recursion bound",
+        );
+    }
+
     #[test]
     fn tojson_writes_like_python_json_dumps_and_tolerates_hf_kwargs() {
         let t = ChatTemplate::new(
@@ -222,6 +399,13 @@ mod tests {
         assert_eq!(
             t.render(&[], &opts).unwrap(),
             "[{\"name\": \"f\", \"a\": [1, \"<é>\"]}]|{\n  \"name\": \"f\",\n  \"a\": [\n    1,\n    \"<é>\"\n  ]\n}"
+        );
+        // A gigabyte of indent per line is refused.
+        let t = ChatTemplate::new("{{ tools | tojson(indent=1000000000) }}").unwrap();
+        let e = t.render(&[], &opts).unwrap_err();
+        assert!(
+            matches!(&e, Error::ChatTemplate(m) if m.contains("indent")),
+            "{e}"
         );
     }
 }
