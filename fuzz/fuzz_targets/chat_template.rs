@@ -9,6 +9,11 @@ use pocketrt::Error;
 use pocketrt_fuzz::split_nul;
 
 fuzz_target!(|input: &[u8]| {
+    // libfuzzer-sys's panic hook aborts at once, even for a panic `render` catches (it
+    // turns minijinja's own panics into errors); the default hook lets it. A panic that
+    // escapes still ends in libfuzzer-sys's abort: a finding.
+    static DEFAULT_HOOK: std::sync::Once = std::sync::Once::new();
+    DEFAULT_HOOK.call_once(|| drop(std::panic::take_hook()));
     let Some((&flags, data)) = input.split_first() else {
         return;
     };

@@ -287,8 +287,26 @@ impl ChatTemplate {
             bytes: Vec::new(),
             over: false,
         };
-        match tmpl.render_captured_to(Value::from_serialize(&ctx), &mut out) {
-            Ok(_) => String::from_utf8(out.bytes).map_err(|e| Error::ChatTemplate(e.to_string())),
+        // minijinja 2.24 panics on some inputs (a reverse slice of an empty list or string,
+        // `messages[::-1]` with no messages: ops.rs indexes past the end); natively that is a
+        // ChatTemplate error. The web build aborts on panics, so there it still ends the
+        // module (needs a minijinja fix).
+        let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            tmpl.render_captured_to(Value::from_serialize(&ctx), &mut out)
+                .map(drop)
+        }))
+        .map_err(|panic| {
+            let msg = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("");
+            Error::ChatTemplate(format!(
+                "the template engine failed (a minijinja bug): {msg}"
+            ))
+        })?;
+        match rendered {
+            Ok(()) => String::from_utf8(out.bytes).map_err(|e| Error::ChatTemplate(e.to_string())),
             Err(_) if out.over => Err(Error::ChatTemplate(output_bound())),
             Err(e) => Err(template_error(e)),
         }
@@ -383,6 +401,31 @@ mod tests {
         assert_bounded(
             "{% for m in messages recursive %}{{ loop(messages) }}{% endfor %}",
             "recursion bound",
+        );
+    }
+
+    /// Found by fuzzing (chat_template): minijinja panics reversing an empty sequence.
+    #[test]
+    fn reverse_slice_of_nothing_is_a_chat_template_error_not_a_panic() {
+        for src in [
+            "{% for m in messages[::-1] %}{% endfor %}",
+            "{{ ''[::-1] }}",
+        ] {
+            let e = ChatTemplate::new(src)
+                .unwrap()
+                .render(&[], &ChatOptions::default())
+                .unwrap_err();
+            assert!(
+                matches!(&e, Error::ChatTemplate(m) if m.contains("minijinja")),
+                "{e}"
+            );
+        }
+        // The same slice of something works.
+        let t = ChatTemplate::new("{% for m in messages[::-1] %}{{ m.content }}{% endfor %}");
+        let msgs = [Message::user("a"), Message::user("b")];
+        assert_eq!(
+            t.unwrap().render(&msgs, &ChatOptions::default()).unwrap(),
+            "ba"
         );
     }
 
