@@ -185,7 +185,9 @@ impl std::io::Write for CappedOutput {
     }
 }
 
-fn template_error(e: minijinja::Error) -> Error {
+/// The error as `Error::ChatTemplate`: minijinja's message and causes, and the template
+/// line it points at (quoted from `source`).
+fn template_error(e: minijinja::Error, source: &str) -> Error {
     if let Some(bound) = bound_hit(&e) {
         return Error::ChatTemplate(bound);
     }
@@ -195,13 +197,13 @@ fn template_error(e: minijinja::Error) -> Error {
         msg.push_str(&format!(": {s}"));
         src = s.source();
     }
-    if let Some(d) = e
-        .display_debug_info()
-        .to_string()
-        .lines()
-        .find(|l| l.contains('>'))
-    {
-        msg.push_str(&format!(" (at {})", d.trim()));
+    // Not minijinja's `display_debug_info`: found by fuzzing, it panics (2.24, debug.rs:
+    // an underflow, then a `repeat` of ~2^64) on a span ending before it starts.
+    let line = e
+        .line()
+        .and_then(|n| Some((n, source.lines().nth(n.checked_sub(1)?)?)));
+    if let Some((n, text)) = line {
+        msg.push_str(&format!(" (at line {n}: {})", text.trim()));
     }
     Error::ChatTemplate(msg)
 }
@@ -257,7 +259,7 @@ impl ChatTemplate {
         env.add_function("raise_exception", raise_exception);
         env.add_filter("tojson", tojson);
         env.add_template_owned(NAME, source.to_string())
-            .map_err(template_error)?;
+            .map_err(|e| template_error(e, source))?;
         Ok(ChatTemplate { env })
     }
 
@@ -282,7 +284,10 @@ impl ChatTemplate {
         if let Some(e) = &opts.eos_token {
             ctx.insert("eos_token".into(), e.clone().into());
         }
-        let tmpl = self.env.get_template(NAME).map_err(template_error)?;
+        let tmpl = self
+            .env
+            .get_template(NAME)
+            .map_err(|e| template_error(e, ""))?;
         let mut out = CappedOutput {
             bytes: Vec::new(),
             over: false,
@@ -308,7 +313,7 @@ impl ChatTemplate {
         match rendered {
             Ok(()) => String::from_utf8(out.bytes).map_err(|e| Error::ChatTemplate(e.to_string())),
             Err(_) if out.over => Err(Error::ChatTemplate(output_bound())),
-            Err(e) => Err(template_error(e)),
+            Err(e) => Err(template_error(e, tmpl.source())),
         }
     }
 }
@@ -426,6 +431,37 @@ mod tests {
         assert_eq!(
             t.unwrap().render(&msgs, &ChatOptions::default()).unwrap(),
             "ba"
+        );
+    }
+
+    /// Found by fuzzing (chat_template): quoting where this template fails (a `for` with
+    /// no loop variable) made minijinja's debug printer panic; the error names the line.
+    #[test]
+    fn error_in_a_template_with_odd_spans_is_quoted_without_panicking() {
+        let src = "{{ bos_tokexceptionn }}{% for  in  messages[::-1] %}{{ m.content.split('}}}}}}}}}}}}}}}}}}}}}}}}}}}} ')[0] | upper }}{{ loop.index }}{% if loop.last %}{{ raise_.xception('x') }}{% endif %}{% endfor %}";
+        let content = "Hi <t}}}}}}}}}}}}g}}}}}}}}}}}}}} ')[0] | upper }}{{ loop.index }}{%\u{fffd}if loop.last %}{{ raise_.xception('x') }}{% endif %}{% en\u{fffd}for %}";
+        let msgs = [
+            Message::system("Be brief."),
+            Message::new("usGGGGGGGGGGGGGG", content),
+            Message::system("Be brief."),
+            Message::new(
+                "userGGGGGGGGGGGGGGGGGGGGGGGGGGGGGGGG",
+                "Hi <t}}}}}}}}}}}}g}}",
+            ),
+        ];
+        let opts = ChatOptions {
+            add_generation_prompt: true,
+            bos_token: Some("<s>".into()),
+            eos_token: Some("</s>".into()),
+            ..ChatOptions::default()
+        };
+        let e = ChatTemplate::new(src)
+            .unwrap()
+            .render(&msgs, &opts)
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::ChatTemplate(m) if m.contains("unpack") && m.contains("(at line 1: {{ bos_tok")),
+            "{e}"
         );
     }
 
