@@ -62,3 +62,43 @@ fn template_using_an_unknown_function_is_a_chat_template_error() {
         "{e}"
     );
 }
+
+/// A long agent conversation: `turns` rounds of user, assistant (reasoning + a tool call),
+/// tool result and answer, with two tools, each message ~200 bytes.
+fn long_agent_chat(turns: usize) -> (Vec<Message>, ChatOptions) {
+    let text = "The quick brown fox jumps over the lazy dog; ".repeat(4);
+    let mut messages = vec![Message::system("You are a helpful assistant.")];
+    for i in 0..turns {
+        messages.push(Message::user(format!("{i}: {text}")));
+        messages.push(Message {
+            reasoning_content: Some(text.clone()),
+            tool_calls: Some(serde_json::json!([{"type": "function", "function":
+                {"name": "get_weather", "arguments": {"city": format!("City {i}")}}}])),
+            ..Message::assistant("")
+        });
+        messages.push(Message::tool(format!("{{\"temperature\": {i}}}")));
+        messages.push(Message::assistant(text.clone()));
+    }
+    let tool = |name: &str| {
+        serde_json::json!({"type": "function", "function": {"name": name,
+            "description": "Looks something up", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string"}}, "required": ["city"]}}})
+    };
+    let opts = ChatOptions {
+        add_generation_prompt: true,
+        tools: Some(serde_json::json!([tool("get_weather"), tool("get_time")])),
+        ..ChatOptions::default()
+    };
+    (messages, opts)
+}
+
+#[test]
+fn qwen3_template_renders_a_thousand_message_agent_chat_within_its_bounds() {
+    let t = ChatTemplate::new(TEMPLATE).unwrap();
+    let (messages, opts) = long_agent_chat(250);
+    assert_eq!(messages.len(), 1001);
+    let s = t.render(&messages, &opts).unwrap();
+    // A turn per message (each tool result opens a user turn), then the assistant's.
+    assert_eq!(s.matches("<|im_start|>").count(), 1001 + 1);
+    assert!(s.contains("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"City 249\"}}"));
+}

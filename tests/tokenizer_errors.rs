@@ -98,6 +98,23 @@ fn malformed_tokenizer_json_is_a_tokenizer_error() {
     assert!(tokenizer_error(load(&v)).contains("model"));
 }
 
+/// Found by fuzzing (tokenizer_json): an added token with the id of another token loaded,
+/// decoded that token's id as itself, and exported a tokenizer.json that did not load.
+#[test]
+fn added_token_taking_another_tokens_id_is_a_tokenizer_error() {
+    let mut v = tiny();
+    v["added_tokens"][1]["id"] = json!(256);
+    let m = tokenizer_error(load(&v));
+    assert!(m.contains("\"<tool>\" has id 256, the id of \"he\""), "{m}");
+    let mut v = tiny();
+    v["added_tokens"][1]["id"] = json!(261);
+    assert!(tokenizer_error(load(&v)).contains("the id of \"<s>\""));
+    // An added token that is also in the vocabulary under its own id is fine.
+    let mut v = tiny();
+    v["model"]["vocab"]["<s>"] = json!(261);
+    assert_eq!(load(&v).unwrap().encode("<s>he", false), vec![261, 256]);
+}
+
 #[test]
 fn unknown_token_id_in_decode_is_an_error_and_stream_state_survives() {
     let t = load(&tiny()).unwrap();

@@ -68,9 +68,14 @@ pub struct StTensor {
 
 /// Parse the header of one safetensors file, validating every range against its length.
 pub fn read_header(path: &Path) -> Result<Vec<StTensor>> {
-    let what = path.display().to_string();
     let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
     let file_len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    parse_header(&mut f, file_len, path)
+}
+
+/// [`read_header`] of the file `path` of `file_len` bytes, read from `f` (its start).
+pub fn parse_header(f: &mut impl Read, file_len: u64, path: &Path) -> Result<Vec<StTensor>> {
+    let what = path.display().to_string();
     let truncated = |needed| Error::ModelTruncated {
         what: what.clone(),
         needed,

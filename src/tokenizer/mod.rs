@@ -147,6 +147,14 @@ impl Tokenizer {
             if t.content.is_empty() {
                 return Err(terr(format!("added token {} has empty content", t.id)));
             }
+            // An added token may be a vocabulary token (same id, same content), but it must
+            // not take another token's id: that token would decode as the added one.
+            if flags[i] & (IN_MODEL | ADDED) != 0 && pieces[i] != t.content {
+                return Err(terr(format!(
+                    "added token {:?} has id {}, the id of {:?}",
+                    t.content, t.id, pieces[i]
+                )));
+            }
             flags[i] |= ADDED | if t.special { SPECIAL } else { 0 };
             pieces[i].clone_from(&t.content);
         }
