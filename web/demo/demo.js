@@ -107,9 +107,11 @@ async function send(e) {
   const start = performance.now();
   const speed = () => (count / ((performance.now() - start) / 1000)).toFixed(1);
   try {
+    const max = Number($('max').value) || 128;
     const request = {
       messages: conversation(),
-      max_tokens: Number($('max').value) || 128,
+      // A limit past the context means "as many as fit" (unset); OpenAI's API would refuse it.
+      max_tokens: max < model.info.context ? max : undefined,
       temperature: Number($('temperature').value),
       chat_template_kwargs: { enable_thinking: $('thinking').checked },
       stream: true,

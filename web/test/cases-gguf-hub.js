@@ -120,7 +120,9 @@ export const tests = {
     assert.deepEqual((await greedy(page, want)).tokens, want.gguf_tokens);
     // A repository holding a pocket package: the package wins over its GGUF.
     hubRepo(server, scratch, 'test-org/tiny-pocket', Object.fromEntries(
-      fs.readdirSync(fixture).map((f) => [f, path.join(fixture, f)]),
+      fs.readdirSync(fixture, { withFileTypes: true })
+        .filter((e) => e.isFile()) // the fixture's own files (not the api package folder)
+        .map((e) => [e.name, path.join(fixture, e.name)]),
     ));
     server.requests.length = 0;
     const p = await load(page, 'test-org/tiny-pocket', { hubEndpoint, cache: false });
