@@ -156,7 +156,10 @@ $('threads').textContent = threadSupport().reason;
   // Local files: each by name as a blob URL; a package folder needs its manifest.json.
   const loadLocal = (files) => {
     const urls = {};
-    for (const f of files) urls[f.name] = URL.createObjectURL(f);
+    // A folder's own files only (a subfolder's manifest.json must not replace its own).
+    for (const f of files) {
+      if ((f.webkitRelativePath || f.name).split('/').length <= 2) urls[f.name] = URL.createObjectURL(f);
+    }
     const gguf = Object.keys(urls).find((n) => n.toLowerCase().endsWith('.gguf'));
     if (urls['manifest.json']) return load('local', { files: urls, cache: false });
     if (gguf) return load(gguf, { files: urls, cache: false });
