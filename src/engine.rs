@@ -213,7 +213,7 @@ impl Engine {
         ctx: &std::sync::Arc<crate::gpu::GpuContext>,
         config: &crate::ModelConfig,
     ) -> Result<(probe::Decision, String)> {
-        let adapter = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend);
+        let adapter = ctx.adapter_label();
         let key = probe::Decision::key(&adapter, config);
         if let Some(d) = probe::remembered(&key) {
             let why = d.reason(&adapter, true);
@@ -231,7 +231,7 @@ impl Engine {
         src: &mut dyn ModelSource,
         context: usize,
     ) -> Result<(Box<crate::gpu::GpuModel>, String)> {
-        let adapter = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend);
+        let adapter = ctx.adapter_label();
         let model = crate::gpu::GpuModel::load(ctx, src, context)?;
         let description = format!(
             "gpu {adapter}, {} dispatches and 1 submit per token, {}",

@@ -199,6 +199,14 @@ fn summarize(adapter: &wgpu::Adapter) -> AdapterSummary {
 }
 
 impl GpuContext {
+    /// The adapter as reported, with its backend (browsers may hide its name).
+    pub fn adapter_label(&self) -> String {
+        match self.adapter.name.as_str() {
+            "" => format!("{} adapter", self.adapter.backend),
+            name => format!("{name} ({})", self.adapter.backend),
+        }
+    }
+
     /// Open the best adapter (the one `POCKETRT_ADAPTER` names, else the best of
     /// `POCKETRT_BACKEND`'s backends, else of any) with the limits `need` asks for, in
     /// the profile `POCKETRT_PROFILE` names or else the one detected.

@@ -7,7 +7,7 @@
 //! adapter and shape), and only the faster is loaded; a real GPU → WebGPU.
 
 use super::fetch::{cached, open_cache, store};
-use super::loader::{adapter_name, gpu_for, require_webgpu};
+use super::loader::{gpu_for, require_webgpu};
 use super::model::WebModel;
 use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision, StreamedTensors};
@@ -97,7 +97,7 @@ impl Target {
                     }
                     Err(e) => return Err(e),
                     Ok((ctx, plan)) if ctx.profile.software => {
-                        let adapter = adapter_name(&ctx);
+                        let adapter = ctx.adapter_label();
                         let (d, why) = decision(&ctx, config, &adapter, cache).await?;
                         t.reason = format!("software adapter {adapter}; {why}");
                         if d.gpu {
@@ -107,7 +107,7 @@ impl Target {
                         }
                     }
                     Ok((ctx, plan)) => {
-                        t.reason = format!("GPU adapter {}", adapter_name(&ctx));
+                        t.reason = format!("GPU adapter {}", ctx.adapter_label());
                         t.gpu = Some(gpu(ctx, plan, manifest)?);
                     }
                 },
@@ -166,7 +166,7 @@ impl Target {
 fn gpu(ctx: Arc<GpuContext>, plan: MemoryPlan, manifest: &Manifest) -> Result<Gpu> {
     let weights = StreamedWeights::allocate(&ctx, manifest)?;
     Ok(Gpu {
-        adapter: adapter_name(&ctx),
+        adapter: ctx.adapter_label(),
         ctx,
         weights,
         context: plan.context,

@@ -81,7 +81,7 @@ pub struct LoadReport {
 impl LoadReport {
     /// Record the GPU candidate's adapter and device profile.
     pub(super) fn set_device(&mut self, ctx: &GpuContext) {
-        self.adapter = adapter_name(ctx);
+        self.adapter = ctx.adapter_label();
         self.profile = Some(ctx.profile.name.to_string());
         self.profile_detail = Some(ctx.profile.to_json());
     }
@@ -293,14 +293,6 @@ pub(super) async fn gpu_for(
     let budget = Budget::for_device(TABLET_BUDGET, &ctx);
     let plan = MemoryPlan::choose(config, Some(context), &budget)?;
     Ok((ctx, plan))
-}
-
-/// The adapter, as reported (browsers may hide its name).
-pub(super) fn adapter_name(ctx: &GpuContext) -> String {
-    match ctx.adapter.name.as_str() {
-        "" => format!("{} adapter", ctx.adapter.backend),
-        name => format!("{name} ({})", ctx.adapter.backend),
-    }
 }
 
 /// A device with at least the limits `need` asks for (the last one when it has them) in

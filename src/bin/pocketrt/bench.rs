@@ -209,7 +209,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             let ctx = m.gpu_context();
             let steps = (a.reps * a.gen_tokens) as f64;
             report["backend"] = "gpu".into();
-            report["adapter"] = format!("{} ({})", ctx.adapter.name, ctx.adapter.backend).into();
+            report["adapter"] = ctx.adapter_label().into();
             report["profile"] = ctx.profile.to_json();
             report["dispatches_per_token"] = m.dispatches_per_token().into();
             report["dispatches_per_layer"] = m.dispatches_per_layer().into();
