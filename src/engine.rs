@@ -343,6 +343,37 @@ impl Engine {
         }
     }
 
+    /// The GPU device of a GPU engine (`None` on the CPU backends).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn gpu_context(&self) -> Option<&crate::gpu::GpuContext> {
+        match &self.inner {
+            Inner::Gpu(model) => Some(model.gpu_context()),
+            _ => None,
+        }
+    }
+
+    /// After [`Error::GpuLost`]: open the GPU device again (in the same profile where one
+    /// was forced), upload the weights from `src` again, and run `history` (the tokens the
+    /// cache held, in order) so that generation goes on where it stopped. The CPU backends
+    /// lose nothing: they only rewind to `history`'s length.
+    pub fn reload(&mut self, src: &mut dyn ModelSource, history: &[u32]) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Inner::Gpu(model) = &self.inner {
+            use crate::gpu::{weights::limits_needed, GpuContext};
+            let old = model.gpu_context();
+            let forced = old.profile.forced.then_some(old.profile.name);
+            let need = limits_needed(&self.config, self.context);
+            let ctx = pollster::block_on(GpuContext::with_profile_name(need, forced))?;
+            let (model, _) = Self::load_gpu(std::sync::Arc::new(ctx), src, self.context)?;
+            self.inner = Inner::Gpu(model);
+            self.pos = 0;
+            return self.feed_all(history);
+        }
+        let _ = src;
+        self.rewind(history.len());
+        Ok(())
+    }
+
     /// Positions the cache holds.
     pub fn context(&self) -> usize {
         self.context

@@ -116,6 +116,17 @@ pub enum Error {
     #[error("aborted")]
     Aborted,
 
+    #[error(
+        "the GPU device was lost ({0}); reload the model to go on (the browser: model.reload())"
+    )]
+    GpuLost(String),
+
+    #[error("storage quota: the model needs {needed} more bytes in Cache Storage, the browser allows {available} more (free space or delete cached models, Pocket.cache.delete; or load with overQuota: \"uncached\" or cache: false)")]
+    Quota { needed: u64, available: u64 },
+
+    #[error("{url}: not in the cache, and offline: true forbids requests")]
+    NotCached { url: String },
+
     #[error("WebGPU is not available in this browser ({0}); use a browser with WebGPU (Safari 26, Chrome 113+)")]
     NoWebGpu(String),
 }

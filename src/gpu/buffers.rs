@@ -117,7 +117,7 @@ impl GpuContext {
         self.device
             .poll(wait)
             .map(drop)
-            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))
+            .map_err(|e| self.poll_failed(e))
     }
 
     #[cfg(not(target_arch = "wasm32"))]
@@ -135,8 +135,8 @@ impl GpuContext {
         });
         self.poll_until(index)?;
         rx.recv()
-            .map_err(|_| Error::Gpu("buffer map callback never ran".into()))?
-            .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))?;
+            .map_err(|_| self.map_failed("its callback never ran"))?
+            .map_err(|e| self.map_failed(e))?;
         let out = take_mapped(staging, slice, bytes)?;
         self.check_errors()?;
         Ok(out)
@@ -153,10 +153,10 @@ impl GpuContext {
         #[cfg(not(target_arch = "wasm32"))]
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+            .map_err(|e| self.poll_failed(e))?;
         rx.await
-            .ok_or_else(|| Error::Gpu("buffer map callback never ran".into()))?
-            .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))?;
+            .ok_or_else(|| self.map_failed("its callback never ran"))?
+            .map_err(|e| self.map_failed(e))?;
         take_mapped(staging, slice, bytes)
     }
 

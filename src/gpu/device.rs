@@ -58,8 +58,18 @@ pub struct GpuContext {
     pub limits: wgpu::Limits,
     /// Bytes of every buffer created through the helpers in `buffers.rs`.
     pub(crate) allocated: std::sync::atomic::AtomicU64,
-    /// Errors the device reported outside error scopes (wgpu's default is to panic).
-    errors: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Errors the device reported outside error scopes (wgpu's default is to panic), and
+    /// why it was lost once it is (see [`GpuContext::check_errors`]).
+    errors: std::sync::Arc<std::sync::Mutex<Vec<Reported>>>,
+    lost: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+/// An error the device reported: `fatal` (out of memory, internal) leaves the device's
+/// state unknown, so it is a lost device ([`Error::GpuLost`]); a validation error is a
+/// bug of ours ([`Error::Gpu`]).
+struct Reported {
+    fatal: bool,
+    message: String,
 }
 
 /// Parse `POCKETRT_BACKEND` (vulkan, metal, dx12, gl, webgpu; comma-separated).
@@ -247,13 +257,31 @@ impl GpuContext {
             })
             .await
             .map_err(|e| Error::GpuDevice(e.to_string()))?;
-        let errors: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let errors: std::sync::Arc<std::sync::Mutex<Vec<Reported>>> = Default::default();
         let sink = errors.clone();
         device.on_uncaptured_error(std::sync::Arc::new(move |e: wgpu::Error| {
             if let Ok(mut list) = sink.lock() {
-                list.push(e.to_string());
+                let fatal = !matches!(e, wgpu::Error::Validation { .. });
+                list.push(Reported {
+                    fatal,
+                    message: e.to_string(),
+                });
             }
         }));
+        let lost: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
+        let sink = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            if let Ok(mut why) = sink.lock() {
+                let reason = match reason {
+                    wgpu::DeviceLostReason::Destroyed => "destroyed",
+                    _ => "lost",
+                };
+                *why = Some(match message.is_empty() {
+                    true => reason.to_string(),
+                    false => format!("{reason}: {message}"),
+                });
+            }
+        });
         Ok(GpuContext {
             device,
             queue,
@@ -262,6 +290,7 @@ impl GpuContext {
             limits,
             allocated: Default::default(),
             errors,
+            lost,
         })
     }
 
@@ -282,18 +311,51 @@ impl GpuContext {
             limits: self.limits.clone(),
             allocated: Default::default(),
             errors: self.errors.clone(),
+            lost: self.lost.clone(),
         })
     }
 
-    /// The first error the device reported since the last check (shader or pipeline
-    /// validation, out of memory, a lost device), as a typed error.
+    /// Why the device was lost (`device.lost`, `Device::destroy`), once it is.
+    pub fn lost(&self) -> Option<String> {
+        self.lost.lock().ok()?.clone()
+    }
+
+    /// The first error the device reported since the last check, as a typed error: a
+    /// lost device, out of memory or an internal error is [`Error::GpuLost`] (the model
+    /// must be loaded again), a validation error [`Error::Gpu`].
     pub fn check_errors(&self) -> Result<()> {
+        if let Some(why) = self.lost() {
+            return Err(Error::GpuLost(why));
+        }
         let mut list = self
             .errors
             .lock()
             .map_err(|_| Error::Gpu("the GPU error log is poisoned".into()))?;
         let first = list.drain(..).next();
-        first.map_or(Ok(()), |e| Err(Error::Gpu(e)))
+        match first {
+            None => Ok(()),
+            Some(e) if e.fatal => Err(Error::GpuLost(e.message)),
+            Some(e) => Err(Error::Gpu(e.message)),
+        }
+    }
+
+    /// The error of a readback that failed to map: the buffers are ours and never
+    /// destroyed while mapped, so the device is gone ([`Error::GpuLost`], with why when
+    /// the device said).
+    pub(crate) fn map_failed(&self, e: impl std::fmt::Display) -> Error {
+        match self.lost() {
+            Some(why) => Error::GpuLost(why),
+            None => Error::GpuLost(format!("a readback failed to map ({e})")),
+        }
+    }
+
+    /// The error of a failed wait for the GPU: the device's loss where it is lost.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn poll_failed(&self, e: impl std::fmt::Display) -> Error {
+        match self.lost() {
+            Some(why) => Error::GpuLost(why),
+            None => Error::Gpu(format!("waiting for the GPU: {e}")),
+        }
     }
 
     /// Check that a buffer bound whole as storage, of `bytes`, fits this device.

@@ -2,6 +2,7 @@
 //! generation, unload). The npm package's JavaScript builds the public API on it.
 
 use super::backend::Choice;
+use super::cache::{OverQuota, CACHE_NAME};
 use super::completion::Endpoint;
 use super::errors::{api_to_js, to_js};
 use super::loader::{self, LoadOptions, LoadReport};
@@ -23,15 +24,17 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
-/// Cache Storage name of the shards (bump when the cached bytes change meaning).
-const CACHE_NAME: &str = "pocketrt-v1";
-
 /// A model on the GPU. Calls that run the model return Promises; one runs at a time
 /// (a second, while one is pending, fails with code `BUSY`).
 #[wasm_bindgen]
 pub struct PocketModel {
     session: Rc<RefCell<Option<WebSession>>>,
-    report: LoadReport,
+    report: Rc<RefCell<LoadReport>>,
+    /// What `reload()` loads again: the model's name and the load's options.
+    url: String,
+    options: JsValue,
+    /// The token history of a reload that failed, for the next try.
+    kept: Rc<RefCell<Option<Vec<u32>>>>,
 }
 
 /// `options[key]`, when set (not undefined/null).
@@ -96,6 +99,12 @@ fn load_options(options: &JsValue) -> Result<LoadOptions> {
                 .as_deref(),
         )?,
         profile: profile(options)?,
+        offline: opt(options, "offline").and_then(|v| v.as_bool()) == Some(true),
+        over_quota: OverQuota::parse(
+            opt(options, "overQuota")
+                .and_then(|v| v.as_string())
+                .as_deref(),
+        )?,
     })
 }
 
@@ -153,15 +162,53 @@ impl PocketModel {
     /// cannot run, fails with code `INVALID_ARGUMENT` and the reason; the CPU backend
     /// ignores it).
     pub async fn load(url: String, options: JsValue) -> Result<PocketModel, JsValue> {
-        let opts = load_options(&options).map_err(to_js)?;
-        let overflow = context_overflow(&options).map_err(to_js)?;
-        let mut l = loader::load(&url, opts).await.map_err(to_js)?;
-        l.report.threads = crate::cpu::fast::threads();
-        let mut session = WebSession::new(l.model, l.tokenizer, l.template);
-        session.context_overflow = overflow;
+        let (session, report) = open(&url, &options).await.map_err(to_js)?;
         Ok(PocketModel {
             session: Rc::new(RefCell::new(Some(session))),
-            report: l.report,
+            report: Rc::new(RefCell::new(report)),
+            url,
+            options,
+            kept: Default::default(),
+        })
+    }
+
+    /// After a lost GPU device (code `GPU_LOST`): load the model again with the same
+    /// options — a new device, the shards from Cache Storage — and fill its KV cache with
+    /// the tokens the old one held, so the conversation goes on. Resolves when done.
+    pub fn reload(&self) -> Promise {
+        let (session, report, kept) =
+            (self.session.clone(), self.report.clone(), self.kept.clone());
+        let (url, options) = (self.url.clone(), self.options.clone());
+        future_to_promise(async move {
+            let history = {
+                let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
+                match guard.take() {
+                    Some(old) => {
+                        let history = old.history().to_vec();
+                        old.model.destroy();
+                        history
+                    }
+                    None => kept.borrow_mut().take().ok_or_else(unloaded)?,
+                }
+            };
+            *kept.borrow_mut() = Some(history.clone());
+            super::device::forget();
+            let (mut fresh, r) = open(&url, &options).await.map_err(to_js)?;
+            fresh.refill(&history).map_err(to_js)?;
+            kept.borrow_mut().take();
+            *session.borrow_mut() = Some(fresh);
+            *report.borrow_mut() = r;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// A Promise of the WebGPU device's `GPUDeviceLostInfo` (`{ reason, message }`),
+    /// settled when it is lost; null on the CPU backend.
+    #[wasm_bindgen(js_name = deviceLost)]
+    pub fn device_lost(&self) -> Result<JsValue, JsValue> {
+        self.with(|s| {
+            let lost = s.model.gpu_context().and_then(super::device::lost_promise);
+            Ok(lost.map_or(JsValue::NULL, JsValue::from))
         })
     }
 
@@ -170,7 +217,7 @@ impl PocketModel {
     /// `DeviceProfile::to_json`; null without a GPU), backend ("webgpu" | "cpu"),
     /// backendReason and threads (the CPU backend's).
     pub fn info(&self) -> JsValue {
-        to_value(&self.report)
+        to_value(&*self.report.borrow())
     }
 
     /// Token ids of `text` (special tokens recognised).
@@ -289,6 +336,17 @@ impl PocketModel {
         }
         Ok(())
     }
+}
+
+/// Load `url` with the JS `options` into a session (and how the load went).
+async fn open(url: &str, options: &JsValue) -> Result<(WebSession, LoadReport)> {
+    let opts = load_options(options)?;
+    let overflow = context_overflow(options)?;
+    let mut l = loader::load(url, opts).await?;
+    l.report.threads = crate::cpu::fast::threads();
+    let mut session = WebSession::new(l.model, l.tokenizer, l.template);
+    session.context_overflow = overflow;
+    Ok((session, l.report))
 }
 
 impl PocketModel {

@@ -6,8 +6,8 @@
 //! before any weight arrives (`engine::probe`; the decision is kept in Cache Storage per
 //! adapter and shape), and only the faster is loaded; a real GPU → WebGPU.
 
+use super::device::{gpu_for, require_webgpu};
 use super::fetch::{cached, open_cache, store};
-use super::loader::{gpu_for, require_webgpu};
 use super::model::WebModel;
 use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision, StreamedTensors};
@@ -204,7 +204,8 @@ async fn decision(
             .ok()
             .and_then(|json| web_sys::Response::new_with_opt_str(Some(&json)).ok());
         if let Some(response) = response {
-            store(c, &url, &response).await;
+            // Not kept: the next load probes again (nothing of the model is lost).
+            let _ = store(c, &url, &response).await;
         }
     }
     let why = d.reason(adapter, false);

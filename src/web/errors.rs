@@ -28,6 +28,9 @@ pub fn code(e: &Error) -> &'static str {
         Error::ContextTooLong { .. } => "CONTEXT_FULL",
         Error::Hub(_) | Error::Fetch { .. } => "NETWORK",
         Error::Aborted => "ABORTED",
+        Error::GpuLost(_) => "GPU_LOST",
+        Error::Quota { .. } => "QUOTA",
+        Error::NotCached { .. } => "NOT_CACHED",
     }
 }
 

@@ -176,9 +176,19 @@ pub async fn cached(cache: &Cache, url: &str) -> Option<Response> {
     v.dyn_into().ok()
 }
 
-/// Store `response` for `url`; failures (quota) only mean the next load fetches again.
-pub async fn store(cache: &Cache, url: &str, response: &Response) {
-    let _ = JsFuture::from(cache.put_with_str(url, response)).await;
+/// Store `response` for `url`; a failure (quota) is the browser's message.
+pub async fn store(cache: &Cache, url: &str, response: &Response) -> Result<(), String> {
+    match JsFuture::from(cache.put_with_str(url, response)).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(match e.dyn_ref::<js_sys::Error>() {
+            Some(err) => format!(
+                "{}: {}",
+                String::from(err.name()),
+                String::from(err.message())
+            ),
+            None => e.as_string().unwrap_or_else(|| format!("{e:?}")),
+        }),
+    }
 }
 
 /// Remove `url` from the cache (a corrupt entry).

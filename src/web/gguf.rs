@@ -14,10 +14,10 @@
 //! backend takes pocket packages).
 
 use super::backend::Choice;
+use super::cache::Record;
+use super::device::{gpu_for, require_webgpu};
 use super::fetch::{self, Body};
-use super::loader::{
-    gpu_for, requested_context, require_webgpu, LoadOptions, LoadReport, Loaded, Progress,
-};
+use super::loader::{requested_context, LoadOptions, Loaded, Progress};
 use super::model::WebModel;
 use crate::error::{Error, Result};
 use crate::format::gguf_stream::{header_from_prefix, GgufStream};
@@ -25,7 +25,6 @@ use crate::format::package::SHARD_MAX;
 use crate::gpu::stream_upload::StreamedWeights;
 use crate::gpu::{GpuContext, GpuModel};
 use crate::tokenizer::{ChatTemplate, Tokenizer};
-use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use web_sys::{Cache, Response};
 
@@ -98,13 +97,14 @@ impl Sink {
 struct GgufLoad<'a> {
     url: &'a str,
     opts: &'a LoadOptions,
-    cache: Option<Cache>,
     progress: Progress<'a>,
     layout: Option<Layout>,
 }
 
-/// Load the GGUF file at `url`.
-pub async fn load(url: &str, opts: &LoadOptions) -> Result<Loaded> {
+/// Load the GGUF file at `url` (`record`: what the cache keeps of the model; its pieces
+/// are added once the first piece tells the layout).
+pub async fn load(url: &str, progress: Progress<'_>, mut record: Record) -> Result<Loaded> {
+    let opts = progress.opts;
     if opts.backend == Choice::Cpu {
         return Err(Error::Unsupported {
             what: url.to_string(),
@@ -114,26 +114,25 @@ pub async fn load(url: &str, opts: &LoadOptions) -> Result<Loaded> {
         });
     }
     require_webgpu()?;
-    let cache = match (&opts.cache_name, &opts.files) {
-        (Some(name), None) => fetch::open_cache(name).await,
-        _ => None, // local files are not cached
-    };
     let mut load = GgufLoad {
         url,
         opts,
-        cache,
-        progress: Progress {
-            opts,
-            total: Cell::new(0),
-            done: Cell::new(0),
-            report: RefCell::new(LoadReport::default()),
-        },
+        progress,
         layout: None,
     };
     let mut sink = Sink::Header(Vec::new());
     let mut index = 0;
     while !sink.done() && load.layout.is_none_or(|l| index < l.count()) {
         load.piece(index, &mut sink).await?;
+        if index == 0 {
+            if let Some(layout) = load.layout {
+                for i in 0..layout.count() {
+                    let bytes = layout.len(i).unwrap_or(0);
+                    record.shards.push((piece_key(url, i), bytes));
+                }
+            }
+            load.progress.admit(&mut record).await?;
+        }
         index += 1;
     }
     let Sink::Tensors {
@@ -160,6 +159,7 @@ pub async fn load(url: &str, opts: &LoadOptions) -> Result<Loaded> {
         let mut report = load.progress.report.borrow_mut();
         report.backend = "webgpu".into();
         report.backend_reason = "GGUF files load on WebGPU".into();
+        report.set_source();
     }
     Ok(Loaded {
         model: WebModel::Gpu(Box::new(model)),
@@ -173,13 +173,14 @@ impl GgufLoad<'_> {
     /// Stream piece `index` into `sink`, from the cache or the network (then cached).
     async fn piece(&mut self, index: usize, sink: &mut Sink) -> Result<()> {
         let key = piece_key(self.url, index);
-        let cached = match self.cache.clone() {
+        let cached = match self.progress.cache.clone() {
             Some(cache) => self.cached_piece(&cache, &key).await,
             None => None,
         };
         let from_cache = cached.is_some();
         let response = match cached {
             Some(r) => r,
+            None if self.opts.offline => return Err(Error::NotCached { url: key }),
             None => self.fetch(index).await?,
         };
         let layout = self.layout.ok_or_else(|| Error::Fetch {
@@ -188,8 +189,9 @@ impl GgufLoad<'_> {
         })?;
         self.progress
             .emit(if from_cache { "cache" } else { "download" }, Some(index));
-        let copy = match (&self.cache, from_cache, layout.total) {
-            (Some(_), false, Some(_)) => response.clone().ok(),
+        let storing = self.progress.cache.is_some() && self.progress.store.get();
+        let copy = match (storing, from_cache, layout.total) {
+            (true, false, Some(_)) => response.clone().ok(),
             _ => None,
         };
         let mut body = Body::new(self.url, &response)?;
@@ -199,7 +201,7 @@ impl GgufLoad<'_> {
         }
         let got = pumped?;
         if let Some(want) = layout.len(index).filter(|&w| w != got && !sink.done()) {
-            if let (Some(cache), true) = (&self.cache, from_cache) {
+            if let (Some(cache), true) = (&self.progress.cache, from_cache) {
                 fetch::evict(cache, &key).await; // the next load fetches it again
             }
             return Err(Error::ShardSizeMismatch {
@@ -208,10 +210,8 @@ impl GgufLoad<'_> {
                 found: got,
             });
         }
-        if let (Some(cache), Some(copy)) = (&self.cache, copy) {
-            if let Some(stored) = cacheable(&copy, layout) {
-                fetch::store(cache, &key, &stored).await;
-            }
+        if let Some(stored) = copy.and_then(|c| cacheable(&c, layout)) {
+            self.progress.keep(&key, &stored, Some(index)).await;
         }
         let mut report = self.progress.report.borrow_mut();
         match from_cache {

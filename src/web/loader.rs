@@ -8,18 +8,16 @@
 //! fetched again.
 
 use super::backend::{Choice, Target};
+use super::cache::{OverQuota, Record};
 use super::fetch::{self, check_abort};
 use super::model::WebModel;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Manifest, ShardReader, MANIFEST_FILE};
-use crate::gpu::plan::{Budget, MemoryPlan, TABLET_BUDGET};
-use crate::gpu::weights::limits_needed;
-use crate::gpu::{GpuContext, LimitsNeeded};
+use crate::gpu::GpuContext;
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 use futures_util::future::join_all;
 use std::cell::{Cell, RefCell};
-use std::sync::Arc;
 use web_sys::{AbortSignal, Cache};
 
 /// Context when the caller names none (bounded by the model's).
@@ -44,6 +42,10 @@ pub struct LoadOptions {
     /// The device profile forced by name (one of `gpu::profile::PROFILE_NAMES`; `None`:
     /// the one `DeviceProfile::detect` picks). WebGPU only: the CPU backend has none.
     pub profile: Option<String>,
+    /// No requests at all: every file must be in the cache (`cache.rs`).
+    pub offline: bool,
+    /// What a load the storage quota cannot hold does.
+    pub over_quota: OverQuota,
 }
 
 /// A loaded model and what it came with.
@@ -76,6 +78,17 @@ pub struct LoadReport {
     pub backend_reason: String,
     /// Threads the CPU backend splits its work across (1 in the single-threaded build).
     pub threads: usize,
+    /// Where the model came from: "cache", "network" or "cache and network".
+    pub source: String,
+    /// Small files (hub listing, manifest, tokenizer) read from the cache / the network.
+    pub files_from_cache: usize,
+    pub files_fetched: usize,
+    /// Every `cache.put` that failed (the load went on; those files are fetched again
+    /// next time).
+    pub cache_errors: Vec<String>,
+    /// Why nothing was cached (over the quota with `overQuota: "uncached"`).
+    pub uncached: Option<String>,
+    pub offline: bool,
 }
 
 impl LoadReport {
@@ -85,19 +98,54 @@ impl LoadReport {
         self.profile = Some(ctx.profile.name.to_string());
         self.profile_detail = Some(ctx.profile.to_json());
     }
+
+    /// Set `source` from the counts.
+    pub(super) fn set_source(&mut self) {
+        let cached = self.shards_from_cache + self.files_from_cache > 0;
+        let fetched = self.shards_fetched + self.files_fetched > 0;
+        self.source = match (cached, fetched) {
+            (true, false) => "cache",
+            (false, _) => "network",
+            (true, true) => "cache and network",
+        }
+        .into();
+    }
 }
 
-/// Shared state of the shard lanes (single-threaded: plain cells).
+/// Shared state of a load and its shard lanes (single-threaded: plain cells).
 pub(super) struct Progress<'a> {
     pub opts: &'a LoadOptions,
     pub total: Cell<u64>,
     pub done: Cell<u64>,
     pub report: RefCell<LoadReport>,
+    /// The cache files are read from (`None`: no caching).
+    pub cache: Option<Cache>,
+    /// Whether files are stored in it (false over the quota, `overQuota: "uncached"`).
+    pub store: Cell<bool>,
 }
 
-impl Progress<'_> {
+impl<'a> Progress<'a> {
+    pub async fn new(opts: &'a LoadOptions) -> Progress<'a> {
+        Progress {
+            opts,
+            total: Cell::new(0),
+            done: Cell::new(0),
+            report: RefCell::new(LoadReport {
+                offline: opts.offline,
+                ..Default::default()
+            }),
+            cache: super::cache::for_load(opts).await,
+            store: Cell::new(true),
+        }
+    }
+
     /// Tell the caller: `phase`, bytes done/total, the shard index.
     pub fn emit(&self, phase: &str, shard: Option<usize>) {
+        self.emit_with(phase, shard, None);
+    }
+
+    /// [`Progress::emit`] with a `message`.
+    pub fn emit_with(&self, phase: &str, shard: Option<usize>, message: Option<&str>) {
         let Some(f) = &self.opts.on_progress else {
             return;
         };
@@ -107,6 +155,7 @@ impl Progress<'_> {
             "total": self.total.get(),
             "shard": shard,
             "shards": self.report.borrow().shards,
+            "message": message,
         });
         if let Ok(v) = js_sys::JSON::parse(&ev.to_string()) {
             let _ = f.call1(&wasm_bindgen::JsValue::NULL, &v);
@@ -166,12 +215,15 @@ impl Locator {
     }
 }
 
-/// Load the model at `url`: a pocket package (a folder URL or its manifest.json), a GGUF
-/// file, or a hub id (`owner/name`).
-pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
-    let url = match opts.files.is_none() && crate::hub::choose::is_hub_id(url) {
-        true => super::hub::resolve(url, &opts.hub_endpoint, opts.signal.as_ref()).await?,
-        false => url.to_string(),
+/// Load the model `name`: a pocket package (a folder URL or its manifest.json), a GGUF
+/// file, or a hub id (`owner/name`). Its files come from the cache or the network
+/// (`cache.rs`).
+pub async fn load(name: &str, opts: LoadOptions) -> Result<Loaded> {
+    let progress = Progress::new(&opts).await;
+    let mut record = Record::new(name);
+    let url = match opts.files.is_none() && crate::hub::choose::is_hub_id(name) {
+        true => super::hub::resolve(name, &opts.hub_endpoint, &progress, &mut record).await?,
+        false => name.to_string(),
     };
     let url = url.as_str();
     let locator = Locator::new(url, opts.files.clone())?;
@@ -181,12 +233,21 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
             Some(_) => locator.url(file)?,
             None => url.to_string(),
         };
-        return super::gguf::load(&source, &opts).await;
+        return super::gguf::load(&source, progress, record).await;
     }
     let manifest_url = locator.manifest()?;
     let signal = opts.signal.as_ref();
-    let response = fetch::get(&manifest_url, signal).await?;
-    let manifest = Manifest::from_json(&fetch::text(&manifest_url, &response).await?)?;
+    let manifest = Manifest::from_json(&progress.text(&manifest_url).await?)?;
+    record.files.push(manifest_url);
+    let tokenizer_url = match &manifest.tokenizer {
+        Some(file) => locator.url(file)?,
+        None => return Err(Error::missing(MANIFEST_FILE, "tokenizer")),
+    };
+    record.files.push(tokenizer_url.clone());
+    for s in &manifest.shards {
+        record.shards.push((locator.url(&s.file)?, s.bytes));
+    }
+    progress.admit(&mut record).await?;
     let config = manifest.config.clone();
     let context = requested_context(&config, &opts);
     let target = Target::choose(
@@ -197,32 +258,24 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
         opts.cache_name.as_deref(),
     )
     .await?;
-    let mut report = LoadReport {
-        shards: manifest.shards.len(),
-        bytes: manifest.shards.iter().map(|s| s.bytes).sum(),
-        context: target.context(),
-        adapter: target.adapter(),
-        ..Default::default()
-    };
-    if let Some(ctx) = target.gpu_context() {
-        report.set_device(ctx);
+    {
+        let mut report = progress.report.borrow_mut();
+        report.shards = manifest.shards.len();
+        report.bytes = manifest.shards.iter().map(|s| s.bytes).sum();
+        report.context = target.context();
+        report.adapter = target.adapter();
+        if let Some(ctx) = target.gpu_context() {
+            report.set_device(ctx);
+        }
     }
-    let progress = Progress {
-        opts: &opts,
-        total: Cell::new(manifest.shards.iter().map(|s| s.bytes).sum()),
-        done: Cell::new(0),
-        report: RefCell::new(report),
-    };
+    progress
+        .total
+        .set(manifest.shards.iter().map(|s| s.bytes).sum());
     progress.emit("manifest", None);
-    let cache = match &opts.cache_name {
-        Some(name) => fetch::open_cache(name).await,
-        None => None,
-    };
     let shard = Shard {
         manifest: &manifest,
         target: &target,
         locator: &locator,
-        cache: cache.as_ref(),
         progress: &progress,
         signal,
     };
@@ -241,14 +294,7 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
     }
     check_abort(signal)?;
     progress.emit("tokenizer", None);
-    let tokenizer = match &manifest.tokenizer {
-        Some(file) => {
-            let url = locator.url(file)?;
-            let response = fetch::get(&url, signal).await?;
-            Tokenizer::from_hf_json(&fetch::text(&url, &response).await?)?
-        }
-        None => return Err(Error::missing(MANIFEST_FILE, "tokenizer")),
-    };
+    let tokenizer = Tokenizer::from_hf_json(&progress.text(&tokenizer_url).await?)?;
     let template = manifest
         .chat_template
         .as_deref()
@@ -260,6 +306,7 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
     report.context = model.context();
     report.backend = model.backend().into();
     report.backend_reason = reason;
+    report.set_source();
     Ok(Loaded {
         model,
         tokenizer,
@@ -268,68 +315,10 @@ pub async fn load(url: &str, opts: LoadOptions) -> Result<Loaded> {
     })
 }
 
-thread_local! {
-    /// The device of earlier loads, in its detected profile: reused (a new WebGPU device
-    /// per load costs seconds on some adapters, and the old one lingers until garbage
-    /// collection). A load forcing a profile gets this device and queue in that profile
-    /// (`GpuContext::with_profile`), never a context of another profile.
-    static DEVICE: std::cell::RefCell<Option<Arc<GpuContext>>> = const { std::cell::RefCell::new(None) };
-}
-
 /// The context the caller asked for, else the default (bounded by the model's).
 pub(super) fn requested_context(config: &ModelConfig, opts: &LoadOptions) -> usize {
     opts.context
         .unwrap_or(DEFAULT_CONTEXT.min(config.max_context))
-}
-
-/// The device, in the profile called `profile` (`None`: detected), and memory plan for
-/// `context` positions of a model of `config`.
-pub(super) async fn gpu_for(
-    config: &ModelConfig,
-    context: usize,
-    profile: Option<&str>,
-) -> Result<(Arc<GpuContext>, MemoryPlan)> {
-    let ctx = device(limits_needed(config, context.max(1)), profile).await?;
-    let budget = Budget::for_device(TABLET_BUDGET, &ctx);
-    let plan = MemoryPlan::choose(config, Some(context), &budget)?;
-    Ok((ctx, plan))
-}
-
-/// A device with at least the limits `need` asks for (the last one when it has them) in
-/// the profile called `profile` (`None`: detected). A profile the adapter cannot run is an
-/// `InvalidArgument` error saying what it lacks.
-// `GpuModel` shares its device through an `Arc` (as natively); wasm has one thread.
-#[allow(clippy::arc_with_non_send_sync)]
-pub(super) async fn device(need: LimitsNeeded, profile: Option<&str>) -> Result<Arc<GpuContext>> {
-    let fits = |c: &GpuContext| {
-        need.max_buffer <= c.limits.max_buffer_size
-            && need.max_storage_binding <= c.limits.max_storage_buffer_binding_size
-    };
-    let detected = match DEVICE.with_borrow(|d| d.clone()).filter(|c| fits(c)) {
-        Some(ctx) => ctx,
-        None => {
-            let ctx = Arc::new(GpuContext::with_profile_name(need, None).await?);
-            DEVICE.with_borrow_mut(|d| *d = Some(ctx.clone()));
-            ctx
-        }
-    };
-    match profile.map(str::trim).filter(|n| !n.is_empty()) {
-        None => Ok(detected),
-        Some(name) => Ok(Arc::new(detected.with_profile(name)?)),
-    }
-}
-
-/// `Err(NoWebGpu)` when the global scope has no `navigator.gpu`.
-pub(super) fn require_webgpu() -> Result<()> {
-    use js_sys::Reflect;
-    let global = js_sys::global();
-    let gpu = Reflect::get(&global, &"navigator".into())
-        .and_then(|n| Reflect::get(&n, &"gpu".into()))
-        .ok();
-    match gpu {
-        Some(g) if !g.is_undefined() && !g.is_null() => Ok(()),
-        _ => Err(Error::NoWebGpu("navigator.gpu is missing".into())),
-    }
 }
 
 /// Everything loading one shard needs.
@@ -337,7 +326,6 @@ struct Shard<'a> {
     manifest: &'a Manifest,
     target: &'a Target,
     locator: &'a Locator,
-    cache: Option<&'a Cache>,
     progress: &'a Progress<'a>,
     signal: Option<&'a AbortSignal>,
 }
@@ -347,7 +335,7 @@ impl Shard<'_> {
     /// (twice at most when the hash fails).
     async fn load(&self, index: usize) -> Result<()> {
         let url = self.locator.url(&self.manifest.shards[index].file)?;
-        if let Some(cache) = self.cache {
+        if let Some(cache) = self.progress.cache.as_ref() {
             if let Some(response) = fetch::cached(cache, &url).await {
                 self.progress.emit("cache", Some(index));
                 match self.stream(index, &url, &response).await {
@@ -363,20 +351,23 @@ impl Shard<'_> {
                 }
             }
         }
+        if self.progress.opts.offline {
+            return Err(Error::NotCached { url });
+        }
         let mut tries = 0;
         loop {
             tries += 1;
             self.progress.emit("download", Some(index));
             let response = fetch::get(&url, self.signal).await?;
             // A copy for the cache, stored only once the shard is verified.
-            let copy = match self.cache {
-                Some(_) => response.clone().ok(),
-                None => None,
+            let copy = match self.progress.cache.is_some() && self.progress.store.get() {
+                true => response.clone().ok(),
+                false => None,
             };
             match self.stream(index, &url, &response).await {
                 Ok(()) => {
-                    if let (Some(cache), Some(copy)) = (self.cache, copy) {
-                        fetch::store(cache, &url, &copy).await;
+                    if let Some(copy) = copy {
+                        self.progress.keep(&url, &copy, Some(index)).await;
                     }
                     self.progress.report.borrow_mut().shards_fetched += 1;
                     return Ok(());

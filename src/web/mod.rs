@@ -7,7 +7,9 @@
 
 pub mod api;
 mod backend;
+mod cache;
 mod completion;
+mod device;
 mod errors;
 mod fetch;
 mod gguf;

@@ -44,6 +44,14 @@ impl WebModel {
         }
     }
 
+    /// The GPU device, on WebGPU.
+    pub fn gpu_context(&self) -> Option<&crate::gpu::GpuContext> {
+        match self {
+            WebModel::Gpu(m) => Some(m.gpu_context()),
+            WebModel::Cpu { .. } => None,
+        }
+    }
+
     /// `"webgpu"` or `"cpu"` (the JS API's names).
     pub fn backend(&self) -> &'static str {
         match self {

@@ -145,6 +145,23 @@ impl WebSession {
         }))
     }
 
+    /// The tokens the KV cache holds, in order (kept across a reload).
+    pub fn history(&self) -> &[u32] {
+        &self.cached
+    }
+
+    /// Fill the KV cache of a freshly loaded model with `history` (a reload after a lost
+    /// device: the conversation goes on without processing its prompt again).
+    pub fn refill(&mut self, history: &[u32]) -> Result<()> {
+        self.active = None;
+        self.cached.clear();
+        if !history.is_empty() {
+            self.model.feed_all(history, 0)?;
+        }
+        self.cached = history.to_vec();
+        Ok(())
+    }
+
     /// End the running generation (the cache keeps what was processed).
     pub fn stop(&mut self) {
         if let Some(mut active) = self.active.take() {

@@ -3,15 +3,16 @@ import type { ChatCompletions, Completions } from './completions.js';
 export type * from './completions.js';
 
 /** Error codes: NO_WEBGPU, NETWORK, BAD_MANIFEST, BAD_MODEL, SHARD_HASH, SHARD_SIZE,
- * UNSUPPORTED, TOKENIZER, CHAT_TEMPLATE, INVALID_ARGUMENT, GPU, GPU_LIMITS, CONTEXT_FULL,
- * ABORTED, BUSY, UNLOADED, WORKER, INTERNAL. */
+ * UNSUPPORTED, TOKENIZER, CHAT_TEMPLATE, INVALID_ARGUMENT, GPU, GPU_LIMITS, GPU_LOST,
+ * CONTEXT_FULL, QUOTA, NOT_CACHED, ABORTED, BUSY, UNLOADED, WORKER, INTERNAL. */
 export interface PocketError extends Error {
   code: string;
 }
 
 export interface LoadProgress {
   /** "manifest" (or a GGUF's header), "cache" (a shard / GGUF piece from Cache Storage),
-   * "download", "tokenizer", "ready". */
+   * "download", "cache-error" (a file could not be stored in Cache Storage: `message`
+   * says why; the load goes on), "tokenizer", "ready". */
   phase: string;
   /** Shard bytes loaded so far / in all. */
   loaded: number;
@@ -19,6 +20,7 @@ export interface LoadProgress {
   /** The shard this event is about, if any. */
   shard: number | null;
   shards: number;
+  message: string | null;
 }
 
 export interface LoadOptions {
@@ -59,6 +61,30 @@ export interface LoadOptions {
   /** The context policy of `chat.completions` / `completions` requests that set no
    * `context_overflow`: "error" (default) or "truncate" (drop the oldest turns). */
   contextOverflow?: 'error' | 'truncate';
+  /** true: make no request at all — every file (hub listing, manifest, tokenizer, shards)
+   * must be cached, else NOT_CACHED. By default (false) a failed request falls back to the
+   * cached copy. `info.source` says where the model came from. */
+  offline?: boolean;
+  /** A model whose missing shards exceed the storage quota left: "error" (default) fails
+   * with QUOTA before downloading; "uncached" loads it without caching (`info.uncached`). */
+  overQuota?: 'error' | 'uncached';
+  /** Ask `navigator.storage.persist()` first (storage the browser will not evict);
+   * the answer is `info.persisted`. */
+  persist?: boolean;
+  /** Called when the WebGPU device is lost (a GPU reset, a tab in the background too
+   * long, `device.destroy()`); the call in flight fails with GPU_LOST. */
+  onDeviceLost?: (event: DeviceLostEvent) => void;
+  /** true: reload as soon as the device is lost (`event.reload` is that Promise). */
+  autoReload?: boolean;
+}
+
+export interface DeviceLostEvent {
+  /** GPUDeviceLostInfo's: "destroyed" or "unknown". */
+  reason: string;
+  message: string;
+  /** The automatic reload (autoReload: true), else undefined. In a Worker: `reloading`. */
+  reload?: Promise<void>;
+  reloading?: boolean;
 }
 
 /** The device profiles (`gpu::profile`). */
@@ -105,7 +131,56 @@ export interface LoadInfo {
   /** Threads the CPU backend runs on (1: the single-threaded build), and why. */
   threads: number;
   threadsReason: string;
+  /** Where the model came from: "cache" (no request succeeded or was made), "network",
+   * or "cache and network". */
+  source: 'cache' | 'network' | 'cache and network';
+  /** Small files (hub listing, manifest, tokenizer) from the cache / the network. */
+  filesFromCache: number;
+  filesFetched: number;
+  /** Every file that could not be stored in Cache Storage (the load went on). */
+  cacheErrors: string[];
+  /** Why nothing was cached (over the quota with overQuota "uncached"), else null. */
+  uncached: string | null;
+  offline: boolean;
+  /** navigator.storage.persist()'s answer with `persist: true`, else null. */
+  persisted: boolean | null;
 }
+
+/** A model in Cache Storage (`Pocket.cache.list()`). */
+export interface CachedModel {
+  /** The model as loaded: an absolute URL or a hub id. */
+  url: string;
+  /** Bytes of the shards present, and of all. */
+  bytes: number;
+  totalBytes: number;
+  shards: number;
+  shardsExpected: number;
+  /** Every file present: it loads with no network. */
+  complete: boolean;
+  /** Milliseconds since the epoch of its last load. */
+  lastUsed: number;
+}
+
+export interface CacheUsage {
+  /** navigator.storage.estimate() of the origin (null where unknown). */
+  usage: number | null;
+  quota: number | null;
+  /** Bytes of the cached models' shards. */
+  models: number;
+}
+
+/** The models pocketrt keeps in Cache Storage (one per origin). `url`: a model as given to
+ * `Pocket.load` (relative URLs resolve against `base`, default the page). */
+export interface PocketCache {
+  list(): Promise<CachedModel[]>;
+  has(url: string | URL, base?: string): Promise<boolean>;
+  delete(url: string | URL, base?: string): Promise<boolean>;
+  clear(): Promise<boolean>;
+  usage(): Promise<CacheUsage>;
+}
+
+export declare const cache: PocketCache;
+export declare function requestPersist(): Promise<boolean | null>;
 
 export interface TokenPiece {
   text: string;
@@ -156,6 +231,7 @@ export declare function pocketError(message: string, code: string): PocketError;
 
 export declare class Pocket {
   static load(url: string | URL, options?: LoadOptions): Promise<Pocket>;
+  static readonly cache: PocketCache;
   readonly info: LoadInfo;
   readonly backend: 'webgpu' | 'cpu';
   readonly backendReason: string;
@@ -173,6 +249,9 @@ export declare class Pocket {
   generate(prompt: string | ArrayLike<number>, options?: GenerateOptions): AsyncGenerator<string>;
   generateTokens(prompt: string | ArrayLike<number>, options?: GenerateOptions): Promise<number[]>;
   stats(): GenerateStats | null;
+  /** After GPU_LOST: load again (a new device, shards from Cache Storage) and refill the
+   * KV cache with the conversation so far. */
+  reload(): Promise<void>;
   unload(): void;
 }
 
@@ -188,12 +267,17 @@ export declare class RemoteModel {
   generate(prompt: string | number[], options?: GenerateOptions): AsyncGenerator<string>;
   encode(text: string): Promise<number[]>;
   stats(): Promise<GenerateStats | null>;
+  reload(): Promise<void>;
   unload(): Promise<void>;
 }
 
 export declare class PocketWorker {
   constructor(worker: Worker);
   static create(url?: string | URL): PocketWorker;
+  /** `Pocket.cache`, run in the worker. */
+  readonly cache: PocketCache;
+  /** The last load's `onDeviceLost` (called with `reloading` instead of `reload`). */
+  onDeviceLost?: (event: DeviceLostEvent) => void;
   load(url: string | URL, options?: Omit<LoadOptions, 'wasmUrl'>): Promise<RemoteModel>;
   terminate(): void;
 }

@@ -79,13 +79,75 @@ function absolute(url, base = globalThis.location?.href) {
   return new URL(url, base).href;
 }
 
+/** The wasm glue of the last load (a single-threaded start when none ran yet: the cache
+ * calls need no threads). */
+async function glue() {
+  return (last ?? (await initPocket(undefined, { backend: 'webgpu' }))).wasm;
+}
+
+/** The name a model is loaded and cached under: a hub id as it is, else the absolute URL. */
+async function modelName(url, base) {
+  const name = String(url);
+  return (await glue()).isHubId(name) ? name : absolute(name, base);
+}
+
+/** `navigator.storage.persist()`'s answer; null where there is none (a Worker). */
+export async function requestPersist() {
+  const storage = globalThis.navigator?.storage;
+  return typeof storage?.persist === 'function' ? storage.persist() : null;
+}
+
+/** The models kept in Cache Storage (one per origin: the page and its Workers share it);
+ * `url` is a model as given to `Pocket.load` (relative URLs resolve against `base`,
+ * default the page). */
+export const cache = {
+  /** Every cached model: { url, bytes, totalBytes, shards, shardsExpected, complete,
+   * lastUsed }. */
+  async list() {
+    try {
+      return await (await glue()).cacheList();
+    } catch (e) {
+      throw coded(e);
+    }
+  },
+  /** Whether the model is wholly cached (it loads with no network). */
+  async has(url, base) {
+    return (await glue()).cacheHas(await modelName(url, base)).catch((e) => Promise.reject(coded(e)));
+  },
+  /** Remove the model's files; whether it was cached. */
+  async delete(url, base) {
+    return (await glue()).cacheDelete(await modelName(url, base)).catch((e) => Promise.reject(coded(e)));
+  },
+  /** Remove everything pocketrt cached; whether there was anything. */
+  async clear() {
+    return (await glue()).cacheClear().catch((e) => Promise.reject(coded(e)));
+  },
+  /** { usage, quota } of this origin (navigator.storage.estimate(); null where unknown)
+   * and `models`: bytes of the cached models' shards. */
+  async usage() {
+    const e = (await globalThis.navigator?.storage?.estimate?.()) ?? {};
+    const models = (await this.list()).reduce((n, m) => n + m.bytes, 0);
+    return { usage: e.usage ?? null, quota: e.quota ?? null, models };
+  },
+};
+
 export class Pocket {
   #inner;
   #threadsReason;
+  #persisted;
+  #onDeviceLost;
+  #autoReload;
 
-  constructor(inner, threadsReason) {
+  /** The models kept in Cache Storage (see `cache`). */
+  static cache = cache;
+
+  constructor(inner, threadsReason, persisted = null, options = {}) {
     this.#inner = inner;
     this.#threadsReason = threadsReason;
+    this.#persisted = persisted;
+    this.#onDeviceLost = options.onDeviceLost;
+    this.#autoReload = !!options.autoReload;
+    this.#watch();
     // OpenAI's API (completions.js) on the wasm session's completion runner.
     const runner = {
       begin: (json, kind) => inner.completionBegin(json, kind),
@@ -118,7 +180,15 @@ export class Pocket {
    * first threaded load in a page or Worker fixes it; only CPU-backend loads use
    * threads), threadedWasmUrl (threads/pocketrt_bg.wasm), contextOverflow ("error", the
    * default, or "truncate": the policy of OpenAI-style requests that set no
-   * `context_overflow`).
+   * `context_overflow`), offline (true: no requests at all, every file must be cached —
+   * else NOT_CACHED; by default a failed request falls back to the cached copy; see
+   * `info.source`), overQuota ("error", the default: a model the storage quota cannot
+   * hold fails with QUOTA before downloading; "uncached": it loads without caching),
+   * persist (true: ask `navigator.storage.persist()` first; the answer is
+   * `info.persisted`), onDeviceLost({ reason, message, reload }) (the WebGPU device was
+   * lost — the call in flight fails with GPU_LOST —; `reload` is the Promise of the
+   * automatic reload with `autoReload: true`, else undefined: call `reload()`),
+   * autoReload (true: reload as soon as the device is lost).
    */
   static async load(url, options = {}) {
     if (options.backend === 'webgpu' && !hasWebGPU()) {
@@ -131,6 +201,7 @@ export class Pocket {
     options.signal?.throwIfAborted?.();
     let wasm, threadsReason;
     try {
+      const persisted = options.persist ? await requestPersist() : null;
       ({ wasm, threadsReason } = await initPocket(options.wasmUrl, options));
       const name = String(url);
       const target = wasm.isHubId(name) ? name : absolute(name, options.baseUrl);
@@ -145,8 +216,10 @@ export class Pocket {
         backend: options.backend,
         profile: options.profile,
         contextOverflow: options.contextOverflow,
+        offline: options.offline,
+        overQuota: options.overQuota,
       });
-      return new Pocket(inner, threadsReason);
+      return new Pocket(inner, threadsReason, persisted, options);
     } catch (e) {
       throw coded(e);
     }
@@ -156,7 +229,37 @@ export class Pocket {
    * profile and profileDetail (the GPU's device profile; null without a GPU), backend,
    * threads (the CPU backend's) and why (threadsReason). */
   get info() {
-    return { ...this.#inner.info(), threadsReason: this.#threadsReason };
+    return { ...this.#inner.info(), threadsReason: this.#threadsReason, persisted: this.#persisted };
+  }
+
+  /** Tell `onDeviceLost` (and reload, with `autoReload`) when this model's device is lost. */
+  #watch() {
+    let lost = null;
+    try {
+      lost = this.#inner.deviceLost();
+    } catch {
+      return; // unloaded or busy: nothing to watch
+    }
+    lost?.then((info) => {
+      const event = { reason: info.reason, message: info.message, reload: undefined };
+      if (this.#autoReload) {
+        event.reload = this.reload();
+        event.reload.catch(() => {}); // the caller sees it by awaiting `reload`
+      }
+      this.#onDeviceLost?.(event);
+    });
+  }
+
+  /** After a lost GPU device (code GPU_LOST): load the model again (a new device, the
+   * shards from Cache Storage) and refill its KV cache with the conversation so far, so
+   * the next request goes on where it stopped. */
+  async reload() {
+    try {
+      await this.#inner.reload();
+    } catch (e) {
+      throw coded(e);
+    }
+    this.#watch();
   }
 
   /** The backend that runs the model: "webgpu" or "cpu". */

@@ -1,5 +1,6 @@
 // The page side of the pocketrt Worker: the same API as `Pocket`, every call a message.
 import { apiError } from './completions.js';
+import { requestPersist } from './pocket.js';
 
 let nextId = 1;
 
@@ -14,7 +15,19 @@ export class PocketWorker {
   constructor(worker) {
     this.worker = worker;
     this.handlers = new Map();
-    worker.onmessage = (e) => this.handlers.get(e.data.id)?.(e.data);
+    /** `Pocket.cache`, run in the worker (it is the page's Cache Storage too). */
+    const call = (method, url) => this.call('cache', { method, url: url === undefined ? undefined : String(url), base: globalThis.location?.href });
+    this.cache = {
+      list: () => call('list'),
+      has: (url) => call('has', url),
+      delete: (url) => call('delete', url),
+      clear: () => call('clear'),
+      usage: () => call('usage'),
+    };
+    worker.onmessage = (e) => {
+      if (e.data.type === 'device-lost') this.onDeviceLost?.(e.data.info);
+      else this.handlers.get(e.data.id)?.(e.data);
+    };
     worker.onerror = (e) => {
       const err = coded(`the pocketrt worker failed: ${e.message ?? e}`, 'WORKER');
       for (const h of this.handlers.values()) h({ type: 'error', message: err.message, code: err.code });
@@ -48,16 +61,19 @@ export class PocketWorker {
     });
   }
 
-  /** Load a model in the worker; options as `Pocket.load` (functions other than onProgress are not sent). */
+  /** Load a model in the worker; options as `Pocket.load` (functions other than onProgress are not sent;
+   * `persist` is asked here: Workers have no `navigator.storage.persist`). */
   async load(url, options = {}) {
-    const { onProgress, signal, ...rest } = options;
+    const { onProgress, signal, persist, onDeviceLost, ...rest } = options;
+    this.onDeviceLost = onDeviceLost;
+    const persisted = persist ? await requestPersist() : null;
     // Resolved in the worker against this page's URL (hub ids stay as they are).
     const page = globalThis.location?.href;
     const info = await this.call('load', { url: String(url), options: { ...rest, baseUrl: page } }, {
       signal,
       onEvent: (m) => m.type === 'progress' && onProgress?.(m.event),
     });
-    return new RemoteModel(this, info);
+    return new RemoteModel(this, { ...info, persisted });
   }
 
   terminate() {
@@ -104,6 +120,11 @@ export class RemoteModel {
 
   unload() {
     return this.worker.call('unload');
+  }
+
+  /** `Pocket.reload()` in the worker (after GPU_LOST). */
+  async reload() {
+    this.info = { ...(await this.worker.call('reload')), persisted: this.info.persisted };
   }
 
   /** Text pieces of a generation, as an async iterator fed by the worker's messages. */

@@ -32,8 +32,13 @@ async function handle(msg) {
         ...msg.options,
         signal,
         onProgress: (event) => reply(id, 'progress', { event }),
+        // Told to the page as a message of its own (the load's call is over by then).
+        onDeviceLost: ({ reason, message, reload }) =>
+          self.postMessage({ type: 'device-lost', info: { reason, message, reloading: !!reload } }),
       });
       reply(id, 'result', { value: model.info });
+    } else if (op === 'cache') {
+      reply(id, 'result', { value: await Pocket.cache[msg.method](msg.url, msg.base) });
     } else if (!model) {
       throw pocketError('no model is loaded in the worker', 'UNLOADED');
     } else if (op === 'generate' || op === 'chat') {
@@ -56,6 +61,9 @@ async function handle(msg) {
       reply(id, 'result', { value: model.stats() });
     } else if (op === 'encode') {
       reply(id, 'result', { value: model.encode(msg.text) });
+    } else if (op === 'reload') {
+      await model.reload();
+      reply(id, 'result', { value: model.info });
     } else if (op === 'unload') {
       model.unload();
       model = null;

@@ -14,8 +14,9 @@ import { tests as ggufHubTests } from './cases-gguf-hub.js';
 import { tests as threadTests } from './cases-threads.js';
 import { tests as benchTests } from './cases-bench.js';
 import { tests as apiTests } from './cases-api.js';
+import { tests as faultTests } from './cases-faults.js';
 
-const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...benchTests };
+const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...faultTests, ...benchTests };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = process.env.POCKETRT_WEB_FIXTURE;

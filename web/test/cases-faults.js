@@ -1,0 +1,275 @@
+// Browser tests of faults (issue 28): cache management, offline start, storage quota and
+// failed cache writes, a lost GPU device. Run by run.js; each gets { page, context, server,
+// fixture, scratch, results }. Few, long cases: each load of the page costs seconds.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { CACHE, expected, load, plainPage } from './cases.js';
+
+const manifest = (fixture) => JSON.parse(fs.readFileSync(path.join(fixture, 'manifest.json'), 'utf8'));
+const shardRequests = (server) => server.requests.filter((r) => /weights-\d+\.bin$/.test(r));
+
+/** The fixture's pocket package (no GGUF) as hub repository `id`. */
+function hubPackage(server, fixture, scratch, id) {
+  const dir = path.join(scratch, id.replace('/', '--'));
+  fs.mkdirSync(dir, { recursive: true });
+  const m = manifest(fixture);
+  for (const f of ['manifest.json', m.tokenizer, ...m.shards.map((s) => s.file)]) {
+    fs.copyFileSync(path.join(fixture, f), path.join(dir, f));
+  }
+  server.hub[id] = dir;
+}
+
+/** Greedy tokens of `window.model` for the fixture's prompt. */
+const greedy = (page, want) =>
+  page.evaluate(({ p, n }) => window.model.generateTokens(p, { maxTokens: n }), { p: want.prompt, n: want.tokens.length });
+
+/** `Pocket.cache.METHOD(arg)` in the page, or in a Worker's (`worker: true`). */
+function cacheCall(page, method, arg, worker = false) {
+  return page.evaluate(
+    async ({ method, arg, worker }) => {
+      if (!worker) return window.Pocket.cache[method](arg);
+      const { createWorker } = await import('/pkg/pocket.js');
+      window.pw ??= createWorker('/pkg/worker.js');
+      return window.pw.cache[method](arg);
+    },
+    { method, arg, worker },
+  );
+}
+
+export const tests = {
+  // Item 1: list / has / delete / clear / usage, in the page and through a Worker.
+  async cache_list_has_delete_and_clear_do_what_they_say({ page, server, fixture }) {
+    const m = manifest(fixture);
+    const bytes = m.shards.reduce((n, s) => n + s.bytes, 0);
+    await plainPage(page, server);
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    assert.deepEqual(await cacheCall(page, 'list'), [], 'an empty cache lists nothing');
+    const r = await load(page, '/models/tiny/');
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    const url = `${server.url}/models/tiny/`;
+    const list = await cacheCall(page, 'list');
+    assert.equal(list.length, 1, JSON.stringify(list));
+    const [entry] = list;
+    assert.equal(entry.url, url);
+    assert.deepEqual(
+      [entry.bytes, entry.totalBytes, entry.shards, entry.shardsExpected, entry.complete],
+      [bytes, bytes, m.shards.length, m.shards.length, true],
+    );
+    assert.ok(Math.abs(entry.lastUsed - Date.now()) < 120e3, `lastUsed is the load's time: ${entry.lastUsed}`);
+    assert.deepEqual(await cacheCall(page, 'list', undefined, true), list, 'the Worker sees the same cache');
+    assert.equal(await cacheCall(page, 'has', '/models/tiny/'), true, 'a relative URL resolves as in load');
+    assert.equal(await cacheCall(page, 'has', '/models/other/'), false);
+    const usage = await cacheCall(page, 'usage');
+    assert.equal(usage.models, bytes);
+    assert.ok(usage.quota > 0 && usage.usage >= bytes, JSON.stringify(usage));
+    assert.deepEqual(await cacheCall(page, 'usage', undefined, true).then((u) => u.models), bytes);
+    // One shard evicted (by the browser, say): listed as incomplete.
+    await page.evaluate(
+      async ({ c, u }) => (await caches.open(c)).delete(u),
+      { c: CACHE, u: `${url}${m.shards[2].file}` },
+    );
+    const partial = (await cacheCall(page, 'list'))[0];
+    assert.deepEqual([partial.shards, partial.complete], [m.shards.length - 1, false]);
+    assert.equal(partial.bytes, bytes - m.shards[2].bytes);
+    assert.equal(await cacheCall(page, 'has', url), false, 'has() wants the whole model');
+    // Deleted through the Worker: the next load fetches every shard again.
+    assert.equal(await cacheCall(page, 'delete', url, true), true);
+    assert.equal(await cacheCall(page, 'delete', url), false, 'nothing left to delete');
+    assert.deepEqual(await cacheCall(page, 'list'), []);
+    const left = await page.evaluate(async (c) => (await (await caches.open(c)).keys()).map((k) => k.url), CACHE);
+    assert.ok(!left.some((k) => k.includes('/models/tiny/')), `no file of the model is left: ${left}`);
+    server.requests.length = 0;
+    const again = await load(page, '/models/tiny/');
+    assert.ok(again.info, `load failed: ${again.code} ${again.message}`);
+    assert.equal(shardRequests(server).length, m.shards.length, 'after delete, the load fetches again');
+    assert.equal(again.info.shardsFromCache, 0);
+    assert.equal(await cacheCall(page, 'clear'), true);
+    assert.deepEqual(await cacheCall(page, 'list'), []);
+    assert.equal(await page.evaluate((c) => caches.has(c), CACHE), false, 'clear() removes the cache');
+  },
+
+  // Item 2: a hub id whose files are all cached starts with the browser offline, making
+  // no request; offline: true never asks the network.
+  async a_cached_model_loads_and_generates_offline_with_no_requests({ page, context, server, fixture, scratch }) {
+    const want = expected(fixture);
+    const shards = manifest(fixture).shards.length;
+    const id = 'test-org/faults-offline';
+    hubPackage(server, fixture, scratch, id);
+    const hubEndpoint = `${server.url}/hub`;
+    await plainPage(page, server);
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    const online = await load(page, id, { hubEndpoint });
+    assert.ok(online.info, `load failed: ${online.code} ${online.message}`);
+    assert.equal(online.info.source, 'network');
+    assert.equal(online.info.filesFetched, 3, 'the listing, manifest and tokenizer');
+    await page.evaluate(() => window.model.unload());
+    const seen = [];
+    page.on('request', (r) => seen.push(r.url()));
+    await context.setOffline(true);
+    server.requests.length = 0;
+    for (const offline of [false, true]) {
+      const r = await load(page, id, { hubEndpoint, offline });
+      assert.ok(r.info, `offline load (offline: ${offline}) failed: ${r.code} ${r.message}`);
+      assert.equal(r.info.source, 'cache', `offline: ${offline}: ${JSON.stringify(r.info)}`);
+      assert.deepEqual([r.info.filesFromCache, r.info.filesFetched], [3, 0]);
+      assert.deepEqual([r.info.shardsFromCache, r.info.shardsFetched], [shards, 0]);
+      assert.equal(r.info.offline, offline);
+      assert.deepEqual(await greedy(page, want), want.tokens, 'the cached model generates like native');
+      await page.evaluate(() => window.model.unload());
+    }
+    assert.deepEqual(server.requests, [], 'the server saw no request');
+    // offline: true makes no request even online: an uncached model is NOT_CACHED.
+    await context.setOffline(false);
+    const missing = await load(page, 'test-org/never-loaded', { hubEndpoint, offline: true });
+    assert.equal(missing.code, 'NOT_CACHED', missing.message);
+    assert.match(missing.message, /never-loaded.*not in the cache, and offline: true forbids requests/);
+    assert.deepEqual(server.requests, [], 'still no request');
+    const hubSeen = seen.filter((u) => u.includes('/hub/') || u.includes('/models/'));
+    assert.deepEqual(hubSeen, [], 'the page made no request for the model');
+    // Offline by default, an uncached model is the network's error.
+    await context.setOffline(true);
+    const down = await load(page, '/models/tiny/manifest.json?uncached', {});
+    assert.equal(down.code, 'NETWORK', down.message);
+    await context.setOffline(false);
+  },
+
+  // Item 3: the storage estimate is checked before downloading; a cache.put that fails mid-load is reported and the load completes;
+  // persist: true reports navigator.storage.persist()'s answer.
+  async quota_put_failures_and_persist_are_reported({ page, server, fixture }) {
+    const want = expected(fixture);
+    const m = manifest(fixture);
+    const bytes = m.shards.reduce((n, s) => n + s.bytes, 0);
+    await plainPage(page, server);
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    // A quota 4 KiB over the usage. (DevTools' Storage.overrideQuotaForOrigin does not
+    // change estimate() in Playwright's off-the-record contexts, so estimate is wrapped.)
+    await page.evaluate(() => {
+      const estimate = StorageManager.prototype.estimate;
+      window.realEstimate = estimate;
+      StorageManager.prototype.estimate = async function () {
+        const e = await estimate.call(this);
+        return { usage: e.usage, quota: e.usage + 4096 };
+      };
+    });
+    server.requests.length = 0;
+    const over = await load(page, '/models/tiny/');
+    assert.equal(over.code, 'QUOTA', over.message);
+    const [, needed, available] = /needs (\d+) more bytes .* allows (\d+) more/.exec(over.message) ?? [];
+    assert.equal(Number(needed), bytes, `the message names the bytes needed: ${over.message}`);
+    assert.ok(Number(available) <= 4096, `and the bytes available: ${over.message}`);
+    assert.deepEqual(shardRequests(server), [], 'it fails before downloading');
+    const uncached = await load(page, '/models/tiny/', { overQuota: 'uncached' });
+    assert.ok(uncached.info, `load failed: ${uncached.code} ${uncached.message}`);
+    assert.match(uncached.info.uncached, /loaded without caching/);
+    assert.deepEqual(await greedy(page, want), want.tokens);
+    const held = await page.evaluate(async (c) => (await (await caches.open(c)).keys()).map((k) => k.url), CACHE);
+    assert.deepEqual(held.filter((u) => /weights-/.test(u)), [], 'no shard was stored');
+    await page.evaluate(() => (StorageManager.prototype.estimate = window.realEstimate));
+    // The third shard's put fails (as a full disk would).
+    const failing = `${server.url}/models/tiny/${m.shards[2].file}`;
+    await page.evaluate((failing) => {
+      const put = Cache.prototype.put;
+      Cache.prototype.put = function (req, res) {
+        const url = typeof req === 'string' ? req : req.url;
+        if (url === failing) return Promise.reject(new DOMException('quota exceeded (test)', 'QuotaExceededError'));
+        return put.call(this, req, res);
+      };
+    }, failing);
+    const r = await page.evaluate(async () => {
+      const events = [];
+      const m = await window.Pocket.load('/models/tiny/', {
+        backend: 'webgpu',
+        persist: true,
+        onProgress: (e) => e.phase === 'cache-error' && events.push(e),
+      });
+      window.model = m;
+      return { info: m.info, events, persisted: await navigator.storage.persisted() };
+    });
+    assert.equal(r.events.length, 1, JSON.stringify(r.events));
+    assert.equal(r.events[0].shard, 2);
+    assert.match(r.events[0].message, /weights-00002\.bin: not cached: QuotaExceededError: quota exceeded \(test\)/);
+    assert.deepEqual(r.info.cacheErrors, [r.events[0].message], 'info reports the failed put');
+    assert.equal(r.info.shardsFetched, m.shards.length, 'the load completed');
+    assert.deepEqual(await greedy(page, want), want.tokens);
+    assert.equal(typeof r.info.persisted, 'boolean', `persist: true reports the answer: ${r.info.persisted}`);
+    assert.equal(r.info.persisted, r.persisted, 'the answer is the browser\'s');
+    // Only the shard that was not stored is fetched next time.
+    server.requests.length = 0;
+    const again = await load(page, '/models/tiny/');
+    assert.ok(again.info, `load failed: ${again.code} ${again.message}`);
+    assert.deepEqual(shardRequests(server), [`/models/tiny/${m.shards[2].file}`]);
+  },
+};
+
+// Item 4: device.destroy() from the page (the device is caught by wrapping
+// GPUAdapter.prototype.requestDevice before the page loads) during generation.
+Object.assign(tests, {
+  async a_destroyed_device_is_gpu_lost_at_once_and_reload_continues_the_chat({ context, page, server, fixture }) {
+    const want = expected(fixture);
+    await context.addInitScript(() => {
+      const request = GPUAdapter.prototype.requestDevice;
+      window.gpuDevices = [];
+      GPUAdapter.prototype.requestDevice = async function (...args) {
+        const device = await request.apply(this, args);
+        window.gpuDevices.push(device);
+        return device;
+      };
+    });
+    await plainPage(page, server);
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    const r = await page.evaluate(async ({ prompt, n }) => {
+      const lost = [];
+      const m = await window.Pocket.load('/models/tiny/', {
+        backend: 'webgpu',
+        onDeviceLost: (e) => lost.push({ reason: e.reason, at: performance.now() }),
+      });
+      const ids = m.encode(prompt);
+      const got = [];
+      let destroyedAt = 0;
+      const failure = async (run) => {
+        try {
+          await run();
+          return { code: 'none' };
+        } catch (e) {
+          return { code: e.code, message: e.message, at: performance.now() };
+        }
+      };
+      const onToken = (p) => {
+        got.push(p.token);
+        if (got.length === 3) {
+          destroyedAt = performance.now();
+          window.gpuDevices.at(-1).destroy();
+        }
+      };
+      const inFlight = await failure(async () => {
+        for await (const _ of m.generate(ids, { maxTokens: n, onToken })) {
+          // text pieces are not needed
+        }
+      });
+      // (The same request as after the reload: a failed call keeps the history.)
+      const after = await failure(() => m.generateTokens([...ids, ...got], { maxTokens: 2 }));
+      const devices = window.gpuDevices.length;
+      const t0 = performance.now();
+      await m.reload();
+      const reloadMs = performance.now() - t0;
+      const rest = await m.generateTokens([...ids, ...got], { maxTokens: n - got.length });
+      return {
+        inFlight, after, lost, got, rest, destroyedAt, reloadMs, ids: ids.length,
+        stats: m.stats(), info: m.info, newDevices: window.gpuDevices.length - devices,
+      };
+    }, { prompt: want.prompt, n: want.tokens.length });
+    assert.equal(r.inFlight.code, 'GPU_LOST', `the call in flight: ${r.inFlight.code} ${r.inFlight.message}`);
+    const ms = r.inFlight.at - r.destroyedAt;
+    console.log(`     GPU_LOST ${ms.toFixed(0)} ms after destroy(); reload ${r.reloadMs.toFixed(0)} ms: ${r.inFlight.message}`);
+    assert.ok(ms < 1000, `GPU_LOST within a second (${ms} ms)`);
+    assert.equal(r.after.code, 'GPU_LOST', 'a call before reload() fails at once too');
+    assert.equal(r.lost.length, 1, `onDeviceLost is called once: ${JSON.stringify(r.lost)}`);
+    assert.equal(r.lost[0].reason, 'destroyed');
+    assert.equal(r.got.length, 3);
+    assert.equal(r.newDevices, 1, 'reload() opened a new device');
+    assert.equal(r.info.shardsFromCache, r.info.shards, 'reload() read every shard from Cache Storage');
+    assert.deepEqual([...r.got, ...r.rest], want.tokens, 'the chat goes on to the undisturbed greedy tokens');
+    assert.equal(r.stats.reusedTokens, r.ids + r.got.length - 1, 'the KV cache was refilled from the kept history');
+  },
+});
