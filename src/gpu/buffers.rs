@@ -157,7 +157,11 @@ impl GpuContext {
         rx.await
             .ok_or_else(|| self.map_failed("its callback never ran"))?
             .map_err(|e| self.map_failed(e))?;
-        take_mapped(staging, slice, bytes)
+        let out = take_mapped(staging, slice, bytes)?;
+        // An error the device reported meanwhile is this call's (in a browser, decode
+        // steps check nowhere else).
+        self.check_errors()?;
+        Ok(out)
     }
 
     /// Copy `bytes` from the start of `src` to the host (one submit; for tests and debugging).

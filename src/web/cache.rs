@@ -122,7 +122,7 @@ impl Progress<'_> {
             self.report.borrow_mut().files_from_cache += 1;
             Some(text)
         };
-        if self.opts.offline {
+        if self.opts.no_requests() {
             return from_cache().await.ok_or_else(|| Error::NotCached {
                 url: url.to_string(),
             });

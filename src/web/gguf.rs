@@ -180,7 +180,7 @@ impl GgufLoad<'_> {
         let from_cache = cached.is_some();
         let response = match cached {
             Some(r) => r,
-            None if self.opts.offline => return Err(Error::NotCached { url: key }),
+            None if self.opts.no_requests() => return Err(Error::NotCached { url: key }),
             None => self.fetch(index).await?,
         };
         let layout = self.layout.ok_or_else(|| Error::Fetch {

@@ -10,6 +10,7 @@
 use super::backend::{Choice, Target};
 use super::cache::{OverQuota, Record};
 use super::fetch::{self, check_abort};
+use super::locator::Locator;
 use super::model::WebModel;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
@@ -46,6 +47,13 @@ pub struct LoadOptions {
     pub offline: bool,
     /// What a load the storage quota cannot hold does.
     pub over_quota: OverQuota,
+}
+
+impl LoadOptions {
+    /// Whether requests are forbidden (`offline`; local files are read all the same).
+    pub fn no_requests(&self) -> bool {
+        self.offline && self.files.is_none()
+    }
 }
 
 /// A loaded model and what it came with.
@@ -159,58 +167,6 @@ impl<'a> Progress<'a> {
         });
         if let Ok(v) = js_sys::JSON::parse(&ev.to_string()) {
             let _ = f.call1(&wasm_bindgen::JsValue::NULL, &v);
-        }
-    }
-}
-
-/// Where the package's files are: a URL prefix, or a map of local files.
-struct Locator {
-    base: String,
-    manifest: String,
-    files: Option<wasm_bindgen::JsValue>,
-}
-
-impl Locator {
-    /// The locator of a model `url`: a folder URL, or the URL of its manifest file.
-    fn new(url: &str, files: Option<wasm_bindgen::JsValue>) -> Result<Locator> {
-        let path = url.split(['?', '#']).next().unwrap_or(url);
-        // A last segment with an extension names the manifest file itself.
-        let last = path.rsplit('/').next().unwrap_or("");
-        let names_file = last.contains('.');
-        let base = match names_file {
-            true => path[..path.len() - last.len()].to_string(),
-            false => format!("{}/", path.trim_end_matches('/')),
-        };
-        let manifest = match names_file {
-            true => url.to_string(),
-            false => format!("{base}{MANIFEST_FILE}"),
-        };
-        Ok(Locator {
-            base,
-            manifest,
-            files,
-        })
-    }
-
-    /// The manifest's URL.
-    fn manifest(&self) -> Result<String> {
-        match self.files {
-            None => Ok(self.manifest.clone()),
-            Some(_) => self.url(MANIFEST_FILE),
-        }
-    }
-
-    /// The URL of package file `name`.
-    pub(super) fn url(&self, name: &str) -> Result<String> {
-        match &self.files {
-            None => Ok(format!("{}{name}", self.base)),
-            Some(files) => js_sys::Reflect::get(files, &name.into())
-                .ok()
-                .and_then(|v| v.as_string())
-                .ok_or_else(|| Error::Fetch {
-                    url: name.to_string(),
-                    detail: "not among the chosen files".into(),
-                }),
         }
     }
 }
@@ -351,7 +307,7 @@ impl Shard<'_> {
                 }
             }
         }
-        if self.progress.opts.offline {
+        if self.progress.opts.no_requests() {
             return Err(Error::NotCached { url });
         }
         let mut tries = 0;

@@ -15,6 +15,7 @@ mod fetch;
 mod gguf;
 mod hub;
 mod loader;
+mod locator;
 mod model;
 mod session;
 

@@ -84,6 +84,16 @@ export const tests = {
     assert.ok(again.info, `load failed: ${again.code} ${again.message}`);
     assert.equal(shardRequests(server).length, m.shards.length, 'after delete, the load fetches again');
     assert.equal(again.info.shardsFromCache, 0);
+    // A GGUF file is listed by its pieces.
+    const gguf = await load(page, '/models/tiny/tiny.gguf');
+    assert.ok(gguf.info, `GGUF load failed: ${gguf.code} ${gguf.message}`);
+    const ggufEntry = (await cacheCall(page, 'list')).find((e) => e.url.endsWith('tiny.gguf'));
+    const ggufBytes = fs.statSync(path.join(fixture, 'tiny.gguf')).size;
+    assert.deepEqual(
+      [ggufEntry?.bytes, ggufEntry?.shards, ggufEntry?.shardsExpected, ggufEntry?.complete],
+      [ggufBytes, gguf.info.shards, gguf.info.shards, true],
+      JSON.stringify(ggufEntry),
+    );
     assert.equal(await cacheCall(page, 'clear'), true);
     assert.deepEqual(await cacheCall(page, 'list'), []);
     assert.equal(await page.evaluate((c) => caches.has(c), CACHE), false, 'clear() removes the cache');
@@ -271,5 +281,19 @@ Object.assign(tests, {
     assert.equal(r.info.shardsFromCache, r.info.shards, 'reload() read every shard from Cache Storage');
     assert.deepEqual([...r.got, ...r.rest], want.tokens, 'the chat goes on to the undisturbed greedy tokens');
     assert.equal(r.stats.reusedTokens, r.ids + r.got.length - 1, 'the KV cache was refilled from the kept history');
+    // autoReload: a device lost while idle is reloaded at once (the event carries it).
+    const auto = await page.evaluate(async ({ prompt, n }) => {
+      let event;
+      const lost = new Promise((resolve) => {
+        event = resolve;
+      });
+      const m = await window.Pocket.load('/models/tiny/', { backend: 'webgpu', autoReload: true, onDeviceLost: event });
+      window.gpuDevices.at(-1).destroy();
+      const e = await lost;
+      await e.reload;
+      return { reason: e.reason, tokens: await m.generateTokens(prompt, { maxTokens: n }) };
+    }, { prompt: want.prompt, n: want.tokens.length });
+    assert.equal(auto.reason, 'destroyed');
+    assert.deepEqual(auto.tokens, want.tokens, 'the automatically reloaded model generates like native');
   },
 });

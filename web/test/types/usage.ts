@@ -1,6 +1,7 @@
 // Typed use of the npm package's API (checked by `tsc --noEmit` in scripts/test-web): a
 // wrong name or type in pocket.d.ts, or an API change it misses, fails the check.
 import Pocket, {
+  cache,
   createWorker,
   hasWebGPU,
   initPocket,
@@ -8,7 +9,10 @@ import Pocket, {
   pocketError,
   threadSupport,
   wasmMemoryBytes,
+  type CachedModel,
+  type CacheUsage,
   type ChatMessage,
+  type DeviceLostEvent,
   type GenerateOptions,
   type GenerateStats,
   type LoadInfo,
@@ -36,6 +40,11 @@ export async function page(out: { textContent: string | null }): Promise<void> {
     threads: threadSupport().workerThreads,
     threadedWasmUrl: 'threads/pocketrt_bg.wasm',
     profile: 'gpu',
+    offline: false,
+    overQuota: 'uncached',
+    persist: true,
+    autoReload: false,
+    onDeviceLost: (e: DeviceLostEvent) => void e.reload?.then(() => console.log(e.reason, e.message)),
   };
   const model: Pocket = await Pocket.load('taobao-mnn/MNN-Pocket-0.3B-GGUF', options);
   const info: LoadInfo = model.info;
@@ -61,12 +70,24 @@ export async function page(out: { textContent: string | null }): Promise<void> {
   const tokens: number[] = await model.generateTokens(ids, { maxTokens: count > 0 ? 4 : 1 });
   const stats: GenerateStats | null = model.stats();
   console.log(text, tokens, stats?.tokensPerSecond, await wasmMemoryBytes());
+  await model.reload();
+  const where: 'cache' | 'network' | 'cache and network' = model.info.source;
+  const failedPuts: string[] = model.info.cacheErrors;
+  console.log(where, failedPuts, model.info.filesFromCache, model.info.persisted ?? 'unasked', model.info.uncached);
   model.unload();
+  const listed: CachedModel[] = await Pocket.cache.list();
+  const sizes: number[] = listed.filter((m) => m.complete && m.shards === m.shardsExpected).map((m) => m.bytes);
+  const usage: CacheUsage = await cache.usage();
+  const gone: boolean = (await cache.has('/models/pocket/')) && (await cache.delete(new URL('https://example.com/m/')));
+  console.log(sizes, usage.quota ?? 0, usage.models, gone, await Pocket.cache.clear(), listed[0]?.lastUsed);
 
   const worker = createWorker();
   const remote: RemoteModel = await worker.load('/models/pocket/', { files: { 'manifest.json': 'blob:x' } });
   for await (const piece of remote.chat(messages, { maxTokens: 8 })) out.textContent += piece;
   console.log(await remote.encode('x'), (await remote.stats())?.generatedTokens, remote.threads);
+  await remote.reload();
+  console.log((await worker.cache.list()).length, (await worker.cache.usage()).usage, remote.info.source);
+  worker.onDeviceLost = (e) => console.log(e.reloading);
   await remote.unload();
   worker.terminate();
 
