@@ -175,31 +175,39 @@ impl PocketModel {
     /// After a lost GPU device (code `GPU_LOST`): load the model again with the same
     /// options — a new device, the shards from Cache Storage — and fill its KV cache with
     /// the tokens the old one held, so the conversation goes on. Resolves when done.
+    // The RefCell guard held across the load is the one-call-at-a-time lock: a call
+    // while the model reloads fails with BUSY.
+    #[allow(clippy::await_holding_refcell_ref)]
     pub fn reload(&self) -> Promise {
         let (session, report, kept) =
             (self.session.clone(), self.report.clone(), self.kept.clone());
         let (url, options) = (self.url.clone(), self.options.clone());
         future_to_promise(async move {
-            let history = {
-                let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
-                match guard.take() {
-                    Some(old) => {
-                        let history = old.history().to_vec();
-                        old.model.destroy();
-                        history
-                    }
-                    None => kept.borrow_mut().take().ok_or_else(unloaded)?,
+            let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
+            let history = match guard.take() {
+                Some(old) => {
+                    let history = old.history().to_vec();
+                    old.model.destroy();
+                    history
                 }
+                None => kept.borrow_mut().take().ok_or_else(unloaded)?,
             };
             *kept.borrow_mut() = Some(history.clone());
             super::device::forget();
             let (mut fresh, r) = open(&url, &options).await.map_err(to_js)?;
             fresh.refill(&history).map_err(to_js)?;
             kept.borrow_mut().take();
-            *session.borrow_mut() = Some(fresh);
+            *guard = Some(fresh);
             *report.borrow_mut() = r;
             Ok(JsValue::UNDEFINED)
         })
+    }
+
+    /// Test hook: destroy the WebGPU device now, as a GPU reset would (the tests reach a
+    /// Worker's device only this way); whether there was one.
+    #[wasm_bindgen(js_name = destroyDeviceForTesting)]
+    pub fn destroy_device_for_testing(&self) -> Result<bool, JsValue> {
+        self.with(|s| Ok(s.model.gpu_context().map(|c| c.device.destroy()).is_some()))
     }
 
     /// A Promise of the WebGPU device's `GPUDeviceLostInfo` (`{ reason, message }`),

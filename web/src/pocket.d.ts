@@ -252,6 +252,8 @@ export declare class Pocket {
   /** After GPU_LOST: load again (a new device, shards from Cache Storage) and refill the
    * KV cache with the conversation so far. */
   reload(): Promise<void>;
+  /** Test hook: destroy the WebGPU device now, as a GPU reset would. */
+  destroyDeviceForTesting(): boolean;
   unload(): void;
 }
 
@@ -268,6 +270,7 @@ export declare class RemoteModel {
   encode(text: string): Promise<number[]>;
   stats(): Promise<GenerateStats | null>;
   reload(): Promise<void>;
+  destroyDeviceForTesting(): Promise<boolean>;
   unload(): Promise<void>;
 }
 

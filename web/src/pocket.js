@@ -262,6 +262,11 @@ export class Pocket {
     this.#watch();
   }
 
+  /** Test hook: destroy the WebGPU device now, as a GPU reset would; whether there was one. */
+  destroyDeviceForTesting() {
+    return this.#inner.destroyDeviceForTesting();
+  }
+
   /** The backend that runs the model: "webgpu" or "cpu". */
   get backend() {
     return this.info.backend;

@@ -122,6 +122,11 @@ export class RemoteModel {
     return this.worker.call('unload');
   }
 
+  /** Test hook: `Pocket.destroyDeviceForTesting()` in the worker. */
+  destroyDeviceForTesting() {
+    return this.worker.call('destroy-device-for-testing');
+  }
+
   /** `Pocket.reload()` in the worker (after GPU_LOST). */
   async reload() {
     this.info = { ...(await this.worker.call('reload')), persisted: this.info.persisted };

@@ -64,6 +64,8 @@ async function handle(msg) {
     } else if (op === 'reload') {
       await model.reload();
       reply(id, 'result', { value: model.info });
+    } else if (op === 'destroy-device-for-testing') {
+      reply(id, 'result', { value: model.destroyDeviceForTesting() });
     } else if (op === 'unload') {
       model.unload();
       model = null;

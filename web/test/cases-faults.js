@@ -290,10 +290,55 @@ Object.assign(tests, {
       const m = await window.Pocket.load('/models/tiny/', { backend: 'webgpu', autoReload: true, onDeviceLost: event });
       window.gpuDevices.at(-1).destroy();
       const e = await lost;
+      await new Promise((r) => setTimeout(r, 0));
+      const during = await m.generateTokens(prompt, { maxTokens: 1 }).then(() => 'none', (err) => err.code);
       await e.reload;
-      return { reason: e.reason, tokens: await m.generateTokens(prompt, { maxTokens: n }) };
+      return { reason: e.reason, during, tokens: await m.generateTokens(prompt, { maxTokens: n }) };
     }, { prompt: want.prompt, n: want.tokens.length });
     assert.equal(auto.reason, 'destroyed');
+    assert.equal(auto.during, 'BUSY', 'a call while the model reloads is BUSY');
     assert.deepEqual(auto.tokens, want.tokens, 'the automatically reloaded model generates like native');
+  },
+});
+
+Object.assign(tests, {
+  // Item 4 in Worker mode: the worker's device (reached through the documented test hook)
+  // is lost between two requests; the next one is GPU_LOST, the page is told, and
+  // reload() in the worker continues the same greedy tokens.
+  async in_a_worker_a_lost_device_is_reported_and_reload_continues({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    const r = await page.evaluate(async ({ prompt, n }) => {
+      const { createWorker } = await import('/pkg/pocket.js');
+      const worker = createWorker('/pkg/worker.js');
+      let onDeviceLost;
+      const lost = new Promise((resolve) => {
+        onDeviceLost = resolve;
+      });
+      const m = await worker.load('/models/tiny/', { backend: 'webgpu', onDeviceLost });
+      const ids = await m.encode(prompt);
+      const tokens = async (p, k) => {
+        const out = [];
+        for await (const _ of m.generate(p, { maxTokens: k, onToken: (t) => out.push(t.token) })) {
+          // text pieces are not needed
+        }
+        return out;
+      };
+      const first = await tokens(ids, 3);
+      const destroyed = await m.destroyDeviceForTesting();
+      const event = await lost;
+      const code = await tokens([...ids, ...first], 2).then(() => 'none', (e) => e.code);
+      await m.reload();
+      const rest = await tokens([...ids, ...first], n - first.length);
+      const stats = await m.stats();
+      worker.terminate();
+      return { first, destroyed, event, code, rest, reused: stats.reusedTokens, ids: ids.length };
+    }, { prompt: want.prompt, n: want.tokens.length });
+    assert.equal(r.destroyed, true);
+    assert.equal(r.event.reason, 'destroyed', JSON.stringify(r.event));
+    assert.equal(r.code, 'GPU_LOST');
+    assert.deepEqual([...r.first, ...r.rest], want.tokens, 'the reloaded worker model goes on like native');
+    assert.equal(r.reused, r.ids + r.first.length - 1, 'its KV cache was refilled');
   },
 });
