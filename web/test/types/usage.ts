@@ -71,6 +71,7 @@ export async function page(out: { textContent: string | null }): Promise<void> {
   const stats: GenerateStats | null = model.stats();
   console.log(text, tokens, stats?.tokensPerSecond, await wasmMemoryBytes());
   await model.reload();
+  const hooked: boolean = model.destroyDeviceForTesting();
   const where: 'cache' | 'network' | 'cache and network' = model.info.source;
   const failedPuts: string[] = model.info.cacheErrors;
   console.log(where, failedPuts, model.info.filesFromCache, model.info.persisted ?? 'unasked', model.info.uncached);
@@ -86,6 +87,7 @@ export async function page(out: { textContent: string | null }): Promise<void> {
   for await (const piece of remote.chat(messages, { maxTokens: 8 })) out.textContent += piece;
   console.log(await remote.encode('x'), (await remote.stats())?.generatedTokens, remote.threads);
   await remote.reload();
+  console.log(hooked, await remote.destroyDeviceForTesting());
   console.log((await worker.cache.list()).length, (await worker.cache.usage()).usage, remote.info.source);
   worker.onDeviceLost = (e) => console.log(e.reloading);
   await remote.unload();
