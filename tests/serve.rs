@@ -244,6 +244,22 @@ fn serve_refuses_a_parallel_that_does_not_fit_the_memory() {
 }
 
 #[test]
+fn serve_answers_504_past_the_request_timeout() {
+    let s = tiny_server(&["--timeout", "0.000001"]);
+    let body = r#"{"prompt": "Once", "max_tokens": 5}"#;
+    let out = s.raw(&format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    ));
+    assert!(out.starts_with("HTTP/1.1 504"), "{out}");
+    assert!(
+        out.contains(r#""code":"timeout""#) && out.contains("timeout of 0.000001 s"),
+        "{out}"
+    );
+}
+
+#[test]
 fn serve_stops_cleanly_on_ctrl_c_ending_an_inflight_stream() {
     let mut s = tiny_server(&[]);
     let mut stream = TcpStream::connect(s.addr()).unwrap();

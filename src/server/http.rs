@@ -300,6 +300,10 @@ async fn generate(st: Arc<State>, request: Request, route: &'static str, stream:
     loop {
         match timeout_at(deadline, rx.recv()).await {
             Err(_) => return error_response(timed_out(&st)),
+            // The model thread drops a job whose time ran out while it queued.
+            Ok(None) if tokio::time::Instant::now() >= deadline => {
+                return error_response(timed_out(&st))
+            }
             Ok(None) => return error_response(unavailable("the model thread has stopped")),
             Ok(Some(Msg::Failed(e))) => return error_response(e),
             Ok(Some(Msg::Started)) if stream => break,

@@ -139,26 +139,12 @@ impl Slots {
         })
     }
 
-    /// Put the slot that suits `prompt` best into the session; returns the prefix they
-    /// share. A slot whose tokens the prompt mostly continues (at least half of them,
-    /// llama.cpp's default slot similarity) is taken by the longest shared prefix; else
-    /// the least recently used slot is, so that a new conversation does not evict one
-    /// that shares only a template header with it.
+    /// Put the slot that suits `prompt` best ([`pick`]) into the session; returns the
+    /// prefix they share.
     fn route(&mut self, prompt: &[u32]) -> crate::Result<usize> {
-        let score = |cached: &[u32], used: u64| {
-            let shared = common_prefix(cached, prompt);
-            let continued = if 2 * shared >= cached.len() {
-                shared
-            } else {
-                0
-            };
-            (continued, u64::MAX - used)
-        };
-        let mut best = (score(self.session.cached(), self.used[0]), 0);
-        for (i, slot) in self.parked.iter().enumerate() {
-            best = best.max((score(slot.cached(), self.used[i + 1]), i + 1));
-        }
-        let i = best.1;
+        let caches =
+            std::iter::once(self.session.cached()).chain(self.parked.iter().map(|s| s.cached()));
+        let i = pick(prompt, caches.zip(self.used.iter().copied()));
         if i > 0 {
             self.session.swap_slot(&mut self.parked[i - 1])?;
             self.used.swap(0, i);
@@ -241,6 +227,27 @@ impl Slots {
             }
         }
     }
+}
+
+/// Which of the caches (their tokens, when each was last used) a request of `prompt`
+/// runs in. A cache whose tokens the prompt mostly continues (at least half of them,
+/// llama.cpp's default slot similarity) is taken by the longest shared prefix; else the
+/// least recently used one is, so that a new conversation does not evict one that
+/// shares only a template header with it.
+fn pick<'a>(prompt: &[u32], caches: impl Iterator<Item = (&'a [u32], u64)>) -> usize {
+    let score = |cached: &[u32], used: u64| {
+        let shared = common_prefix(cached, prompt);
+        let continued = if 2 * shared >= cached.len() {
+            shared
+        } else {
+            0
+        };
+        (continued, u64::MAX - used)
+    };
+    caches
+        .enumerate()
+        .max_by_key(|(_, (cached, used))| score(cached, *used))
+        .map_or(0, |(i, _)| i)
 }
 
 fn json(value: &impl Serialize) -> String {
@@ -334,4 +341,31 @@ fn available_memory() -> Option<u64> {
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick;
+
+    #[test]
+    fn a_request_goes_to_the_cache_it_continues_else_to_the_least_recently_used() {
+        let a: Vec<u32> = (0..40).collect();
+        let b: Vec<u32> = [0, 1, 2].into_iter().chain(100..140).collect();
+        let empty: Vec<u32> = vec![];
+        // A's next turn continues cache 1 (used before cache 0, so not by recency).
+        let next_a: Vec<u32> = (0..50).collect();
+        let caches = [(b.as_slice(), 5), (a.as_slice(), 3)];
+        assert_eq!(pick(&next_a, caches.into_iter()), 1);
+        // A new conversation sharing only a 3-token header evicts the older cache (1),
+        // not the one it shares the most with (0, B).
+        let c: Vec<u32> = [0, 1, 2].into_iter().chain(200..240).collect();
+        assert_eq!(pick(&c, caches.into_iter()), 1);
+        let caches = [(a.as_slice(), 3), (b.as_slice(), 5)];
+        assert_eq!(pick(&c, caches.into_iter()), 0);
+        // An empty cache is free (never used): taken before evicting anything.
+        let caches = [(a.as_slice(), 3), (empty.as_slice(), 0), (b.as_slice(), 5)];
+        assert_eq!(pick(&c, caches.into_iter()), 1);
+        // The longest continued prefix wins over an empty cache.
+        assert_eq!(pick(&next_a, caches.into_iter()), 0);
+    }
 }

@@ -27,8 +27,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1)]
     pub parallel: usize,
     /// Longest a request may take, queue time included, in seconds.
-    #[arg(long, default_value_t = 600)]
-    pub timeout: u64,
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
     /// Largest request body, in MiB.
     #[arg(long, default_value_t = 4)]
     pub max_body_mb: usize,
@@ -50,7 +50,15 @@ pub fn run(a: ServeArgs) -> Result<()> {
         api_key: a.api_key,
         cors: a.cors,
         parallel: a.parallel,
-        timeout: Duration::from_secs(a.timeout.max(1)),
+        timeout: Duration::try_from_secs_f64(a.timeout)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| {
+                pocketrt::Error::InvalidArgument(format!(
+                    "--timeout {}: a number of seconds above 0",
+                    a.timeout
+                ))
+            })?,
         body_limit: a.max_body_mb.saturating_mul(1 << 20),
         model_name,
         verbose: a.model.verbose,
