@@ -1,15 +1,16 @@
 //! `pocketrt serve` under load: 16 concurrent streaming clients × 4 requests each on the
 //! Pocket-shape synthetic model (pocket-0.3b's shapes, random weights, a byte-pair
 //! tokenizer covering its 65,536 ids) on the CPU backend, with `--parallel 1` and
-//! `--parallel 4`. Each client continues its own conversation (every request is the
-//! last one's prompt and reply plus a new line, after a system text all share). Prints
+//! `--parallel 4`. Each client continues its own prompt (every request is the last one's
+//! plus a new question, after a system text all share; the random model's replies are
+//! left out, they re-encode to many byte tokens). Prints
 //! one JSON object: per setting, throughput (generated tokens / wall time) and p50/p99
 //! time to the first streamed token.
 //!
 //!     cargo bench --bench serve [-- CLIENTS REQUESTS MAX_TOKENS]
 //!
 //! Under `cargo test` (no `--bench`) it is a smoke run: the tiny-qwen3 preset, 2 clients
-//! × 2 requests of 2 tokens.
+//! × 2 requests of 2 tokens. The default run is 16 clients × 2 requests of 16 tokens.
 
 use pocketrt::synth::{write_package, SynthSource};
 use std::io::{Read, Write};
@@ -47,18 +48,27 @@ impl Drop for Server {
 }
 
 /// `pocketrt serve MODEL --parallel N` on a free port, once it is ready.
-fn start(model: &Path, parallel: usize) -> Server {
+fn start(model: &Path, parallel: usize, context: usize) -> Server {
     use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pocketrt"))
+    let child = Command::new(env!("CARGO_BIN_EXE_pocketrt"))
         .arg("serve")
         .arg(model)
-        .args(["--backend", "cpu", "--context", "512", "--port", "0"])
+        .args([
+            "--backend",
+            "cpu",
+            "--context",
+            &context.to_string(),
+            "--port",
+            "0",
+        ])
         .args(["--parallel", &parallel.to_string()])
         .stderr(Stdio::piped())
         .spawn()
         .expect("start pocketrt serve");
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = lines
+    let mut server = Server(child, String::new()); // killed when dropped
+    let stderr = server.0.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    server.1 = lines
         .by_ref()
         .map_while(Result::ok)
         .find_map(|l| {
@@ -75,10 +85,10 @@ fn start(model: &Path, parallel: usize) -> Server {
     std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| eprintln!("{l}")));
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(120) {
-        if let Ok((200, _)) = request(&addr, "GET", "/health", "") {
-            return Server(child, addr);
+        if let Ok((200, _)) = request(&server.1, "GET", "/health", "") {
+            return server;
         }
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = server.0.try_wait().unwrap() {
             panic!("the server exited: {status}");
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -104,8 +114,8 @@ fn request(addr: &str, method: &str, path: &str, body: &str) -> std::io::Result<
     Ok((status, out))
 }
 
-/// A streamed completion: (time to the first chunk, generated tokens, the reply's text).
-fn stream(addr: &str, prompt: &str, max_tokens: usize) -> (f64, usize, String) {
+/// A streamed completion: (time to the first chunk, generated tokens).
+fn stream(addr: &str, prompt: &str, max_tokens: usize) -> (f64, usize) {
     let body = serde_json::json!({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
         "stream": true, "stream_options": {"include_usage": true}})
     .to_string();
@@ -128,21 +138,18 @@ fn stream(addr: &str, prompt: &str, max_tokens: usize) -> (f64, usize, String) {
             first = Some(t0.elapsed().as_secs_f64());
         }
     }
-    let (mut tokens, mut text) = (0, String::new());
+    let mut tokens = 0;
     for event in all.split("data: ").skip(1) {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(event.lines().next().unwrap_or(""))
         else {
             continue;
         };
-        if let Some(t) = v["choices"][0]["text"].as_str() {
-            text.push_str(t);
-        }
         if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
             tokens = n as usize;
         }
     }
     assert!(tokens > 0, "no usage in the stream: {all}");
-    (first.unwrap_or(f64::NAN), tokens, text)
+    (first.unwrap_or(f64::NAN), tokens)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -155,10 +162,10 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let (preset, defaults) = if bench {
-        ("pocket-0.3b", [16, 4, 16])
+    let (preset, defaults, context) = if bench {
+        ("pocket-0.3b", [16, 2, 16], 1024)
     } else {
-        ("tiny-qwen3", [2, 2, 2])
+        ("tiny-qwen3", [2, 2, 2], 512)
     };
     let arg = |i: usize| *args.get(i).unwrap_or(&defaults[i]);
     let (clients, requests, max_tokens) = (arg(0), arg(1), arg(2));
@@ -170,10 +177,10 @@ fn main() {
         .unwrap()
         .with_tokenizer(tokenizer_json(vocab), None);
     write_package(&mut src, &dir).unwrap();
-    let system = "You are a helpful assistant. Answer briefly and precisely. ".repeat(2);
+    let system = "You are a helpful assistant. Answer briefly and precisely.\n";
     let mut results = serde_json::Map::new();
     for parallel in [1, 4] {
-        let server = start(&dir, parallel);
+        let server = start(&dir, parallel, context);
         let addr = server.1.clone();
         let t0 = Instant::now();
         let handles: Vec<_> = (0..clients)
@@ -184,9 +191,7 @@ fn main() {
                     let mut out = vec![];
                     for r in 0..requests {
                         prompt.push_str(&format!("Client {c}, question {r}: what next?\n"));
-                        let (ttft, tokens, text) = stream(&addr, &prompt, max_tokens);
-                        prompt.push_str(&text);
-                        prompt.push('\n');
+                        let (ttft, tokens) = stream(&addr, &prompt, max_tokens);
                         out.push((ttft, tokens));
                     }
                     out

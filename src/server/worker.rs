@@ -222,7 +222,7 @@ impl Slots {
                 record(&state.metrics, &stats, gone);
             }
             Err(e) => {
-                eprintln!("{} 500 {}", job.route, e);
+                eprintln!("POST {} {} (during generation): {e}", job.route, e.status());
                 let _ = job.reply.send(Msg::Failed(e));
             }
         }
@@ -349,23 +349,26 @@ mod tests {
 
     #[test]
     fn a_request_goes_to_the_cache_it_continues_else_to_the_least_recently_used() {
-        let a: Vec<u32> = (0..40).collect();
-        let b: Vec<u32> = [0, 1, 2].into_iter().chain(100..140).collect();
+        let a: Vec<u32> = (50..90).collect();
+        let b: Vec<u32> = (0..10).chain(100..140).collect();
         let empty: Vec<u32> = vec![];
-        // A's next turn continues cache 1 (used before cache 0, so not by recency).
-        let next_a: Vec<u32> = (0..50).collect();
+        // A's next turn continues cache 1, used before cache 0: not chosen by recency.
+        let next_a: Vec<u32> = (50..100).collect();
         let caches = [(b.as_slice(), 5), (a.as_slice(), 3)];
         assert_eq!(pick(&next_a, caches.into_iter()), 1);
-        // A new conversation sharing only a 3-token header evicts the older cache (1),
-        // not the one it shares the most with (0, B).
-        let c: Vec<u32> = [0, 1, 2].into_iter().chain(200..240).collect();
+        // A new conversation sharing a 10-token header with B (a fifth of it) evicts the
+        // least recently used cache (A's), not B's.
+        let c: Vec<u32> = (0..10).chain(200..240).collect();
         assert_eq!(pick(&c, caches.into_iter()), 1);
-        let caches = [(a.as_slice(), 3), (b.as_slice(), 5)];
-        assert_eq!(pick(&c, caches.into_iter()), 0);
-        // An empty cache is free (never used): taken before evicting anything.
+        let caches = [(a.as_slice(), 6), (b.as_slice(), 5)];
+        assert_eq!(pick(&c, caches.into_iter()), 1);
+        // B's next turn goes back to B's cache.
+        let next_b: Vec<u32> = (0..10).chain(100..150).collect();
+        assert_eq!(pick(&next_b, caches.into_iter()), 1);
+        // An empty cache is free (never used): taken before evicting anything, but a
+        // continued prefix wins over it.
         let caches = [(a.as_slice(), 3), (empty.as_slice(), 0), (b.as_slice(), 5)];
         assert_eq!(pick(&c, caches.into_iter()), 1);
-        // The longest continued prefix wins over an empty cache.
         assert_eq!(pick(&next_a, caches.into_iter()), 0);
     }
 }
