@@ -177,7 +177,7 @@ fn main() {
         .unwrap()
         .with_tokenizer(tokenizer_json(vocab), None);
     write_package(&mut src, &dir).unwrap();
-    let system = "You are a helpful assistant. Answer briefly and precisely.\n";
+    let system = "You are a helpful assistant. Answer briefly and precisely.\n".to_string();
     let mut results = serde_json::Map::new();
     for parallel in [1, 4] {
         let server = start(&dir, parallel, context);
