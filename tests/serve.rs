@@ -241,6 +241,16 @@ fn serve_refuses_a_parallel_that_does_not_fit_the_memory() {
         log.contains("--parallel 100000000 needs") && log.contains("MiB"),
         "{log}"
     );
+
+    // The GPU model binds its one cache: more slots are refused with the reason.
+    let mut s = Server::start(
+        tiny_package(),
+        &["--backend", "gpu", "--context", "512", "--parallel", "2"],
+    );
+    let status = s.child.wait().unwrap();
+    let log = s.log().join("\n");
+    assert!(!status.success(), "{log}");
+    assert!(log.contains("the GPU backend keeps one KV cache"), "{log}");
 }
 
 #[test]
