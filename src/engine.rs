@@ -52,6 +52,12 @@ enum Inner {
     Gpu(Box<crate::gpu::GpuModel>),
 }
 
+/// A KV cache out of the engine (see [`Engine::swap_slot`]).
+pub struct KvSlot {
+    cache: KvCache,
+    pos: usize,
+}
+
 pub struct Engine {
     inner: Inner,
     config: ModelConfig,
@@ -371,6 +377,51 @@ impl Engine {
         }
         let _ = src;
         self.rewind(history.len());
+        Ok(())
+    }
+
+    /// Bytes of one KV cache of this engine's context (`2 · layers · context · kv_dim`
+    /// f32 on the CPU backends): what each [`KvSlot`] adds.
+    pub fn kv_cache_bytes(&self) -> u64 {
+        let c = &self.config;
+        2 * c.n_layers as u64 * self.context as u64 * c.kv_dim() as u64 * 4
+    }
+
+    /// A second, empty KV cache of this engine's context for [`Engine::swap_slot`]: more
+    /// conversations kept on one copy of the weights. CPU backends only: the GPU model
+    /// binds its one cache into its pipelines' bind groups.
+    pub fn new_slot(&self) -> Result<KvSlot> {
+        let cache = match &self.inner {
+            Inner::Reference { model, .. } => model.new_cache(self.context)?,
+            Inner::Cpu { model, .. } => model.new_cache(self.context)?,
+            #[cfg(not(target_arch = "wasm32"))]
+            Inner::Gpu(_) => {
+                return Err(Error::InvalidArgument(
+                    "the GPU backend keeps one KV cache per model: more than one slot needs \
+                     the CPU backend"
+                        .into(),
+                ))
+            }
+        };
+        Ok(KvSlot { cache, pos: 0 })
+    }
+
+    /// Exchange the engine's KV cache (and position) with `slot`'s: the engine continues
+    /// the slot's sequence, the slot keeps the one it had. The slot must come from an
+    /// engine of the same model and context.
+    pub fn swap_slot(&mut self, slot: &mut KvSlot) -> Result<()> {
+        let fits = slot.cache.capacity() == self.context;
+        match &mut self.inner {
+            Inner::Reference { cache, .. } | Inner::Cpu { cache, .. } if fits => {
+                std::mem::swap(cache, &mut slot.cache)
+            }
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "this KV slot was not made for this engine".into(),
+                ))
+            }
+        }
+        std::mem::swap(&mut self.pos, &mut slot.pos);
         Ok(())
     }
 

@@ -104,6 +104,19 @@ pub struct Token<'a> {
     pub logprobs: Option<TokenLogprobs>,
 }
 
+/// A KV cache and the tokens it holds, out of its [`Session`] ([`Session::swap_slot`]).
+pub struct SessionSlot {
+    kv: crate::engine::KvSlot,
+    cached: Vec<u32>,
+}
+
+impl SessionSlot {
+    /// The tokens whose K/V it holds.
+    pub fn cached(&self) -> &[u32] {
+        &self.cached
+    }
+}
+
 /// A conversation (or a run of completions) with one loaded model.
 pub struct Session {
     engine: Engine,
@@ -163,6 +176,27 @@ impl Session {
     /// The model's chat template, if it has one.
     pub fn template(&self) -> Option<&ChatTemplate> {
         self.template.as_ref()
+    }
+
+    /// The tokens whose K/V the cache holds, in order.
+    pub fn cached(&self) -> &[u32] {
+        &self.cached
+    }
+
+    /// A second, empty conversation cache on the same weights ([`Engine::new_slot`]).
+    pub fn new_slot(&self) -> Result<SessionSlot> {
+        Ok(SessionSlot {
+            kv: self.engine.new_slot()?,
+            cached: Vec::new(),
+        })
+    }
+
+    /// Exchange the KV cache (and the tokens it holds) with `slot`'s: a server keeps one
+    /// slot per conversation and swaps the one a request continues in.
+    pub fn swap_slot(&mut self, slot: &mut SessionSlot) -> Result<()> {
+        self.engine.swap_slot(&mut slot.kv)?;
+        std::mem::swap(&mut self.cached, &mut slot.cached);
+        Ok(())
     }
 
     /// Tokens the KV cache holds.

@@ -51,6 +51,8 @@ pub mod hub;
 pub mod prune;
 pub mod quant;
 pub mod sampler;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod server;
 pub mod synth;
 pub mod tokenizer;
 #[cfg(target_arch = "wasm32")]

@@ -4,6 +4,7 @@ mod bench;
 mod gpu_check;
 mod request;
 mod run;
+mod serve;
 mod synth;
 
 use clap::{Parser, Subcommand};
@@ -67,6 +68,9 @@ enum Command {
     Run(run::RunArgs),
     /// Chat with a model in its chat template (reads stdin line by line).
     Chat(run::ChatArgs),
+    /// Serve the model over HTTP with the OpenAI API (`/v1/chat/completions`,
+    /// `/v1/completions`, `/v1/models`), plus `/health` and `/metrics`.
+    Serve(serve::ServeArgs),
     /// List the GPU adapters wgpu finds (names for --adapter).
     Adapters,
     /// Measure prompt processing and generation speed (like llama-bench).
@@ -166,6 +170,7 @@ fn main() -> ExitCode {
         }),
         Command::Run(args) => run::run(args),
         Command::Chat(args) => run::chat(args),
+        Command::Serve(args) => serve::run(args),
         Command::Adapters => run_adapters(),
         Command::Bench {
             model,

@@ -94,13 +94,13 @@ pub struct ChatArgs {
 }
 
 /// An opened model: its source, tokenizer and chat template.
-struct Opened {
+pub struct Opened {
     src: Box<dyn ModelSource>,
     tokenizer: Tokenizer,
     template: Option<ChatTemplate>,
 }
 
-fn open(a: &ModelArgs) -> Result<Opened> {
+pub fn open(a: &ModelArgs) -> Result<Opened> {
     if let Some(name) = &a.adapter {
         // Read by the GPU device code when it picks the adapter.
         std::env::set_var("POCKETRT_ADAPTER", name);
@@ -137,7 +137,7 @@ fn open(a: &ModelArgs) -> Result<Opened> {
     })
 }
 
-fn session(a: &ModelArgs, mut o: Opened, context: Option<usize>) -> Result<Session> {
+pub fn session(a: &ModelArgs, mut o: Opened, context: Option<usize>) -> Result<Session> {
     let backend = match a.backend {
         Backend::Auto => engine::Backend::Auto,
         Backend::Cpu => engine::Backend::Cpu,

@@ -1,0 +1,75 @@
+//! `pocketrt serve`: the model behind an OpenAI-compatible HTTP server
+//! ([`pocketrt::server`]); this file only turns the flags into its options.
+
+use crate::run::{open, session, ModelArgs};
+use pocketrt::server::{serve, ServeOptions};
+use pocketrt::Result;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0: any free port, printed).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Require `Authorization: Bearer KEY` on /v1/* and /metrics.
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// Browser origins allowed to call the server (CORS; `*` for any). None by default.
+    #[arg(long, value_name = "ORIGIN", num_args = 1..)]
+    pub cors: Vec<String>,
+    /// KV cache slots: conversations kept cached at once, on one copy of the weights
+    /// (CPU backends; refused when their caches do not fit the memory available).
+    #[arg(long, default_value_t = 1)]
+    pub parallel: usize,
+    /// Longest a request may take, queue time included, in seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// Largest request body, in MiB.
+    #[arg(long, default_value_t = 4)]
+    pub max_body_mb: usize,
+    /// The model id /v1/models reports (default: the model's file or folder name).
+    #[arg(long)]
+    pub alias: Option<String>,
+}
+
+pub fn run(a: ServeArgs) -> Result<()> {
+    let model_name = a.alias.clone().unwrap_or_else(|| {
+        let name = a.model.model.trim_end_matches('/');
+        std::path::Path::new(name)
+            .file_name()
+            .map_or(name.to_string(), |n| n.to_string_lossy().into_owned())
+    });
+    let opts = ServeOptions {
+        host: a.host,
+        port: a.port,
+        api_key: a.api_key,
+        cors: a.cors,
+        parallel: a.parallel,
+        timeout: Duration::try_from_secs_f64(a.timeout)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| {
+                pocketrt::Error::InvalidArgument(format!(
+                    "--timeout {}: a number of seconds above 0",
+                    a.timeout
+                ))
+            })?,
+        body_limit: a.max_body_mb.saturating_mul(1 << 20),
+        model_name,
+        verbose: a.model.verbose,
+    };
+    let model = a.model;
+    serve(
+        opts,
+        Box::new(move || {
+            let opened = open(&model)?;
+            let context = model.context;
+            session(&model, opened, context)
+        }),
+    )
+}

@@ -1,0 +1,232 @@
+"""The official `openai` Python package against a running `pocketrt serve` (tests/serve.rs
+starts the server on the tiny fixture model and runs this).
+
+    python3 tests/serve/clients.py BASE_URL API_KEY fixture|parallel|coder
+
+Every check raises on a mismatch (the exit code fails the Rust test); the figures it
+measured are printed as one JSON line prefixed `figures:`.
+"""
+
+import json
+import re
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+from openai import OpenAI
+
+BASE, KEY, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
+client = OpenAI(base_url=BASE + "/v1", api_key=KEY, max_retries=0, timeout=60)
+figures = {}
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print("ok", what.split(":")[0], flush=True)
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+def chat(text, **kw):
+    kw.setdefault("temperature", 0)
+    kw.setdefault("max_tokens", 24)
+    return client.chat.completions.create(model="tiny", messages=user(text), **kw)
+
+
+def streamed_chat(text, **kw):
+    kw.setdefault("temperature", 0)
+    kw.setdefault("max_tokens", 24)
+    chunks = list(
+        client.chat.completions.create(model="tiny", messages=user(text), stream=True, **kw)
+    )
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    return content, chunks
+
+
+def raw(method, path, body=None, headers=None):
+    """(status, parsed JSON body) of a request the SDK would not send."""
+    h = {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"}
+    h.update(headers or {})
+    req = urllib.request.Request(BASE + path, data=body, method=method, headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def metric(name):
+    _, text = raw("GET", "/metrics")
+    m = re.search(r"^pocketrt_%s (\S+)$" % name, text, re.M)
+    return float(m.group(1))
+
+
+def error_of(call):
+    try:
+        call()
+    except openai.APIStatusError as e:
+        return e
+    raise AssertionError("expected an error")
+
+
+def fixture():
+    models = client.models.list().data
+    check(len(models) == 1 and models[0].id == "tiny", f"models: {models}")
+    context = models[0].model_extra["context_length"]
+    check(context == 1024, f"models context: {context}")
+
+    # Non-streaming and streaming chat: the same greedy text, usage, the final chunk.
+    whole = chat("Hello there")
+    text = whole.choices[0].message.content
+    check(whole.object == "chat.completion" and whole.choices[0].message.role == "assistant",
+          f"chat shape: {whole}")
+    check(whole.usage.completion_tokens == 24 and len(text) >= 10, f"chat usage: {whole.usage} {text!r}")
+    content, chunks = streamed_chat("Hello there", stream_options={"include_usage": True})
+    check(content == text, f"stream = whole: {content!r} vs {text!r}")
+    check(chunks[0].choices[0].delta.role == "assistant", f"stream role first: {chunks[0]}")
+    check(chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens,
+          f"include_usage last chunk: {chunks[-1]}")
+    check(chunks[-2].choices[0].finish_reason == whole.choices[0].finish_reason,
+          f"stream finish_reason: {chunks[-2]}")
+    cached = whole.usage.prompt_tokens_details.cached_tokens
+    again = chat("Hello there")
+    check(again.usage.prompt_tokens_details.cached_tokens == whole.usage.prompt_tokens - 1,
+          f"KV reuse on a repeat: {again.usage} (first {cached})")
+
+    # Completions, whole and streamed.
+    comp = client.completions.create(model="tiny", prompt="Once upon", max_tokens=20, temperature=0)
+    ctext = comp.choices[0].text
+    check(comp.object == "text_completion" and comp.usage.completion_tokens > 0, f"completion: {comp}")
+    parts = list(client.completions.create(model="tiny", prompt="Once upon", max_tokens=20,
+                                           temperature=0, stream=True))
+    check("".join(p.choices[0].text for p in parts if p.choices) == ctext, "completion stream = whole")
+
+    # Stop: a string from the greedy text ends it there, with finish_reason "stop".
+    long = chat("Tell me", max_tokens=40).choices[0].message.content
+    stop = long[12:15]
+    cut = chat("Tell me", max_tokens=40, stop=[stop])
+    check(cut.choices[0].message.content == long[: long.index(stop)] and cut.choices[0].finish_reason == "stop",
+          f"stop {stop!r}: {cut.choices[0].message.content!r} from {long!r}")
+
+    # Seed: the same sampled text twice.
+    a = chat("Pick", temperature=1.0, seed=7, max_tokens=30).choices[0].message.content
+    b = chat("Pick", temperature=1.0, seed=7, max_tokens=30).choices[0].message.content
+    check(a == b and len(a) > 0, f"seed reproducible: {a!r} vs {b!r}")
+
+    # Tools: a request with tools, then the tool call and its result sent back.
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    first = client.chat.completions.create(model="tiny", messages=user("Weather in Paris?"), tools=tools,
+                                           temperature=0, max_tokens=16)
+    check(first.choices[0].finish_reason in ("stop", "length", "tool_calls"), f"tools request: {first}")
+    history = user("Weather in Paris?") + [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"},
+    ]
+    second = client.chat.completions.create(model="tiny", messages=history, tools=tools, temperature=0,
+                                            max_tokens=16)
+    check(second.usage.prompt_tokens > first.usage.prompt_tokens, f"tool round trip: {second.usage}")
+
+    # Errors in OpenAI's shape, as the SDK raises them.
+    bad_key = OpenAI(base_url=BASE + "/v1", api_key="wrong", max_retries=0)
+    e = error_of(lambda: bad_key.models.list())
+    check(isinstance(e, openai.AuthenticationError) and e.status_code == 401, f"401: {e}")
+    e = error_of(lambda: chat("x", temperature="hot"))
+    check(isinstance(e, openai.BadRequestError) and e.body["param"] == "temperature", f"400 bad field: {e.body}")
+    e = error_of(lambda: chat("x", temperature=-1))
+    check(e.status_code == 400 and e.body["param"] == "temperature", f"400 out of range: {e.body}")
+    e = error_of(lambda: client.get("/nope", cast_to=object))
+    check(isinstance(e, openai.NotFoundError) and e.body["code"] == "unknown_url", f"404: {e.body}")
+    status, body = raw("POST", "/v1/chat/completions", b'{"messages": [')
+    check(status == 400 and json.loads(body)["error"]["type"] == "invalid_request_error", f"400 bad JSON: {body}")
+    status, body = raw("POST", "/v1/chat/completions", b'{"messages": "' + b"x" * (5 << 20) + b'"}')
+    check(status == 413 and "limit" in json.loads(body)["error"]["message"], f"413: {status} {body[:200]}")
+    e = error_of(lambda: chat("word " * 300))
+    check(e.status_code == 400 and "1024" in e.body["message"] and e.body["code"] == "context_length_exceeded",
+          f"400 prompt over the context: {e.body}")
+    e = error_of(lambda: chat("x", max_tokens=10**9))
+    check(e.status_code == 400 and "1024" in e.body["message"], f"400 absurd max_tokens: {e.body}")
+
+    # Ten ways a request goes away: the generation stops, the server answers the next one.
+    disconnect()
+    check(chat("Hello there").choices[0].message.content == text, "serves after disconnects")
+
+
+def disconnect():
+    """Read a streamed completion's first chunks, close the socket, count the tokens the
+    server generated after that (the completion-token counter once nothing runs)."""
+    after = []
+    for _ in range(5):
+        before = metric("completion_tokens_total")
+        aborted = metric("requests_aborted_total")
+        host, port = BASE.removeprefix("http://").split(":")
+        s = socket.create_connection((host, int(port)))
+        body = json.dumps({"prompt": "Once", "max_tokens": 400, "temperature": 0, "stream": True}).encode()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                  b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        got = b""
+        while got.count(b"data: ") < 6:
+            got += s.recv(65536)
+        s.close()
+        received = got.count(b"data: ")
+        for _ in range(200):
+            if metric("requests_active") == 0 and metric("requests_aborted_total") > aborted:
+                break
+            time.sleep(0.02)
+        generated = metric("completion_tokens_total") - before
+        check(metric("requests_aborted_total") == aborted + 1, "disconnect counted as aborted")
+        # Every token of this byte-level model is one chunk (at most a few held back as
+        # parts of a character), so generated - received is what ran after the close.
+        after.append(int(generated - received))
+    figures["tokens_after_disconnect"] = after
+    check(max(after) <= 40, f"disconnect stops the generation: {after} tokens after the close (of 400)")
+
+
+def parallel():
+    """16 concurrent streaming clients x 4 requests: the same greedy text as alone; KV
+    slots route a conversation back to its cache."""
+    prompts = [[f"client {i} question {j}" for j in range(4)] for i in range(16)]
+    alone = {p: chat(p)
+             .choices[0].message.content for row in prompts for p in row}
+
+    def client_run(row):
+        return [streamed_chat(p)[0] for p in row]
+
+    t0 = time.time()
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(client_run, prompts))
+    figures["concurrent_seconds"] = round(time.time() - t0, 2)
+    for row, got in zip(prompts, results):
+        for p, g in zip(row, got):
+            check(g == alone[p], f"concurrent = alone for {p!r}: {g!r} vs {alone[p]!r}")
+
+    # Two conversations alternating on 4 slots: each continues in its own cache.
+    a1, b1 = chat("conversation A " * 8), chat("conversation B " * 8)
+    hist_a = user("conversation A " * 8) + [{"role": "assistant", "content": a1.choices[0].message.content}]
+    a2 = client.chat.completions.create(model="tiny", messages=hist_a + user("more"), temperature=0, max_tokens=4)
+    check(a2.usage.prompt_tokens_details.cached_tokens >= a1.usage.prompt_tokens,
+          f"routed to its slot: {a2.usage} after {a1.usage}")
+
+
+def coder():
+    """One short chat with the real Qwen2.5-Coder on the CPU backend, whole and streamed."""
+    r = client.chat.completions.create(model="coder", messages=user("Write a Python function that adds two numbers."),
+                                       temperature=0, max_tokens=12)
+    text = r.choices[0].message.content
+    check(len(text.strip()) > 0 and r.usage.completion_tokens == 12, f"coder chat: {r}")
+    content, _ = streamed_chat("Write a Python function that adds two numbers.", max_tokens=12)
+    check(content == text, f"coder stream = whole: {content!r} vs {text!r}")
+    figures["coder_reply"] = text
+
+
+{"fixture": fixture, "parallel": parallel, "coder": coder}[MODE]()
+print("figures:", json.dumps(figures), flush=True)
