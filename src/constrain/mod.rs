@@ -47,8 +47,60 @@ fn json_options() -> Json {
     })
 }
 
+/// Deepest nesting a schema (JSON arrays and objects) or a Lark grammar (brackets) may
+/// have: llguidance compiles them recursively, and a deeper one would overflow the stack
+/// instead of failing.
+pub const MAX_NESTING: usize = 128;
+
+/// Nesting depth of a JSON value.
+fn json_depth(v: &Json) -> usize {
+    // Iterative: the value may be deeper than the stack allows recursion.
+    let mut deepest = 0;
+    let mut stack = vec![(v, 1)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Json::Array(a) => stack.extend(a.iter().map(|x| (x, d + 1))),
+            Json::Object(o) => stack.extend(o.values().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Deepest bracket nesting of a grammar's text (`(`, `[`, `{`).
+fn bracket_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0);
+    for c in text.chars() {
+        match c {
+            '(' | '[' | '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 impl Grammar {
+    /// How deeply the grammar nests (see [`MAX_NESTING`]).
+    pub fn nesting(&self) -> usize {
+        match self {
+            Grammar::JsonObject => 1,
+            Grammar::JsonSchema(s) => json_depth(s),
+            Grammar::Lark(g) | Grammar::Regex(g) => bracket_depth(g),
+        }
+    }
+
     fn top_level(&self) -> Result<TopLevelGrammar> {
+        let depth = self.nesting();
+        if depth > MAX_NESTING {
+            return Err(Error::InvalidArgument(format!(
+                "it nests {depth} levels deep, more than the {MAX_NESTING} allowed"
+            )));
+        }
         let schema = |mut schema: Json| {
             if let Json::Object(map) = &mut schema {
                 map.entry("x-guidance").or_insert_with(json_options);
@@ -205,12 +257,17 @@ impl Constraint {
         if let Some(e) = matcher.get_error() {
             return Err(Error::InvalidArgument(first_line(&e)));
         }
-        Ok(Constraint {
+        let mut c = Constraint {
             matcher,
             eos: trie.eos.clone(),
             mask: None,
             timings: Vec::new(),
-        })
+        };
+        // The first mask now: a grammar past the per-step limits fails here, before any
+        // token is generated.
+        c.mask()?;
+        c.timings.clear();
+        Ok(c)
     }
 
     /// The allowed tokens of this step as bits (`⌈vocab / 32⌉` words of the tokenizer's
