@@ -26,7 +26,9 @@ use std::time::Instant;
 const SEEDS: u64 = 20;
 
 fn fixture(name: &str) -> Json {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/constrained").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/constrained")
+        .join(name);
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
@@ -44,37 +46,64 @@ fn cases() -> Vec<(&'static str, String, Json, (&'static str, Json))> {
     let mut out = vec![];
     for (name, schema) in fixture("schemas.json").as_object().unwrap() {
         let format = json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": true}});
-        out.push(("schema", name.clone(), schema.clone(), ("response_format", format)));
+        out.push((
+            "schema",
+            name.clone(),
+            schema.clone(),
+            ("response_format", format),
+        ));
     }
     for (name, grammar) in fixture("grammars.json").as_object().unwrap() {
-        out.push(("grammar", name.clone(), grammar.clone(), ("grammar", grammar.clone())));
+        out.push((
+            "grammar",
+            name.clone(),
+            grammar.clone(),
+            ("grammar", grammar.clone()),
+        ));
     }
     out
 }
 
 /// The completion of `case` for `seed`: (text, finish reason).
 fn complete(s: &mut Session, field: &(&str, Json), seed: u64) -> (String, String) {
-    let mut req = json!({"prompt": "Output: ", "temperature": 1.0, "seed": seed, "max_tokens": 400});
+    let mut req =
+        json!({"prompt": "Output: ", "temperature": 1.0, "seed": seed, "max_tokens": 400});
     req[field.0] = field.1.clone();
     let req = CompletionRequest::from_value(req).unwrap();
     let r = serde_json::to_value(s.completion(&req, |_| true).unwrap()).unwrap();
     let c = &r["choices"][0];
-    (c["text"].as_str().unwrap().to_string(), c["finish_reason"].as_str().unwrap().to_string())
+    (
+        c["text"].as_str().unwrap().to_string(),
+        c["finish_reason"].as_str().unwrap().to_string(),
+    )
 }
 
 /// Failures validate.py reports for `checked` ([{kind, name, spec, output}]).
 fn python_failures(checked: &[Json]) -> Vec<String> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/constrained/validate.py");
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/constrained/validate.py");
     let mut child = Command::new("python3")
         .arg(script)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3 (tests/requirements.txt: jsonschema)");
-    child.stdin.take().unwrap().write_all(json!(checked).to_string().as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(json!(checked).to_string().as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "validate.py failed (is jsonschema installed?)");
-    String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect()
+    assert!(
+        out.status.success(),
+        "validate.py failed (is jsonschema installed?)"
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
 }
 
 #[test]
@@ -94,7 +123,11 @@ fn every_sampled_output_is_valid_and_the_backends_agree() {
             outputs.push(text);
         }
     }
-    println!("{} constrained completions on the oracle in {:.1} s", outputs.len(), t0.elapsed().as_secs_f64());
+    println!(
+        "{} constrained completions on the oracle in {:.1} s",
+        outputs.len(),
+        t0.elapsed().as_secs_f64()
+    );
     // The CPU fast backend (int8 activations: its text is its own) is checked the same way.
     let mut fast = session(Some(Backend::Cpu));
     for (kind, name, spec, field) in &cases {
@@ -106,12 +139,20 @@ fn every_sampled_output_is_valid_and_the_backends_agree() {
             checked.push(json!({"kind": kind, "name": name, "spec": spec, "output": text}));
         }
     }
-    assert!(unfinished.is_empty(), "did not end by themselves: {unfinished:#?}");
+    assert!(
+        unfinished.is_empty(),
+        "did not end by themselves: {unfinished:#?}"
+    );
     let failures = python_failures(&checked);
     assert!(failures.is_empty(), "invalid outputs: {failures:#?}");
     // Outputs differ between seeds (the sampling is not collapsed by the mask).
     let distinct: std::collections::HashSet<_> = outputs.iter().collect();
-    assert!(distinct.len() > outputs.len() / 2, "{} distinct of {}", distinct.len(), outputs.len());
+    assert!(
+        distinct.len() > outputs.len() / 2,
+        "{} distinct of {}",
+        distinct.len(),
+        outputs.len()
+    );
     // The GPU (masked argmax, masked top-k, or the mask on read-back logits): the oracle's
     // greedy text exactly, and its sampled text for the first seeds; the logits round
     // differently, so a sampled draw at a near-tie may go the other way (at most 1 in 10
@@ -129,15 +170,29 @@ fn every_sampled_output_is_valid_and_the_backends_agree() {
                 let (text, _) = complete(&mut s, field, seed);
                 let want = &outputs[i * SEEDS as usize + seed as usize];
                 if &text != want {
-                    let common = text.chars().zip(want.chars()).take_while(|(a, b)| a == b).count();
+                    let common = text
+                        .chars()
+                        .zip(want.chars())
+                        .take_while(|(a, b)| a == b)
+                        .count();
                     flips.push((common, format!("{name} seed {seed}: {text:?} vs {want:?}")));
                 }
             }
         }
-        println!("{label}: {} sampled outputs of {} differ: {flips:#?}", flips.len(), cases.len() * 3);
-        assert!(differ.is_empty(), "{label} greedy differs from the oracle: {differ:#?}");
+        println!(
+            "{label}: {} sampled outputs of {} differ: {flips:#?}",
+            flips.len(),
+            cases.len() * 3
+        );
+        assert!(
+            differ.is_empty(),
+            "{label} greedy differs from the oracle: {differ:#?}"
+        );
         assert!(flips.len() * 10 <= cases.len() * 3, "{label}: {flips:#?}");
-        assert!(flips.iter().all(|(common, _)| *common >= 3), "{label}: {flips:#?}");
+        assert!(
+            flips.iter().all(|(common, _)| *common >= 3),
+            "{label}: {flips:#?}"
+        );
     }
 }
 
@@ -152,7 +207,10 @@ fn complete_greedy(s: &mut Session, field: &(&str, Json)) -> (String, String) {
     let req = CompletionRequest::from_value(req).unwrap();
     let r = serde_json::to_value(s.completion(&req, |_| true).unwrap()).unwrap();
     let c = &r["choices"][0];
-    (c["text"].as_str().unwrap().to_string(), c["finish_reason"].as_str().unwrap().to_string())
+    (
+        c["text"].as_str().unwrap().to_string(),
+        c["finish_reason"].as_str().unwrap().to_string(),
+    )
 }
 
 #[test]
@@ -163,19 +221,34 @@ fn pathological_schemas_fail_fast_or_compile_within_limits() {
         deep = json!({"type": "object", "properties": {"a": deep}, "required": ["a"], "additionalProperties": false});
     }
     let huge_enum: Vec<String> = (0..200_000).map(|i| format!("value_{i}")).collect();
-    let huge = json!({"type": "object", "properties": {"v": {"enum": huge_enum}}, "required": ["v"]});
+    let huge =
+        json!({"type": "object", "properties": {"v": {"enum": huge_enum}}, "required": ["v"]});
     let many_patterns = json!({"type": "object", "properties": (0..3000).map(|i| (format!("k{i}"), json!({"type": "string", "pattern": format!("^(a|b)*c{{{i}}}$")}))).collect::<serde_json::Map<_, _>>()});
-    for (what, schema) in [("deep", deep), ("huge enum", huge), ("many patterns", many_patterns)] {
+    for (what, schema) in [
+        ("deep", deep),
+        ("huge enum", huge),
+        ("many patterns", many_patterns),
+    ] {
         let t0 = Instant::now();
         let req = json!({"prompt": "x", "max_tokens": 4, "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}});
         let r = s.completion(&CompletionRequest::from_value(req).unwrap(), |_| true);
         let secs = t0.elapsed().as_secs_f64();
-        println!("{what}: {:.2} s: {}", secs, match &r { Ok(_) => "ran".into(), Err(e) => e.error.message.clone() });
+        println!(
+            "{what}: {:.2} s: {}",
+            secs,
+            match &r {
+                Ok(_) => "ran".into(),
+                Err(e) => e.error.message.clone(),
+            }
+        );
         assert!(secs < 20.0, "{what} took {secs:.1} s");
         // Rejected when compiled (naming the field), or past a per-step limit at the
         // first steps (an error, the generation ended).
         let e = r.expect_err(what);
         let compiled = e.error.param.as_deref() == Some("response_format.json_schema.schema");
-        assert!(compiled || e.error.message.contains("grammar"), "{what}: {e:?}");
+        assert!(
+            compiled || e.error.message.contains("grammar"),
+            "{what}: {e:?}"
+        );
     }
 }

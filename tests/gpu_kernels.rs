@@ -99,7 +99,9 @@ fn gpu_argmax_masked(logits: &[f32], allowed: Option<&dyn Fn(usize) -> bool>) ->
     if let Some(f) = allowed {
         words = vec![0; mask_words(n)];
         words[0] = 1;
-        (0..n).filter(|&i| f(i)).for_each(|i| words[1 + i / 32] |= 1 << (i % 32));
+        (0..n)
+            .filter(|&i| f(i))
+            .for_each(|i| words[1 + i / 32] |= 1 << (i % 32));
     }
     let mb = ctx.storage_init("mask", &words).unwrap();
     run(ctx, &[&kernel.dispatch(ctx, &lb, &rb, &mb)]);
@@ -186,12 +188,18 @@ fn masked_argmax_picks_the_best_allowed_token() {
             ("tail word only", &|i| i >= tail),
         ];
         for (what, allowed) in masks {
-            let kept: Vec<f32> = (0..n).map(|i| if allowed(i) { logits[i] } else { f32::MIN }).collect();
+            let kept: Vec<f32> = (0..n)
+                .map(|i| if allowed(i) { logits[i] } else { f32::MIN })
+                .collect();
             let want = cpu_argmax(&kept);
             assert!(allowed(want as usize));
             let (i, v) = gpu_argmax_masked(&logits, Some(allowed));
             assert_eq!((i, v), (want, logits[want as usize]), "{what} (n = {n})");
         }
-        assert_eq!(gpu_argmax_masked(&logits, None).0, cpu_argmax(&logits), "flag off (n = {n})");
+        assert_eq!(
+            gpu_argmax_masked(&logits, None).0,
+            cpu_argmax(&logits),
+            "flag off (n = {n})"
+        );
     }
 }

@@ -26,7 +26,9 @@ fn mask_buffer(n: usize, allowed: Option<&dyn Fn(usize) -> bool>) -> Vec<u32> {
     match allowed {
         Some(f) => {
             words[0] = 1;
-            (0..n).filter(|&i| f(i)).for_each(|i| words[1 + i / 32] |= 1 << (i % 32));
+            (0..n)
+                .filter(|&i| f(i))
+                .for_each(|i| words[1 + i / 32] |= 1 << (i % 32));
         }
         None => words[1..].iter_mut().for_each(|w| *w = 0x5555_5555),
     }
@@ -39,7 +41,9 @@ fn gpu_topk_masked(logits: &[f32], allowed: Option<&dyn Fn(usize) -> bool>) -> V
     let lb = ctx.storage_init("logits", logits).unwrap();
     let scratch = ctx.storage("scratch", TopK::scratch_bytes()).unwrap();
     let rb = ctx.storage("result", TopK::result_bytes()).unwrap();
-    let mb = ctx.storage_init("mask", &mask_buffer(logits.len(), allowed)).unwrap();
+    let mb = ctx
+        .storage_init("mask", &mask_buffer(logits.len(), allowed))
+        .unwrap();
     let [a, b] = kernel.dispatch(ctx, &lb, &scratch, &rb, &mb);
     run(ctx, &[&a, &b]);
     parse_result(&ctx.read_buffer(&rb, TopK::result_bytes()).unwrap())
@@ -357,12 +361,18 @@ fn masked_topk_equals_a_cpu_sort_of_the_allowed_logits() {
         ];
         for (what, allowed) in masks {
             let want: Vec<(u32, f32)> = {
-                let kept: Vec<f32> = (0..n).map(|i| if allowed(i) { logits[i] } else { f32::NAN }).collect();
+                let kept: Vec<f32> = (0..n)
+                    .map(|i| if allowed(i) { logits[i] } else { f32::NAN })
+                    .collect();
                 cpu_topk(&kept)
             };
             let got = gpu_topk_masked(&logits, Some(allowed));
             assert_eq!(got, want, "{what} (n = {n})");
         }
-        assert_eq!(gpu_topk_masked(&logits, None), cpu_topk(&logits), "flag off (n = {n})");
+        assert_eq!(
+            gpu_topk_masked(&logits, None),
+            cpu_topk(&logits),
+            "flag off (n = {n})"
+        );
     }
 }

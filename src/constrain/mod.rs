@@ -188,8 +188,8 @@ impl TokenTrie {
             })
             .collect();
         let primary = eos.first().copied().unwrap_or(0);
-        let trie = TokTrie::from(&TokRxInfo::new(vocab as u32, primary), &words)
-            .with_eos_tokens(&eos);
+        let trie =
+            TokTrie::from(&TokRxInfo::new(vocab as u32, primary), &words).with_eos_tokens(&eos);
         let env: TokEnv = Arc::new(Env { trie });
         let mut factory = ParserFactory::new_simple(&env)
             .map_err(|e| Error::InvalidArgument(format!("token trie: {e}")))?;
@@ -277,8 +277,8 @@ impl Constraint {
         if self.mask.is_none() {
             let t0 = web_time::Instant::now();
             let mut vob = self.matcher.compute_mask_or_eos().map_err(grammar_error)?;
-            let accepting = self.matcher.is_stopped()
-                || self.matcher.is_accepting().map_err(grammar_error)?;
+            let accepting =
+                self.matcher.is_stopped() || self.matcher.is_accepting().map_err(grammar_error)?;
             for &e in self.eos.iter() {
                 if (e as usize) < vob.len() {
                     vob.set(e as usize, accepting);

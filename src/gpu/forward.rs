@@ -244,8 +244,13 @@ impl GpuModel {
         let prefill = prefill::Prefill::new(c, &config, context, &matrices, &kv, &acts)?;
         let topk_scratch = c.storage("topk scratch", TopK::scratch_bytes())?;
         let topk_result = c.storage("topk", TopK::result_bytes())?;
-        let topk =
-            TopK::new(c, config.vocab_size).dispatch(c, &acts.logits, &topk_scratch, &topk_result, &acts.mask);
+        let topk = TopK::new(c, config.vocab_size).dispatch(
+            c,
+            &acts.logits,
+            &topk_scratch,
+            &topk_result,
+            &acts.mask,
+        );
         let adjust = LogitAdjustKernel::new(c, &acts.logits, config.vocab_size)?;
         let log_z_result = c.storage("logsumexp", LogSumExp::result_bytes())?;
         let log_z = LogSumExp::new(c, config.vocab_size).dispatch(c, &acts.logits, &log_z_result);
@@ -498,7 +503,10 @@ impl GpuModel {
     }
 
     /// Submit command buffers in order, as one submit.
-    fn submit_all<const N: usize>(&self, commands: [wgpu::CommandBuffer; N]) -> wgpu::SubmissionIndex {
+    fn submit_all<const N: usize>(
+        &self,
+        commands: [wgpu::CommandBuffer; N],
+    ) -> wgpu::SubmissionIndex {
         self.submits.set(self.submits.get() + 1);
         self.ctx.queue.submit(commands)
     }
@@ -538,8 +546,6 @@ impl GpuModel {
         Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 }
-
-
 
 /// Async decode steps: the readback is awaited instead of blocking (the only way in a
 /// browser; natively they poll the device and are ready at once).

@@ -93,10 +93,15 @@ impl SamplingArgs {
         let seed = self.seed.unwrap_or_else(clock);
         let response_format = match &self.json_schema {
             Some(path) => {
-                let schema: Json = serde_json::from_str(&read("--json-schema", path)?).map_err(|e| {
-                    ApiError::invalid("--json-schema", format!("{}: not JSON: {e}", path.display()))
-                })?;
-                let json_schema = serde_json::json!({"name": "cli", "schema": schema, "strict": true});
+                let schema: Json =
+                    serde_json::from_str(&read("--json-schema", path)?).map_err(|e| {
+                        ApiError::invalid(
+                            "--json-schema",
+                            format!("{}: not JSON: {e}", path.display()),
+                        )
+                    })?;
+                let json_schema =
+                    serde_json::json!({"name": "cli", "schema": schema, "strict": true});
                 Some(ResponseFormat {
                     kind: "json_schema".into(),
                     json_schema: Some(json_schema),

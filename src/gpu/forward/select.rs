@@ -48,7 +48,10 @@ impl GpuModel {
         if !s.topk {
             let staging = &self.token_staging[pos % 2];
             let b = self.ctx.read_staging_async(staging, 4).await?;
-            return Ok((vec![(u32::from_le_bytes([b[0], b[1], b[2], b[3]]), 0.0)], None));
+            return Ok((
+                vec![(u32::from_le_bytes([b[0], b[1], b[2], b[3]]), 0.0)],
+                None,
+            ));
         }
         let bytes = self
             .ctx
@@ -128,7 +131,10 @@ impl GpuModel {
                 timestamp_writes: None,
             });
             self.adjust.encode(&mut pass, s.adjust_groups);
-            let argmax = self.dispatches.iter().filter(|d| d.kernel == StepKernel::Argmax);
+            let argmax = self
+                .dispatches
+                .iter()
+                .filter(|d| d.kernel == StepKernel::Argmax);
             argmax.for_each(|d| d.encode(&self.attention, pos, &mut pass));
             if s.topk {
                 self.topk.iter().for_each(|d| d.encode(&mut pass));
