@@ -13,7 +13,6 @@
 use pocketrt::constrain::{Constraint, Grammar};
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
-use pocketrt::format::ModelSource;
 use pocketrt::generate::{GenerateOptions, Session};
 use pocketrt::sampler::SamplerConfig;
 use pocketrt::synth::SynthSource;
