@@ -23,7 +23,7 @@ const CONTEXT: usize = 512;
 
 fn schema() -> Json {
     let s = |n: usize| json!({"type": "string", "maxLength": n});
-    json!({"type": "object", "properties": {"calls": {"type": "array", "maxItems": 40, "items": {
+    json!({"type": "object", "properties": {"calls": {"type": "array", "minItems": 3, "maxItems": 40, "items": {
         "type": "object", "properties": {
             "name": {"enum": ["get_weather", "search_web", "send_email", "create_event"]},
             "arguments": {"type": "object", "properties": {
