@@ -173,18 +173,41 @@ impl Sampler {
 
     /// Pick a token from the full raw logits (the adjustments are applied here).
     pub fn sample_logits(&mut self, logits: &[f32]) -> Result<u32> {
-        let mut adjusted = logits.to_vec();
-        for a in self.adjustments(logits.len())? {
-            adjusted[a.token as usize] = a.apply(adjusted[a.token as usize]);
-        }
-        let log_z = self.wants_log_z().then(|| adjust::log_sum_exp(&adjusted));
-        let mask = self.mask()?;
-        let mut cands: Vec<(u32, f32)> = adjusted
-            .iter()
-            .enumerate()
-            .filter(|&(i, v)| !v.is_nan() && mask.is_none_or(|m| constrain::allowed(m, i as u32)))
-            .map(|(i, &v)| (i as u32, v))
-            .collect();
+        let adjust = self.adjustments(logits.len())?;
+        let log_z = self.wants_log_z().then(|| {
+            let mut adjusted = logits.to_vec();
+            for a in &adjust {
+                adjusted[a.token as usize] = a.apply(adjusted[a.token as usize]);
+            }
+            adjust::log_sum_exp(&adjusted)
+        });
+        // The adjusted logit of token i (the list is sorted by token).
+        let at = |i: usize| match adjust.binary_search_by_key(&(i as u32), |a| a.token) {
+            Ok(j) => adjust[j].apply(logits[i]),
+            Err(_) => logits[i],
+        };
+        let n = logits.len();
+        let mut cands: Vec<(u32, f32)> = match self.mask()? {
+            // Under a grammar: only the allowed tokens (the mask's set bits) are visited.
+            Some(mask) => (0..mask.len())
+                .filter(|&w| mask[w] != 0)
+                .flat_map(|w| (0..32).map(move |b| w * 32 + b))
+                .filter(|&i| i < n && constrain::allowed(mask, i as u32))
+                .map(|i| (i as u32, at(i)))
+                .filter(|(_, v)| !v.is_nan())
+                .collect(),
+            None => {
+                let mut adjusted = logits.to_vec();
+                for a in &adjust {
+                    adjusted[a.token as usize] = a.apply(adjusted[a.token as usize]);
+                }
+                let numbered = adjusted.into_iter().enumerate();
+                numbered
+                    .filter(|(_, v)| !v.is_nan())
+                    .map(|(i, v)| (i as u32, v))
+                    .collect()
+            }
+        };
         let k = match self.candidates_needed() {
             None => 1,
             Some(0) => cands.len(),

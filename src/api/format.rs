@@ -11,24 +11,25 @@ use serde_json::Value as Json;
 
 /// The grammar a request asks for and the field it came from, or `None` (free text).
 pub fn grammar(p: &Params) -> Result<Option<(Grammar, &'static str)>, ApiError> {
-    let format =
-        match &p.response_format {
-            None => None,
-            Some(f) => match f.kind.as_str() {
-                "text" => None,
-                "json_object" => Some((Grammar::JsonObject, "response_format")),
-                "json_schema" => Some((
-                    schema(f.json_schema.as_ref())?,
-                    "response_format.json_schema.schema",
-                )),
-                other => return Err(ApiError::invalid(
+    let format = match &p.response_format {
+        None => None,
+        Some(f) => match f.kind.as_str() {
+            "text" => None,
+            "json_object" => Some((Grammar::JsonObject, "response_format")),
+            "json_schema" => Some((
+                schema(f.json_schema.as_ref())?,
+                "response_format.json_schema.schema",
+            )),
+            other => {
+                return Err(ApiError::invalid(
                     "response_format.type",
                     format!(
                         "unknown response_format type {other:?} (text, json_object or json_schema)"
                     ),
-                )),
-            },
-        };
+                ))
+            }
+        },
+    };
     let grammar = match &p.grammar {
         None => None,
         Some(g) => Some(match g.kind.as_str() {
