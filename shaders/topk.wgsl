@@ -16,6 +16,9 @@
 // Per invocation the loops are short: (4 + IDX_DIGITS + 1) · ⌈elements / 256⌉ loads,
 // 8 scan steps per digit, 16 comparisons (lavapipe stops an invocation's loops after
 // 65,535 iterations in all). No subgroups, no f16; 3.8 KiB of workgroup memory.
+// `mask` (constrained decoding): word 0 nonzero means PASS 0 sees only the logits whose
+// bit is set in words 1.. (bit i % 32 of word 1 + i / 32), the others as unused entries;
+// word 0 zero means it sees all.
 
 override N: u32;
 override PASS: u32 = 0u;
@@ -32,6 +35,7 @@ const NONE: u32 = 0xFFFFFFFFu;
 @group(0) @binding(0) var<storage, read> logits: array<u32>;
 @group(0) @binding(1) var<storage, read_write> partial: array<vec2<u32>>;
 @group(0) @binding(2) var<storage, read_write> result: array<vec2<u32>>;
+@group(0) @binding(3) var<storage, read> mask: array<u32>;
 
 var<workgroup> hist: array<atomic<u32>, 256>;
 // Ping-pong buffers of the suffix sum.
@@ -72,7 +76,11 @@ fn beats(a: vec2<u32>, b: vec2<u32>) -> bool {
 // Element j of this workgroup's set: pass 0 its chunk's logit j, pass 1 candidate j.
 fn element(base: u32, j: u32) -> vec2<u32> {
     if (PASS == 0u) {
-        return vec2<u32>(base + j, logits[base + j]);
+        let i = base + j;
+        if (mask[0] != 0u && ((mask[1u + i / 32u] >> (i % 32u)) & 1u) == 0u) {
+            return vec2<u32>(NONE, 0u);
+        }
+        return vec2<u32>(i, logits[i]);
     }
     return partial[j];
 }

@@ -274,7 +274,8 @@ impl Engine {
             Inner::Gpu(model) => match need {
                 None => model.decode(token, self.pos)?,
                 Some(k) if (1..=TOPK_MAX).contains(&k) => {
-                    // The adjustments are applied on the GPU, before its top-k.
+                    // The adjustments and the grammar's mask are applied on the GPU,
+                    // before its argmax and top-k.
                     let (sorted, log_z) = model.decode_topk(token, self.pos, sampler)?;
                     sampler.sample_sorted(&sorted, log_z)?
                 }

@@ -18,6 +18,8 @@ pub struct GenerateOptions {
     pub sampler: SamplerConfig,
     /// What to do with a request longer than the context.
     pub overflow: ContextOverflow,
+    /// The grammar the output must match (compiled, in its start state), if any.
+    pub constraint: Option<crate::constrain::Constraint>,
 }
 
 impl Default for GenerateOptions {
@@ -26,6 +28,7 @@ impl Default for GenerateOptions {
             max_tokens: 256,
             sampler: SamplerConfig::greedy(),
             overflow: ContextOverflow::Error,
+            constraint: None,
         }
     }
 }
@@ -401,8 +404,10 @@ impl Generation {
         prompt_tokens: usize,
         reused: usize,
     ) -> Result<Generation> {
+        let mut sampler = Sampler::new(opts.sampler.clone())?;
+        sampler.constrain(opts.constraint.clone());
         Ok(Generation {
-            sampler: Sampler::new(opts.sampler.clone())?,
+            sampler,
             stream: StreamDecoder::new(true),
             eos: eos.to_vec(),
             max_tokens: opts.max_tokens,
@@ -434,12 +439,13 @@ impl Generation {
         if self.finish.is_some() {
             return Ok(String::new());
         }
-        if self.eos.contains(&next) {
+        let eos = self.eos.contains(&next);
+        self.sampler.accept(next, eos)?;
+        if eos {
             self.finish = Some(FinishReason::Eos);
             return Ok(String::new());
         }
         self.generated += 1;
-        self.sampler.observe(&[next]);
         let piece = self.stream.push(tokenizer, next)?;
         self.text.push_str(&piece);
         if self.generated >= self.max_tokens {

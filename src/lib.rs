@@ -40,6 +40,7 @@
 
 pub mod api;
 pub mod config;
+pub mod constrain;
 pub mod convert;
 pub mod cpu;
 pub mod engine;

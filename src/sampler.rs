@@ -15,6 +15,10 @@
 //!    renormalised over the top-k, reaches p), then min-p (keep tokens with p ≥ min_p ·
 //!    p_max of the same temperature-scaled distribution), and a draw from what is kept.
 //!
+//! With a [`Constraint`] (structured output), only the tokens its mask allows are
+//! candidates of step 5 (the log-probabilities of step 4 stay the model's); the GPU
+//! applies the mask inside its argmax and top-k kernels.
+//!
 //! Steps 1–3 are a sparse list of (token, bias, repetition factor, penalty)
 //! ([`LogitAdjust`]). Backends hand the sampler either the raw full logits
 //! ([`Sampler::sample_logits`], which applies the list itself) or the `k` largest logits
@@ -24,6 +28,7 @@
 //! fall into or out of its readback as they should). Both give the same token for the
 //! same state.
 
+use crate::constrain::{self, Constraint};
 use crate::error::{Error, Result};
 use rng::Rng;
 use std::collections::VecDeque;
@@ -43,6 +48,8 @@ pub struct Sampler {
     recent: VecDeque<u32>,
     /// The last choice's log-probabilities, when the config asks for them.
     logprobs: Option<TokenLogprobs>,
+    /// The grammar the output must match, if any.
+    constraint: Option<Constraint>,
 }
 
 /// The log-probabilities of one choice: those of the adjusted logits at temperature 1
@@ -71,6 +78,7 @@ impl Sampler {
             config,
             recent: VecDeque::new(),
             logprobs: None,
+            constraint: None,
         })
     }
 
@@ -81,7 +89,39 @@ impl Sampler {
             rng: Rng::new(0),
             recent: VecDeque::new(),
             logprobs: None,
+            constraint: None,
         }
+    }
+
+    /// Constrain the choices to a grammar (`None`: free).
+    pub fn constrain(&mut self, constraint: Option<Constraint>) {
+        self.constraint = constraint;
+    }
+
+    /// The grammar the choices follow, if any.
+    pub fn constraint(&self) -> Option<&Constraint> {
+        self.constraint.as_ref()
+    }
+
+    /// This step's allowed-token bitmask (tokenizer vocabulary bits, see
+    /// [`Constraint::mask`]), `None` when unconstrained.
+    pub fn mask(&mut self) -> Result<Option<&[u32]>> {
+        match &mut self.constraint {
+            Some(c) => c.mask().map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Take the chosen token: it advances the grammar and (unless it ends the sequence,
+    /// which the caller does not pass on) enters the penalties' window.
+    pub fn accept(&mut self, token: u32, end_of_sequence: bool) -> Result<()> {
+        if let Some(c) = &mut self.constraint {
+            c.commit(token)?;
+        }
+        if !end_of_sequence {
+            self.observe(&[token]);
+        }
+        Ok(())
     }
 
     /// Note tokens of the sequence (the prompt, then each accepted token) for the
@@ -107,7 +147,7 @@ impl Sampler {
         let c = &self.config;
         let alternatives = c.logprobs.map_or(0, |n| n.max(1));
         if c.is_greedy() {
-            if !c.adjusts_logits() && c.logprobs.is_none() {
+            if !c.adjusts_logits() && c.logprobs.is_none() && self.constraint.is_none() {
                 return None;
             }
             return Some(alternatives.max(1));
@@ -133,17 +173,41 @@ impl Sampler {
 
     /// Pick a token from the full raw logits (the adjustments are applied here).
     pub fn sample_logits(&mut self, logits: &[f32]) -> Result<u32> {
-        let mut adjusted = logits.to_vec();
-        for a in self.adjustments(logits.len())? {
-            adjusted[a.token as usize] = a.apply(adjusted[a.token as usize]);
-        }
-        let log_z = self.wants_log_z().then(|| adjust::log_sum_exp(&adjusted));
-        let mut cands: Vec<(u32, f32)> = adjusted
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| !v.is_nan())
-            .map(|(i, &v)| (i as u32, v))
-            .collect();
+        let adjust = self.adjustments(logits.len())?;
+        let log_z = self.wants_log_z().then(|| {
+            let mut adjusted = logits.to_vec();
+            for a in &adjust {
+                adjusted[a.token as usize] = a.apply(adjusted[a.token as usize]);
+            }
+            adjust::log_sum_exp(&adjusted)
+        });
+        // The adjusted logit of token i (the list is sorted by token).
+        let at = |i: usize| match adjust.binary_search_by_key(&(i as u32), |a| a.token) {
+            Ok(j) => adjust[j].apply(logits[i]),
+            Err(_) => logits[i],
+        };
+        let n = logits.len();
+        let mut cands: Vec<(u32, f32)> = match self.mask()? {
+            // Under a grammar: only the allowed tokens (the mask's set bits) are visited.
+            Some(mask) => (0..mask.len())
+                .filter(|&w| mask[w] != 0)
+                .flat_map(|w| (0..32).map(move |b| w * 32 + b))
+                .filter(|&i| i < n && constrain::allowed(mask, i as u32))
+                .map(|i| (i as u32, at(i)))
+                .filter(|(_, v)| !v.is_nan())
+                .collect(),
+            None => {
+                let mut adjusted = logits.to_vec();
+                for a in &adjust {
+                    adjusted[a.token as usize] = a.apply(adjusted[a.token as usize]);
+                }
+                let numbered = adjusted.into_iter().enumerate();
+                numbered
+                    .filter(|(_, v)| !v.is_nan())
+                    .map(|(i, v)| (i as u32, v))
+                    .collect()
+            }
+        };
         let k = match self.candidates_needed() {
             None => 1,
             Some(0) => cands.len(),
@@ -151,7 +215,7 @@ impl Sampler {
         };
         if k == 0 {
             return Err(Error::InvalidArgument(
-                "the logits are empty or all NaN".into(),
+                "the logits are empty or all NaN (or the grammar allows no token)".into(),
             ));
         }
         if k < cands.len() {

@@ -3,7 +3,7 @@
 mod gpu_common;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
-use pocketrt::gpu::kernels::argmax::Argmax;
+use pocketrt::gpu::kernels::argmax::{mask_words, Argmax};
 use pocketrt::gpu::kernels::embed_q4::{EmbedQ4, TOKEN_ON_GPU};
 use pocketrt::gpu::kernels::rmsnorm::RmsNorm;
 use pocketrt::gpu::kernels::run;
@@ -84,11 +84,27 @@ fn embedding_gather_returns_the_dequantized_row_of_the_step_token() {
 }
 
 fn gpu_argmax(logits: &[f32]) -> (u32, f32) {
+    gpu_argmax_masked(logits, None)
+}
+
+/// Argmax under the allowed-token mask `allowed` (`None`: the flag off, the bits garbage).
+fn gpu_argmax_masked(logits: &[f32], allowed: Option<&dyn Fn(usize) -> bool>) -> (u32, f32) {
     let ctx = gpu();
-    let kernel = Argmax::new(ctx, logits.len());
+    let n = logits.len();
+    let kernel = Argmax::new(ctx, n);
     let lb = ctx.storage_init("logits", logits).unwrap();
     let rb = ctx.storage("result", 8).unwrap();
-    run(ctx, &[&kernel.dispatch(ctx, &lb, &rb)]);
+    let mut words = vec![0x5555_5555u32; mask_words(n)];
+    words[0] = 0;
+    if let Some(f) = allowed {
+        words = vec![0; mask_words(n)];
+        words[0] = 1;
+        (0..n)
+            .filter(|&i| f(i))
+            .for_each(|i| words[1 + i / 32] |= 1 << (i % 32));
+    }
+    let mb = ctx.storage_init("mask", &words).unwrap();
+    run(ctx, &[&kernel.dispatch(ctx, &lb, &rb, &mb)]);
     let r = ctx.read_u32(&rb, 2).unwrap();
     (r[0], f32::from_bits(r[1]))
 }
@@ -153,4 +169,37 @@ fn read_bench_partial_sums_add_up_to_the_buffer_sum_in_both_layouts() {
         assert_eq!(got, want, "{layout:?}");
     }
     assert!(ReadBench::new(ctx, len + 4, 4, ReadLayout::Chunked).is_err());
+}
+
+/// Masked argmax = the CPU's first maximum among the allowed logits: random masks, all
+/// but one masked, the tail word only, vocabularies not a multiple of 32; the flag off
+/// ignores the bits.
+#[test]
+fn masked_argmax_picks_the_best_allowed_token() {
+    let mut rng = Rng::new(23);
+    for n in [151_936, 1000, 321, 33, 31, 1] {
+        let logits = rng.vec(n, 10.0);
+        let keep: Vec<bool> = (0..n).map(|_| rng.uniform() < -0.8).collect();
+        let one = n / 3;
+        let tail = (n - n % 32).min(n - 1);
+        let masks: [(&str, &dyn Fn(usize) -> bool); 3] = [
+            ("random 10%", &|i| keep[i] || i == 0),
+            ("all but one", &|i| i == one),
+            ("tail word only", &|i| i >= tail),
+        ];
+        for (what, allowed) in masks {
+            let kept: Vec<f32> = (0..n)
+                .map(|i| if allowed(i) { logits[i] } else { f32::MIN })
+                .collect();
+            let want = cpu_argmax(&kept);
+            assert!(allowed(want as usize));
+            let (i, v) = gpu_argmax_masked(&logits, Some(allowed));
+            assert_eq!((i, v), (want, logits[want as usize]), "{what} (n = {n})");
+        }
+        assert_eq!(
+            gpu_argmax_masked(&logits, None).0,
+            cpu_argmax(&logits),
+            "flag off (n = {n})"
+        );
+    }
 }

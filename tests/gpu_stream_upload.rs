@@ -76,7 +76,8 @@ fn streamed_package_decodes_like_the_disk_upload() {
 fn async_topk_and_logits_agree_with_the_blocking_step() {
     let (dir, manifest) = package("stream_topk");
     let mut model = stream(&dir.0, &manifest, 10_000).unwrap();
-    let (top, _) = pollster::block_on(model.decode_topk_async(3, 0, &Sampler::greedy())).unwrap();
+    let (top, _) =
+        pollster::block_on(model.decode_topk_async(3, 0, &mut Sampler::greedy())).unwrap();
     let logits = pollster::block_on(model.decode_logits_async(3, 0)).unwrap();
     let (token, want) = model.decode_with_logits(3, 0).unwrap();
     assert_eq!(logits, want);

@@ -8,6 +8,7 @@
 mod gpu_common;
 
 use gpu_common::{gpu, Rng};
+use pocketrt::gpu::kernels::argmax::mask_words;
 use pocketrt::gpu::kernels::logit_adjust::{LogitAdjustKernel, INITIAL_ENTRIES};
 use pocketrt::gpu::kernels::logsumexp::LogSumExp;
 use pocketrt::gpu::kernels::run;
@@ -15,12 +16,35 @@ use pocketrt::gpu::kernels::topk::{parse_result, TopK, TOPK_MAX};
 use pocketrt::sampler::LogitAdjust;
 
 fn gpu_topk(logits: &[f32]) -> Vec<(u32, f32)> {
+    gpu_topk_masked(logits, None)
+}
+
+/// The allowed-token mask buffer of `n` logits (argmax.rs's `mask_words` layout): flag,
+/// then the bits; `None`: unmasked (flag 0, garbage bits that must be ignored).
+fn mask_buffer(n: usize, allowed: Option<&dyn Fn(usize) -> bool>) -> Vec<u32> {
+    let mut words = vec![0u32; mask_words(n)];
+    match allowed {
+        Some(f) => {
+            words[0] = 1;
+            (0..n)
+                .filter(|&i| f(i))
+                .for_each(|i| words[1 + i / 32] |= 1 << (i % 32));
+        }
+        None => words[1..].iter_mut().for_each(|w| *w = 0x5555_5555),
+    }
+    words
+}
+
+fn gpu_topk_masked(logits: &[f32], allowed: Option<&dyn Fn(usize) -> bool>) -> Vec<(u32, f32)> {
     let ctx = gpu();
     let kernel = TopK::new(ctx, logits.len());
     let lb = ctx.storage_init("logits", logits).unwrap();
     let scratch = ctx.storage("scratch", TopK::scratch_bytes()).unwrap();
     let rb = ctx.storage("result", TopK::result_bytes()).unwrap();
-    let [a, b] = kernel.dispatch(ctx, &lb, &scratch, &rb);
+    let mb = ctx
+        .storage_init("mask", &mask_buffer(logits.len(), allowed))
+        .unwrap();
+    let [a, b] = kernel.dispatch(ctx, &lb, &scratch, &rb, &mb);
     run(ctx, &[&a, &b]);
     parse_result(&ctx.read_buffer(&rb, TopK::result_bytes()).unwrap())
 }
@@ -314,5 +338,41 @@ fn logsumexp_equals_the_f64_sum_on_vocabulary_sized_and_odd_logits() {
             .filter(|v| !v.is_nan())
             .fold(f32::MIN, f32::max);
         assert_eq!(max, want_max, "{what}");
+    }
+}
+
+/// Under an allowed-token mask the 64 best allowed logits, as a CPU sort of the allowed
+/// ones gives them: random masks, all but one token masked, only the tail word's tokens
+/// allowed, vocabularies that are not a multiple of 32, and the flag off (all allowed,
+/// whatever the bits say).
+#[test]
+fn masked_topk_equals_a_cpu_sort_of_the_allowed_logits() {
+    let mut rng = Rng::new(17);
+    for n in [151_936, 1000, 321, 65, 33, 31] {
+        let logits = rng.vec(n, 8.0);
+        let keep: Vec<bool> = (0..n).map(|_| rng.uniform() < -0.4).collect();
+        let one = n * 2 / 3;
+        let tail = n - n % 32;
+        let masks: [(&str, &dyn Fn(usize) -> bool); 4] = [
+            ("random 30%", &|i| keep[i]),
+            ("all but one", &|i| i == one),
+            ("tail word only", &|i| i >= tail.min(n - 1)),
+            ("none allowed but the last", &|i| i == n - 1),
+        ];
+        for (what, allowed) in masks {
+            let want: Vec<(u32, f32)> = {
+                let kept: Vec<f32> = (0..n)
+                    .map(|i| if allowed(i) { logits[i] } else { f32::NAN })
+                    .collect();
+                cpu_topk(&kept)
+            };
+            let got = gpu_topk_masked(&logits, Some(allowed));
+            assert_eq!(got, want, "{what} (n = {n})");
+        }
+        assert_eq!(
+            gpu_topk_masked(&logits, None),
+            cpu_topk(&logits),
+            "flag off (n = {n})"
+        );
     }
 }

@@ -55,6 +55,7 @@ impl ChatRun {
             tokenizer.vocab_size(),
             context,
         )?;
+        let constraint = super::format::constraint(&req.params, tokenizer)?;
         let messages = template_messages(&req.messages)?;
         let opts = chat_options(req)?;
         let room = checked.max_tokens.unwrap_or(1);
@@ -76,6 +77,7 @@ impl ChatRun {
             fitted.tokens,
             context,
             output,
+            constraint,
         );
         Ok(ChatRun {
             core,

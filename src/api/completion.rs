@@ -52,6 +52,7 @@ impl CompletionRun {
             tokenizer.vocab_size(),
             context,
         )?;
+        let constraint = super::format::constraint(&req.params, tokenizer)?;
         let (text, tokens) = match &req.prompt {
             Some(Prompt::Text(t)) => (t.clone(), tokenizer.encode(t, true)),
             Some(Prompt::Texts(t)) if t.len() == 1 => (t[0].clone(), tokenizer.encode(&t[0], true)),
@@ -87,6 +88,7 @@ impl CompletionRun {
             tokens,
             context,
             output,
+            constraint,
         );
         Ok(CompletionRun {
             core,

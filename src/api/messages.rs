@@ -108,26 +108,6 @@ pub fn chat_options(req: &ChatCompletionRequest) -> Result<ChatOptions, ApiError
         }
     }
     opts.tools = tools(req)?;
-    if let Some(f) = &req.response_format {
-        match f.kind.as_str() {
-            "text" => {}
-            "json_object" | "json_schema" => {
-                return Err(ApiError::unsupported(
-                    "response_format",
-                    format!(
-                        "response_format {:?} is not supported yet (only \"text\")",
-                        f.kind
-                    ),
-                ))
-            }
-            other => {
-                return Err(ApiError::invalid(
-                    "response_format.type",
-                    format!("unknown response_format type {other:?}"),
-                ))
-            }
-        }
-    }
     Ok(opts)
 }
 

@@ -6,6 +6,7 @@ use super::ids;
 use super::output::Output;
 use super::response::{FinishReason, PromptTokensDetails, Usage};
 use super::validate::Checked;
+use crate::constrain::Constraint;
 use crate::generate::{self, ContextOverflow, GenerateOptions, GenerateStats};
 use crate::sampler::TokenLogprobs;
 use crate::tokenizer::Tokenizer;
@@ -37,6 +38,7 @@ impl RunCore {
         prompt: Vec<u32>,
         context: usize,
         output: Output,
+        constraint: Option<Constraint>,
     ) -> RunCore {
         let room = context.saturating_sub(prompt.len()).max(1);
         let logprobs = checked.sampler.logprobs.is_some();
@@ -49,6 +51,7 @@ impl RunCore {
                 max_tokens: checked.max_tokens.unwrap_or(room).min(room),
                 sampler: checked.sampler,
                 overflow: ContextOverflow::Error,
+                constraint,
             },
             stream: checked.stream,
             include_usage: checked.include_usage,

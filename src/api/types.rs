@@ -23,8 +23,6 @@ pub struct ChatCompletionRequest {
     pub logprobs: Option<bool>,
     pub tools: Option<Vec<Json>>,
     pub tool_choice: Option<ToolChoice>,
-    /// Parsed and kept; only `{"type": "text"}` is supported for now.
-    pub response_format: Option<ResponseFormat>,
     /// Template variables, e.g. `{"enable_thinking": false}` for Qwen3.
     pub chat_template_kwargs: Option<Map<String, Json>>,
     #[serde(flatten)]
@@ -74,6 +72,20 @@ pub struct Params {
     pub repeat_last_n: Option<i64>,
     /// `"error"` (default) or `"truncate"`: drop the oldest turns until the prompt fits.
     pub context_overflow: Option<ContextPolicy>,
+    /// `{"type": "text" | "json_object"}` or `{"type": "json_schema", "json_schema":
+    /// {"name", "schema", "strict"}}`: the output must be JSON (valid under the schema).
+    pub response_format: Option<ResponseFormat>,
+    /// pocketrt's extension: `{"type": "lark" | "regex", "value": "..."}`, the output must
+    /// match the grammar (llguidance's Lark dialect) or the regular expression.
+    pub grammar: Option<GrammarSpec>,
+}
+
+/// `grammar`: a Lark grammar or a regular expression.
+#[derive(Clone, Debug, Deserialize)]
+pub struct GrammarSpec {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub value: String,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -5,11 +5,12 @@
 
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
+use super::kernels::argmax::mask_words;
 use super::kernels::attention::{partials_bytes, Attention, AttentionVariant};
 use super::kernels::logit_adjust::LogitAdjustKernel;
 use super::kernels::logsumexp::LogSumExp;
 use super::kernels::rope_kv::rope_inv_freq;
-use super::kernels::topk::{parse_result, TopK};
+use super::kernels::topk::TopK;
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
 use super::profile::GPU_SPLIT_LEN;
@@ -21,7 +22,6 @@ use super::StepUniform;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::source::ModelSource;
-use crate::sampler::Sampler;
 use std::sync::Arc;
 
 mod bytes;
@@ -29,6 +29,8 @@ pub use bytes::q4_bytes;
 mod pipeline;
 mod prefill;
 mod record;
+mod select;
+pub use select::Candidates;
 mod step;
 pub use prefill::{
     lanes_records_bytes as prefill_lanes_records_bytes, scratch_sizes as prefill_scratch_sizes,
@@ -62,6 +64,8 @@ struct Activations {
     logits: wgpu::Buffer,
     /// Argmax result: index, value bits.
     argmax: wgpu::Buffer,
+    /// The allowed-token mask argmax and top-k read ([`mask_words`]; word 0 zero: off).
+    mask: wgpu::Buffer,
     /// Stand-in for absent optional inputs (bias, q/k norm weights).
     none: wgpu::Buffer,
     inv_freq: wgpu::Buffer,
@@ -85,6 +89,7 @@ impl Activations {
             ffn: f("ffn", cfg.ffn_size)?,
             logits: f("logits", cfg.vocab_size)?,
             argmax: f("argmax", 2)?,
+            mask: f("token mask", mask_words(cfg.vocab_size))?,
             none: f("none", 4)?,
             inv_freq: ctx.storage_init("inv_freq", &rope_inv_freq(cfg.rope_theta, cfg.head_dim))?,
         })
@@ -155,23 +160,25 @@ pub struct KernelTime {
 pub enum Readback {
     /// Nothing: a prompt token whose successor is already known.
     Nothing,
+    /// The layers and head only, no argmax and no copy: the first half of a sampled step
+    /// whose selection (forward/select.rs) is submitted once the sampler's mask is ready.
+    Forward,
     /// The argmax token (4 bytes).
     Argmax,
-    /// The 64 best (token, logit) pairs, sorted (512 bytes), after the sampler's logit
-    /// adjustments.
-    TopK(Sampled),
     /// All logits (and the argmax).
     Logits,
 }
 
-/// What a top-k step does around its top-k: the sampler's adjustments first, the
-/// normaliser after.
+/// What a sampled step does around its selection: the sampler's adjustments first (and
+/// its mask, uploaded), the normaliser after.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sampled {
     /// Workgroups of the uploaded logit adjustments (0: none).
     adjust_groups: u32,
     /// Also read back ln Σ exp of the logits.
     log_z: bool,
+    /// The 64 best (else the argmax alone is read back).
+    topk: bool,
 }
 
 impl GpuModel {
@@ -237,8 +244,13 @@ impl GpuModel {
         let prefill = prefill::Prefill::new(c, &config, context, &matrices, &kv, &acts)?;
         let topk_scratch = c.storage("topk scratch", TopK::scratch_bytes())?;
         let topk_result = c.storage("topk", TopK::result_bytes())?;
-        let topk =
-            TopK::new(c, config.vocab_size).dispatch(c, &acts.logits, &topk_scratch, &topk_result);
+        let topk = TopK::new(c, config.vocab_size).dispatch(
+            c,
+            &acts.logits,
+            &topk_scratch,
+            &topk_result,
+            &acts.mask,
+        );
         let adjust = LogitAdjustKernel::new(c, &acts.logits, config.vocab_size)?;
         let log_z_result = c.storage("logsumexp", LogSumExp::result_bytes())?;
         let log_z = LogSumExp::new(c, config.vocab_size).dispatch(c, &acts.logits, &log_z_result);
@@ -456,32 +468,17 @@ impl GpuModel {
                 timestamp_writes: self.timer.as_ref().map(GpuTimer::pass_writes),
             });
             for d in &self.dispatches {
-                if let (StepKernel::Argmax, Readback::TopK(s)) = (d.kernel, readback) {
-                    self.adjust.encode(&mut pass, s.adjust_groups);
-                }
-                d.encode(&self.attention, pos, &mut pass);
-            }
-            if let Readback::TopK(s) = readback {
-                self.topk.iter().for_each(|d| d.encode(&mut pass));
-                if s.log_z {
-                    self.log_z.encode(&mut pass);
+                if (d.kernel, readback) != (StepKernel::Argmax, Readback::Forward) {
+                    d.encode(&self.attention, pos, &mut pass);
                 }
             }
         }
         if let Some(t) = &self.timer {
             t.resolve(&mut enc);
         }
-        if readback != Readback::Nothing {
+        if !matches!(readback, Readback::Nothing | Readback::Forward) {
             let staging = &self.token_staging[pos % 2];
             enc.copy_buffer_to_buffer(&self.acts.argmax, 0, staging, 0, 4);
-        }
-        if let Readback::TopK(s) = readback {
-            let bytes = TopK::result_bytes();
-            enc.copy_buffer_to_buffer(&self.topk_result, 0, &self.topk_staging, 0, bytes);
-            if s.log_z {
-                let (staging, n) = (&self.topk_staging, LogSumExp::result_bytes());
-                enc.copy_buffer_to_buffer(&self.log_z_result, 0, staging, bytes, n);
-            }
         }
         if readback == Readback::Logits {
             let bytes = self.logits_staging.size();
@@ -502,8 +499,16 @@ impl GpuModel {
     }
 
     fn submit(&self, commands: wgpu::CommandBuffer) -> wgpu::SubmissionIndex {
+        self.submit_all([commands])
+    }
+
+    /// Submit command buffers in order, as one submit.
+    fn submit_all<const N: usize>(
+        &self,
+        commands: [wgpu::CommandBuffer; N],
+    ) -> wgpu::SubmissionIndex {
         self.submits.set(self.submits.get() + 1);
-        self.ctx.queue.submit([commands])
+        self.ctx.queue.submit(commands)
     }
 
     /// Run one decode step: `token` at position `pos` (its K/V are written to the cache;
@@ -521,35 +526,6 @@ impl GpuModel {
     pub fn feed(&mut self, token: u32, pos: usize) -> Result<()> {
         let index = self.submit_step(token, pos, Readback::Nothing)?;
         self.bound_in_flight(index)
-    }
-
-    /// [`GpuModel::decode`] for sampling: the `sampler`'s adjustments
-    /// ([`Sampler::adjustments`]) applied to the logits in place, then the 64 most likely
-    /// next tokens with their adjusted logits, best first (ties to the lower id), and
-    /// ln Σ exp of all adjusted logits when the sampler wants it.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn decode_topk(&mut self, token: u32, pos: usize, sampler: &Sampler) -> Result<Candidates> {
-        // Natively the async readback polls the device: it is ready at once.
-        let candidates = pollster::block_on(self.decode_topk_async(token, pos, sampler))?;
-        self.ctx.check_errors()?;
-        Ok(candidates)
-    }
-
-    /// Bytes of the top-k staging buffer: the candidates, then the normaliser.
-    fn topk_readback_bytes() -> u64 {
-        TopK::result_bytes() + LogSumExp::result_bytes()
-    }
-
-    /// Upload the sampler's adjustments and submit a top-k step (reading back the
-    /// normaliser when the sampler wants it).
-    fn submit_topk(&mut self, token: u32, pos: usize, sampler: &Sampler) -> Result<bool> {
-        let adjust = sampler.adjustments(self.config.vocab_size)?;
-        let sampled = Sampled {
-            adjust_groups: self.adjust.upload(&self.ctx, &self.acts.logits, &adjust)?,
-            log_z: sampler.wants_log_z(),
-        };
-        self.submit_step(token, pos, Readback::TopK(sampled))?;
-        Ok(sampled.log_z)
     }
 
     /// [`GpuModel::decode`] that also returns the full logits (for tests and debugging).
@@ -571,17 +547,6 @@ impl GpuModel {
     }
 }
 
-/// A top-k step's readback: the adjusted candidates, best first, and ln Σ exp of all
-/// adjusted logits when asked for.
-pub type Candidates = (Vec<(u32, f32)>, Option<f32>);
-
-/// The top-k staging buffer's bytes as [`Candidates`].
-fn parse_candidates(bytes: &[u8], log_z: bool) -> Candidates {
-    let (topk, rest) = bytes.split_at(TopK::result_bytes() as usize);
-    let log_z = log_z.then(|| f32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]));
-    (parse_result(topk), log_z)
-}
-
 /// Async decode steps: the readback is awaited instead of blocking (the only way in a
 /// browser; natively they poll the device and are ready at once).
 impl GpuModel {
@@ -591,21 +556,6 @@ impl GpuModel {
         let staging = &self.token_staging[pos % 2];
         let bytes = self.ctx.read_staging_async(staging, 4).await?;
         Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
-    }
-
-    /// [`GpuModel::decode_topk`], awaiting the readback.
-    pub async fn decode_topk_async(
-        &mut self,
-        token: u32,
-        pos: usize,
-        sampler: &Sampler,
-    ) -> Result<Candidates> {
-        let log_z = self.submit_topk(token, pos, sampler)?;
-        let bytes = self
-            .ctx
-            .read_staging_async(&self.topk_staging, Self::topk_readback_bytes())
-            .await?;
-        Ok(parse_candidates(&bytes, log_z))
     }
 
     /// All logits of the step (for samplers wider than the GPU top-k), awaited.

@@ -79,6 +79,8 @@ pub struct Tokenizer {
     bos: Option<u32>,
     eos: Vec<u32>,
     pad: Option<u32>,
+    /// The constrained-decoding trie, built on first use ([`Tokenizer::token_trie`]).
+    trie: std::sync::OnceLock<std::sync::Arc<crate::constrain::TokenTrie>>,
 }
 
 fn terr(msg: impl Into<String>) -> Error {
@@ -224,7 +226,23 @@ impl Tokenizer {
             bos: p.bos,
             eos: p.eos,
             pad: p.pad,
+            trie: Default::default(),
         })
+    }
+
+    /// The token trie of constrained decoding with end-of-sequence ids `eos`, built once
+    /// and kept with the tokenizer (built again, not kept, for other `eos`).
+    pub fn token_trie(&self, eos: &[u32]) -> Result<std::sync::Arc<crate::constrain::TokenTrie>> {
+        let build = || crate::constrain::TokenTrie::new(self, eos).map(std::sync::Arc::new);
+        if let Some(t) = self.trie.get() {
+            let want = if eos.is_empty() { self.eos_ids() } else { eos };
+            if t.eos() == want {
+                return Ok(t.clone());
+            }
+            return build();
+        }
+        let t = build()?;
+        Ok(self.trie.get_or_init(|| t).clone())
     }
 
     /// Text → ids. Added and special tokens written in the text (`<|im_start|>`) become their
@@ -377,6 +395,7 @@ impl Tokenizer {
             return Err(terr(format!("eos id {bad} is outside the vocabulary")));
         }
         self.eos = ids;
+        self.trie = Default::default();
         Ok(())
     }
 }

@@ -83,6 +83,15 @@ function replyBubble() {
   };
 }
 
+/** The "JSON output" setting as OpenAI's response_format: the schema in the text box
+ * (an error in it is shown, nothing is sent), any JSON object when it is empty. */
+function responseFormat() {
+  if (!$('json').checked) return undefined;
+  const text = $('schema').value.trim();
+  if (!text) return { type: 'json_object' };
+  return { type: 'json_schema', json_schema: { name: 'demo', schema: JSON.parse(text), strict: true } };
+}
+
 /** The conversation as OpenAI messages: the system prompt (if any) first. */
 function conversation() {
   const system = $('system').value.trim();
@@ -93,6 +102,12 @@ async function send(e) {
   e.preventDefault();
   const text = $('prompt').value.trim();
   if (!text || !model) return;
+  let response_format;
+  try {
+    response_format = responseFormat();
+  } catch (err) {
+    return showError(new Error(`the JSON Schema is not JSON: ${err.message}`));
+  }
   $('prompt').value = '';
   messages.push({ role: 'user', content: text });
   bubble('user', text);
@@ -114,6 +129,7 @@ async function send(e) {
       max_tokens: max < model.info.context ? max : undefined,
       temperature: Number($('temperature').value),
       chat_template_kwargs: { enable_thinking: $('thinking').checked },
+      response_format,
       stream: true,
       stream_options: { include_usage: true },
     };
@@ -170,5 +186,6 @@ $('threads').textContent = threadSupport().reason;
   $('form').onsubmit = send;
   $('stop').onclick = () => stopper?.abort();
   $('reset').onclick = reset;
+  $('json').onchange = () => ($('schema-label').hidden = !$('json').checked);
   if (params.get('model') && params.get('autoload') !== '0') load(params.get('model'));
 }

@@ -60,6 +60,25 @@ export interface SamplingParams {
   repeat_last_n?: number | null;
   /** A request longer than the context: an error (default), or drop the oldest turns. */
   context_overflow?: 'error' | 'truncate';
+  /** Structured output: JSON (any object, or valid under the schema). A schema the
+   * runtime cannot compile is a 400 error with `param` naming it, before any token. */
+  response_format?: ResponseFormat | null;
+  /** pocketrt extension: the output matches a Lark grammar (llguidance's dialect) or a
+   * regular expression. Not together with a JSON `response_format`. */
+  grammar?: Grammar | null;
+}
+
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | {
+      type: 'json_schema';
+      json_schema: { name?: string; description?: string; schema?: Record<string, unknown> | boolean; strict?: boolean | null };
+    };
+
+export interface Grammar {
+  type: 'lark' | 'regex';
+  value: string;
 }
 
 export interface ChatCompletionCreateParams extends SamplingParams {
@@ -70,7 +89,6 @@ export interface ChatCompletionCreateParams extends SamplingParams {
   top_logprobs?: number | null;
   tools?: FunctionTool[];
   tool_choice?: ToolChoice;
-  response_format?: { type: 'text' } | { type: 'json_object' } | { type: 'json_schema'; json_schema: unknown };
   /** The chat template's variables, e.g. `{ enable_thinking: false }`. */
   chat_template_kwargs?: Record<string, unknown>;
 }

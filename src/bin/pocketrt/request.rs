@@ -3,7 +3,9 @@
 //! request's fields, and the reply's chunks are printed as they stream (the answer to
 //! stdout, a `<think>` block's reasoning to stderr).
 
-use pocketrt::api::{ApiError, ChatCompletionChunk, Completion, Params, Stop};
+use pocketrt::api::{
+    ApiError, ChatCompletionChunk, Completion, GrammarSpec, Params, ResponseFormat, Stop,
+};
 use pocketrt::Error;
 use serde_json::{Map, Value as Json};
 use std::io::Write;
@@ -41,6 +43,21 @@ pub struct SamplingArgs {
     /// Let it answer directly.
     #[arg(long, overrides_with = "think")]
     pub no_think: bool,
+    /// The output must be JSON valid under the JSON Schema in FILE (`response_format`).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["grammar", "regex"])]
+    pub json_schema: Option<std::path::PathBuf>,
+    /// The output must match the Lark grammar in FILE (llguidance's dialect).
+    #[arg(long, value_name = "FILE", conflicts_with = "regex")]
+    pub grammar: Option<std::path::PathBuf>,
+    /// The output must match this regular expression (all of it).
+    #[arg(long, value_name = "RE")]
+    pub regex: Option<String>,
+}
+
+/// The text of `path`, for the flag `flag`.
+fn read(flag: &str, path: &std::path::Path) -> Result<String, ApiError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| ApiError::invalid(flag, format!("{flag} {}: {e}", path.display())))
 }
 
 /// The defaults a command puts where a flag is not given.
@@ -65,15 +82,47 @@ pub const CHAT: Defaults = Defaults {
 };
 
 impl SamplingArgs {
-    /// The request fields for these flags and a reply of at most `max_tokens`.
-    pub fn params(&self, d: &Defaults, max_tokens: usize) -> Params {
+    /// The request fields for these flags and a reply of at most `max_tokens` (a schema
+    /// or grammar file that cannot be read or parsed is an error naming the flag).
+    pub fn params(&self, d: &Defaults, max_tokens: usize) -> Result<Params, ApiError> {
         let clock = || {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |t| t.as_nanos() as u64)
         };
         let seed = self.seed.unwrap_or_else(clock);
-        Params {
+        let response_format = match &self.json_schema {
+            Some(path) => {
+                let schema: Json =
+                    serde_json::from_str(&read("--json-schema", path)?).map_err(|e| {
+                        ApiError::invalid(
+                            "--json-schema",
+                            format!("{}: not JSON: {e}", path.display()),
+                        )
+                    })?;
+                let json_schema =
+                    serde_json::json!({"name": "cli", "schema": schema, "strict": true});
+                Some(ResponseFormat {
+                    kind: "json_schema".into(),
+                    json_schema: Some(json_schema),
+                })
+            }
+            None => None,
+        };
+        let grammar = match (&self.grammar, &self.regex) {
+            (Some(path), _) => Some(GrammarSpec {
+                kind: "lark".into(),
+                value: read("--grammar", path)?,
+            }),
+            (None, Some(re)) => Some(GrammarSpec {
+                kind: "regex".into(),
+                value: re.clone(),
+            }),
+            (None, None) => None,
+        };
+        Ok(Params {
+            response_format,
+            grammar,
             max_tokens: Some(max_tokens as i64),
             temperature: Some(f64::from(self.temperature.unwrap_or(d.temperature))),
             top_k: Some(self.top_k.unwrap_or(d.top_k) as i64),
@@ -84,7 +133,7 @@ impl SamplingArgs {
             stop: (!self.stop.is_empty()).then(|| Stop::Many(self.stop.clone())),
             seed: Some(seed as i64),
             ..Params::default()
-        }
+        })
     }
 
     /// `chat_template_kwargs` for `--think` / `--no-think`.

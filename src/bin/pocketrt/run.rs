@@ -194,7 +194,10 @@ pub fn run(a: RunArgs) -> Result<()> {
         .context
         .unwrap_or_else(|| (prompt_tokens + a.max_tokens).min(max_context));
     let mut session = session(&a.model, opened, Some(context))?;
-    let params = a.sampling.params(&request::RUN, a.max_tokens);
+    let params = a
+        .sampling
+        .params(&request::RUN, a.max_tokens)
+        .map_err(cli_error)?;
     let context = session.engine().context();
     let stats = if a.chat {
         let req = ChatCompletionRequest {
@@ -229,7 +232,7 @@ fn reply(
     let req = ChatCompletionRequest {
         messages: history.to_vec(),
         chat_template_kwargs: a.sampling.template_kwargs(),
-        params: a.sampling.params(&request::CHAT, a.max_tokens),
+        params: a.sampling.params(&request::CHAT, a.max_tokens)?,
         ..Default::default()
     };
     let template = session.template().expect("checked at the start");

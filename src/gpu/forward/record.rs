@@ -279,7 +279,7 @@ impl<'a> Recorder<'a> {
         let d = self
             .k
             .argmax
-            .dispatch(self.ctx, &self.a.logits, &self.a.argmax);
+            .dispatch(self.ctx, &self.a.logits, &self.a.argmax, &self.a.mask);
         self.push(StepKernel::Argmax, StepWork::Fixed(d));
     }
 }

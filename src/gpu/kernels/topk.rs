@@ -1,5 +1,6 @@
 //! GPU top-k over the logits for sampling: the host reads back the 64 best (index,
-//! logit) pairs, sorted, instead of the whole vocabulary.
+//! logit) pairs, sorted, instead of the whole vocabulary; under a constraint, the 64
+//! best of the tokens its mask allows.
 //!
 //! Radix select in two passes (shaders/topk.wgsl): `groups` workgroups of 256 each
 //! select the 64 best of a chunk of consecutive logits, and one workgroup selects and
@@ -34,7 +35,7 @@ fn chunking(n: usize) -> (usize, usize) {
 
 impl TopK {
     pub fn new(ctx: &GpuContext, n: usize) -> TopK {
-        let slots = [Slot::Read, Slot::ReadWrite, Slot::ReadWrite];
+        let slots = [Slot::Read, Slot::ReadWrite, Slot::ReadWrite, Slot::Read];
         let (groups, chunk) = chunking(n);
         // 8-bit digits of the largest index: ties at the 64th place are split by index.
         let index_bits = usize::BITS - n.saturating_sub(1).leading_zeros();
@@ -68,15 +69,17 @@ impl TopK {
         TOPK_MAX as u64 * 8
     }
 
-    /// The two passes, in order.
+    /// The two passes, in order. `mask`: the allowed-token mask
+    /// ([`super::argmax::mask_words`] words; word 0 zero: all allowed).
     pub fn dispatch(
         &self,
         ctx: &GpuContext,
         logits: &wgpu::Buffer,
         scratch: &wgpu::Buffer,
         result: &wgpu::Buffer,
+        mask: &wgpu::Buffer,
     ) -> [Dispatch; 2] {
-        let buffers = [logits, scratch, result];
+        let buffers = [logits, scratch, result, mask];
         [
             self.chunks.dispatch(ctx, &buffers, self.groups),
             self.merge.dispatch(ctx, &buffers, 1),

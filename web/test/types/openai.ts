@@ -41,6 +41,17 @@ export async function sdkShapes(model: Pocket | RemoteModel, signal: AbortSignal
     const theirs: OpenAIChatCompletionChunk = chunk;
     console.log(theirs.choices[0]?.delta.content, chunk.choices[0]?.delta.reasoning_content);
   }
+  // Structured output: OpenAI's response_format and pocketrt's grammar extension.
+  const json: OpenAIChatCompletion = await model.chat.completions.create({
+    messages: [{ role: 'user', content: 'A city as JSON.' }],
+    response_format: {
+      type: 'json_schema',
+      json_schema: { name: 'city', strict: true, schema: { type: 'object', properties: { name: { type: 'string' } } } },
+    },
+  });
+  console.log(json.choices[0].message.content);
+  await model.completions.create({ prompt: 'Date: ', grammar: { type: 'regex', value: '[0-9]{4}-[0-9]{2}-[0-9]{2}' } });
+  await model.completions.create({ prompt: 'x', response_format: { type: 'json_object' } });
   const text: OpenAICompletion = await model.completions.create({ prompt: 'Once upon', max_tokens: 8 });
   for await (const piece of await model.completions.create({ prompt: [1, 2, 3], stream: true })) {
     const theirs: OpenAICompletion = piece;
