@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+import jsonschema
 import openai
 from openai import OpenAI
 
@@ -135,6 +136,22 @@ def fixture():
     second = client.chat.completions.create(model="tiny", messages=history, tools=tools, temperature=0,
                                             max_tokens=16)
     check(second.usage.prompt_tokens > first.usage.prompt_tokens, f"tool round trip: {second.usage}")
+
+    # Structured output: a JSON Schema through the SDK's response_format, sampled; the reply
+    # parses and validates (the `jsonschema` package), the same for a seed.
+    schema = {"type": "object", "additionalProperties": False, "required": ["city", "sunny", "rank"],
+              "properties": {"city": {"type": "string", "maxLength": 12}, "sunny": {"type": "boolean"},
+                             "rank": {"type": "integer", "minimum": 1, "maximum": 5}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "weather", "schema": schema, "strict": True}}
+    replies = [chat("Weather?", temperature=1.0, seed=s, max_tokens=200, response_format=fmt).choices[0]
+               for s in (1, 2, 1)]
+    for r in replies:
+        check(r.finish_reason == "stop", f"json_schema ends on its own: {r}")
+        jsonschema.validate(json.loads(r.message.content), schema)
+    check(replies[0].message.content == replies[2].message.content, f"json_schema seeded: {replies}")
+    e = error_of(lambda: chat("x", response_format={"type": "json_schema", "json_schema": {
+        "name": "bad", "schema": {"type": "object", "properties": {"a": {"type": "nonsense"}}}}}))
+    check(e.status_code == 400 and "response_format" in (e.body.get("param") or ""), f"400 bad schema: {e.body}")
 
     # Errors in OpenAI's shape, as the SDK raises them.
     bad_key = OpenAI(base_url=BASE + "/v1", api_key="wrong", max_retries=0)
