@@ -5,7 +5,9 @@
 //! decoding continues correctly after a prefill; bad input is a typed error.
 //!
 //! Tolerance as tests/gpu_forward.rs (f16 KV cache on the GPU, f32 in the oracle):
-//! max abs err ≤ 1e-3 · max|logit| + 1e-4 per position.
+//! max abs err ≤ 1e-3 · max|logit| + 1e-4 per position; 4e-3 · max|logit| against the
+//! oracle where the profile's GEMM stages its tiles in f16 (every layer's normed x and
+//! weights rounded to f16: ≤ 1.8e-3 measured on the fixtures).
 
 mod gpu_common;
 
@@ -63,6 +65,8 @@ fn check_model_on(ctx: &Arc<GpuContext>, name: &str, fixture_name: &str, oracle:
 
     let all = model.prefill_all_logits(&tokens, 0).unwrap();
     assert_eq!(all.len(), PROMPT);
+    let f16_tiles = ctx.profile.gemm.tiles().is_some_and(|t| t.f16);
+    let rel = if f16_tiles { 4e-3 } else { 1e-3 };
     let mut stepper = load(fixture_name, CONTEXT);
     for (pos, (&t, got)) in tokens.iter().zip(&all).enumerate() {
         let want = oracle.forward(t, &mut cache).unwrap();
@@ -70,7 +74,7 @@ fn check_model_on(ctx: &Arc<GpuContext>, name: &str, fixture_name: &str, oracle:
             &format!("{name} prefill vs oracle pos {pos}"),
             got,
             &want,
-            1e-3,
+            rel,
             1e-4,
         );
         let (_, step) = stepper.decode_with_logits(t, pos).unwrap();
@@ -78,7 +82,7 @@ fn check_model_on(ctx: &Arc<GpuContext>, name: &str, fixture_name: &str, oracle:
             &format!("{name} prefill vs decode pos {pos}"),
             got,
             &step,
-            1e-3,
+            rel,
             1e-4,
         );
     }
