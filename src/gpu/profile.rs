@@ -163,11 +163,16 @@ impl DeviceProfile {
     }
 
     fn build(name: &str, adapter: &AdapterSummary) -> Result<DeviceProfile> {
+        // The GEMVs keep x in f32 even with shader-f16: the f16 lanes' logits are ~2e-3
+        // (relative) from the oracle, enough to change seeded sampled tokens against the
+        // CPU backend, and their speed is unmeasured on a real GPU (`gpu-check` times
+        // both); `GpuRows::f16` turns them on.
+        let gpu_rows = GPU_ROWS;
         let gpu = DeviceProfile {
             name: "gpu",
             forced: false,
             software: is_software(adapter),
-            gemv: GemvDesigns::all(GemvVariant::GpuRows(GPU_ROWS)),
+            gemv: GemvDesigns::all(GemvVariant::GpuRows(gpu_rows)),
             code_textures: None,
             attention: AttentionVariant::Group,
             split_len: GPU_SPLIT_LEN,
@@ -213,7 +218,7 @@ impl DeviceProfile {
                     tpr: width,
                     slots: GPU_ROWS.invocations() / width,
                     reduce: SlotReduce::Subgroup,
-                    ..GPU_ROWS
+                    ..gpu_rows
                 };
                 Ok(DeviceProfile {
                     name: "gpu-subgroups",
@@ -353,13 +358,14 @@ impl std::fmt::Display for DeviceProfile {
 
 /// The GPU GEMV's layout: 8 row slots of 16 lanes (128 invocations), 2 rows per slot (x
 /// reused across them), 16 rows per workgroup; the slot's lanes summed by a tree in
-/// workgroup memory. A starting point from the public designs (ggml-webgpu, onnxruntime),
+/// workgroup memory; x in f32. A starting point from the public designs (ggml-webgpu, onnxruntime),
 /// to be tuned per GPU with `scripts/gpu-check`.
 const GPU_ROWS: GpuRows = GpuRows {
     tpr: 16,
     slots: 8,
     rps: 2,
     reduce: SlotReduce::Tree,
+    f16: false,
 };
 
 /// The GPU profiles' prefill GEMM tiles: staged in f16 where the adapter has `shader-f16`
