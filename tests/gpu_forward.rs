@@ -199,3 +199,49 @@ fn decode_past_the_context_is_a_typed_error() {
         Err(pocketrt::Error::InvalidArgument(_))
     ));
 }
+
+/// Dispatches and submits per decode token in every profile at its defaults, counted
+/// from the step's own dispatch list (`step_reads`, what the step encodes): embed, head
+/// and argmax plus 4 per layer where the profile folds W_o into attention; the profiles
+/// that do not fold (the GPU ones, until a real GPU shows the fold faster, issue 24 item
+/// 3; swiftshader, where the workgroup fold is slower) have exactly one more per layer,
+/// the O GEMV. One submit per token, step by step.
+#[test]
+fn decode_dispatches_and_submits_per_token_in_every_profile() {
+    let dir = fixture("qwen3");
+    for ctx in profiles() {
+        let name = ctx.profile.name;
+        let mut model = GpuModel::load(ctx.clone(), &mut *open(&dir).unwrap(), CONTEXT).unwrap();
+        let layers = model.config.n_layers;
+        let reads = model.step_reads(0);
+        let count = |kernel: &str| {
+            let of = |t: &&pocketrt::gpu::KernelTime| t.kernel == kernel;
+            reads.iter().filter(of).map(|t| t.dispatches).sum::<usize>()
+        };
+        let all: usize = reads.iter().map(|t| t.dispatches).sum();
+        assert_eq!(all, model.dispatches_per_token(), "{name}");
+        for k in ["embed", "head", "argmax"] {
+            assert_eq!(count(k), 1, "{name}: {k}");
+        }
+        for k in ["qkv", "attention", "gate_up", "down"] {
+            assert_eq!(count(k), layers, "{name}: {k} per layer");
+        }
+        let o = count("o");
+        assert_eq!(
+            o,
+            if ctx.profile.fold_output { 0 } else { layers },
+            "{name}"
+        );
+        assert_eq!(all, 3 + 4 * layers + o, "{name}: nothing else");
+        if ctx.profile.fold_output {
+            assert!(all <= 3 + 4 * layers, "{name}: {all} dispatches");
+        }
+        println!("{name}: {all} dispatches per token ({layers} layers, O GEMVs {o})");
+        let before = model.submits();
+        let mut t = 5;
+        for pos in 0..4 {
+            t = model.decode(t, pos).unwrap();
+        }
+        assert_eq!(model.submits() - before, 4, "{name}: one submit per token");
+    }
+}
