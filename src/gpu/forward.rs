@@ -30,6 +30,7 @@ mod pipeline;
 mod prefill;
 mod record;
 mod step;
+pub use pipeline::MAX_IN_FLIGHT;
 pub use prefill::{
     lanes_records_bytes as prefill_lanes_records_bytes, scratch_sizes as prefill_scratch_sizes,
     CHUNK as PREFILL_CHUNK, PREFILL_MAX_POSITIONS,
