@@ -1,137 +1,149 @@
-// Q4 g64 GEMM for prefill: Y[M][N] = X[M][K] · Wᵀ (+ bias) for the chunk's M = chunk.count
-// token rows, with the GEMV's fused RMSNorm prologue and epilogues (gemv_q4_common.wgsl
-// explains them; W, codes and qparams are laid out alike).
+// Q4 g64 GEMM for prefill on GPUs: Y[M][N] = X[M][K] · Wᵀ (+ bias) for the chunk's
+// M = chunk.count token rows, with the GEMV's fused RMSNorm prologue and epilogues
+// (gemv_q4_common.wgsl explains them; W, codes and qparams are laid out alike).
 //
-// Tiling: one 64-invocation workgroup computes a BM × BN tile (32 token rows × 32 matrix
-// rows; for SwiGLU 16 gate rows and their 16 up rows), one quant group (BK = 64 values) per
-// step. Per step invocation lid loads half a token row (8 vec4 of x, × norm weights) and
-// dequantizes half a matrix row (32 weights) into workgroup memory; after a barrier each
-// invocation accumulates a 4 × 4 block — token rows 4·ty + i, tile columns tx + 8·j —
-// in four vec4 registers (no private arrays: on CPU-backed adapters those become
-// per-lane memory). Lanes of one SIMD batch share ty, so their x loads are broadcasts.
-// The loaders of token row r also sum r's x² for the fused norm.
+// Register tiling (after ggml-webgpu's mul_mat_reg_tile): a workgroup of WG invocations
+// computes BM token rows × BN matrix rows (for SwiGLU BN/2 gate rows and their BN/2 up
+// rows), one quant group (64 values) per step. Per step, x's BM × 64 values (× norm
+// weights) and the BN rows' dequantized weights are staged in workgroup memory as `tv`
+// (vec4 of f32, or of f16 with shader-f16: gemm_q4_f32.wgsl / gemm_q4_f16.wgsl); after a
+// barrier invocation (tx, ty) accumulates token rows TM·ty + i (i < TM) × tile columns
+// tx + (BN/TN)·j (j < TN) in f32 registers, each staged vec4 loaded once for TN or TM
+// products. The products are f32 whatever the staging (f16 × f16 is exact in f32): f16
+// dot products put the fixtures' logits ~1.6× further from the oracle. Loads: XS invocations per token row, each 16/XS consecutive vec4s of x (and
+// its Σx² for the fused norm); WW code words per invocation, consecutive invocations on
+// consecutive words (coalesced). Rows past the ends repeat the last one, never written.
+// PRESCALE (the f16 tiles): each loader finds its token row's RMSNorm factor first, from
+// a pass over the row's x, and applies it before staging, so that the raw residual
+// stream (which passes f16's range in real models) is never held in f16.
+// The wrapper (GemmTiles::wgsl) declares BM, BN, TM, TN, WG, XS and WW.
 
 // `Chunk` and binding 0 (`chunk`) come from chunk.wgsl; the constants, lo4/hi4 and
 // `finish` from gemm_q4_common.wgsl.
-@group(0) @binding(1) var<storage, read> codes: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> codes: array<u32>;
 @group(0) @binding(2) var<storage, read> qparams: array<u32>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> norm_w: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
-const BM: u32 = 32u;
-const BN: u32 = 32u;
-// BK / 4: vec4s per tile row.
+// vec4s per staged row (one quant group).
 const KV4: u32 = 16u;
+// Invocations along the matrix rows; vec4s of x per loader.
+const CN: u32 = BN / TN;
+const XV: u32 = KV4 / XS;
 
-var<workgroup> xs: array<vec4<f32>, 512>; // [BM][KV4]
-var<workgroup> ws: array<vec4<f32>, 512>; // [BN][KV4]
-// After the K loop, xs[i].x holds loader i's half-row sum of x² (the fused norm), so the
-// workgroup stays within WebGPU's default 16 KiB of workgroup storage.
+var<workgroup> xs: array<tv, BM * KV4>;
+var<workgroup> ws: array<tv, BN * KV4>;
 
-// The four sums of token row `m` (tile columns tx + 8·j in acc's components).
-fn write_row(m: u32, n0: u32, tx: u32, acc: vec4<f32>, scale: f32) {
-    let a = acc * scale;
+// Token row `m`'s sums (tile columns tx + CN·j in a[j]).
+fn write_row(m: u32, n0: u32, tx: u32, acc: array<f32, TN>, scale: f32) {
     if (EPILOGUE == 2u) {
-        // Columns j = 0, 1 are gate rows, j = 2, 3 their up rows.
-        if (n0 + tx < N) {
-            finish(m, n0 + tx, a.x, a.z);
-        }
-        if (n0 + tx + 8u < N) {
-            finish(m, n0 + tx + 8u, a.y, a.w);
+        // Columns j < TN/2 are gate rows, j + TN/2 their up rows.
+        for (var j = 0u; j < TN / 2u; j++) {
+            let o = n0 + tx + CN * j;
+            if (o < N) {
+                finish(m, o, acc[j] * scale, acc[j + TN / 2u] * scale);
+            }
         }
     } else {
-        for (var j = 0u; j < 4u; j++) {
-            let o = n0 + tx + 8u * j;
+        for (var j = 0u; j < TN; j++) {
+            let o = n0 + tx + CN * j;
             if (o < N) {
-                finish(m, o, a[j], 0.0);
+                finish(m, o, acc[j] * scale, 0.0);
             }
         }
     }
 }
 
+// Tile row r's RMSNorm factor from its XS loaders' Σx² (1 without NORM).
 fn row_scale(r: u32) -> f32 {
     if (NORM) {
-        return inverseSqrt((xs[2u * r].x + xs[2u * r + 1u].x) / f32(K) + EPS);
+        var s = 0.0;
+        for (var i = 0u; i < XS; i++) {
+            s += get_sum(r * XS + i);
+        }
+        return inverseSqrt(s / f32(K) + EPS);
     }
     return 1.0;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let count = chunk.count;
     let outs_per_tile = BN / parts();
     let n0 = wid.x * outs_per_tile;
     let m0 = wid.y * BM;
-    let tx = lid % 8u;
-    let ty = lid / 8u;
-    // This invocation's loads: half (lid % 2) of token row m0 + lid / 2 and of matrix row
-    // `w_row` (clamped: rows past the ends repeat the last one and are never written).
-    let hb = lid % 2u;
-    let x_row = min(m0 + lid / 2u, max(count, 1u) - 1u);
-    let w_tile_row = lid / 2u;
-    let part = w_tile_row / outs_per_tile;
-    let w_row = min(n0 + w_tile_row % outs_per_tile, N - 1u) + part * N;
+    let tx = lid % CN;
+    let ty = lid / CN;
+    // This invocation's x loads: vec4s xc .. xc + XV of tile row xr.
+    let xr = lid / XS;
+    let xc = (lid % XS) * XV;
+    let x_row = min(m0 + xr, max(count, 1u) - 1u);
     let groups = K / 64u;
-    var acc0 = vec4<f32>(0.0);
-    var acc1 = vec4<f32>(0.0);
-    var acc2 = vec4<f32>(0.0);
-    var acc3 = vec4<f32>(0.0);
+    var acc: array<array<f32, TN>, TM>;
     var sum_sq = 0.0;
-    for (var g = 0u; g < groups; g++) {
-        let xb = x_row * (K / 4u) + g * KV4 + hb * 8u;
-        for (var j = 0u; j < 8u; j++) {
-            var v = x[xb + j];
-            sum_sq += dot(v, v);
-            if (NORM) {
-                v *= norm_w[g * KV4 + hb * 8u + j];
-            }
-            xs[(lid / 2u) * KV4 + hb * 8u + j] = v;
+    var x_scale = 1.0;
+    if (NORM && PRESCALE) {
+        var s = 0.0;
+        for (var i = 0u; i < K / 4u; i++) {
+            let v = x[x_row * (K / 4u) + i];
+            s += dot(v, v);
         }
-        let c = codes[(w_row * groups + g) * 2u + hb];
-        let p = unpack2x16float(qparams[w_row * groups + g]);
-        let wb = w_tile_row * KV4 + hb * 8u;
-        ws[wb] = lo4(c.x) * p.x + p.y;
-        ws[wb + 1u] = hi4(c.x) * p.x + p.y;
-        ws[wb + 2u] = lo4(c.y) * p.x + p.y;
-        ws[wb + 3u] = hi4(c.y) * p.x + p.y;
-        ws[wb + 4u] = lo4(c.z) * p.x + p.y;
-        ws[wb + 5u] = hi4(c.z) * p.x + p.y;
-        ws[wb + 6u] = lo4(c.w) * p.x + p.y;
-        ws[wb + 7u] = hi4(c.w) * p.x + p.y;
+        x_scale = inverseSqrt(s / f32(K) + EPS);
+    }
+    for (var g = 0u; g < groups; g++) {
+        let xb = x_row * (K / 4u) + g * KV4 + xc;
+        for (var j = 0u; j < XV; j++) {
+            var v = x[xb + j];
+            if (NORM && !PRESCALE) {
+                sum_sq += dot(v, v);
+            }
+            if (NORM) {
+                v *= norm_w[g * KV4 + xc + j] * x_scale;
+            }
+            xs[xr * KV4 + xc + j] = tv(v);
+        }
+        for (var t = 0u; t < WW; t++) {
+            // Code word `word` (of 8) of tile row `tr`.
+            let i = lid + t * WG;
+            let tr = i / 8u;
+            let word = i % 8u;
+            let part = tr / outs_per_tile;
+            let row = min(n0 + tr % outs_per_tile, N - 1u) + part * N;
+            let c = codes[(row * groups + g) * 8u + word];
+            let p = unpack2x16float(qparams[row * groups + g]);
+            ws[tr * KV4 + 2u * word] = tv(lo4(c) * p.x + p.y);
+            ws[tr * KV4 + 2u * word + 1u] = tv(hi4(c) * p.x + p.y);
+        }
         workgroupBarrier();
-        let xr = ty * 4u * KV4;
         for (var kk = 0u; kk < KV4; kk++) {
-            let a0 = xs[xr + kk];
-            let a1 = xs[xr + KV4 + kk];
-            let a2 = xs[xr + 2u * KV4 + kk];
-            let a3 = xs[xr + 3u * KV4 + kk];
-            let b0 = ws[tx * KV4 + kk];
-            let b1 = ws[(tx + 8u) * KV4 + kk];
-            let b2 = ws[(tx + 16u) * KV4 + kk];
-            let b3 = ws[(tx + 24u) * KV4 + kk];
-            acc0 += vec4<f32>(dot(a0, b0), dot(a0, b1), dot(a0, b2), dot(a0, b3));
-            acc1 += vec4<f32>(dot(a1, b0), dot(a1, b1), dot(a1, b2), dot(a1, b3));
-            acc2 += vec4<f32>(dot(a2, b0), dot(a2, b1), dot(a2, b2), dot(a2, b3));
-            acc3 += vec4<f32>(dot(a3, b0), dot(a3, b1), dot(a3, b2), dot(a3, b3));
+            var b: array<tv, TN>;
+            for (var j = 0u; j < TN; j++) {
+                b[j] = ws[(tx + CN * j) * KV4 + kk];
+            }
+            for (var i = 0u; i < TM; i++) {
+                let a = xs[(ty * TM + i) * KV4 + kk];
+                for (var j = 0u; j < TN; j++) {
+                    acc[i][j] += dot(vec4<f32>(a), vec4<f32>(b[j]));
+                }
+            }
         }
         workgroupBarrier();
     }
     // The loop ended with a barrier: xs is free.
-    xs[lid].x = sum_sq;
+    if (!PRESCALE) {
+        put_sum(lid, sum_sq);
+    }
     workgroupBarrier();
-    let r = ty * 4u;
-    if (m0 + r < count) {
-        write_row(m0 + r, n0, tx, acc0, row_scale(r));
-    }
-    if (m0 + r + 1u < count) {
-        write_row(m0 + r + 1u, n0, tx, acc1, row_scale(r + 1u));
-    }
-    if (m0 + r + 2u < count) {
-        write_row(m0 + r + 2u, n0, tx, acc2, row_scale(r + 2u));
-    }
-    if (m0 + r + 3u < count) {
-        write_row(m0 + r + 3u, n0, tx, acc3, row_scale(r + 3u));
+    for (var i = 0u; i < TM; i++) {
+        let r = ty * TM + i;
+        if (m0 + r < count) {
+            var scale = 1.0;
+            if (!PRESCALE) {
+                scale = row_scale(r);
+            }
+            write_row(m0 + r, n0, tx, acc[i], scale);
+        }
     }
 }

@@ -3,7 +3,8 @@
 // SLOTS · RPS output rows. Slot s takes rows base + j (j < RPS); its lanes take the row's
 // 32-value chunks (one vec4<u32> of code words each) in turn, so a slot's code loads are
 // coalesced. Each lane loads a chunk's 32 x values once (with the norm weights) and reuses
-// them for its RPS rows and both halves of gate/up. The lanes' partial sums — NV values:
+// them for its RPS rows and both halves of gate/up, as f32 or (with shader-f16) as f16
+// (`stage_x` / `chunk_dot`: gemv_q4_rows_gpu_f32.wgsl / _f16.wgsl). The lanes' partial sums — NV values:
 // RPS × 2 dot products, then Σx² for the fused norm — meet in one `slot_reduce` per slot
 // (gemv_q4_rows_gpu_tree.wgsl through workgroup memory, or gemv_q4_rows_gpu_subgroup.wgsl
 // when a slot is one subgroup). Rows past N are computed from row N-1 and never stored.
@@ -35,14 +36,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             x[i] = normed(v, xb + i);
         }
         let xsum = dot(x[0] + x[1] + x[2] + x[3] + x[4] + x[5] + x[6] + x[7], vec4<f32>(1.0));
+        let xc = stage_x(x);
         for (var j = 0u; j < RPS; j++) {
             let o = min(base + j, N - 1u);
             for (var p = 0u; p < n_parts; p++) {
                 let r = matrix_row(o, p);
-                let d = dot32(code4(r * chunks + c), x[0], x[1], x[2], x[3], x[4], x[5], x[6],
-                              x[7]);
+                let d = chunk_dot(code4(r * chunks + c), xc);
                 let q = unpack2x16float(qparams[r * groups + c / 2u]);
-                vals[2u * j + p] += q.x * d + q.y * xsum;
+                // w = scale · code + min = scale · (code − CODE_BIAS) + (min + CODE_BIAS · scale).
+                vals[2u * j + p] += q.x * d + (q.y + CODE_BIAS * q.x) * xsum;
             }
         }
     }

@@ -69,6 +69,27 @@ fn check_report(r: &serde_json::Value) {
     assert_eq!(r["prefill"]["tokens"], 32);
     positive(&r["prefill"]["tok_s"], "prefill tok/s");
     let ceiling = positive(&r["read_ceiling"]["gb_s"], "read ceiling");
+    // The prefill GEMMs: each of the four shapes in the profile's design (and the f32
+    // tiles beside f16 ones), at the prefill's 32 tokens.
+    let gemm = r["gemm"].as_array().unwrap();
+    let designs = 1 + usize::from(
+        r["profile"]["gemm_tiles"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("f16")),
+    );
+    assert_eq!(gemm.len(), 4 * designs, "{gemm:?}");
+    for g in gemm {
+        assert_eq!(g["tokens"], 32);
+        positive(&g["gflop_s"], "GEMM GFLOP/s");
+    }
+    // The GPU GEMVs in f32 and f16 x, where the profile runs them and shader-f16 exists.
+    let gpu_rows = r["profile"]["gemv"]["qkv"] == "gpu_rows";
+    let f16 = r["adapter"]["shader_f16"] == true;
+    let gemv = r["gemv_x_f16"].as_array().unwrap();
+    assert_eq!(gemv.len(), if gpu_rows && f16 { 10 } else { 0 }, "{gemv:?}");
+    for g in gemv {
+        positive(&g["gb_s"], "GEMV GB/s");
+    }
     let profiles = r["step_profiles"].as_array().unwrap();
     assert_eq!(profiles.len(), 2);
     for p in profiles {

@@ -3,16 +3,21 @@
 //! K = 64 (one quant group, two K tiles), 192 and 896 (odd numbers of groups); N odd and
 //! not a multiple of the 64-row tile; every epilogue, with bias and with the fused norm.
 //! (K is always a multiple of the 32-wide K tile: the quant group is 64.)
-//! Every case runs in every variant (workgroup tiles, the GPU design; row lanes with codes
-//! from storage or from their texture copy, row-major or in tile order, the CPU-adapter
-//! designs), whatever the adapter.
+//! Every case runs in every variant (the GPU design's workgroup tiles in f32, in f16 where
+//! the adapter has shader-f16, and in a third layout with other register blocks; row
+//! lanes with codes from their texture copy, row-major or in tile order, the CPU-adapter
+//! designs), whatever the adapter; the tile layouts also at 1, tile − 1 and tile + 1 token
+//! rows and on the 151,936-row head shape.
 //! Tolerance as the GEMV's: ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K); a wrong code, row, column
-//! or epilogue is off by ≥ 1e-2.
+//! or epilogue is off by ≥ 1e-2. The f16 tiles are checked against a reference that
+//! rounds the staged values (normed x, dequantized weights) to f16 as they do, within
+//! 2e-4 · max|ref| (the products are f32, exact; ≤ 5.4e-5 measured on lavapipe); the f16
+//! tiles index exactly as the f32 ones, which are held to 2e-6.
 
 mod gpu_common;
 
-use gpu_common::{assert_close, gpu, profiles, rmsnorm, Rng};
-use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4, GemmVariant};
+use gpu_common::{assert_close, f16_round, gpu, profiles, rmsnorm, Rng};
+use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4, GemmTiles, GemmVariant};
 use pocketrt::gpu::kernels::gemv_q4::{
     Codes, CodesRead, Epilogue, GemvSpec, MatrixCodes, TextureOrder, XLoads,
 };
@@ -20,11 +25,39 @@ use pocketrt::quant::Q4Tensor;
 
 const EPS: f32 = 1e-6;
 
-const VARIANTS: [GemmVariant; 3] = [
-    GemmVariant::WorkgroupTiles,
-    GemmVariant::RowLanesFromTexture(TextureOrder::RowMajor),
-    GemmVariant::RowLanesFromTexture(TextureOrder::Tiles),
-];
+/// A third tile layout: 2 × 8 register blocks, two loaders per token row, 8 code words
+/// per invocation.
+const NARROW: GemmTiles = GemmTiles {
+    bm: 16,
+    bn: 32,
+    tm: 2,
+    tn: 8,
+    f16: false,
+};
+
+/// The tile layouts the test adapter runs: the f16 tiles where it has shader-f16.
+fn tile_layouts() -> Vec<GemmTiles> {
+    let mut t = vec![GemmTiles::F32, NARROW];
+    if gpu().adapter.features.shader_f16 {
+        t.push(GemmTiles::F16);
+    }
+    t
+}
+
+fn variants() -> Vec<GemmVariant> {
+    let mut v: Vec<_> = tile_layouts()
+        .into_iter()
+        .map(GemmVariant::WorkgroupTiles)
+        .collect();
+    v.push(GemmVariant::RowLanesFromTexture(TextureOrder::RowMajor));
+    v.push(GemmVariant::RowLanesFromTexture(TextureOrder::Tiles));
+    v
+}
+
+/// Does `variant` stage its tiles in f16?
+fn staged_f16(variant: GemmVariant) -> bool {
+    variant.tiles().is_some_and(|t| t.f16)
+}
 
 /// Run one GEMM on the GPU and the reference on the CPU; returns (gpu, reference).
 fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
@@ -42,17 +75,25 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
     };
     let out0 = rng.vec(m * n, 1.0);
 
+    // The f16 tiles hold f16 weights and normed x: the reference rounds them alike.
+    let round = |v: &mut [f32]| {
+        if staged_f16(variant) {
+            v.iter_mut().for_each(|x| *x = f16_round(*x));
+        }
+    };
     let mut dense = vec![0f32; rows * k];
     for (r, row) in dense.chunks_exact_mut(k).enumerate() {
         w.dequantize_row(r, row);
     }
+    round(&mut dense);
     let mut want = Vec::with_capacity(m * n);
     for t in 0..m {
         let xt = &x_in[t * k..][..k];
-        let x = match spec.norm_eps {
+        let mut x = match spec.norm_eps {
             Some(eps) => rmsnorm(xt, &norm_w, eps),
             None => xt.to_vec(),
         };
+        round(&mut x);
         let dot = |r: usize| {
             let d: f64 = dense[r * k..][..k]
                 .iter()
@@ -76,7 +117,7 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
     let kernel = GemmQ4::with_variant(ctx, variant, spec).unwrap();
     assert_eq!(kernel.variant(), variant);
     // The row lanes load x through the subgroup where the profile uses 8-wide ones.
-    let lanes = variant != GemmVariant::WorkgroupTiles;
+    let lanes = variant.is_lanes();
     let x_loads = match ctx.profile.subgroup_size {
         Some(8) => XLoads::Subgroup,
         _ => XLoads::Each,
@@ -111,10 +152,13 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
 }
 
 fn check(spec: GemvSpec, ms: &[usize], seed: u64) {
-    for (&m, variant) in ms
-        .iter()
-        .flat_map(|m| VARIANTS.iter().map(move |v| (m, *v)))
-    {
+    for variant in variants() {
+        check_variant(variant, spec, ms, seed);
+    }
+}
+
+fn check_variant(variant: GemmVariant, spec: GemvSpec, ms: &[usize], seed: u64) {
+    for &m in ms {
         let (got, want) = run_case(variant, spec, m, seed + m as u64);
         let what = format!(
             "GEMM {variant:?} M {m} N {} K {} {:?} bias {} norm {}",
@@ -124,7 +168,17 @@ fn check(spec: GemvSpec, ms: &[usize], seed: u64) {
             spec.bias,
             spec.norm_eps.is_some()
         );
-        assert_close(&what, &got, &want, 2e-6, 1e-6 * (spec.k as f32).sqrt());
+        let rel = if staged_f16(variant) { 2e-4 } else { 2e-6 };
+        assert_close(&what, &got, &want, rel, 1e-6 * (spec.k as f32).sqrt());
+    }
+}
+
+/// Each tile layout at 1, tile − 1 and tile + 1 token rows.
+fn check_tile_edges(spec: GemvSpec, seed: u64) {
+    for tiles in tile_layouts() {
+        let bm = tiles.bm as usize;
+        let variant = GemmVariant::WorkgroupTiles(tiles);
+        check_variant(variant, spec, &[1, bm - 1, bm + 1], seed);
     }
 }
 
@@ -177,8 +231,75 @@ fn gemm_fused_gate_up_swiglu_matches_reference() {
 }
 
 #[test]
+fn gemm_tiles_match_reference_at_token_tile_edges_with_a_partial_last_row_tile() {
+    // N = 67 and 45 gate/up pairs: not a multiple of any tile's rows.
+    check_tile_edges(spec(67, 64, Epilogue::Store, true, false), 50);
+    check_tile_edges(spec(45, 896, Epilogue::SwiGlu, false, true), 51);
+    check_tile_edges(spec(67, 320, Epilogue::AddInto, false, true), 52);
+}
+
+#[test]
+fn gemm_tiles_match_reference_on_the_151936_row_head_shape() {
+    for tiles in tile_layouts() {
+        let variant = GemmVariant::WorkgroupTiles(tiles);
+        check_variant(
+            variant,
+            spec(151_936, 64, Epilogue::Store, false, true),
+            &[2],
+            55,
+        );
+    }
+}
+
+#[test]
+fn gemm_tiles_reject_layouts_the_kernel_cannot_run() {
+    let ctx = gpu();
+    let s = spec(8, 64, Epilogue::Store, false, false);
+    let bad = [
+        GemmTiles {
+            tm: 3,
+            ..GemmTiles::F32
+        }, // blocks do not divide the tile
+        GemmTiles {
+            tn: 1,
+            ..GemmTiles::F32
+        }, // SwiGLU needs even blocks
+        GemmTiles {
+            bm: 1,
+            bn: 64,
+            tm: 1,
+            tn: 2,
+            f16: false,
+        }, // 32 loaders per token row
+        GemmTiles {
+            bm: 64,
+            bn: 64,
+            ..GemmTiles::F32
+        }, // 32 KiB of f32 tiles
+        GemmTiles {
+            bm: 64,
+            bn: 64,
+            tm: 2,
+            tn: 2,
+            f16: true,
+        }, // 1,024 invocations
+    ];
+    for tiles in bad {
+        let r = GemmQ4::with_variant(ctx, GemmVariant::WorkgroupTiles(tiles), s);
+        let Err(pocketrt::Error::InvalidArgument(e)) = r else {
+            panic!("{tiles:?} accepted");
+        };
+        assert!(e.contains("GEMM tiles"), "{e}");
+    }
+    if !ctx.adapter.features.shader_f16 {
+        let r = GemmQ4::with_variant(ctx, GemmVariant::WorkgroupTiles(GemmTiles::F16), s);
+        assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(e)) if e.contains("shader-f16")));
+    }
+}
+
+#[test]
 fn gemm_rejects_k_not_a_multiple_of_the_group() {
-    for variant in VARIANTS {
+    for variant in variants() {
         let r = GemmQ4::with_variant(gpu(), variant, spec(8, 100, Epilogue::Store, false, false));
         assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
     }

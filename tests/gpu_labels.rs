@@ -85,6 +85,9 @@ fn dump_wgsl_writes_every_assembled_shader_named_by_its_label() {
         &src[..80]
     );
     assert!(src.contains("// override N = ") && src.contains("fn main("));
+    // The prefill GEMM's label names its tiles: `gemm_q4/tiles/64x64/8x4/f16` with
+    // shader-f16, `gemm_q4/tiles/32x32/4x4/f32` without.
+    let gemm = format!("gemm_q4.{}", ctx.profile.gemm.label().replace('/', "."));
     for kernel in [
         "embed_q4",
         "attention.group",
@@ -92,7 +95,7 @@ fn dump_wgsl_writes_every_assembled_shader_named_by_its_label() {
         "argmax",
         "topk.radix.chunks",
         "topk.radix.merge",
-        "gemm_q4.tiles.32x32",
+        &gemm,
     ] {
         assert!(
             files.iter().any(|f| f.starts_with(&format!("{kernel}-"))),

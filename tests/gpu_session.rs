@@ -134,3 +134,42 @@ fn pipelined_greedy_decoding_equals_step_by_step_and_never_waits_before_submitti
         );
     }
 }
+
+/// The browser's prompt feeding (`feed_all_async`, awaited instead of blocking): after
+/// every prompt step at most `MAX_IN_FLIGHT` command buffers are in flight, and the cache
+/// ends as the blocking feed leaves it (the same next logits); batched prefill through
+/// the awaited path continues like it too.
+#[test]
+fn awaited_prompt_feeding_keeps_at_most_max_in_flight_queued() {
+    use pocketrt::gpu::forward::MAX_IN_FLIGHT;
+    let ctx = &profiles()[0];
+    let load = || {
+        let src = &mut *open(&fixture()).unwrap();
+        pocketrt::gpu::GpuModel::load(ctx.clone(), src, CONTEXT).unwrap()
+    };
+    let mut rng = Rng::new(9);
+    let tokens: Vec<u32> = (0..3 * MAX_IN_FLIGHT)
+        .map(|_| (rng.next_u64() % 512) as u32)
+        .collect();
+    let mut awaited = load();
+    let mut most = 0;
+    for (pos, &t) in tokens.iter().enumerate() {
+        pollster::block_on(awaited.feed_async(t, pos)).unwrap();
+        most = most.max(awaited.in_flight());
+    }
+    assert_eq!(most, MAX_IN_FLIGHT, "prompt steps in flight");
+    let n = tokens.len();
+    let (_, got) = awaited.decode_with_logits(7, n).unwrap();
+    let mut blocking = load();
+    for (pos, &t) in tokens.iter().enumerate() {
+        blocking.feed(t, pos).unwrap();
+    }
+    let (_, want) = blocking.decode_with_logits(7, n).unwrap();
+    assert_eq!(got, want, "the awaited feed's cache");
+    let mut chunked = load();
+    pollster::block_on(chunked.feed_all_async(&tokens, 0)).unwrap();
+    assert!(chunked.in_flight() <= MAX_IN_FLIGHT);
+    let (_, after) = chunked.decode_with_logits(7, n).unwrap();
+    let rel = gpu_common::logits_rel(ctx.profile.shader_f16);
+    gpu_common::assert_close("awaited prefill", &after, &want, rel, 1e-4);
+}

@@ -32,6 +32,7 @@ mod record;
 mod select;
 pub use select::Candidates;
 mod step;
+pub use pipeline::MAX_IN_FLIGHT;
 pub use prefill::{
     lanes_records_bytes as prefill_lanes_records_bytes, scratch_sizes as prefill_scratch_sizes,
     CHUNK as PREFILL_CHUNK, PREFILL_MAX_POSITIONS,

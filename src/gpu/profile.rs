@@ -9,8 +9,9 @@
 //! - `gpu`: real GPUs (what Safari, Chrome and native Metal / Vulkan / DX12 users get):
 //!   GEMVs of several rows per workgroup with a workgroup-memory reduction, a workgroup
 //!   per (KV head, split) computing its whole GQA group for decode attention (W_o as a
-//!   GEMV of its own), 32 × 32 workgroup tiles for the prefill GEMM and key tiles for
-//!   prefill attention. Needs no optional feature.
+//!   GEMV of its own), register-tiled prefill GEMM workgroups (32 × 32 in f32, or 64 × 64
+//!   staged in f16 where the adapter has `shader-f16`) and key tiles for prefill
+//!   attention. Needs no optional feature.
 //! - `gpu-subgroups`: `gpu` with each GEMV row slot one subgroup (`subgroupAdd`): GPUs
 //!   with one fixed subgroup width (natively; browsers expose none through wgpu).
 //! - `lavapipe`: CPU adapters with 8-wide subgroups (Mesa's lavapipe): the codes read from
@@ -25,7 +26,7 @@
 use super::device::AdapterSummary;
 use super::kernels::attention::AttentionVariant;
 use super::kernels::attention_prefill::AttentionPrefillVariant;
-use super::kernels::gemm_q4::GemmVariant;
+use super::kernels::gemm_q4::{GemmTiles, GemmVariant};
 use super::kernels::gemv_q4::{GemvVariant, GpuRows, SlotReduce, TextureOrder};
 use super::kernels::rope_kv::HeadShape;
 use super::kernels::soft::gemm_q4_lanes::tokens_for_limit;
@@ -162,11 +163,16 @@ impl DeviceProfile {
     }
 
     fn build(name: &str, adapter: &AdapterSummary) -> Result<DeviceProfile> {
+        // The GEMVs keep x in f32 even with shader-f16: the f16 lanes' logits are ~2e-3
+        // (relative) from the oracle, enough to change seeded sampled tokens against the
+        // CPU backend, and their speed is unmeasured on a real GPU (`gpu-check` times
+        // both); `GpuRows::f16` turns them on.
+        let gpu_rows = GPU_ROWS;
         let gpu = DeviceProfile {
             name: "gpu",
             forced: false,
             software: is_software(adapter),
-            gemv: GemvDesigns::all(GemvVariant::GpuRows(GPU_ROWS)),
+            gemv: GemvDesigns::all(GemvVariant::GpuRows(gpu_rows)),
             code_textures: None,
             attention: AttentionVariant::Group,
             split_len: GPU_SPLIT_LEN,
@@ -174,12 +180,12 @@ impl DeviceProfile {
             // and value loaded once per GQA group) beats it: fold only where a real-GPU
             // measurement shows the fold faster.
             fold_output: false,
-            gemm: GemmVariant::WorkgroupTiles,
+            gemm: GemmVariant::WorkgroupTiles(gpu_gemm_tiles(adapter)),
             prefill_attention: AttentionPrefillVariant::KeyTiles,
             prefill_chunk: PREFILL_CHUNK,
             batched_prefill: true,
             subgroup_size: None,
-            shader_f16: false,
+            shader_f16: adapter.features.shader_f16,
             topk: TopKDesign::Radix,
         };
         // CPU adapters: no barriers or workgroup memory (the lanes designs), the codes
@@ -187,6 +193,7 @@ impl DeviceProfile {
         // twice as long (the lanes design runs its split serially per invocation).
         let soft = |name, order, gemv| DeviceProfile {
             name,
+            shader_f16: false,
             gemv: GemvDesigns::all(gemv),
             code_textures: Some(order),
             attention: AttentionVariant::Lanes,
@@ -211,7 +218,7 @@ impl DeviceProfile {
                     tpr: width,
                     slots: GPU_ROWS.invocations() / width,
                     reduce: SlotReduce::Subgroup,
-                    ..GPU_ROWS
+                    ..gpu_rows
                 };
                 Ok(DeviceProfile {
                     name: "gpu-subgroups",
@@ -285,7 +292,7 @@ impl DeviceProfile {
     pub fn gemm_for(&self, k: usize, max_uniform: u64) -> GemmVariant {
         match self.gemm {
             g if g.is_lanes() && tokens_for_limit(max_uniform, k).is_none() => {
-                GemmVariant::WorkgroupTiles
+                GemmVariant::WorkgroupTiles(GemmTiles::F32)
             }
             g => g,
         }
@@ -309,6 +316,7 @@ impl DeviceProfile {
             "split_len": self.split_len,
             "fold_output": self.fold_output,
             "gemm": self.gemm.name(),
+            "gemm_tiles": self.gemm.tiles().map(GemmTiles::label),
             "prefill_attention": self.prefill_attention.name(),
             "prefill_chunk": self.prefill_chunk,
             "batched_prefill": self.batched_prefill,
@@ -339,7 +347,7 @@ impl std::fmt::Display for DeviceProfile {
             self.attention.name(),
             self.split_len,
             yes_no(self.fold_output),
-            self.gemm.name(),
+            self.gemm.label(),
             self.prefill_attention.name(),
             self.prefill_chunk,
             yes_no(self.batched_prefill),
@@ -350,14 +358,27 @@ impl std::fmt::Display for DeviceProfile {
 
 /// The GPU GEMV's layout: 8 row slots of 16 lanes (128 invocations), 2 rows per slot (x
 /// reused across them), 16 rows per workgroup; the slot's lanes summed by a tree in
-/// workgroup memory. A starting point from the public designs (ggml-webgpu, onnxruntime),
+/// workgroup memory; x in f32. A starting point from the public designs (ggml-webgpu, onnxruntime),
 /// to be tuned per GPU with `scripts/gpu-check`.
 const GPU_ROWS: GpuRows = GpuRows {
     tpr: 16,
     slots: 8,
     rps: 2,
     reduce: SlotReduce::Tree,
+    f16: false,
 };
+
+/// The GPU profiles' prefill GEMM tiles: staged in f16 where the adapter has `shader-f16`
+/// (half the workgroup memory per value: 64 × 64 tiles in the 16 KiB every adapter
+/// gives), f32 32 × 32 elsewhere. Starting points from ggml-webgpu and onnxruntime, to be
+/// tuned per GPU with `scripts/gpu-check`.
+fn gpu_gemm_tiles(adapter: &AdapterSummary) -> GemmTiles {
+    if adapter.features.shader_f16 {
+        GemmTiles::F16
+    } else {
+        GemmTiles::F32
+    }
+}
 
 /// The subgroup width a GPU GEMV row slot can be: one fixed width from 8 to the GEMV's
 /// workgroup size, a power of two (NVIDIA and Apple 32; lavapipe 8, for the tests).
@@ -416,7 +437,8 @@ mod tests {
             assert_eq!(p.gemv, GemvDesigns::all(GemvVariant::GpuRows(GPU_ROWS)));
             assert_eq!(GPU_ROWS.reduce, SlotReduce::Tree);
             assert_eq!(p.attention, AttentionVariant::Group);
-            assert_eq!(p.gemm, GemmVariant::WorkgroupTiles);
+            assert_eq!(p.gemm, GemmVariant::WorkgroupTiles(GemmTiles::F16));
+            assert!(p.shader_f16, "the test adapters have shader-f16");
             assert_eq!(p.prefill_attention, AttentionPrefillVariant::KeyTiles);
             assert_eq!((p.code_textures, p.split_len), (None, GPU_SPLIT_LEN));
             assert!(!p.fold_output && p.batched_prefill);
@@ -458,6 +480,19 @@ mod tests {
                 .to_string();
             assert!(e.contains("fixed width"), "{e}");
         }
+    }
+
+    #[test]
+    fn gpus_without_shader_f16_get_the_f32_gemm_tiles() {
+        let mut a = adapter("Apple M4", wgpu::DeviceType::IntegratedGpu, None);
+        a.features.shader_f16 = false;
+        let p = DeviceProfile::detect(&a);
+        assert_eq!(p.gemm, GemmVariant::WorkgroupTiles(GemmTiles::F32));
+        assert!(!p.shader_f16);
+        assert_eq!(p.to_json()["gemm_tiles"], "32x32/4x4/f32");
+        // CPU adapters never stage in f16, whatever they expose.
+        let lavapipe = adapter("llvmpipe", wgpu::DeviceType::Cpu, Some(8));
+        assert!(!DeviceProfile::detect(&lavapipe).shader_f16);
     }
 
     #[test]
@@ -565,7 +600,10 @@ mod tests {
             AttentionVariant::Workgroup
         );
         assert_eq!(p.gemm_for(896, 65_536), p.gemm);
-        assert_eq!(p.gemm_for(1 << 20, 65_536), GemmVariant::WorkgroupTiles);
+        assert_eq!(
+            p.gemm_for(1 << 20, 65_536),
+            GemmVariant::WorkgroupTiles(GemmTiles::F32)
+        );
         // The gpu profile: the group design, but the workgroup design to fold W_o (only it
         // folds on GPUs), for head_dim % 4 != 0 and for groups too large for workgroup
         // memory (32 heads of 128 per KV head).

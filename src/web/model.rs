@@ -61,11 +61,12 @@ impl WebModel {
     }
 
     /// Run prompt tokens at `pos..` whose successors are not needed (on the GPU: batched
-    /// prefill where it pays, [`crate::gpu::GpuModel::feed_all`]; on the CPU: batched
+    /// prefill where it pays, [`crate::gpu::GpuModel::feed_all_async`], at most
+    /// `MAX_IN_FLIGHT` command buffers queued; on the CPU: batched
     /// prefill, [`FastModel::prefill`]).
-    pub fn feed_all(&mut self, tokens: &[u32], pos: usize) -> Result<()> {
+    pub async fn feed_all(&mut self, tokens: &[u32], pos: usize) -> Result<()> {
         match self {
-            WebModel::Gpu(m) => m.feed_all(tokens, pos),
+            WebModel::Gpu(m) => m.feed_all_async(tokens, pos).await,
             WebModel::Cpu { model, cache } => {
                 cache.truncate(pos);
                 model.prefill(tokens, cache, Logits::None).map(drop)

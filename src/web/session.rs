@@ -90,7 +90,9 @@ impl WebSession {
         self.cached.truncate(reused);
         let (&last, head) = tokens.split_last().expect("checked non-empty");
         if head.len() > reused {
-            self.model.feed_all(&head[reused..], self.cached.len())?;
+            self.model
+                .feed_all(&head[reused..], self.cached.len())
+                .await?;
             self.cached.extend_from_slice(&head[reused..]);
         }
         let pos = self.cached.len();

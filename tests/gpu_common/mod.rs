@@ -102,6 +102,26 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], rel: f32, abs: f32) {
     );
 }
 
+/// Relative tolerance of whole-model logits against the oracle: 1e-3 (the f16 KV cache),
+/// 4e-3 where kernels on the path compute in f16 (`f16`: the prefill GEMM's f16 tiles or
+/// the GPU GEMVs' f16 x, with shader-f16; ≤ 1.8e-3 measured on the fixtures); a wrong
+/// kernel or position moves logits by O(max|logit|).
+pub fn logits_rel(f16: bool) -> f32 {
+    if f16 {
+        4e-3
+    } else {
+        1e-3
+    }
+}
+
+/// Do the GPU GEMVs of `ctx`'s profile hold x in f16?
+#[cfg(not(target_arch = "wasm32"))]
+pub fn gemv_f16(ctx: &GpuContext) -> bool {
+    use pocketrt::gpu::kernels::gemv_q4::GemvVariant;
+    let f16 = |v: GemvVariant| matches!(v, GemvVariant::GpuRows(g) if g.f16);
+    ctx.profile.gemv.roles().iter().any(|(_, v)| f16(*v))
+}
+
 /// Reference RMSNorm.
 pub fn rmsnorm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let ms = x.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>() / x.len() as f64;

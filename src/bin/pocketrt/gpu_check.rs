@@ -12,11 +12,14 @@
 //!    the cache's first `pos + 1` positions, whatever they hold, so they need not be
 //!    filled), prefill tok/s, dispatches and submits per token, and each kernel's GPU
 //!    time, bytes read and effective GB/s next to a plain read kernel's GB/s on the same
-//!    adapter (the roofline ratio).
+//!    adapter (the roofline ratio);
+//! 4. the prefill GEMMs' GFLOP/s per shape and design, and the GPU GEMVs' GB/s with x in
+//!    f32 and f16 (`gpu_check_kernels`).
 //!
 //! Prints one JSON document on stdout; progress and a summary go to stderr.
 
 use super::bench::{kernel_json, synthetic_prompt};
+use super::gpu_check_kernels::{gemm_figures, gemv_f16_figures};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::ModelSource;
@@ -141,6 +144,12 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
         profiles.push(kernel_profile(&kernels, pos, ceiling.best.gb_s));
     }
 
+    let gemm_tokens = a.prefill.min(model.prefill_chunk_len());
+    progress(&format!("timing the prefill GEMMs at {gemm_tokens} tokens"));
+    let gemm = gemm_figures(&ctx, timer.as_ref(), &cfg, gemm_tokens, a.passes)?;
+    progress("timing the GPU GEMVs with x in f32 and f16");
+    let gemv_f16 = gemv_f16_figures(&ctx, timer.as_ref(), &cfg, a.passes)?;
+
     let report = json!({
         "check": "pocketrt gpu-check",
         "version": env!("CARGO_PKG_VERSION"),
@@ -170,6 +179,8 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
             None => "tok/s: wall time; kernels: wall time of each submit (no timestamp queries)",
         },
         "step_profiles": profiles,
+        "gemm": gemm,
+        "gemv_x_f16": gemv_f16,
         "total_s": t_start.elapsed().as_secs_f64(),
     });
     print_summary(&report);
@@ -392,6 +403,27 @@ fn print_summary(r: &Value) {
                 k["design"].as_str().unwrap_or("")
             );
         }
+    }
+    for g in r["gemm"].as_array().into_iter().flatten() {
+        eprintln!(
+            "  gemm {:<8} {} tokens × {} × {}: {:>9.3} ms {:>8.2} GFLOP/s  {}",
+            g["shape"].as_str().unwrap_or(""),
+            g["tokens"],
+            g["rows"],
+            g["k"],
+            f(&g["ms"]),
+            f(&g["gflop_s"]),
+            g["design"].as_str().unwrap_or("")
+        );
+    }
+    for g in r["gemv_x_f16"].as_array().into_iter().flatten() {
+        eprintln!(
+            "  gemv {:<8} x {}: {:>9.3} ms {:>8.2} GB/s",
+            g["shape"].as_str().unwrap_or(""),
+            g["x"].as_str().unwrap_or(""),
+            f(&g["ms"]),
+            f(&g["gb_s"])
+        );
     }
     eprintln!("total {:.1} s", f(&r["total_s"]));
 }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod gpu_check;
+mod gpu_check_kernels;
 mod request;
 mod run;
 mod serve;

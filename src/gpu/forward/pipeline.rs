@@ -1,16 +1,16 @@
 //! Decode with the host out of the token loop: greedy steps pipelined one step ahead (the
 //! embedding of step n + 1 reads step n's argmax on the GPU, so step n + 1 is submitted
-//! before step n's token is read back), and a bound on prompt steps in flight.
+//! before step n's token is read back), and a bound on prompt steps and prefill chunks in
+//! flight (blocking natively, awaited in the browser).
 
-use super::GpuModel;
-#[cfg(not(target_arch = "wasm32"))]
-use super::Readback;
-use crate::error::Result;
+use super::{GpuModel, Readback};
+use crate::error::{Error, Result};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::kernels::embed_q4::TOKEN_ON_GPU;
 
-/// Most prompt steps ([`GpuModel::feed`]) submitted and not known done: beyond, the host
-/// waits for the oldest (natively; a browser keeps its own queue).
+/// Most prompt steps ([`GpuModel::feed`]) and prefill chunks submitted and not known
+/// done: beyond, the host waits for the oldest (natively) or awaits the queue's work
+/// (the browser: [`GpuModel::feed_all_async`]).
 pub const MAX_IN_FLIGHT: usize = 8;
 
 impl GpuModel {
@@ -61,6 +61,41 @@ impl GpuModel {
     /// submitted (all but those at the end of the context).
     pub fn overlapped_reads(&self) -> u64 {
         self.overlapped_reads.get()
+    }
+
+    /// [`GpuModel::feed`] for the browser, which cannot block: past [`MAX_IN_FLIGHT`]
+    /// queued prompt steps it awaits the queue's submitted work.
+    pub async fn feed_async(&mut self, token: u32, pos: usize) -> Result<()> {
+        let index = self.submit_step(token, pos, Readback::Nothing)?;
+        self.bound_in_flight_async(index).await
+    }
+
+    /// Prompt steps and prefill chunks submitted and not yet known done (at most
+    /// [`MAX_IN_FLIGHT`] after any feed).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// [`GpuModel::bound_in_flight`] that awaits (`onSubmittedWorkDone` in the browser):
+    /// past [`MAX_IN_FLIGHT`], everything submitted so far is awaited.
+    pub(super) async fn bound_in_flight_async(
+        &mut self,
+        index: wgpu::SubmissionIndex,
+    ) -> Result<()> {
+        self.in_flight.push_back(index);
+        if self.in_flight.len() > MAX_IN_FLIGHT {
+            let (tx, rx) = crate::gpu::oneshot::channel();
+            self.ctx.queue.on_submitted_work_done(move || tx.send(()));
+            #[cfg(not(target_arch = "wasm32"))]
+            self.ctx
+                .device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+            rx.await
+                .ok_or_else(|| Error::Gpu("the queue's work-done callback never ran".into()))?;
+            self.in_flight.clear();
+        }
+        Ok(())
     }
 
     /// Note the prompt step `index` in flight; with more than [`MAX_IN_FLIGHT`], wait for

@@ -253,18 +253,35 @@ impl GpuModel {
     /// prefill where it pays and up to [`PREFILL_MAX_POSITIONS`], token-by-token decode
     /// steps for the rest.
     pub fn feed_all(&mut self, tokens: &[u32], start: usize) -> Result<()> {
-        let batched = match self.prefill_pays() {
-            true => tokens
-                .len()
-                .min(PREFILL_MAX_POSITIONS.saturating_sub(start)),
-            false => 0,
-        };
+        let batched = self.batched_len(tokens.len(), start);
         if batched > 0 {
             self.prefill_feed(&tokens[..batched], start)?;
         }
         (start + batched..)
             .zip(&tokens[batched..])
             .try_for_each(|(pos, &t)| self.feed(t, pos))
+    }
+
+    /// [`GpuModel::feed_all`] for the browser, which cannot block: past `MAX_IN_FLIGHT`
+    /// queued chunks or prompt steps it awaits the queue's submitted work.
+    pub async fn feed_all_async(&mut self, tokens: &[u32], start: usize) -> Result<()> {
+        let batched = self.batched_len(tokens.len(), start);
+        if batched > 0 {
+            self.prefill_feed_async(&tokens[..batched], start).await?;
+        }
+        for (pos, &t) in (start + batched..).zip(&tokens[batched..]) {
+            self.feed_async(t, pos).await?;
+        }
+        Ok(())
+    }
+
+    /// How many of `n` prompt tokens at `start..` go through batched prefill (the rest
+    /// through decode steps).
+    fn batched_len(&self, n: usize, start: usize) -> usize {
+        match self.prefill_pays() {
+            true => n.min(PREFILL_MAX_POSITIONS.saturating_sub(start)),
+            false => 0,
+        }
     }
 
     /// Check a prefill of `tokens` at positions `start..`.
@@ -351,16 +368,32 @@ impl GpuModel {
     pub fn prefill_feed(&mut self, tokens: &[u32], start: usize) -> Result<()> {
         self.check_prefill(tokens, start)?;
         for (i, part) in tokens.chunks(self.prefill.len).enumerate() {
-            let enc = self.encode_chunk(part, start + i * self.prefill.len)?;
-            let index = self.submit(enc.finish());
+            let index = self.submit_chunk(part, start + i * self.prefill.len)?;
             self.bound_in_flight(index)?;
         }
         Ok(())
     }
 
-    /// [`GpuModel::prefill_feed`], then the logits of the last position.
+    /// [`GpuModel::prefill_feed`] that awaits instead of blocking (the browser).
+    async fn prefill_feed_async(&mut self, tokens: &[u32], start: usize) -> Result<()> {
+        self.check_prefill(tokens, start)?;
+        for (i, part) in tokens.chunks(self.prefill.len).enumerate() {
+            let index = self.submit_chunk(part, start + i * self.prefill.len)?;
+            self.bound_in_flight_async(index).await?;
+        }
+        Ok(())
+    }
+
+    /// Encode and submit the chunk of `tokens` at positions `start..`.
+    fn submit_chunk(&mut self, tokens: &[u32], start: usize) -> Result<wgpu::SubmissionIndex> {
+        let enc = self.encode_chunk(tokens, start)?;
+        Ok(self.submit(enc.finish()))
+    }
+
+    /// [`GpuModel::prefill_feed`], then the logits of the last position (awaited: the
+    /// browser's prefill, its chunks in flight bounded as [`GpuModel::feed_all_async`]'s).
     pub async fn prefill_async(&mut self, tokens: &[u32], start: usize) -> Result<Vec<f32>> {
-        self.prefill_feed(tokens, start)?;
+        self.prefill_feed_async(tokens, start).await?;
         let mut enc = self.ctx.device.create_command_encoder(&Default::default());
         self.encode_head(&mut enc, (tokens.len() - 1) % self.prefill.len);
         self.ctx.queue.submit([enc.finish()]);

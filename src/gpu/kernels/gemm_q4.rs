@@ -1,7 +1,8 @@
 //! Q4 g64 GEMM for batched prefill: `Y[M×N] = X[M×K] · Wᵀ` (+ bias) over the chunk's
 //! `M` token rows, with the GEMV's fused RMSNorm prologue and epilogues (store, residual
 //! add, gate/up + SwiGLU). Two designs behind one wrapper, chosen per adapter as the GEMV
-//! does: tiles in workgroup memory on GPUs (shaders/gemm_q4.wgsl), and on CPU adapters,
+//! does: register-tiled workgroups on GPUs (shaders/gemm_q4.wgsl; tile sizes and f16 from
+//! the profile, [`GemmTiles`]), and on CPU adapters,
 //! where barriers and per-lane storage loads are slow, one row per invocation reusing
 //! each weight across a tile of tokens read as uniforms (gemm_q4_lanes.rs). `M` comes
 //! from the chunk uniform, so one pipeline and bind group serve every chunk size.
@@ -13,14 +14,12 @@ use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/gemm_q4.wgsl");
+const TILES_F32_WGSL: &str = include_str!("../../../shaders/gemm_q4_f32.wgsl");
+const TILES_F16_WGSL: &str = include_str!("../../../shaders/gemm_q4_f16.wgsl");
 pub(super) const COMMON_WGSL: &str = include_str!("../../../shaders/gemm_q4_common.wgsl");
 /// The prefill chunk uniform, prepended to the prefill kernels.
 pub(crate) const CHUNK_WGSL: &str = include_str!("../../../shaders/chunk.wgsl");
 
-/// Token rows per workgroup tile (workgroup-tiles variant).
-pub const TILE_M: usize = 32;
-/// Matrix rows per workgroup tile (workgroup-tiles variant).
-pub const TILE_N: usize = 32;
 /// The most token rows per tile of the row-lanes variant: x buffers hold whole tiles,
 /// so buffers of a multiple of this many rows suit every GEMM ([`GemmQ4::x_rows`]).
 pub const MAX_LANE_TOKENS: usize = TOKENS;
@@ -39,8 +38,9 @@ pub struct ChunkUniform {
 /// Which kernel design computes the GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmVariant {
-    /// 32 × 32 tiles staged in workgroup memory: the design for real GPUs.
-    WorkgroupTiles,
+    /// Register-tiled workgroups, x and the dequantized weights staged in workgroup
+    /// memory: the design for real GPUs.
+    WorkgroupTiles(GemmTiles),
     /// Rows per invocation, each weight reused across a tile of tokens read from uniform
     /// bindings, no barriers, the codes read from their texture copy in this order (the
     /// copy the decode GEMV reads): the design for CPU adapters
@@ -52,9 +52,25 @@ impl GemmVariant {
     /// Its name in profiles and pipeline labels.
     pub fn name(self) -> &'static str {
         match self {
-            GemmVariant::WorkgroupTiles => "tiles",
+            GemmVariant::WorkgroupTiles(_) => "tiles",
             GemmVariant::RowLanesFromTexture(TextureOrder::RowMajor) => "lanes_texture",
             GemmVariant::RowLanesFromTexture(TextureOrder::Tiles) => "lanes_tiles",
+        }
+    }
+
+    /// Its name with the tiles' layout: `tiles/32x32/4x4/f32`, `lanes_tiles`.
+    pub fn label(self) -> String {
+        match self.tiles() {
+            Some(t) => format!("{}/{}", self.name(), t.label()),
+            None => self.name().to_string(),
+        }
+    }
+
+    /// The workgroup tiles' layout (`None` for the row lanes).
+    pub fn tiles(self) -> Option<GemmTiles> {
+        match self {
+            GemmVariant::WorkgroupTiles(t) => Some(t),
+            _ => None,
         }
     }
 
@@ -73,12 +89,129 @@ impl GemmVariant {
 
     /// Is this one of the CPU-adapter designs?
     pub fn is_lanes(self) -> bool {
-        self != GemmVariant::WorkgroupTiles
+        !matches!(self, GemmVariant::WorkgroupTiles(_))
+    }
+}
+
+/// The workgroup-tiles layout: a workgroup of `(bm / tm) · (bn / tn)` invocations computes
+/// `bm` token rows × `bn` matrix rows, each invocation a `tm` × `tn` block held in
+/// registers (after ggml-webgpu's register-tiled `mul_mat`); one quant group (64 values)
+/// of x and of the dequantized weights is staged in workgroup memory per step, as f16
+/// when `f16` (needs `shader-f16`: half the workgroup memory and its traffic; products
+/// and sums stay f32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmTiles {
+    /// Token rows per workgroup.
+    pub bm: u32,
+    /// Matrix rows per workgroup (for SwiGLU half gate rows, half their up rows).
+    pub bn: u32,
+    /// Token rows per invocation.
+    pub tm: u32,
+    /// Matrix rows per invocation (even: SwiGLU pairs its halves).
+    pub tn: u32,
+    /// The staged tiles in f16.
+    pub f16: bool,
+}
+
+impl GemmTiles {
+    /// 32 × 32 in f32, 4 × 4 per invocation (64 invocations, 16 KiB): any adapter.
+    pub const F32: GemmTiles = GemmTiles {
+        bm: 32,
+        bn: 32,
+        tm: 4,
+        tn: 4,
+        f16: false,
+    };
+    /// 64 × 64 in f16, 8 × 4 per invocation (128 invocations, 16 KiB): adapters with
+    /// `shader-f16`, four times the outputs per staged byte of [`GemmTiles::F32`].
+    pub const F16: GemmTiles = GemmTiles {
+        bm: 64,
+        bn: 64,
+        tm: 8,
+        tn: 4,
+        f16: true,
+    };
+
+    /// Invocations per workgroup.
+    pub fn invocations(self) -> u32 {
+        (self.bm / self.tm) * (self.bn / self.tn)
+    }
+
+    /// Bytes of workgroup memory: the two staged tiles of 64 values per row.
+    pub fn workgroup_bytes(self) -> u32 {
+        let elem = if self.f16 { 2 } else { 4 };
+        (self.bm + self.bn) * 64 * elem
+    }
+
+    /// An error unless the kernel can be built in this layout on `ctx`: whole register
+    /// blocks, at most 256 invocations, each token row's x loads split evenly among
+    /// `invocations / bm` invocations (a power of two up to 16), the code words of a
+    /// step spread evenly, the workgroup memory within the device's limit, f16 only
+    /// with `shader-f16`.
+    pub fn check(self, ctx: &GpuContext) -> Result<()> {
+        let GemmTiles {
+            bm,
+            bn,
+            tm,
+            tn,
+            f16,
+        } = self;
+        let whole = tm > 0 && tn > 0 && tm <= 8 && tn <= 8 && bm % tm == 0 && bn % tn == 0;
+        let wg = if whole { self.invocations() } else { 0 };
+        let splits = bm > 0 && wg % bm == 0 && (wg / bm).is_power_of_two() && wg / bm <= 16;
+        let fits = self.workgroup_bytes() <= ctx.limits.max_compute_workgroup_storage_size;
+        let ok =
+            whole && tn % 2 == 0 && (1..=256).contains(&wg) && splits && (8 * bn) % wg == 0 && fits;
+        if !ok {
+            return Err(Error::InvalidArgument(format!(
+                "GEMM tiles {self:?}: tm, tn ≤ 8 dividing bm, bn; tn even; at most 256 \
+                 invocations, a power of two up to 16 per token row, dividing 8 · bn; \
+                 {} of {} bytes of workgroup memory",
+                self.workgroup_bytes(),
+                ctx.limits.max_compute_workgroup_storage_size
+            )));
+        }
+        if f16 && !ctx.adapter.features.shader_f16 {
+            return Err(Error::InvalidArgument(format!(
+                "GEMM tiles {self:?} stage f16, and adapter {:?} has no shader-f16",
+                ctx.adapter.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The generated WGSL header: `enable f16;` when f16 (it must open the source), the
+    /// layout's constants and the staged element type `tv` with the Σx² accessors.
+    fn wgsl(self) -> String {
+        let wg = self.invocations();
+        let consts = format!(
+            "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst TM: u32 = {}u;\n\
+             const TN: u32 = {}u;\nconst WG: u32 = {wg}u;\nconst XS: u32 = {}u;\n\
+             const WW: u32 = {}u;\n",
+            self.bm,
+            self.bn,
+            self.tm,
+            self.tn,
+            wg / self.bm,
+            8 * self.bn / wg
+        );
+        let elem = if self.f16 {
+            TILES_F16_WGSL
+        } else {
+            TILES_F32_WGSL
+        };
+        [elem, &consts].concat()
+    }
+
+    /// Its part of the pipeline label: `32x32/4x4/f32`.
+    pub fn label(self) -> String {
+        let ty = if self.f16 { "f16" } else { "f32" };
+        format!("{}x{}/{}x{}/{ty}", self.bm, self.bn, self.tm, self.tn)
     }
 }
 
 enum Kernel {
-    Tiles(KernelPipeline),
+    Tiles(KernelPipeline, GemmTiles),
     Lanes(LanesGemm),
 }
 
@@ -95,7 +228,7 @@ pub struct GemmDispatch {
 }
 
 enum Inner {
-    Tiles(Dispatch),
+    Tiles(Dispatch, GemmTiles),
     Lanes(LanesDispatch),
 }
 
@@ -119,7 +252,8 @@ impl GemmQ4 {
             GemmVariant::RowLanesFromTexture(order) => {
                 Kernel::Lanes(LanesGemm::new(ctx, spec, &constants, order)?)
             }
-            GemmVariant::WorkgroupTiles => {
+            GemmVariant::WorkgroupTiles(tiles) => {
+                tiles.check(ctx)?;
                 let slots = [
                     Slot::Uniform,
                     Slot::Read,
@@ -129,11 +263,11 @@ impl GemmQ4 {
                     Slot::Read,
                     Slot::ReadWrite,
                 ];
-                let source = [CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, WGSL].concat();
-                let label = format!("gemm_q4/tiles/{TILE_M}x{TILE_N}");
-                Kernel::Tiles(KernelPipeline::new(
-                    ctx, &label, &source, &slots, &constants,
-                ))
+                let source =
+                    [&tiles.wgsl(), CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, WGSL].concat();
+                let label = format!("gemm_q4/tiles/{}", tiles.label());
+                let kernel = KernelPipeline::new(ctx, &label, &source, &slots, &constants);
+                Kernel::Tiles(kernel, tiles)
             }
         };
         Ok(GemmQ4 { kernel, spec })
@@ -141,7 +275,7 @@ impl GemmQ4 {
 
     pub fn variant(&self) -> GemmVariant {
         match &self.kernel {
-            Kernel::Tiles(_) => GemmVariant::WorkgroupTiles,
+            Kernel::Tiles(_, tiles) => GemmVariant::WorkgroupTiles(*tiles),
             Kernel::Lanes(l) => GemmVariant::RowLanesFromTexture(l.texture),
         }
     }
@@ -158,7 +292,7 @@ impl GemmQ4 {
     /// whole tiles; rows past `m` are read but never affect an output).
     pub fn x_rows(&self, m: usize) -> usize {
         match &self.kernel {
-            Kernel::Tiles(_) => m,
+            Kernel::Tiles(..) => m,
             Kernel::Lanes(l) => l.x_rows(m),
         }
     }
@@ -187,14 +321,15 @@ impl GemmQ4 {
             "gemm_q4: norm weights are bound exactly when the norm is fused"
         );
         let inner = match &self.kernel {
-            Kernel::Tiles(kernel) => {
+            Kernel::Tiles(kernel, tiles) => {
                 let Codes::Buffer(codes) = codes else {
                     panic!("gemm_q4: the workgroup-tiles variant reads codes from storage");
                 };
-                let grid = tiles_grid(&self.spec, max_m)?;
+                let grid = tiles_grid(&self.spec, *tiles, max_m)?;
                 let norm = norm_weight.unwrap_or(x);
                 let buffers = [chunk, codes, qparams, x, norm, bias, out];
-                Inner::Tiles(kernel.dispatch(ctx, &buffers, grid[0] * grid[1]))
+                let d = kernel.dispatch(ctx, &buffers, grid[0] * grid[1]);
+                Inner::Tiles(d, *tiles)
             }
             Kernel::Lanes(kernel) => {
                 let b = Bindings {
@@ -218,10 +353,10 @@ impl GemmQ4 {
 
 /// The workgroup-tiles grid for `m` token rows: output tiles along x, token tiles along
 /// y. An error when the grid exceeds the per-dimension limit.
-fn tiles_grid(spec: &GemvSpec, m: usize) -> Result<[u32; 3]> {
-    let outs_per_tile = TILE_N / spec.epilogue.parts();
+fn tiles_grid(spec: &GemvSpec, tiles: GemmTiles, m: usize) -> Result<[u32; 3]> {
+    let outs_per_tile = tiles.bn as usize / spec.epilogue.parts();
     let x = spec.n.div_ceil(outs_per_tile);
-    let y = m.div_ceil(TILE_M);
+    let y = m.div_ceil(tiles.bm as usize);
     if x > MAX_GROUPS_PER_DIM as usize || y > MAX_GROUPS_PER_DIM as usize {
         return Err(Error::InvalidArgument(format!(
             "GEMM of {m} × {} needs a {x} × {y} grid, over the per-dimension limit",
@@ -236,8 +371,8 @@ impl GemmDispatch {
     /// `max_m`).
     pub fn encode(&self, pass: &mut wgpu::ComputePass<'_>, m: usize) -> Result<()> {
         match &self.inner {
-            Inner::Tiles(d) => {
-                d.encode_grid(pass, tiles_grid(&self.spec, m)?);
+            Inner::Tiles(d, tiles) => {
+                d.encode_grid(pass, tiles_grid(&self.spec, *tiles, m)?);
                 Ok(())
             }
             Inner::Lanes(d) => d.encode(pass, m),

@@ -22,6 +22,8 @@ const COMMON_WGSL: &str = include_str!("../../../shaders/gemv_q4_common.wgsl");
 const GPU_ROWS_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu.wgsl");
 const GPU_TREE_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_tree.wgsl");
 const GPU_SUBGROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_subgroup.wgsl");
+const GPU_X_F32_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_f32.wgsl");
+const GPU_X_F16_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_f16.wgsl");
 const PARTS_WGSL: &str = include_str!("../../../shaders/gemv_q4_parts.wgsl");
 
 /// What happens to each output row after the dot product.
@@ -70,7 +72,8 @@ pub enum GemvVariant {
 }
 
 /// How the GPU design spreads rows: `slots` row slots of `tpr` lanes per workgroup, each
-/// slot computing `rps` consecutive output rows, its lanes' sums reduced as `reduce` says.
+/// slot computing `rps` consecutive output rows, its lanes' sums reduced as `reduce` says;
+/// x held and dotted in f16 when `f16` (needs shader-f16).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GpuRows {
     /// Lanes per row slot (a power of two).
@@ -79,6 +82,9 @@ pub struct GpuRows {
     /// Output rows per slot (x reused across them), at most [`GpuRows::MAX_RPS`].
     pub rps: u32,
     pub reduce: SlotReduce,
+    /// Each lane's 32 x values scaled by their largest magnitude into f16, the code dot
+    /// products in f16 (half the registers for x, f16 arithmetic), sums in f32.
+    pub f16: bool,
 }
 
 /// How a GPU GEMV's row slot sums its lanes' partial sums.
@@ -104,7 +110,13 @@ impl GpuRows {
         self.slots * self.tpr
     }
 
-    fn check(self) -> Result<()> {
+    fn check(self, ctx: &GpuContext) -> Result<()> {
+        if self.f16 && !ctx.adapter.features.shader_f16 {
+            return Err(Error::InvalidArgument(format!(
+                "GPU GEMV layout {self:?} holds x in f16, and adapter {:?} has no shader-f16",
+                ctx.adapter.name
+            )));
+        }
         let ok = self.tpr.is_power_of_two()
             && self.slots > 0
             && (1..=Self::MAX_RPS).contains(&self.rps)
@@ -131,16 +143,32 @@ impl GpuRows {
             SlotReduce::Tree => GPU_TREE_WGSL,
             SlotReduce::Subgroup => GPU_SUBGROUP_WGSL,
         };
-        [&consts, reduce, GPU_ROWS_WGSL].concat()
+        let x = if self.f16 {
+            GPU_X_F16_WGSL
+        } else {
+            GPU_X_F32_WGSL
+        };
+        [&consts, reduce, x, GPU_ROWS_WGSL].concat()
     }
 
-    /// Its part of the pipeline label: `8x16x2/tree` (slots × lanes × rows per slot).
+    /// What must open the source (`enable f16;` for the f16 lanes).
+    fn enables(self) -> &'static str {
+        if self.f16 {
+            "enable f16;\n"
+        } else {
+            ""
+        }
+    }
+
+    /// Its part of the pipeline label: `8x16x2/tree`, `8x16x2/tree/f16` (slots × lanes ×
+    /// rows per slot, the reduction, f16 x).
     fn label(self) -> String {
         let reduce = match self.reduce {
             SlotReduce::Tree => "tree",
             SlotReduce::Subgroup => "subgroup",
         };
-        format!("{}x{}x{}/{reduce}", self.slots, self.tpr, self.rps)
+        let ty = if self.f16 { "/f16" } else { "" };
+        format!("{}x{}x{}/{reduce}{ty}", self.slots, self.tpr, self.rps)
     }
 }
 
@@ -326,8 +354,8 @@ impl GemvQ4 {
                 [&header, Q4_COMMON_WGSL, COMMON_WGSL, &body].concat()
             }
             GemvVariant::GpuRows(g) => {
-                g.check()?;
-                [&header, Q4_COMMON_WGSL, COMMON_WGSL, &g.wgsl()].concat()
+                g.check(ctx)?;
+                [g.enables(), &header, Q4_COMMON_WGSL, COMMON_WGSL, &g.wgsl()].concat()
             }
         };
         // The design in the label: `gemv_q4/gpu_rows/8x16x2/tree`, `gemv_q4/tiles/8x16`
