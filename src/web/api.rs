@@ -195,7 +195,7 @@ impl PocketModel {
             *kept.borrow_mut() = Some(history.clone());
             super::device::forget();
             let (mut fresh, r) = open(&url, &options).await.map_err(to_js)?;
-            fresh.refill(&history).map_err(to_js)?;
+            fresh.refill(&history).await.map_err(to_js)?;
             kept.borrow_mut().take();
             *guard = Some(fresh);
             *report.borrow_mut() = r;

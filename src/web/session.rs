@@ -154,11 +154,11 @@ impl WebSession {
 
     /// Fill the KV cache of a freshly loaded model with `history` (a reload after a lost
     /// device: the conversation goes on without processing its prompt again).
-    pub fn refill(&mut self, history: &[u32]) -> Result<()> {
+    pub async fn refill(&mut self, history: &[u32]) -> Result<()> {
         self.active = None;
         self.cached.clear();
         if !history.is_empty() {
-            self.model.feed_all(history, 0)?;
+            self.model.feed_all(history, 0).await?;
         }
         self.cached = history.to_vec();
         Ok(())
