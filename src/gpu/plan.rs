@@ -10,6 +10,7 @@ use super::buffers::padded;
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::forward::{prefill_lanes_records_bytes, prefill_scratch_sizes};
+use super::kernels::argmax::mask_words;
 use super::kernels::attention::partials_bytes;
 use super::kernels::gemv_q4::TextureOrder;
 use super::kernels::logit_adjust::{self, LogitAdjustKernel};
@@ -131,7 +132,9 @@ impl MemoryPlan {
         let topk = padded(TopK::scratch_bytes())
             + padded(TopK::result_bytes())
             + padded(LogitAdjustKernel::list_bytes(logit_adjust::INITIAL_ENTRIES))
-            + padded(LogSumExp::result_bytes());
+            + padded(LogSumExp::result_bytes())
+            // The allowed-token mask of constrained decoding (word 0 is its flag).
+            + padded(4 * mask_words(v) as u64);
         let prefill: Vec<u64> = prefill_scratch_sizes(cfg, context)
             .iter()
             .map(|(_, bytes)| padded(*bytes))
