@@ -173,7 +173,7 @@ fn merge_q4_1_pair(pair: &[u8], codes: &mut [u32], param: &mut u32) -> Result<bo
 
 /// Checked `rows * cols`, with `cols` a multiple of the group size.
 fn checked_elems(rows: usize, cols: usize) -> Result<usize> {
-    if cols % GROUP != 0 {
+    if !cols.is_multiple_of(GROUP) {
         return Err(Error::InvalidArgument(format!(
             "Q4 g64 needs the column count (K) to be a multiple of {GROUP}, got {cols}"
         )));

@@ -128,7 +128,10 @@ pub struct SynthSource {
 impl SynthSource {
     pub fn new(config: ModelConfig, seed: u64) -> Result<SynthSource> {
         config.validate("synthetic model")?;
-        if config.hidden_size % 64 != 0 || config.ffn_size % 64 != 0 || config.q_dim() % 64 != 0 {
+        if !config.hidden_size.is_multiple_of(64)
+            || !config.ffn_size.is_multiple_of(64)
+            || !config.q_dim().is_multiple_of(64)
+        {
             return Err(Error::InvalidArgument(format!(
                 "synthetic model: hidden {}, ffn {} and q width {} must be multiples of 64 (Q4 g64)",
                 config.hidden_size,

@@ -46,7 +46,7 @@ impl Weight {
     /// A Q4 matrix, checked for whole groups and complete code / parameter arrays.
     pub fn q4(name: &str, q: Q4Tensor) -> Result<Weight> {
         let n = q.rows.checked_mul(q.cols);
-        let complete = q.cols % GROUP == 0
+        let complete = q.cols.is_multiple_of(GROUP)
             && n.map(|n| n / 8) == Some(q.codes.len())
             && n.map(|n| n / GROUP) == Some(q.qparams.len());
         if !complete {

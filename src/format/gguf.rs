@@ -90,7 +90,7 @@ impl GgmlType {
     /// Bytes for `n` elements; an error when `n` is not a whole number of blocks.
     pub fn bytes_for(self, n: u64) -> Result<u64> {
         let be = self.block_elems() as u64;
-        if n % be != 0 {
+        if !n.is_multiple_of(be) {
             return Err(Error::InvalidArgument(format!(
                 "{n} elements is not a whole number of {} blocks of {be}",
                 self.name()

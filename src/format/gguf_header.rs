@@ -233,13 +233,13 @@ impl<'a, R: Read> HeaderReader<'a, R> {
             _ => return Err(bad(format!("dims {:?} overflow", t.dims))),
         }
         let block = t.ty.block_elems() as u64;
-        if t.dims[0] % block != 0 {
+        if !t.dims[0].is_multiple_of(block) {
             return Err(bad(format!(
                 "row length {} is not a multiple of the {} block size {block}",
                 t.dims[0], t.ty
             )));
         }
-        if t.offset % alignment != 0 {
+        if !t.offset.is_multiple_of(alignment) {
             return Err(bad(format!(
                 "data offset {} is not a multiple of the alignment {alignment}",
                 t.offset

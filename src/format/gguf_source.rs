@@ -79,7 +79,7 @@ pub(crate) fn permuted_heads(config: &ModelConfig, name: &str) -> Option<usize> 
 /// Undo llama.cpp's `permute(w, n_head)`: within each head, GGUF row `2i + j` holds HF row
 /// `j·(head_dim/2) + i`. Rows move whole, so quantized blocks are untouched.
 pub(crate) fn unpermute_rows(bytes: &[u8], rows: usize, heads: usize) -> Vec<u8> {
-    if rows == 0 || heads == 0 || rows % (2 * heads) != 0 {
+    if rows == 0 || heads == 0 || !rows.is_multiple_of(2 * heads) {
         return bytes.to_vec();
     }
     let row_bytes = bytes.len() / rows;

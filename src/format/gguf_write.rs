@@ -68,7 +68,7 @@ impl GgufWriter {
         if self.tensors.iter().any(|t| t.name == name) {
             return Err(invalid(format!("duplicate tensor {name}")));
         }
-        if dims[0] % ty.block_elems() as u64 != 0 {
+        if !dims[0].is_multiple_of(ty.block_elems() as u64) {
             return Err(invalid(format!(
                 "tensor {name}: row length {} is not a multiple of the {ty} block size",
                 dims[0]

@@ -155,7 +155,12 @@ fn quantize_error_is_at_most_half_a_step_plus_f16_rounding() {
     let data: Vec<f32> = (0..rows * cols)
         .map(|i| {
             let mag = [1e-3, 0.1, 1.0, 30.0][(i / GROUP) % 4];
-            rng.uniform(-mag, mag) + if (i / GROUP) % 5 == 0 { mag * 3.0 } else { 0.0 }
+            rng.uniform(-mag, mag)
+                + if (i / GROUP).is_multiple_of(5) {
+                    mag * 3.0
+                } else {
+                    0.0
+                }
         })
         .collect();
     let t = Q4Tensor::quantize(&data, rows, cols).unwrap();

@@ -107,7 +107,7 @@ impl AttentionVariant {
         match self {
             AttentionVariant::Workgroup => true,
             AttentionVariant::Group => !fold && GroupLayout::of(shape).is_some(),
-            AttentionVariant::Lanes => shape.head_dim % 4 == 0,
+            AttentionVariant::Lanes => shape.head_dim.is_multiple_of(4),
         }
     }
 }
@@ -243,7 +243,11 @@ impl Attention {
     ) -> Result<Attention> {
         let hidden = wo.rows;
         let q_dim = shape.n_heads * shape.head_dim;
-        if shape.head_dim % 8 != 0 || q_dim % 64 != 0 || hidden == 0 || hidden > u32::MAX as usize {
+        if !shape.head_dim.is_multiple_of(8)
+            || !q_dim.is_multiple_of(64)
+            || hidden == 0
+            || hidden > u32::MAX as usize
+        {
             return Err(Error::InvalidArgument(format!(
                 "W_o fold: head_dim {} must be a multiple of 8, n_heads·head_dim {q_dim} of \
                  64, hidden {hidden} positive",
@@ -255,7 +259,7 @@ impl Attention {
 
     /// Can the output projection of `shape` be folded in?
     pub fn can_fold_output(shape: HeadShape) -> bool {
-        shape.head_dim % 8 == 0 && (shape.n_heads * shape.head_dim) % 64 == 0
+        shape.head_dim.is_multiple_of(8) && (shape.n_heads * shape.head_dim).is_multiple_of(64)
     }
 
     /// `norm`: (qk_norm, eps).

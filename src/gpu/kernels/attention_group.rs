@@ -38,7 +38,7 @@ impl GroupLayout {
     /// memory (or for a segment of lanes per head).
     pub fn of(shape: HeadShape) -> Option<GroupLayout> {
         let hd = shape.head_dim;
-        if shape.check().is_err() || hd % 4 != 0 {
+        if shape.check().is_err() || !hd.is_multiple_of(4) {
             return None;
         }
         let group = shape.n_heads / shape.n_kv_heads;

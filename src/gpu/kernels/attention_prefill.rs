@@ -64,7 +64,7 @@ impl AttentionPrefill {
         shape: HeadShape,
     ) -> Result<AttentionPrefill> {
         shape.check()?;
-        if shape.head_dim % 4 != 0 {
+        if !shape.head_dim.is_multiple_of(4) {
             return Err(Error::InvalidArgument(format!(
                 "prefill attention needs a head_dim that is a multiple of 4, not {}",
                 shape.head_dim

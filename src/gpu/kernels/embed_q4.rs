@@ -17,7 +17,7 @@ pub struct EmbedQ4 {
 impl EmbedQ4 {
     /// The gather of a `vocab` × `k` table.
     pub fn new(ctx: &GpuContext, vocab: usize, k: usize) -> Result<EmbedQ4> {
-        if k == 0 || k % 64 != 0 || vocab == 0 || vocab > u32::MAX as usize - 1 {
+        if k == 0 || !k.is_multiple_of(64) || vocab == 0 || vocab > u32::MAX as usize - 1 {
             return Err(Error::InvalidArgument(format!(
                 "embedding {vocab} × {k}: the width must be a positive multiple of 64, the \
                  vocabulary positive"

@@ -34,7 +34,7 @@ impl ReadBench {
     /// 4 (Interleaved) or of 16 · invocations (Chunked: four vec4s per step of each chunk).
     pub fn new(ctx: &GpuContext, len: usize, groups: u32, layout: ReadLayout) -> Result<ReadBench> {
         let step = Self::step(groups, layout);
-        if len == 0 || len % step != 0 || len / 4 > u32::MAX as usize || groups == 0 {
+        if len == 0 || !len.is_multiple_of(step) || len / 4 > u32::MAX as usize || groups == 0 {
             return Err(Error::InvalidArgument(format!(
                 "read bench ({layout:?}) over {len} values with {groups} workgroups: need a positive multiple of {step} values and at least one workgroup"
             )));
@@ -88,7 +88,7 @@ impl ReadTextureBench {
     /// Sum a texture of `height` rows with `groups` workgroups (`groups` must divide
     /// `height`).
     pub fn new(ctx: &GpuContext, height: u32, groups: u32) -> Result<ReadTextureBench> {
-        if groups == 0 || height % groups != 0 {
+        if groups == 0 || !height.is_multiple_of(groups) {
             return Err(Error::InvalidArgument(format!(
                 "texture read bench: {groups} workgroups do not split {height} rows evenly"
             )));

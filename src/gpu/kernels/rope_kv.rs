@@ -31,8 +31,8 @@ impl HeadShape {
     pub fn check(&self) -> Result<()> {
         let ok = self.n_heads > 0
             && self.n_kv_heads > 0
-            && self.n_heads % self.n_kv_heads == 0
-            && self.head_dim % 2 == 0
+            && self.n_heads.is_multiple_of(self.n_kv_heads)
+            && self.head_dim.is_multiple_of(2)
             && (2..=MAX_HEAD_DIM).contains(&self.head_dim)
             && self.context > 0;
         if ok {

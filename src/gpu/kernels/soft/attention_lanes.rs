@@ -77,7 +77,7 @@ impl AttentionLanes {
                 ctx.profile.name, ctx.profile.subgroup_size
             )));
         }
-        if shape.head_dim % 4 != 0 || !(1..=65_535).contains(&split_len) {
+        if !shape.head_dim.is_multiple_of(4) || !(1..=65_535).contains(&split_len) {
             return Err(Error::InvalidArgument(format!(
                 "lanes attention: head_dim {} must be a multiple of 4 and the split length \
                  {split_len} within 1..=65535",

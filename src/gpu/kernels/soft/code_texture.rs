@@ -49,7 +49,7 @@ impl CodeTexture {
     pub fn from_buffer(ctx: &GpuContext, codes: &wgpu::Buffer, code_bytes: u64) -> Result<Self> {
         let rows = rows_for(code_bytes);
         let max = u64::from(ctx.limits.max_texture_dimension_2d);
-        if code_bytes == 0 || code_bytes % TEXEL_BYTES != 0 || rows > max {
+        if code_bytes == 0 || !code_bytes.is_multiple_of(TEXEL_BYTES) || rows > max {
             return Err(Error::ExceedsDeviceLimits {
                 what: format!(
                     "Q4 codes texture ({code_bytes} bytes, {rows} rows of {WIDTH} texels)"

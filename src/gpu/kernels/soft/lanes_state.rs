@@ -134,12 +134,12 @@ pub(crate) fn state_project_wgsl(n: usize, fold: bool) -> String {
         return "fn state_project(h: u32, part: u32, lane: u32, s: State) {}\n".into();
     }
     let words = n / 2;
-    let run = if (4 * n) % 64 == 0 { 8 } else { 1 };
+    let run = if (4 * n).is_multiple_of(64) { 8 } else { 1 };
     let mut pre = String::from("    let inv = 1.0 / s.l0;\n");
     for d in 0..n {
         pre += &format!("    let o{d} = s.a0_{d} * inv;\n");
     }
-    let by4 = n % 8 == 0;
+    let by4 = n.is_multiple_of(8);
     let mut row = String::new();
     if by4 {
         for m in 0..words / 4 {

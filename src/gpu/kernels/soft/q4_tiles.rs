@@ -44,7 +44,10 @@ impl TileLayout {
     /// The tile order a GEMV of `spec` in `layout` reads.
     pub fn new(spec: &GemvSpec, layout: RowsLayout) -> TileLayout {
         let groups = spec.k / 64;
-        let qpt = [4, 2, 1].into_iter().find(|q| groups % q == 0).unwrap_or(1);
+        let qpt = [4, 2, 1]
+            .into_iter()
+            .find(|q| groups.is_multiple_of(*q))
+            .unwrap_or(1);
         TileLayout {
             n: spec.n,
             k: spec.k,
