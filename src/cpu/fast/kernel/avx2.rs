@@ -1,15 +1,16 @@
 //! AVX2 kernels: one group (64 weights, 32 code bytes) per iteration; the low and high
 //! nibbles of a 32-byte load meet the two nibble-ordered halves of the activation block.
 //! Int8: two `vpmaddubsw` (u8 × i8 → pairs summed in i16: at most 2·15·127 each, never
-//! saturating), `vpmaddwd` by 1 widens to 8 i32 lanes, and an FMA applies `scale · d`;
-//! with AVX-VNNI two `vpdpbusd` (four u8 × i8 products summed into each i32 lane) do the
-//! same in two instructions instead of four, with the same integer sums.
+//! saturating), `vpmaddwd` by 1 widens to 8 i32 lanes; with AVX-VNNI two `vpdpbusd` (four
+//! u8 × i8 products summed into each i32 lane) do the same in two instructions instead of
+//! four. The lanes are summed into the group's exact integer sum, which the shared
+//! epilogue ([`Int8Sum`]) scales in the scalar kernel's order.
 //! F32: nibbles widened to f32 eight at a time into FMAs. F16C unpacks (scale, min).
 //! The int8 GEMV is the one-token case of the int8 tile (up to `TILE` tokens per weight
 //! group, for batched prefill).
 
 use super::super::acts::Acts;
-use super::{Rows, WORDS};
+use super::{Int8Sum, Rows, WORDS};
 use crate::quant::GROUP;
 use std::arch::x86_64::*;
 
@@ -55,29 +56,24 @@ macro_rules! int8_tile {
             for r in 0..rows {
                 let c = codes.as_ptr().add(r * groups * WORDS);
                 let p = params.as_ptr().add(r * groups);
-                let mut acc = [_mm256_setzero_ps(); T];
-                let mut mins = [_mm_setzero_ps(); T];
+                let mut sum = [Int8Sum::default(); T];
                 for g in 0..groups {
                     let w = _mm256_loadu_si256(c.add(g * WORDS) as *const __m256i);
                     let lo = _mm256_and_si256(w, mask);
                     let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(w), mask);
                     let sm = _mm_cvtph_ps(_mm_cvtsi32_si128(*p.add(g) as i32));
+                    let (scale, min) = (_mm_cvtss_f32(sm), _mm_cvtss_f32(_mm_movehdup_ps(sm)));
                     for t in 0..T {
                         let x = q[t].add(g * GROUP);
                         let xl = _mm256_loadu_si256(x as *const __m256i);
                         let xh = _mm256_loadu_si256(x.add(32) as *const __m256i);
-                        let sums = $dot(lo, xl, hi, xh);
-                        // [scale, min, 0, 0] · [d, sum, 0, 0]
-                        let dsum =
-                            _mm_castsi128_ps(_mm_loadl_epi64(ds[t].add(g) as *const __m128i));
-                        let prod = _mm_mul_ps(sm, dsum);
-                        let prod_d = _mm256_broadcastss_ps(prod);
-                        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), prod_d, acc[t]);
-                        mins[t] = _mm_add_ps(mins[t], prod);
+                        let isum = hsum_epi32($dot(lo, xl, hi, xh));
+                        let [d, block_sum] = *ds[t].add(g);
+                        sum[t].add(scale * d, isum, min * block_sum);
                     }
                 }
                 for t in 0..T {
-                    out[r * stride + t] = finish(acc[t], mins[t]);
+                    out[r * stride + t] = sum[t].finish();
                 }
             }
         }
@@ -107,6 +103,14 @@ int8_tile!(
     "avx2,fma,f16c",
     dot_vnni
 );
+
+/// The sum of the eight i32 lanes (exact).
+#[inline(always)]
+unsafe fn hsum_epi32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<1>(s)))
+}
 
 /// `Σ acc + mins[1]`.
 #[inline(always)]

@@ -2,8 +2,10 @@
 //! build sets): one group (64 weights, 32 code bytes) per iteration, as two 16-byte halves
 //! like the NEON kernels. Int8: nibbles (0..=15, so also valid i8) times activation bytes
 //! in `i16x8.extmul_{low,high}_i8x16`; the group's eight product vectors are summed in i16
-//! lanes (at most 8·15·127 = 15,240, no overflow), widened pairwise to i32 once per group,
-//! converted and scaled by `scale · d`. F32: nibbles widened to f32 four at a time (there
+//! lanes (at most 8·15·128 = 15,360, no overflow), widened pairwise to i32 and summed into
+//! the group's exact integer sum, which the shared epilogue ([`Int8Sum`]) scales in the
+//! scalar kernel's order. The build compiled with `relaxed-simd` (where the browser has
+//! it) also has a tile on `i32x4.relaxed_dot_i8x16_i7x16_add_s` ([`tile_i8_relaxed`]). F32: nibbles widened to f32 four at a time (there
 //! is no fused multiply-add in simd128: multiply, then add).
 //!
 //! The int8 GEMV is the one-token case of the int8 tile (up to `TILE` tokens per weight
@@ -14,7 +16,7 @@
 //! arithmetic.
 
 use super::super::acts::Acts;
-use super::{f16_bits_to_f32 as f16_to_f32, Rows, WORDS};
+use super::{f16_bits_to_f32 as f16_to_f32, Int8Sum, Rows, WORDS};
 use crate::quant::GROUP;
 use core::arch::wasm32::*;
 
@@ -40,14 +42,56 @@ fn dot16(acc: v128, a: v128, b: v128) -> v128 {
     i16x8_add(acc, i16x8_extmul_high_i8x16(a, b))
 }
 
-/// The int8 tile: `out[r·stride + t] ← row r · acts[t]` for `T` tokens, each weight group
-/// loaded, unpacked and its (scale, min) converted once for all `T` (`T = 1`: the GEMV).
-///
-/// # Safety
-/// `w` must hold its rows, every `acts[t]` (`t < T`) `w.groups` int8 blocks, and `out`
-/// must reach `(rows − 1)·stride + T` (checked by `Kernel::tile` and `Kernel::rows`).
-/// `simd128` is a compile-time feature: no run-time check is needed.
-pub unsafe fn tile_i8<const T: usize>(w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
+/// The sum of the four i32 lanes (exact).
+#[inline(always)]
+fn hsum_i32(v: v128) -> i32 {
+    let s = i32x4_add(v, i32x4_shuffle::<2, 3, 0, 1>(v, v));
+    i32x4_extract_lane::<0>(i32x4_add(s, i32x4_shuffle::<1, 0, 3, 2>(s, s)))
+}
+
+/// A group's `Σ code·q` with `i16x8.extmul` (simd128).
+/// The nibble halves `lo` / `hi` meet the 64 bytes at `x`.
+#[inline(always)]
+unsafe fn dot_extmul(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> i32 {
+    let mut sums = i16x8_splat(0);
+    for half in 0..2 {
+        let xl = v128_load(x.add(16 * half) as *const v128);
+        let xh = v128_load(x.add(32 + 16 * half) as *const v128);
+        sums = dot16(dot16(sums, lo[half], xl), hi[half], xh);
+    }
+    hsum_i32(i32x4_extadd_pairwise_i16x8(sums))
+}
+
+/// A group's `Σ code·q` with relaxed SIMD's `i32x4.relaxed_dot_i8x16_i7x16_add_s`: four byte
+/// products summed into each i32 lane. Its second operand is the "i7" one (read as signed
+/// or unsigned, and its pair sums may saturate in i16, as the engine likes): the nibbles
+/// (0..=15) go there, so both readings agree, and a pair sums to at most 2·15·128, far
+/// from saturating; the activations (any i8) are the first operand. The result is exact
+/// on every engine.
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+unsafe fn dot_relaxed(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> i32 {
+    let mut sums = i32x4_splat(0);
+    for half in 0..2 {
+        let xl = v128_load(x.add(16 * half) as *const v128);
+        let xh = v128_load(x.add(32 + 16 * half) as *const v128);
+        sums = i32x4_relaxed_dot_i8x16_i7x16_add(xl, lo[half], sums);
+        sums = i32x4_relaxed_dot_i8x16_i7x16_add(xh, hi[half], sums);
+    }
+    hsum_i32(sums)
+}
+
+/// The int8 tile with the group dot product `dot`: `out[r·stride + t] ← row r · acts[t]`
+/// for `T` tokens, each weight group loaded, unpacked and its (scale, min) converted once
+/// for all `T` (`T = 1`: the GEMV).
+#[inline(always)]
+unsafe fn tile<const T: usize>(
+    w: Rows,
+    acts: &[Acts],
+    out: &mut [f32],
+    stride: usize,
+    dot: impl Fn(&[v128; 2], &[v128; 2], *const i8) -> i32,
+) {
     let Rows {
         codes,
         params,
@@ -59,8 +103,7 @@ pub unsafe fn tile_i8<const T: usize>(w: Rows, acts: &[Acts], out: &mut [f32], s
     let ds: [*const [f32; 2]; T] = core::array::from_fn(|t| acts[t].ds.as_ptr());
     for r in 0..rows {
         let c = codes.as_ptr().add(r * groups * WORDS) as *const u8;
-        let mut acc = [f32x4_splat(0.0); T];
-        let mut mins = [0.0f32; T];
+        let mut sum = [Int8Sum::default(); T];
         for g in 0..groups {
             let bytes = c.add(g * WORDS * 4);
             let w = [0, 1].map(|half| v128_load(bytes.add(16 * half) as *const v128));
@@ -68,23 +111,43 @@ pub unsafe fn tile_i8<const T: usize>(w: Rows, acts: &[Acts], out: &mut [f32], s
             let hi = w.map(|w| u8x16_shr(w, 4));
             let (scale, min) = unpack(*params.get_unchecked(r * groups + g));
             for t in 0..T {
-                let x = q[t].add(g * GROUP);
-                let mut sums = i16x8_splat(0);
-                for half in 0..2 {
-                    let xl = v128_load(x.add(16 * half) as *const v128);
-                    let xh = v128_load(x.add(32 + 16 * half) as *const v128);
-                    sums = dot16(dot16(sums, lo[half], xl), hi[half], xh);
-                }
-                let [d, sum] = *ds[t].add(g);
-                let sums = f32x4_convert_i32x4(i32x4_extadd_pairwise_i16x8(sums));
-                acc[t] = f32x4_add(acc[t], f32x4_mul(sums, f32x4_splat(scale * d)));
-                mins[t] += min * sum;
+                let [d, block_sum] = *ds[t].add(g);
+                sum[t].add(
+                    scale * d,
+                    dot(&lo, &hi, q[t].add(g * GROUP)),
+                    min * block_sum,
+                );
             }
         }
         for t in 0..T {
-            out[r * stride + t] = hsum(acc[t]) + mins[t];
+            out[r * stride + t] = sum[t].finish();
         }
     }
+}
+
+/// The simd128 int8 tile ([`tile`] with `i16x8.extmul`).
+///
+/// # Safety
+/// `w` must hold its rows, every `acts[t]` (`t < T`) `w.groups` int8 blocks, and `out`
+/// must reach `(rows − 1)·stride + T` (checked by `Kernel::tile` and `Kernel::rows`).
+/// `simd128` is a compile-time feature: no run-time check is needed.
+pub unsafe fn tile_i8<const T: usize>(w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
+    tile::<T>(w, acts, out, stride, |lo, hi, x| dot_extmul(lo, hi, x))
+}
+
+/// The relaxed-SIMD int8 tile ([`tile`] with `relaxed_dot`), in the build compiled with
+/// `relaxed-simd`.
+///
+/// # Safety
+/// As [`tile_i8`]; `relaxed-simd` is a compile-time feature too.
+#[cfg(target_feature = "relaxed-simd")]
+pub unsafe fn tile_i8_relaxed<const T: usize>(
+    w: Rows,
+    acts: &[Acts],
+    out: &mut [f32],
+    stride: usize,
+) {
+    tile::<T>(w, acts, out, stride, |lo, hi, x| dot_relaxed(lo, hi, x))
 }
 
 /// `acc + Σ nibble·x` over the 16 nibbles of `v` and `x[0..16]`.
