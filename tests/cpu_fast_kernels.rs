@@ -164,10 +164,7 @@ fn the_simd_kernel_is_available_where_the_cpu_has_it() {
     );
     // ... and the relaxed-SIMD ones for the relaxed-SIMD kernel, on top of simd128.
     #[cfg(target_feature = "relaxed-simd")]
-    assert!(
-        names.ends_with(&["simd128", "relaxed-simd"]),
-        "{names:?}"
-    );
+    assert!(names.ends_with(&["simd128", "relaxed-simd"]), "{names:?}");
     // NEON dotprod (FEAT_DotProd, detected at run time) comes only on top of NEON.
     #[cfg(target_arch = "aarch64")]
     assert_eq!(

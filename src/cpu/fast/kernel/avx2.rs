@@ -3,14 +3,14 @@
 //! Int8: two `vpmaddubsw` (u8 × i8 → pairs summed in i16: at most 2·15·127 each, never
 //! saturating), `vpmaddwd` by 1 widens to 8 i32 lanes; with AVX-VNNI two `vpdpbusd` (four
 //! u8 × i8 products summed into each i32 lane) do the same in two instructions instead of
-//! four. The lanes are summed into the group's exact integer sum, which the shared
-//! epilogue ([`Int8Sum`]) scales in the scalar kernel's order.
+//! four. The 8 i32 lanes are folded to `Int8Sum`'s 4 and scaled in its order (a
+//! multiply, then an add), so the results equal the scalar kernel's bit for bit.
 //! F32: nibbles widened to f32 eight at a time into FMAs. F16C unpacks (scale, min).
 //! The int8 GEMV is the one-token case of the int8 tile (up to `TILE` tokens per weight
 //! group, for batched prefill).
 
 use super::super::acts::Acts;
-use super::{Int8Sum, Rows, WORDS};
+use super::{Rows, WORDS};
 use crate::quant::GROUP;
 use std::arch::x86_64::*;
 
@@ -56,24 +56,34 @@ macro_rules! int8_tile {
             for r in 0..rows {
                 let c = codes.as_ptr().add(r * groups * WORDS);
                 let p = params.as_ptr().add(r * groups);
-                let mut sum = [Int8Sum::default(); T];
+                let mut acc = [_mm_setzero_ps(); T];
+                let mut mins = [_mm_setzero_ps(); T];
                 for g in 0..groups {
                     let w = _mm256_loadu_si256(c.add(g * WORDS) as *const __m256i);
                     let lo = _mm256_and_si256(w, mask);
                     let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(w), mask);
                     let sm = _mm_cvtph_ps(_mm_cvtsi32_si128(*p.add(g) as i32));
-                    let (scale, min) = (_mm_cvtss_f32(sm), _mm_cvtss_f32(_mm_movehdup_ps(sm)));
                     for t in 0..T {
                         let x = q[t].add(g * GROUP);
                         let xl = _mm256_loadu_si256(x as *const __m256i);
                         let xh = _mm256_loadu_si256(x.add(32) as *const __m256i);
-                        let isum = hsum_epi32($dot(lo, xl, hi, xh));
-                        let [d, block_sum] = *ds[t].add(g);
-                        sum[t].add(scale * d, isum, min * block_sum);
+                        let sums = $dot(lo, xl, hi, xh);
+                        // Lanes k and k + 4 hold bytes 4k.. and 16 + 4k..: Int8Sum's lanes.
+                        let sums = _mm_add_epi32(
+                            _mm256_castsi256_si128(sums),
+                            _mm256_extracti128_si256::<1>(sums),
+                        );
+                        // [scale, min, 0, 0] · [d, sum, 0, 0]
+                        let dsum =
+                            _mm_castsi128_ps(_mm_loadl_epi64(ds[t].add(g) as *const __m128i));
+                        let prod = _mm_mul_ps(sm, dsum);
+                        let scaled = _mm_mul_ps(_mm_cvtepi32_ps(sums), _mm_shuffle_ps::<0>(prod, prod));
+                        acc[t] = _mm_add_ps(acc[t], scaled);
+                        mins[t] = _mm_add_ps(mins[t], prod);
                     }
                 }
                 for t in 0..T {
-                    out[r * stride + t] = sum[t].finish();
+                    out[r * stride + t] = finish4(acc[t], mins[t]);
                 }
             }
         }
@@ -104,12 +114,12 @@ int8_tile!(
     dot_vnni
 );
 
-/// The sum of the eight i32 lanes (exact).
+/// `((acc0 + acc2) + (acc1 + acc3)) + mins[1]`: `Int8Sum`'s finish.
 #[inline(always)]
-unsafe fn hsum_epi32(v: __m256i) -> i32 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<1>(s)))
+unsafe fn finish4(acc: __m128, mins: __m128) -> f32 {
+    let s = _mm_add_ps(acc, _mm_movehl_ps(acc, acc));
+    let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
+    _mm_cvtss_f32(s) + _mm_cvtss_f32(_mm_shuffle_ps::<1>(mins, mins))
 }
 
 /// `Σ acc + mins[1]`.

@@ -2,9 +2,9 @@
 //! [`Acts`] in int8 (per-block quantized: integer dot products) or f32. One scalar version
 //! and SIMD versions (AVX2 / AVX-VNNI on x86-64, NEON / NEON dotprod on aarch64, simd128 /
 //! relaxed SIMD on wasm), chosen once at run time (on wasm at compile time: each web build
-//! variant enables its features). For int8 all compute the same exact integer sum per
-//! group and scale it in one shared order ([`Int8Sum`]), so every kernel gives the scalar
-//! kernel's results bit for bit; for f32 they differ in summation order only.
+//! variant enables its features). For int8 all compute the same exact integer lane sums
+//! per group and scale them in one shared order ([`Int8Sum`]), so every kernel gives the
+//! scalar kernel's results bit for bit; for f32 they differ in summation order only.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -298,28 +298,42 @@ fn has_avx_vnni() -> bool {
     leaf.eax & (1 << 4) != 0
 }
 
-/// The f32 epilogue of every int8 kernel, in one order so that all of them give
-/// bit-identical results whatever their vector width: per group, in order,
-/// `acc += (scale·d)·Σ code·q` and `mins += min·sum` (each a rounded multiply, then a
-/// rounded add: no FMA), and `acc + mins` at the end. The SIMD kernels only compute the
-/// exact integer sums faster.
+/// Lanes of the int8 accumulation order all kernels share ([`Int8Sum`]).
+pub(crate) const LANES: usize = 4;
+
+/// The lane of code byte `b` (0..32) of a group: the bytes of a 4-byte dot product on
+/// 16-byte vectors (`vpdpbusd` lanes folded from 8 to 4, `sdot`, relaxed SIMD's dot).
+#[inline(always)]
+pub(crate) const fn lane_of(b: usize) -> usize {
+    (b / 4) % LANES
+}
+
+/// The f32 side of every int8 kernel, in one order, so that all of them give bit-identical
+/// results whatever their ISA: a group's exact integer products are summed into
+/// [`LANES`] lanes by [`lane_of`]; per group, in order, lane `l` of `acc` gets
+/// `+= (scale·d)·isum[l]` (a rounded multiply, then a rounded add: no FMA, which simd128
+/// lacks) and `mins += min·sum`; at the end `((acc0 + acc2) + (acc1 + acc3)) + mins`. The
+/// scalar kernel runs this; the SIMD kernels hold `acc` in a 4-lane vector.
 #[derive(Clone, Copy, Debug, Default)]
 struct Int8Sum {
-    acc: f32,
+    acc: [f32; LANES],
     mins: f32,
 }
 
 impl Int8Sum {
-    /// Add one group: `scale_d = scale·d`, `isum = Σ code·q`, `min_sum = min·sum`.
+    /// Add one group: `scale_d = scale·d`, `isum` its lanes' `Σ code·q`, `min_sum = min·sum`.
     #[inline(always)]
-    fn add(&mut self, scale_d: f32, isum: i32, min_sum: f32) {
-        self.acc += scale_d * isum as f32;
+    fn add(&mut self, scale_d: f32, isum: [i32; LANES], min_sum: f32) {
+        for (a, i) in self.acc.iter_mut().zip(isum) {
+            *a += scale_d * i as f32;
+        }
         self.mins += min_sum;
     }
 
     #[inline(always)]
     fn finish(self) -> f32 {
-        self.acc + self.mins
+        let [a0, a1, a2, a3] = self.acc;
+        ((a0 + a2) + (a1 + a3)) + self.mins
     }
 }
 

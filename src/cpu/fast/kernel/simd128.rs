@@ -1,10 +1,9 @@
 //! wasm `simd128` kernels (compiled in with `-C target-feature=+simd128`, which the web
 //! build sets): one group (64 weights, 32 code bytes) per iteration, as two 16-byte halves
 //! like the NEON kernels. Int8: nibbles (0..=15, so also valid i8) times activation bytes
-//! in `i16x8.extmul_{low,high}_i8x16`; the group's eight product vectors are summed in i16
-//! lanes (at most 8·15·128 = 15,360, no overflow), widened pairwise to i32 and summed into
-//! the group's exact integer sum, which the shared epilogue ([`Int8Sum`]) scales in the
-//! scalar kernel's order. The build compiled with `relaxed-simd` (where the browser has
+//! in `i16x8.extmul_{low,high}_i8x16`, summed into `Int8Sum`'s four i32 lanes (see
+//! [`dot_extmul`]) and scaled in its order (a multiply, then an add), so the results equal
+//! the scalar kernel's bit for bit. The build compiled with `relaxed-simd` (where the browser has
 //! it) also has a tile on `i32x4.relaxed_dot_i8x16_i7x16_add_s` ([`tile_i8_relaxed`]). F32: nibbles widened to f32 four at a time (there
 //! is no fused multiply-add in simd128: multiply, then add).
 //!
@@ -16,7 +15,7 @@
 //! arithmetic.
 
 use super::super::acts::Acts;
-use super::{f16_bits_to_f32 as f16_to_f32, Int8Sum, Rows, WORDS};
+use super::{f16_bits_to_f32 as f16_to_f32, Rows, WORDS};
 use crate::quant::GROUP;
 use core::arch::wasm32::*;
 
@@ -35,31 +34,39 @@ fn hsum(v: v128) -> f32 {
         + f32x4_extract_lane::<3>(v)
 }
 
-/// `acc + a·b` over 16 byte pairs, the products in 8 i16 lanes (two per lane).
+/// `((a0 + a2) + (a1 + a3)) + mins`: `Int8Sum`'s finish.
 #[inline(always)]
-fn dot16(acc: v128, a: v128, b: v128) -> v128 {
-    let acc = i16x8_add(acc, i16x8_extmul_low_i8x16(a, b));
-    i16x8_add(acc, i16x8_extmul_high_i8x16(a, b))
+fn finish4(acc: v128, mins: f32) -> f32 {
+    let (a0, a1) = (f32x4_extract_lane::<0>(acc), f32x4_extract_lane::<1>(acc));
+    let (a2, a3) = (f32x4_extract_lane::<2>(acc), f32x4_extract_lane::<3>(acc));
+    ((a0 + a2) + (a1 + a3)) + mins
 }
 
-/// The sum of the four i32 lanes (exact).
+/// A group's `Σ code·q` in `Int8Sum`'s 4 lanes (4 consecutive bytes of each 16-byte half)
+/// with `i16x8.extmul`: the nibble halves `lo` / `hi` meet the 64 bytes at `x`. Products
+/// of bytes `i` and `i + 16` share an i16 lane (four products: at most 7,680), widened
+/// pairwise to i32 and regrouped by two shuffles.
 #[inline(always)]
-fn hsum_i32(v: v128) -> i32 {
-    let s = i32x4_add(v, i32x4_shuffle::<2, 3, 0, 1>(v, v));
-    i32x4_extract_lane::<0>(i32x4_add(s, i32x4_shuffle::<1, 0, 3, 2>(s, s)))
-}
-
-/// A group's `Σ code·q` with `i16x8.extmul` (simd128).
-/// The nibble halves `lo` / `hi` meet the 64 bytes at `x`.
-#[inline(always)]
-unsafe fn dot_extmul(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> i32 {
-    let mut sums = i16x8_splat(0);
+unsafe fn dot_extmul(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> v128 {
+    let (mut low, mut high) = (i16x8_splat(0), i16x8_splat(0));
     for half in 0..2 {
         let xl = v128_load(x.add(16 * half) as *const v128);
         let xh = v128_load(x.add(32 + 16 * half) as *const v128);
-        sums = dot16(dot16(sums, lo[half], xl), hi[half], xh);
+        let (l, h) = (lo[half], hi[half]);
+        low = i16x8_add(low, i16x8_extmul_low_i8x16(l, xl));
+        low = i16x8_add(low, i16x8_extmul_low_i8x16(h, xh));
+        high = i16x8_add(high, i16x8_extmul_high_i8x16(l, xl));
+        high = i16x8_add(high, i16x8_extmul_high_i8x16(h, xh));
     }
-    hsum_i32(i32x4_extadd_pairwise_i16x8(sums))
+    // Pairs of bytes (0,1) (2,3) (4,5) (6,7), then (8,9) .. (14,15).
+    let (a, b) = (
+        i32x4_extadd_pairwise_i16x8(low),
+        i32x4_extadd_pairwise_i16x8(high),
+    );
+    i32x4_add(
+        i32x4_shuffle::<0, 2, 4, 6>(a, b),
+        i32x4_shuffle::<1, 3, 5, 7>(a, b),
+    )
 }
 
 /// A group's `Σ code·q` with relaxed SIMD's `i32x4.relaxed_dot_i8x16_i7x16_add_s`: four byte
@@ -70,7 +77,7 @@ unsafe fn dot_extmul(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> i32 {
 /// on every engine.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline(always)]
-unsafe fn dot_relaxed(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> i32 {
+unsafe fn dot_relaxed(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> v128 {
     let mut sums = i32x4_splat(0);
     for half in 0..2 {
         let xl = v128_load(x.add(16 * half) as *const v128);
@@ -78,7 +85,7 @@ unsafe fn dot_relaxed(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> i32 {
         sums = i32x4_relaxed_dot_i8x16_i7x16_add(xl, lo[half], sums);
         sums = i32x4_relaxed_dot_i8x16_i7x16_add(xh, hi[half], sums);
     }
-    hsum_i32(sums)
+    sums
 }
 
 /// The int8 tile with the group dot product `dot`: `out[r·stride + t] ← row r · acts[t]`
@@ -90,7 +97,7 @@ unsafe fn tile<const T: usize>(
     acts: &[Acts],
     out: &mut [f32],
     stride: usize,
-    dot: impl Fn(&[v128; 2], &[v128; 2], *const i8) -> i32,
+    dot: impl Fn(&[v128; 2], &[v128; 2], *const i8) -> v128,
 ) {
     let Rows {
         codes,
@@ -103,7 +110,8 @@ unsafe fn tile<const T: usize>(
     let ds: [*const [f32; 2]; T] = core::array::from_fn(|t| acts[t].ds.as_ptr());
     for r in 0..rows {
         let c = codes.as_ptr().add(r * groups * WORDS) as *const u8;
-        let mut sum = [Int8Sum::default(); T];
+        let mut acc = [f32x4_splat(0.0); T];
+        let mut mins = [0.0f32; T];
         for g in 0..groups {
             let bytes = c.add(g * WORDS * 4);
             let w = [0, 1].map(|half| v128_load(bytes.add(16 * half) as *const v128));
@@ -112,15 +120,13 @@ unsafe fn tile<const T: usize>(
             let (scale, min) = unpack(*params.get_unchecked(r * groups + g));
             for t in 0..T {
                 let [d, block_sum] = *ds[t].add(g);
-                sum[t].add(
-                    scale * d,
-                    dot(&lo, &hi, q[t].add(g * GROUP)),
-                    min * block_sum,
-                );
+                let sums = f32x4_convert_i32x4(dot(&lo, &hi, q[t].add(g * GROUP)));
+                acc[t] = f32x4_add(acc[t], f32x4_mul(sums, f32x4_splat(scale * d)));
+                mins[t] += min * block_sum;
             }
         }
         for t in 0..T {
-            out[r * stride + t] = sum[t].finish();
+            out[r * stride + t] = finish4(acc[t], mins[t]);
         }
     }
 }
