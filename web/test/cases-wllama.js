@@ -1,7 +1,7 @@
-// Browser CPU benches against wllama (npm @wllama/wllama, llama.cpp in wasm), run by
-// run.js only when named (`scripts/test-web bench_wllama`, `scripts/test-web
-// bench_relaxed`), on the large fixture's Pocket-size GGUF (/models/large/large.gguf). Each
-// prints one JSON line.
+// Browser CPU benches, against wllama (npm @wllama/wllama: llama.cpp in wasm) and relaxed
+// SIMD against simd128, run by run.js only when named (`scripts/test-web bench_wasm_cpu`),
+// on the large fixture's Pocket-size GGUF (/models/large/large.gguf). Each prints one JSON
+// line.
 import assert from 'node:assert/strict';
 import { plainPage } from './cases.js';
 
@@ -29,8 +29,13 @@ function pocketrt(page, url, options) {
       const { worker, m, seconds } = await timedLoad();
       try {
         let first = null;
+        const tokens = [];
+        const onToken = (p) => {
+          first ??= performance.now();
+          tokens.push(p.token);
+        };
         const t0 = performance.now();
-        for await (const _ of m.generate(prompt, { maxTokens: n, onToken: () => (first ??= performance.now()) })) {
+        for await (const _ of m.generate(prompt, { maxTokens: n, onToken })) {
           // the timing comes through onToken and stats
         }
         const s = await m.stats();
@@ -38,7 +43,7 @@ function pocketrt(page, url, options) {
           backend: m.info.backend, reason: m.info.backendReason, threads: m.info.threads,
           cold_load_seconds: cold.seconds, cached_load_seconds: seconds,
           ttft_seconds: (first - t0) / 1000, prompt_tokens_per_second: s.promptTokens / s.promptSeconds,
-          decode_tokens_per_second: s.tokensPerSecond, generated: s.generatedTokens,
+          decode_tokens_per_second: s.tokensPerSecond, generated: s.generatedTokens, tokens,
         };
       } finally {
         worker.terminate();
@@ -53,7 +58,7 @@ export const tests = {
   // GGUF, same page: cold and cached load, time to first token for 512 prompt tokens,
   // decode tok/s. The issue's bar is ≥ 2× on prompt and decode, loads no slower; printed,
   // and only sanity-checked here (this machine's load varies with its other work).
-  async bench_wllama_vs_pocketrt_on_auto_same_gguf({ page, server }) {
+  async bench_wasm_cpu_vs_wllama_on_auto_same_gguf({ page, server }) {
     assert.ok(server.models.large, 'POCKETRT_WEB_LARGE names the folder of large.gguf');
     await plainPage(page, server);
     const ours = await pocketrt(page, GGUF, { backend: 'auto' });
@@ -91,6 +96,7 @@ export const tests = {
       },
       { url: GGUF, prompt: prompt(), n: DECODE },
     );
+    delete ours.tokens;
     const ratio = (k, inverse = false) => (inverse ? theirs[k] / ours[k] : ours[k] / theirs[k]);
     console.log(JSON.stringify({
       bench: 'browser_cpu_vs_wllama', prompt_tokens: PROMPT, pocketrt: ours, wllama: { version: '3.8.1', ...theirs },
@@ -104,7 +110,7 @@ export const tests = {
   // The relaxed-SIMD build against the simd128 one (both threaded, the CPU backend, same
   // page): prompt and decode speed of each, and their greedy tokens, which must be equal
   // (the kernels' results are bit-identical).
-  async bench_relaxed_simd_vs_simd128_on_the_cpu_backend({ page, server }) {
+  async bench_wasm_cpu_relaxed_simd_vs_simd128({ page, server }) {
     assert.ok(server.models.large, 'POCKETRT_WEB_LARGE names the folder of large.gguf');
     await plainPage(page, server);
     const runs = {};
@@ -112,6 +118,8 @@ export const tests = {
       runs[name] = await pocketrt(page, GGUF, { backend: 'cpu', threadedWasmUrl: wasm });
       assert.ok(runs[name].backend, `${name}: load failed: ${runs[name].code} ${runs[name].message}`);
     }
+    const tokens = { simd128: runs.simd128.tokens, relaxed: runs.relaxed.tokens };
+    for (const r of Object.values(runs)) delete r.tokens;
     console.log(JSON.stringify({
       bench: 'browser_cpu_relaxed_simd', simd128: runs.simd128, relaxed: runs.relaxed,
       prompt_speedup: runs.relaxed.prompt_tokens_per_second / runs.simd128.prompt_tokens_per_second,
@@ -119,5 +127,6 @@ export const tests = {
     }));
     assert.match(runs.relaxed.backend, /relaxed-simd/, 'the relaxed build runs the relaxed-SIMD kernel');
     assert.match(runs.simd128.backend, /simd128/);
+    assert.deepEqual(tokens.relaxed, tokens.simd128, 'the same greedy tokens');
   },
 };
