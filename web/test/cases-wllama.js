@@ -1,11 +1,13 @@
 // Browser CPU benches, against wllama (npm @wllama/wllama: llama.cpp in wasm) and relaxed
 // SIMD against simd128, run by run.js only when named (`scripts/test-web bench_wasm_cpu`),
-// on the large fixture's Pocket-size GGUF (/models/large/large.gguf). Each prints one JSON
-// line.
+// on the large fixture's Pocket-size model: wllama reads its GGUF (/models/large/large.gguf),
+// pocketrt the same weights as a package (/models/bench/: GGUF loads in the browser are
+// WebGPU-only). Each prints one JSON line.
 import assert from 'node:assert/strict';
-import { plainPage } from './cases.js';
+import { benchModel, plainPage } from './cases.js';
 
 const GGUF = '/models/large/large.gguf';
+const PACKAGE = '/models/bench/';
 const PROMPT = 512;
 const DECODE = 32;
 /** A 512-token prompt of ordinary ids (no special tokens). */
@@ -55,13 +57,14 @@ function pocketrt(page, url, options) {
 
 export const tests = {
   // pocketrt on `auto` next to wllama 3.8.1 on 2 threads (CPU: no layer on WebGPU), same
-  // GGUF, same page: cold and cached load, time to first token for 512 prompt tokens,
+  // weights, same page: cold and cached load, time to first token for 512 prompt tokens,
   // decode tok/s. The issue's bar is ≥ 2× on prompt and decode, loads no slower; printed,
   // and only sanity-checked here (this machine's load varies with its other work).
-  async bench_wasm_cpu_vs_wllama_on_auto_same_gguf({ page, server }) {
+  async bench_wasm_cpu_vs_wllama_on_auto_same_model({ page, server, scratch }) {
     assert.ok(server.models.large, 'POCKETRT_WEB_LARGE names the folder of large.gguf');
+    benchModel(server, scratch);
     await plainPage(page, server);
-    const ours = await pocketrt(page, GGUF, { backend: 'auto' });
+    const ours = await pocketrt(page, PACKAGE, { backend: 'auto' });
     assert.ok(ours.backend, `pocketrt load failed: ${ours.code} ${ours.message}`);
     const theirs = await page.evaluate(
       async ({ url, prompt, n }) => {
@@ -110,12 +113,12 @@ export const tests = {
   // The relaxed-SIMD build against the simd128 one (both threaded, the CPU backend, same
   // page): prompt and decode speed of each, and their greedy tokens, which must be equal
   // (the kernels' results are bit-identical).
-  async bench_wasm_cpu_relaxed_simd_vs_simd128({ page, server }) {
-    assert.ok(server.models.large, 'POCKETRT_WEB_LARGE names the folder of large.gguf');
+  async bench_wasm_cpu_relaxed_simd_vs_simd128({ page, server, scratch }) {
+    benchModel(server, scratch);
     await plainPage(page, server);
     const runs = {};
     for (const [name, wasm] of [['simd128', '/pkg/threads/pocketrt_bg.wasm'], ['relaxed', '/pkg/threads/relaxed/pocketrt_bg.wasm']]) {
-      runs[name] = await pocketrt(page, GGUF, { backend: 'cpu', threadedWasmUrl: wasm });
+      runs[name] = await pocketrt(page, PACKAGE, { backend: 'cpu', threadedWasmUrl: wasm });
       assert.ok(runs[name].backend, `${name}: load failed: ${runs[name].code} ${runs[name].message}`);
     }
     const tokens = { simd128: runs.simd128.tokens, relaxed: runs.relaxed.tokens };
