@@ -1,17 +1,44 @@
 // Browser CPU benches, against wllama (npm @wllama/wllama: llama.cpp in wasm) and relaxed
 // SIMD against simd128, run by run.js only when named (`scripts/test-web bench_wasm_cpu`),
-// on the large fixture's Pocket-size model: wllama reads its GGUF (/models/large/large.gguf),
+// on the large fixture's Pocket-size model: wllama reads its GGUF (large.gguf),
 // pocketrt the same weights as a package (/models/bench/: GGUF loads in the browser are
 // WebGPU-only). Each prints one JSON line.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { benchModel, plainPage } from './cases.js';
 
-const GGUF = '/models/large/large.gguf';
 const PACKAGE = '/models/bench/';
 const PROMPT = 512;
 const DECODE = 32;
 /** A 512-token prompt of ordinary ids (no special tokens). */
 const prompt = () => Array.from({ length: PROMPT }, (_, i) => 100 + ((i * 7919) % 20000));
+
+/** A copy of large.gguf that llama.cpp reads, served as /models/wllama/: pocketrt's GGUF
+ * writer types an empty metadata array as u8, and llama.cpp insists that the (here empty)
+ * tokenizer.ggml.merges be an array of strings, so that one type id is patched. */
+function llamaReadableGguf(server, scratch) {
+  const dir = path.join(scratch, 'wllama');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, 'large.gguf');
+  fs.copyFileSync(path.join(server.models.large, 'large.gguf'), file);
+  const fd = fs.openSync(file, 'r+');
+  try {
+    const head = Buffer.alloc(8 << 20);
+    fs.readSync(fd, head, 0, head.length, 0);
+    const key = Buffer.from('tokenizer.ggml.merges');
+    const at = head.indexOf(key) + key.length; // then: value type, element type, count
+    assert.ok(at > key.length, 'large.gguf has tokenizer.ggml.merges');
+    assert.equal(head.readUInt32LE(at), 9, 'merges are an array');
+    if (head.readBigUInt64LE(at + 8) === 0n && head.readUInt32LE(at + 4) !== 8) {
+      fs.writeSync(fd, Buffer.from([8, 0, 0, 0]), 0, 4, at + 4); // GGUF string
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  server.models.wllama = dir;
+  return '/models/wllama/large.gguf';
+}
 
 /** In a Worker of the page (the pool's threads): a cold load of `url` (Cache Storage
  * emptied first), a cached one, then time to first token for the prompt and decode tok/s. */
@@ -64,6 +91,7 @@ export const tests = {
     assert.ok(server.models.large, 'POCKETRT_WEB_LARGE names the folder of large.gguf');
     benchModel(server, scratch);
     await plainPage(page, server);
+    const gguf = llamaReadableGguf(server, scratch);
     const ours = await pocketrt(page, PACKAGE, { backend: 'auto' });
     assert.ok(ours.backend, `pocketrt load failed: ${ours.code} ${ours.message}`);
     const theirs = await page.evaluate(
@@ -90,14 +118,17 @@ export const tests = {
             timings = chunk.timings ?? timings;
           },
         });
+        const threads = w.getNumThreads();
         await w.exit();
         return {
-          threads: w.getNumThreads?.(), cold_load_seconds: cold.seconds, cached_load_seconds: seconds,
-          ttft_seconds: (first - t0) / 1000, prompt_tokens_per_second: timings?.prompt_per_second,
+          threads, cold_load_seconds: cold.seconds, cached_load_seconds: seconds,
+          ttft_seconds: (first - t0) / 1000, prompt_n: timings?.prompt_n, prompt_tokens_per_second: timings?.prompt_per_second,
           decode_tokens_per_second: timings?.predicted_per_second, generated: timings?.predicted_n,
         };
       },
-      { url: GGUF, prompt: prompt(), n: DECODE },
+      // wllama takes text: 512 letters (the GGUF has no merges, so about a token each; the
+      // count it saw is reported as prompt_n).
+      { url: gguf, prompt: Array.from({ length: PROMPT }, (_, i) => String.fromCharCode(97 + ((i * 7) % 26))).join(''), n: DECODE },
     );
     delete ours.tokens;
     const ratio = (k, inverse = false) => (inverse ? theirs[k] / ours[k] : ours[k] / theirs[k]);
