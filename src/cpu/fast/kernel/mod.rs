@@ -92,9 +92,21 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    /// The fastest kernel this CPU runs.
+    /// The fastest kernel this CPU runs, or the one named by `POCKETRT_CPU_KERNEL`
+    /// (`scalar`, `avx2`, `avx-vnni`, `neon`, ...: to compare kernels end to end) where
+    /// this CPU runs it; an unknown or unavailable name is ignored with a warning.
     pub fn best() -> Kernel {
-        *Self::available()
+        let available = Self::available();
+        if let Ok(name) = std::env::var("POCKETRT_CPU_KERNEL") {
+            match available.iter().find(|k| k.name() == name) {
+                Some(&k) => return k,
+                None => eprintln!(
+                    "POCKETRT_CPU_KERNEL={name}: not one of this CPU's kernels {:?}; using the fastest",
+                    available.iter().map(|k| k.name()).collect::<Vec<_>>()
+                ),
+            }
+        }
+        *available
             .last()
             .expect("the scalar kernel is always available")
     }
