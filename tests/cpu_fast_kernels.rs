@@ -1,5 +1,5 @@
 //! The fast CPU backend's GEMV kernels against the oracle's math, on every kernel this CPU
-//! runs (scalar, and AVX2 / AVX-VNNI or NEON) in both input precisions, through the threaded row
+//! runs (scalar, and AVX2 / AVX-VNNI or NEON / NEON dotprod) in both input precisions, through the threaded row
 //! split, on random data and edge shapes (one group, fewer rows than a task, rows not a
 //! multiple of the split, a 65,536-row head, K = 4,096); and the chunk products of batched
 //! prefill (`gemm`, `gemm_swiglu`) against the GEMVs token by token.
@@ -16,7 +16,8 @@
 //!    relative RMS error is printed and must stay under 6% (random data whose blocks hold
 //!    20× outliers, which coarsen the int8 step of their block: 1.5–4.5% measured).
 //!
-//! The same tests run on wasm32 (the simd128 kernel) under node through
+//! The same tests run on wasm32 (the simd128 kernel, and the relaxed-SIMD one in the build
+//! with `relaxed-simd`) under node through
 //! wasm-bindgen-test (`examples/wasm_kernels.rs`, run by `scripts/test-wasm-kernels`
 //! from `scripts/test`): there
 //! `#[test]` is wasm-bindgen-test's attribute.
@@ -161,6 +162,15 @@ fn the_simd_kernel_is_available_where_the_cpu_has_it() {
         names.contains(&"simd128"),
         "built without simd128: {names:?}"
     );
+    // ... and the relaxed-SIMD ones for the relaxed-SIMD kernel, on top of simd128.
+    #[cfg(target_feature = "relaxed-simd")]
+    assert!(names.ends_with(&["simd128", "relaxed-simd"]), "{names:?}");
+    // NEON dotprod (FEAT_DotProd, detected at run time) comes only on top of NEON.
+    #[cfg(target_arch = "aarch64")]
+    assert_eq!(
+        names.contains(&"neon-dotprod"),
+        std::arch::is_aarch64_feature_detected!("dotprod")
+    );
 }
 
 #[test]
@@ -175,7 +185,7 @@ fn every_kernel_matches_the_exact_product_and_the_oracle_within_the_rounding_bou
 }
 
 #[test]
-fn kernels_agree_with_each_other() {
+fn kernels_agree_with_the_scalar_one_int8_bit_for_bit() {
     let mut rng = Rng::new(5);
     let w = random_q4(&mut rng, 515, 896);
     let x = random_x(&mut rng, 896);
@@ -189,7 +199,14 @@ fn kernels_agree_with_each_other() {
         let scalar = run(Kernel::Scalar);
         for k in Kernel::available() {
             let what = format!("{} {}", k.name(), precision.name());
-            gpu_common::assert_close(&what, &run(k), &scalar, 1e-5, 1e-6);
+            match precision {
+                // The same integer sums scaled in the same order: bit for bit.
+                Precision::Int8 => {
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&run(k)), bits(&scalar), "{what}");
+                }
+                Precision::F32 => gpu_common::assert_close(&what, &run(k), &scalar, 1e-5, 1e-6),
+            }
         }
     }
 }

@@ -37,13 +37,23 @@ pub fn rmsnorm_into(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     rmsnorm(out, weight, eps);
 }
 
+/// `e^x`, and below `θ^y`, `cos`, `sin`: the `libm` crate's (a port of musl's libm, which is
+/// what Rust's std calls on wasm32-unknown-unknown) on every target, not the platform's
+/// (glibc rounds some results one ulp apart). So the CPU backend, whose int8 kernels all
+/// give the same bits, computes the same numbers natively and in the browser: int8
+/// activation quantization turns a one-ulp difference into other tokens within a few steps.
+#[inline(always)]
+fn exp(x: f32) -> f32 {
+    libm::expf(x)
+}
+
 /// Softmax in place (max-subtracted for stability).
 #[inline(always)]
 pub fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0;
     for v in x.iter_mut() {
-        *v = (*v - max).exp();
+        *v = exp(*v - max);
         sum += *v;
     }
     for v in x.iter_mut() {
@@ -53,7 +63,7 @@ pub fn softmax(x: &mut [f32]) {
 
 /// SiLU: `x · sigmoid(x)`.
 pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
+    x / (1.0 + exp(-x))
 }
 
 /// `gate ← silu(gate) · up`: the SwiGLU activation, written into `gate`.
@@ -127,10 +137,10 @@ impl Rope {
         let half = head_dim / 2;
         let (mut cos, mut sin) = (Vec::with_capacity(half), Vec::with_capacity(half));
         for i in 0..half {
-            let inv_freq = (theta as f64).powf(-((2 * i) as f64) / head_dim as f64);
+            let inv_freq = libm::pow(theta as f64, -((2 * i) as f64) / head_dim as f64);
             let angle = pos as f64 * inv_freq;
-            cos.push(angle.cos() as f32);
-            sin.push(angle.sin() as f32);
+            cos.push(libm::cos(angle) as f32);
+            sin.push(libm::sin(angle) as f32);
         }
         Rope { cos, sin }
     }
@@ -197,6 +207,34 @@ mod tests {
         let mut y = vec![0.3, -0.2, 0.7, 0.1];
         Rope::new(4, 100.0, 0).apply(&mut y);
         assert_eq!(y, vec![0.3, -0.2, 0.7, 0.1]);
+    }
+
+    #[test]
+    fn the_transcendental_functions_are_libm_s_on_every_target() {
+        // Inputs where glibc's expf, pow, cos and sin round differently from libm's (on
+        // x86-64 Linux); on wasm both sides are the same functions.
+        let xs = (0..20_000).map(|i| (i as f32 - 10_000.0) * 1.3e-3);
+        for x in xs {
+            let silu_libm = x / (1.0 + libm::expf(-x));
+            assert_eq!(silu(x).to_bits(), silu_libm.to_bits(), "silu({x})");
+        }
+        let mut x: Vec<f32> = (0..4096).map(|i| (i as f32 * 0.37).sin() * 9.0).collect();
+        let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let want: Vec<f32> = x.iter().map(|v| libm::expf(v - max)).collect();
+        let sum: f32 = want.iter().sum();
+        softmax(&mut x);
+        for (i, (got, w)) in x.iter().zip(&want).enumerate() {
+            assert_eq!(got.to_bits(), (w / sum).to_bits(), "softmax[{i}]");
+        }
+        let (theta, hd) = (1_000_000.0f32, 128);
+        for pos in [1, 7, 500, 4095, 40_000] {
+            let rope = Rope::new(hd, theta, pos);
+            for i in 0..hd / 2 {
+                let angle = pos as f64 * libm::pow(theta as f64, -((2 * i) as f64) / hd as f64);
+                assert_eq!(rope.cos[i].to_bits(), (libm::cos(angle) as f32).to_bits());
+                assert_eq!(rope.sin[i].to_bits(), (libm::sin(angle) as f32).to_bits());
+            }
+        }
     }
 
     #[test]

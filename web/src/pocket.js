@@ -4,6 +4,7 @@
 // loaded only where threads.js says it can run).
 import * as single from './pocketrt.js';
 import { plannedThreads } from './threads.js';
+import { relaxedSimdSupported } from './simd.js';
 import { endpoint } from './completions.js';
 
 let singleReady = null;
@@ -31,7 +32,7 @@ export async function initPocket(wasmUrl, options = {}) {
       plan = { threads: 1, why: `the CPU backend runs on one thread: the threaded build failed to start (${e?.message ?? e})` };
     }
   }
-  singleReady ??= single.default(at(wasmUrl)).catch((e) => {
+  singleReady ??= instantiate(single, wasmUrl, () => new URL('./relaxed/pocketrt_bg.wasm', import.meta.url)).catch((e) => {
     singleReady = null;
     throw e;
   });
@@ -41,9 +42,24 @@ export async function initPocket(wasmUrl, options = {}) {
 
 const at = (url) => (url ? { module_or_path: url } : undefined);
 
+/** Instantiate a build's `glue` with the .wasm at `url`; with none given, with its
+ * relaxed-SIMD variant (`relaxed()`, its URL) where the engine has relaxed SIMD (simd.js),
+ * and the glue's own simd128 .wasm otherwise or when that fails (e.g. a server without it). */
+async function instantiate(glue, url, relaxed) {
+  if (!url && relaxedSimdSupported()) {
+    try {
+      return await glue.default(at(relaxed()));
+    } catch {
+      // The simd128 build below.
+    }
+  }
+  return glue.default(at(url));
+}
+
 async function startThreaded(threads, wasmUrl) {
   const wasm = await import('./threads/pocketrt.js');
-  const exports = await wasm.default(at(wasmUrl));
+  const relaxed = () => new URL('./threads/relaxed/pocketrt_bg.wasm', import.meta.url);
+  const exports = await instantiate(wasm, wasmUrl, relaxed);
   await wasm.initThreadPool(threads);
   return { wasm, exports, threads };
 }

@@ -13,10 +13,11 @@ import { tests as packageTests } from './cases.js';
 import { tests as ggufHubTests } from './cases-gguf-hub.js';
 import { tests as threadTests } from './cases-threads.js';
 import { tests as benchTests } from './cases-bench.js';
+import { tests as wllamaTests } from './cases-wllama.js';
 import { tests as apiTests } from './cases-api.js';
 import { tests as faultTests } from './cases-faults.js';
 
-const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...faultTests, ...benchTests };
+const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...faultTests, ...benchTests, ...wllamaTests };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = process.env.POCKETRT_WEB_FIXTURE;

@@ -3,6 +3,7 @@
 //   /demo/...     the demo page (../demo)
 //   /test/...     test pages (./pages)
 //   /vite/...     the Vite-built test app (./vite-app/dist)
+//   /wllama/...   the @wllama/wllama dev dependency (the wllama benches)
 //   /models/NAME/ a model folder registered with `models` (the tests' fixtures)
 //   /hub/...      an imitation of a model hub (Hugging Face's API) serving the folders
 //                 registered with `hub` (id → folder): /hub/api/models/{id}?blobs=true
@@ -46,6 +47,7 @@ export function createServer({ models = {}, hub = {}, port = 0, pkg = path.join(
     demo: path.join(root, 'web/demo'),
     test: path.join(here, 'pages'),
     vite: path.join(here, 'vite-app/dist'),
+    wllama: path.join(root, 'web/node_modules/@wllama/wllama'), // the wllama benches (cases-wllama.js)
   };
   const requests = [];
   // Latency added to shard responses (a slow network for the cache tests); noRanges: answer

@@ -1,9 +1,10 @@
 //! AVX2 kernels: one group (64 weights, 32 code bytes) per iteration; the low and high
 //! nibbles of a 32-byte load meet the two nibble-ordered halves of the activation block.
 //! Int8: two `vpmaddubsw` (u8 × i8 → pairs summed in i16: at most 2·15·127 each, never
-//! saturating), `vpmaddwd` by 1 widens to 8 i32 lanes, and an FMA applies `scale · d`;
-//! with AVX-VNNI two `vpdpbusd` (four u8 × i8 products summed into each i32 lane) do the
-//! same in two instructions instead of four, with the same integer sums.
+//! saturating), `vpmaddwd` by 1 widens to 8 i32 lanes; with AVX-VNNI two `vpdpbusd` (four
+//! u8 × i8 products summed into each i32 lane) do the same in two instructions instead of
+//! four. The 8 i32 lanes are folded to `Int8Sum`'s 4 and scaled in its order (a
+//! multiply, then an add), so the results equal the scalar kernel's bit for bit.
 //! F32: nibbles widened to f32 eight at a time into FMAs. F16C unpacks (scale, min).
 //! The int8 GEMV is the one-token case of the int8 tile (up to `TILE` tokens per weight
 //! group, for batched prefill).
@@ -55,7 +56,7 @@ macro_rules! int8_tile {
             for r in 0..rows {
                 let c = codes.as_ptr().add(r * groups * WORDS);
                 let p = params.as_ptr().add(r * groups);
-                let mut acc = [_mm256_setzero_ps(); T];
+                let mut acc = [_mm_setzero_ps(); T];
                 let mut mins = [_mm_setzero_ps(); T];
                 for g in 0..groups {
                     let w = _mm256_loadu_si256(c.add(g * WORDS) as *const __m256i);
@@ -67,17 +68,22 @@ macro_rules! int8_tile {
                         let xl = _mm256_loadu_si256(x as *const __m256i);
                         let xh = _mm256_loadu_si256(x.add(32) as *const __m256i);
                         let sums = $dot(lo, xl, hi, xh);
+                        // Lanes k and k + 4 hold bytes 4k.. and 16 + 4k..: Int8Sum's lanes.
+                        let sums = _mm_add_epi32(
+                            _mm256_castsi256_si128(sums),
+                            _mm256_extracti128_si256::<1>(sums),
+                        );
                         // [scale, min, 0, 0] · [d, sum, 0, 0]
                         let dsum =
                             _mm_castsi128_ps(_mm_loadl_epi64(ds[t].add(g) as *const __m128i));
                         let prod = _mm_mul_ps(sm, dsum);
-                        let prod_d = _mm256_broadcastss_ps(prod);
-                        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), prod_d, acc[t]);
+                        let scaled = _mm_mul_ps(_mm_cvtepi32_ps(sums), _mm_shuffle_ps::<0>(prod, prod));
+                        acc[t] = _mm_add_ps(acc[t], scaled);
                         mins[t] = _mm_add_ps(mins[t], prod);
                     }
                 }
                 for t in 0..T {
-                    out[r * stride + t] = finish(acc[t], mins[t]);
+                    out[r * stride + t] = finish4(acc[t], mins[t]);
                 }
             }
         }
@@ -107,6 +113,14 @@ int8_tile!(
     "avx2,fma,f16c",
     dot_vnni
 );
+
+/// `((acc0 + acc2) + (acc1 + acc3)) + mins[1]`: `Int8Sum`'s finish.
+#[inline(always)]
+unsafe fn finish4(acc: __m128, mins: __m128) -> f32 {
+    let s = _mm_add_ps(acc, _mm_movehl_ps(acc, acc));
+    let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
+    _mm_cvtss_f32(s) + _mm_cvtss_f32(_mm_shuffle_ps::<1>(mins, mins))
+}
 
 /// `Σ acc + mins[1]`.
 #[inline(always)]

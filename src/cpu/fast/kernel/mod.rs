@@ -1,9 +1,10 @@
 //! The Q4 g64 GEMV kernels: `out[r] = W[r] · x` for a run of rows, with `x` prepared as
 //! [`Acts`] in int8 (per-block quantized: integer dot products) or f32. One scalar version
-//! and SIMD versions (AVX2 on x86-64, NEON on aarch64, simd128 on wasm), chosen once at
-//! run time (simd128 at compile time, where the web build enables it). For int8
-//! all compute the same integer sum per group, so they differ only in the order of the f32
-//! additions; for f32 they differ in summation order only.
+//! and SIMD versions (AVX2 / AVX-VNNI on x86-64, NEON / NEON dotprod on aarch64, simd128 /
+//! relaxed SIMD on wasm), chosen once at run time (on wasm at compile time: each web build
+//! variant enables its features). For int8 all compute the same exact integer lane sums
+//! per group and scale them in one shared order ([`Int8Sum`]), so every kernel gives the
+//! scalar kernel's results bit for bit; for f32 they differ in summation order only.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -39,7 +40,11 @@ type TileFn = unsafe fn(Rows, &[Acts], &mut [f32], usize);
 
 /// An ISA module's int8 tiles for 1..=TILE tokens.
 #[cfg_attr(
-    not(any(target_arch = "x86_64", target_feature = "simd128")),
+    not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_feature = "simd128"
+    )),
     allow(unused_macros)
 )]
 macro_rules! tiles {
@@ -71,16 +76,37 @@ pub enum Kernel {
     /// aarch64 NEON (always present there): `smull`/`sadalp` on 16 nibbles at a time.
     #[cfg(target_arch = "aarch64")]
     Neon,
+    /// aarch64 NEON with FEAT_DotProd `sdot` dot products (int8; f32 inputs run the NEON
+    /// kernel): Apple M, Cortex-A76 and later.
+    #[cfg(target_arch = "aarch64")]
+    NeonDotprod,
     /// wasm `simd128` (a compile-time feature: the web build enables it):
     /// `i16x8.extmul` on 16 nibbles at a time.
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     Simd128,
+    /// wasm relaxed SIMD (the web build variant compiled with `relaxed-simd`, loaded where
+    /// the browser validates it): `i32x4.relaxed_dot_i8x16_i7x16_add_s` (int8; f32 inputs
+    /// run the simd128 kernel).
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    RelaxedSimd,
 }
 
 impl Kernel {
-    /// The fastest kernel this CPU runs.
+    /// The fastest kernel this CPU runs, or the one named by `POCKETRT_CPU_KERNEL`
+    /// (`scalar`, `avx2`, `avx-vnni`, `neon`, ...: to compare kernels end to end) where
+    /// this CPU runs it; an unknown or unavailable name is ignored with a warning.
     pub fn best() -> Kernel {
-        *Self::available()
+        let available = Self::available();
+        if let Ok(name) = std::env::var("POCKETRT_CPU_KERNEL") {
+            match available.iter().find(|k| k.name() == name) {
+                Some(&k) => return k,
+                None => eprintln!(
+                    "POCKETRT_CPU_KERNEL={name}: not one of this CPU's kernels {:?}; using the fastest",
+                    available.iter().map(|k| k.name()).collect::<Vec<_>>()
+                ),
+            }
+        }
+        *available
             .last()
             .expect("the scalar kernel is always available")
     }
@@ -100,9 +126,16 @@ impl Kernel {
             }
         }
         #[cfg(target_arch = "aarch64")]
-        v.push(Kernel::Neon);
+        {
+            v.push(Kernel::Neon);
+            if std::arch::is_aarch64_feature_detected!("dotprod") {
+                v.push(Kernel::NeonDotprod);
+            }
+        }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         v.push(Kernel::Simd128);
+        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        v.push(Kernel::RelaxedSimd);
         v
     }
 
@@ -115,8 +148,12 @@ impl Kernel {
             Kernel::AvxVnni => "avx-vnni",
             #[cfg(target_arch = "aarch64")]
             Kernel::Neon => "neon",
+            #[cfg(target_arch = "aarch64")]
+            Kernel::NeonDotprod => "neon-dotprod",
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Kernel::Simd128 => "simd128",
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            Kernel::RelaxedSimd => "relaxed-simd",
         }
     }
 
@@ -158,16 +195,18 @@ impl Kernel {
                 avx2::rows_f32(c, p, groups, a, out)
             },
             #[cfg(target_arch = "aarch64")]
-            (Kernel::Neon, Precision::Int8) => unsafe { neon::rows_i8(c, p, groups, a, out) },
-            #[cfg(target_arch = "aarch64")]
-            (Kernel::Neon, Precision::F32) => unsafe { neon::rows_f32(c, p, groups, a, out) },
+            (Kernel::Neon | Kernel::NeonDotprod, Precision::F32) => unsafe {
+                neon::rows_f32(c, p, groups, a, out)
+            },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             (Kernel::Simd128, Precision::F32) => unsafe { simd128::rows_f32(c, p, groups, a, out) },
-            // Int8 GEMVs on these are one-token tiles (above).
-            #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx2 | Kernel::AvxVnni, Precision::Int8) => unreachable!(),
-            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            (Kernel::Simd128, Precision::Int8) => unreachable!(),
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            (Kernel::RelaxedSimd, Precision::F32) => unsafe {
+                simd128::rows_f32(c, p, groups, a, out)
+            },
+            // Int8 GEMVs on the SIMD kernels are one-token tiles (above).
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("{} has an int8 tile", self.name()),
         }
     }
 }
@@ -175,9 +214,9 @@ impl Kernel {
 impl Kernel {
     /// `out[r·stride + t] ← row r · acts[t]` for the rows of `w` and tokens
     /// `t < acts.len() ≤ TILE`, as [`Kernel::rows`] computes each (the same sums, so the
-    /// same results up to the order of the f32 additions). Int8 on AVX2 (also with
-    /// AVX-VNNI) and simd128 is a true tile: a weight group is unpacked once for every
-    /// token; elsewhere (f32, scalar, NEON) it runs [`Kernel::rows`] token by token.
+    /// same results up to the order of the f32 additions: none for int8). Int8 on the SIMD
+    /// kernels is a true tile: a weight group is unpacked once for every token; elsewhere
+    /// (f32, scalar) it runs [`Kernel::rows`] token by token.
     ///
     /// Panics, as `rows` does, when a slice is shorter than the shapes need.
     pub fn tile(self, w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
@@ -232,7 +271,11 @@ impl Kernel {
 
     /// The int8 tile kernel for `n` (1..=TILE) tokens, where this kernel has one.
     #[cfg_attr(
-        not(any(target_arch = "x86_64", target_feature = "simd128")),
+        not(any(
+            target_arch = "x86_64",
+            target_arch = "aarch64",
+            target_feature = "simd128"
+        )),
         allow(unused_variables, unreachable_code)
     )]
     fn int8_tile(self, n: usize) -> Option<TileFn> {
@@ -241,9 +284,15 @@ impl Kernel {
             Kernel::Avx2 => tiles!(avx2::tile_i8),
             #[cfg(target_arch = "x86_64")]
             Kernel::AvxVnni => tiles!(avx2::tile_i8_vnni),
+            #[cfg(target_arch = "aarch64")]
+            Kernel::Neon => tiles!(neon::tile_i8),
+            #[cfg(target_arch = "aarch64")]
+            Kernel::NeonDotprod => tiles!(neon::tile_i8_sdot),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Kernel::Simd128 => tiles!(simd128::tile_i8),
-            _ => return None,
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            Kernel::RelaxedSimd => tiles!(simd128::tile_i8_relaxed),
+            Kernel::Scalar => return None,
         };
         Some(tiles[n - 1])
     }
@@ -259,6 +308,45 @@ fn has_avx_vnni() -> bool {
     #[allow(unused_unsafe)]
     let leaf = unsafe { std::arch::x86_64::__cpuid_count(7, 1) };
     leaf.eax & (1 << 4) != 0
+}
+
+/// Lanes of the int8 accumulation order all kernels share ([`Int8Sum`]).
+pub(crate) const LANES: usize = 4;
+
+/// The lane of code byte `b` (0..32) of a group: the bytes of a 4-byte dot product on
+/// 16-byte vectors (`vpdpbusd` lanes folded from 8 to 4, `sdot`, relaxed SIMD's dot).
+#[inline(always)]
+pub(crate) const fn lane_of(b: usize) -> usize {
+    (b / 4) % LANES
+}
+
+/// The f32 side of every int8 kernel, in one order, so that all of them give bit-identical
+/// results whatever their ISA: a group's exact integer products are summed into
+/// [`LANES`] lanes by [`lane_of`]; per group, in order, lane `l` of `acc` gets
+/// `+= (scale·d)·isum[l]` (a rounded multiply, then a rounded add: no FMA, which simd128
+/// lacks) and `mins += min·sum`; at the end `((acc0 + acc2) + (acc1 + acc3)) + mins`. The
+/// scalar kernel runs this; the SIMD kernels hold `acc` in a 4-lane vector.
+#[derive(Clone, Copy, Debug, Default)]
+struct Int8Sum {
+    acc: [f32; LANES],
+    mins: f32,
+}
+
+impl Int8Sum {
+    /// Add one group: `scale_d = scale·d`, `isum` its lanes' `Σ code·q`, `min_sum = min·sum`.
+    #[inline(always)]
+    fn add(&mut self, scale_d: f32, isum: [i32; LANES], min_sum: f32) {
+        for (a, i) in self.acc.iter_mut().zip(isum) {
+            *a += scale_d * i as f32;
+        }
+        self.mins += min_sum;
+    }
+
+    #[inline(always)]
+    fn finish(self) -> f32 {
+        let [a0, a1, a2, a3] = self.acc;
+        ((a0 + a2) + (a1 + a3)) + self.mins
+    }
 }
 
 /// f16 bits (the low 16 of `h`) → f32 with integer operations and one multiply, exact

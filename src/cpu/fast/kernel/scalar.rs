@@ -1,9 +1,9 @@
-//! The portable kernels: per group, `Σ code·q` (an exact integer sum) or `Σ code·x` over
+//! The portable kernels: per group, `Σ code·q` (exact integer sums) or `Σ code·x` over
 //! the 32 code bytes (low nibble with entry `b`, high nibble with entry `32 + b`), then
-//! the f32 epilogue.
+//! the f32 epilogue (for int8 [`Int8Sum`]'s lanes and order, which every int8 kernel shares).
 
 use super::super::acts::{Acts, HALF};
-use super::WORDS;
+use super::{lane_of, Int8Sum, LANES, WORDS};
 use crate::quant::{unpack_params, GROUP};
 
 /// Call `f(byte_index, low_nibble, high_nibble)` for the 32 code bytes of a group.
@@ -19,21 +19,20 @@ fn for_each_byte(words: &[u32], mut f: impl FnMut(usize, u8, u8)) {
 
 pub fn rows_i8(codes: &[u32], params: &[u32], groups: usize, acts: &Acts, out: &mut [f32]) {
     for (r, o) in out.iter_mut().enumerate() {
-        let mut acc = 0.0f32;
-        let mut mins = 0.0f32;
+        let mut sum = Int8Sum::default();
         for g in 0..groups {
             let words = &codes[(r * groups + g) * WORDS..][..WORDS];
             let q = &acts.q[g * GROUP..][..GROUP];
-            let mut isum = 0i32;
+            let mut isum = [0i32; LANES];
             for_each_byte(words, |b, lo, hi| {
-                isum += i32::from(lo) * i32::from(q[b]) + i32::from(hi) * i32::from(q[HALF + b]);
+                isum[lane_of(b)] +=
+                    i32::from(lo) * i32::from(q[b]) + i32::from(hi) * i32::from(q[HALF + b]);
             });
             let (scale, min) = unpack_params(params[r * groups + g]);
-            let [d, sum] = acts.ds[g];
-            acc += scale * d * isum as f32;
-            mins += min * sum;
+            let [d, block_sum] = acts.ds[g];
+            sum.add(scale * d, isum, min * block_sum);
         }
-        *o = acc + mins;
+        *o = sum.finish();
     }
 }
 

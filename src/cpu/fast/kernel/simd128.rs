@@ -1,9 +1,10 @@
 //! wasm `simd128` kernels (compiled in with `-C target-feature=+simd128`, which the web
 //! build sets): one group (64 weights, 32 code bytes) per iteration, as two 16-byte halves
 //! like the NEON kernels. Int8: nibbles (0..=15, so also valid i8) times activation bytes
-//! in `i16x8.extmul_{low,high}_i8x16`; the group's eight product vectors are summed in i16
-//! lanes (at most 8·15·127 = 15,240, no overflow), widened pairwise to i32 once per group,
-//! converted and scaled by `scale · d`. F32: nibbles widened to f32 four at a time (there
+//! in `i16x8.extmul_{low,high}_i8x16`, summed into `Int8Sum`'s four i32 lanes (see
+//! [`dot_extmul`]) and scaled in its order (a multiply, then an add), so the results equal
+//! the scalar kernel's bit for bit. The build compiled with `relaxed-simd` (where the browser has
+//! it) also has a tile on `i32x4.relaxed_dot_i8x16_i7x16_add_s` ([`tile_i8_relaxed`]). F32: nibbles widened to f32 four at a time (there
 //! is no fused multiply-add in simd128: multiply, then add).
 //!
 //! The int8 GEMV is the one-token case of the int8 tile (up to `TILE` tokens per weight
@@ -33,21 +34,71 @@ fn hsum(v: v128) -> f32 {
         + f32x4_extract_lane::<3>(v)
 }
 
-/// `acc + a·b` over 16 byte pairs, the products in 8 i16 lanes (two per lane).
+/// `((a0 + a2) + (a1 + a3)) + mins`: `Int8Sum`'s finish.
 #[inline(always)]
-fn dot16(acc: v128, a: v128, b: v128) -> v128 {
-    let acc = i16x8_add(acc, i16x8_extmul_low_i8x16(a, b));
-    i16x8_add(acc, i16x8_extmul_high_i8x16(a, b))
+fn finish4(acc: v128, mins: f32) -> f32 {
+    let (a0, a1) = (f32x4_extract_lane::<0>(acc), f32x4_extract_lane::<1>(acc));
+    let (a2, a3) = (f32x4_extract_lane::<2>(acc), f32x4_extract_lane::<3>(acc));
+    ((a0 + a2) + (a1 + a3)) + mins
 }
 
-/// The int8 tile: `out[r·stride + t] ← row r · acts[t]` for `T` tokens, each weight group
-/// loaded, unpacked and its (scale, min) converted once for all `T` (`T = 1`: the GEMV).
-///
-/// # Safety
-/// `w` must hold its rows, every `acts[t]` (`t < T`) `w.groups` int8 blocks, and `out`
-/// must reach `(rows − 1)·stride + T` (checked by `Kernel::tile` and `Kernel::rows`).
-/// `simd128` is a compile-time feature: no run-time check is needed.
-pub unsafe fn tile_i8<const T: usize>(w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
+/// A group's `Σ code·q` in `Int8Sum`'s 4 lanes (4 consecutive bytes of each 16-byte half)
+/// with `i16x8.extmul`: the nibble halves `lo` / `hi` meet the 64 bytes at `x`. Products
+/// of bytes `i` and `i + 16` share an i16 lane (four products: at most 7,680), widened
+/// pairwise to i32 and regrouped by two shuffles.
+#[inline(always)]
+unsafe fn dot_extmul(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> v128 {
+    let (mut low, mut high) = (i16x8_splat(0), i16x8_splat(0));
+    for half in 0..2 {
+        let xl = v128_load(x.add(16 * half) as *const v128);
+        let xh = v128_load(x.add(32 + 16 * half) as *const v128);
+        let (l, h) = (lo[half], hi[half]);
+        low = i16x8_add(low, i16x8_extmul_low_i8x16(l, xl));
+        low = i16x8_add(low, i16x8_extmul_low_i8x16(h, xh));
+        high = i16x8_add(high, i16x8_extmul_high_i8x16(l, xl));
+        high = i16x8_add(high, i16x8_extmul_high_i8x16(h, xh));
+    }
+    // Pairs of bytes (0,1) (2,3) (4,5) (6,7), then (8,9) .. (14,15).
+    let (a, b) = (
+        i32x4_extadd_pairwise_i16x8(low),
+        i32x4_extadd_pairwise_i16x8(high),
+    );
+    i32x4_add(
+        i32x4_shuffle::<0, 2, 4, 6>(a, b),
+        i32x4_shuffle::<1, 3, 5, 7>(a, b),
+    )
+}
+
+/// A group's `Σ code·q` with relaxed SIMD's `i32x4.relaxed_dot_i8x16_i7x16_add_s`: four byte
+/// products summed into each i32 lane. Its second operand is the "i7" one (read as signed
+/// or unsigned, and its pair sums may saturate in i16, as the engine likes): the nibbles
+/// (0..=15) go there, so both readings agree, and a pair sums to at most 2·15·128, far
+/// from saturating; the activations (any i8) are the first operand. The result is exact
+/// on every engine.
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+unsafe fn dot_relaxed(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> v128 {
+    let mut sums = i32x4_splat(0);
+    for half in 0..2 {
+        let xl = v128_load(x.add(16 * half) as *const v128);
+        let xh = v128_load(x.add(32 + 16 * half) as *const v128);
+        sums = i32x4_relaxed_dot_i8x16_i7x16_add(xl, lo[half], sums);
+        sums = i32x4_relaxed_dot_i8x16_i7x16_add(xh, hi[half], sums);
+    }
+    sums
+}
+
+/// The int8 tile with the group dot product `dot`: `out[r·stride + t] ← row r · acts[t]`
+/// for `T` tokens, each weight group loaded, unpacked and its (scale, min) converted once
+/// for all `T` (`T = 1`: the GEMV).
+#[inline(always)]
+unsafe fn tile<const T: usize>(
+    w: Rows,
+    acts: &[Acts],
+    out: &mut [f32],
+    stride: usize,
+    dot: impl Fn(&[v128; 2], &[v128; 2], *const i8) -> v128,
+) {
     let Rows {
         codes,
         params,
@@ -68,23 +119,41 @@ pub unsafe fn tile_i8<const T: usize>(w: Rows, acts: &[Acts], out: &mut [f32], s
             let hi = w.map(|w| u8x16_shr(w, 4));
             let (scale, min) = unpack(*params.get_unchecked(r * groups + g));
             for t in 0..T {
-                let x = q[t].add(g * GROUP);
-                let mut sums = i16x8_splat(0);
-                for half in 0..2 {
-                    let xl = v128_load(x.add(16 * half) as *const v128);
-                    let xh = v128_load(x.add(32 + 16 * half) as *const v128);
-                    sums = dot16(dot16(sums, lo[half], xl), hi[half], xh);
-                }
-                let [d, sum] = *ds[t].add(g);
-                let sums = f32x4_convert_i32x4(i32x4_extadd_pairwise_i16x8(sums));
+                let [d, block_sum] = *ds[t].add(g);
+                let sums = f32x4_convert_i32x4(dot(&lo, &hi, q[t].add(g * GROUP)));
                 acc[t] = f32x4_add(acc[t], f32x4_mul(sums, f32x4_splat(scale * d)));
-                mins[t] += min * sum;
+                mins[t] += min * block_sum;
             }
         }
         for t in 0..T {
-            out[r * stride + t] = hsum(acc[t]) + mins[t];
+            out[r * stride + t] = finish4(acc[t], mins[t]);
         }
     }
+}
+
+/// The simd128 int8 tile ([`tile`] with `i16x8.extmul`).
+///
+/// # Safety
+/// `w` must hold its rows, every `acts[t]` (`t < T`) `w.groups` int8 blocks, and `out`
+/// must reach `(rows − 1)·stride + T` (checked by `Kernel::tile` and `Kernel::rows`).
+/// `simd128` is a compile-time feature: no run-time check is needed.
+pub unsafe fn tile_i8<const T: usize>(w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
+    tile::<T>(w, acts, out, stride, |lo, hi, x| dot_extmul(lo, hi, x))
+}
+
+/// The relaxed-SIMD int8 tile ([`tile`] with `relaxed_dot`), in the build compiled with
+/// `relaxed-simd`.
+///
+/// # Safety
+/// As [`tile_i8`]; `relaxed-simd` is a compile-time feature too.
+#[cfg(target_feature = "relaxed-simd")]
+pub unsafe fn tile_i8_relaxed<const T: usize>(
+    w: Rows,
+    acts: &[Acts],
+    out: &mut [f32],
+    stride: usize,
+) {
+    tile::<T>(w, acts, out, stride, |lo, hi, x| dot_relaxed(lo, hi, x))
 }
 
 /// `acc + Σ nibble·x` over the 16 nibbles of `v` and `x[0..16]`.
