@@ -69,13 +69,7 @@ fn complete(s: &mut Session, field: &(&str, Json), seed: u64) -> (String, String
     let mut req =
         json!({"prompt": "Output: ", "temperature": 1.0, "seed": seed, "max_tokens": 400});
     req[field.0] = field.1.clone();
-    let req = CompletionRequest::from_value(req).unwrap();
-    let r = serde_json::to_value(s.completion(&req, |_| true).unwrap()).unwrap();
-    let c = &r["choices"][0];
-    (
-        c["text"].as_str().unwrap().to_string(),
-        c["finish_reason"].as_str().unwrap().to_string(),
-    )
+    text_and_finish(s, req)
 }
 
 /// Failures validate.py reports for `checked` ([{kind, name, spec, output}]).
@@ -197,13 +191,8 @@ fn every_sampled_output_is_valid_and_the_backends_agree() {
 }
 
 /// The greedy completion of every case on the oracle.
-fn oracle_greedy(s: &mut Session, cases: &[(&str, String, Json, (&str, Json))]) -> Vec<String> {
-    cases.iter().map(|c| complete_greedy(s, &c.3).0).collect()
-}
-
-fn complete_greedy(s: &mut Session, field: &(&str, Json)) -> (String, String) {
-    let mut req = json!({"prompt": "Output: ", "temperature": 0, "max_tokens": 400});
-    req[field.0] = field.1.clone();
+/// Run the completion request `req`: (text, finish reason).
+fn text_and_finish(s: &mut Session, req: Json) -> (String, String) {
     let req = CompletionRequest::from_value(req).unwrap();
     let r = serde_json::to_value(s.completion(&req, |_| true).unwrap()).unwrap();
     let c = &r["choices"][0];
@@ -211,6 +200,16 @@ fn complete_greedy(s: &mut Session, field: &(&str, Json)) -> (String, String) {
         c["text"].as_str().unwrap().to_string(),
         c["finish_reason"].as_str().unwrap().to_string(),
     )
+}
+
+fn oracle_greedy(s: &mut Session, cases: &[(&str, String, Json, (&str, Json))]) -> Vec<String> {
+    cases.iter().map(|c| complete_greedy(s, &c.3).0).collect()
+}
+
+fn complete_greedy(s: &mut Session, field: &(&str, Json)) -> (String, String) {
+    let mut req = json!({"prompt": "Output: ", "temperature": 0, "max_tokens": 400});
+    req[field.0] = field.1.clone();
+    text_and_finish(s, req)
 }
 
 #[test]

@@ -155,7 +155,9 @@ impl Drop for Server {
     }
 }
 
-fn tiny_server(args: &[&str]) -> Server {
+/// A server on `model` on the CPU backend, context 1,024, the test key, named `alias`,
+/// plus `args` (not waited for).
+fn cpu_server(model: &Path, alias: &str, args: &[&str]) -> Server {
     let mut base = vec![
         "--backend",
         "cpu",
@@ -164,10 +166,14 @@ fn tiny_server(args: &[&str]) -> Server {
         "--api-key",
         KEY,
         "--alias",
-        "tiny",
+        alias,
     ];
     base.extend_from_slice(args);
-    let mut s = Server::start(tiny_package(), &base);
+    Server::start(model, &base)
+}
+
+fn tiny_server(args: &[&str]) -> Server {
+    let mut s = cpu_server(tiny_package(), "tiny", args);
     s.wait_ready();
     s
 }
@@ -317,19 +323,7 @@ fn serve_stops_cleanly_on_ctrl_c_ending_an_inflight_stream() {
 #[test]
 fn serve_real_coder_gguf_on_the_cpu_backend() {
     let gguf = real_data::coder_gguf();
-    let mut s = Server::start(
-        &gguf,
-        &[
-            "--backend",
-            "cpu",
-            "--context",
-            "1024",
-            "--api-key",
-            KEY,
-            "--alias",
-            "coder",
-        ],
-    );
+    let mut s = cpu_server(&gguf, "coder", &[]);
     let seen = s.wait_ready();
     assert_eq!(seen.first(), Some(&503), "health while loading: {seen:?}");
     s.client("python3", "tests/serve/clients.py", &["coder"]);
