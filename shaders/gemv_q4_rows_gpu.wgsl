@@ -8,7 +8,9 @@
 // RPS × 2 dot products, then Σx² for the fused norm — meet in one `slot_reduce` per slot
 // (gemv_q4_rows_gpu_tree.wgsl through workgroup memory, or gemv_q4_rows_gpu_subgroup.wgsl
 // when a slot is one subgroup). Rows past N are computed from row N-1 and never stored.
-// The wrapper declares TPR (a power of two), SLOTS, RPS, WG = SLOTS · TPR and NV.
+// The wrapper declares TPR (a power of two), SLOTS, RPS, WG = SLOTS · TPR and NV, and
+// `argmax_epilogue` (after the stores: the head's fused argmax,
+// gemv_q4_rows_gpu_argmax.wgsl, or nothing).
 
 var<private> vals: array<f32, NV>;
 
@@ -57,4 +59,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
         }
     }
+    argmax_epilogue(wg, lid, lane, base);
 }

@@ -462,13 +462,58 @@ impl Engine {
     pub fn greedy_from(
         &mut self,
         first: u32,
+        on_token: impl FnMut(u32, usize) -> Result<bool>,
+    ) -> Result<()> {
+        self.pipelined_from(first, None, on_token)
+    }
+
+    /// The draws of `sampler` when this engine makes them on its GPU, pipelined like
+    /// greedy ([`Engine::sampled_from`]): natively on the GPU backend, for the samplers
+    /// [`Sampler::gpu_draws`] accepts. `None`: step by step ([`Engine::step_sampled`]).
+    pub fn gpu_draws(&self, sampler: &Sampler) -> Option<crate::sampler::GpuDraws> {
+        match &self.inner {
+            #[cfg(not(target_arch = "wasm32"))]
+            Inner::Gpu(_) => sampler.gpu_draws(TOPK_MAX),
+            _ => {
+                let _ = sampler;
+                None
+            }
+        }
+    }
+
+    /// Sampled decoding from `first`, as [`Engine::greedy_from`]: each token drawn on the
+    /// GPU from its top-k with the next number of `draws` ([`Engine::gpu_draws`]), the
+    /// steps pipelined one ahead ([`crate::gpu::GpuModel::sampled_pipelined`]).
+    pub fn sampled_from(
+        &mut self,
+        first: u32,
+        mut draws: crate::sampler::GpuDraws,
+        on_token: impl FnMut(u32, usize) -> Result<bool>,
+    ) -> Result<()> {
+        self.pipelined_from(first, Some(&mut draws), on_token)
+    }
+
+    /// Greedy (`draws` `None`) or GPU-drawn decoding from `first`, pipelined on the GPU.
+    fn pipelined_from(
+        &mut self,
+        first: u32,
+        draws: Option<&mut crate::sampler::GpuDraws>,
         mut on_token: impl FnMut(u32, usize) -> Result<bool>,
     ) -> Result<()> {
         #[cfg(not(target_arch = "wasm32"))]
         if let Inner::Gpu(model) = &mut self.inner {
-            // The model checks the position against its context (the engine's). On an error the position stays: what was written past it is overwritten.
-            self.pos += model.greedy_pipelined(first, self.pos, &mut on_token)?;
+            // The model checks the position against its context (the engine's). On an
+            // error the position stays: what was written past it is overwritten.
+            self.pos += match draws {
+                Some(d) => model.sampled_pipelined(first, self.pos, d, &mut on_token)?,
+                None => model.greedy_pipelined(first, self.pos, &mut on_token)?,
+            };
             return Ok(());
+        }
+        if draws.is_some() {
+            return Err(Error::InvalidArgument(
+                "GPU draws on a backend without a GPU (Engine::gpu_draws says which)".into(),
+            ));
         }
         let mut token = first;
         loop {

@@ -280,11 +280,13 @@ impl Session {
         let (&last, head) = tokens.split_last().expect("checked non-empty");
         self.engine.feed_all(&head[reused..])?;
         self.cached.extend_from_slice(&head[reused..]);
-        if gen.sampler().candidates_needed().is_none() {
-            // Greedy: pipelined on the GPU (the next step runs while a token is read).
+        let draws = self.engine.gpu_draws(gen.sampler());
+        if gen.sampler().candidates_needed().is_none() || draws.is_some() {
+            // Greedy, or sampled with the draws on the GPU: pipelined there (the next
+            // step runs while a token is read).
             let (tokenizer, cached) = (&self.tokenizer, &mut self.cached);
             let mut first = Some(last);
-            self.engine.greedy_from(last, |next, position| {
+            let on_step = |next, position| {
                 if let Some(last) = first.take() {
                     cached.push(last);
                     gen.prompt_done();
@@ -294,7 +296,11 @@ impl Session {
                     cached.push(next);
                 }
                 Ok(go_on)
-            })?;
+            };
+            match draws {
+                Some(draws) => self.engine.sampled_from(last, draws, on_step)?,
+                None => self.engine.greedy_from(last, on_step)?,
+            }
         } else {
             let mut next = self.engine.step_sampled(last, gen.sampler())?;
             self.cached.push(last);

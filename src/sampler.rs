@@ -247,55 +247,101 @@ impl Sampler {
     }
 
     /// The index in `sorted` of the chosen candidate: the first when greedy, else a draw
-    /// after top-k, top-p and min-p at the temperature.
+    /// ([`draw`]) with the generator's next number (one per non-greedy step, whatever
+    /// the candidates: the GPU's pipelined draw takes its numbers before it sees them).
     fn choose(&mut self, sorted: &[(u32, f32)]) -> Result<usize> {
-        let c = &self.config;
-        let Some(&(_, best_logit)) = sorted.first() else {
+        if sorted.is_empty() {
             return Err(Error::InvalidArgument(
                 "no candidate tokens to sample".into(),
             ));
-        };
-        if c.is_greedy() || !best_logit.is_finite() {
+        }
+        if self.config.is_greedy() {
             return Ok(0);
         }
-        let k = if c.top_k == 0 {
-            sorted.len()
-        } else {
-            c.top_k.min(sorted.len())
-        };
-        // Softmax over the kept candidates at the temperature, in f64, relative to the
-        // best (its weight is 1, so a weight is also p / p_max).
-        let inv_t = 1.0 / f64::from(c.temperature);
-        let mut probs: Vec<f64> = sorted[..k]
-            .iter()
-            .map(|&(_, v)| ((f64::from(v) - f64::from(best_logit)) * inv_t).exp())
-            .collect();
-        let total: f64 = probs.iter().sum();
-        // Top-p: the shortest prefix whose mass reaches p (at least one token).
-        let mut kept = probs.len();
-        if c.top_p < 1.0 {
-            let mut acc = 0.0;
-            for (i, p) in probs.iter().enumerate() {
-                acc += p / total;
-                if acc >= f64::from(c.top_p) {
-                    kept = i + 1;
-                    break;
-                }
-            }
-        }
-        // Min-p: p ≥ min_p · p_max (the best always stays).
-        let min_p = f64::from(c.min_p);
-        kept = probs[..kept].iter().take_while(|&&w| w >= min_p).count();
-        probs.truncate(kept);
-        let mass: f64 = probs.iter().sum();
-        let mut r = self.rng.next_f64() * mass;
+        let r = self.rng.next_f64();
+        Ok(draw(&self.config, sorted, r))
+    }
+
+    /// The settings and generator of a sampler whose draws the GPU can make from its
+    /// top-k candidates ([`GpuDraws`]), `None` when it cannot: greedy (the argmax does),
+    /// logit adjustments (penalties follow the generated tokens), a grammar, logprobs,
+    /// or a top-k of 0 or past the GPU's 64 candidates. The draws continue this
+    /// sampler's generator from where it is (a copy: this sampler's own is left as is).
+    pub fn gpu_draws(&self, max_candidates: usize) -> Option<GpuDraws> {
+        let c = &self.config;
+        let fits = (1..=max_candidates).contains(&c.top_k);
+        let plain = !c.adjusts_logits() && c.logprobs.is_none() && self.constraint.is_none();
+        (!c.is_greedy() && fits && plain).then(|| GpuDraws {
+            rng: self.rng.clone(),
+            config: c.clone(),
+        })
+    }
+}
+
+/// The draw of one sampled step from candidates sorted best first (adjusted logits), `r`
+/// uniform in [0, 1): the index of the chosen one. At the temperature: top-k, then top-p
+/// (the shortest best-first prefix whose probability, renormalised over the top-k,
+/// reaches p), then min-p (p ≥ min_p · p_max), and the first candidate whose cumulative
+/// weight passes `r` · the kept mass. The single definition of a draw: the GPU's
+/// (shaders/sample_draw.wgsl) is this in f32. `config` is not greedy; `sorted` is not
+/// empty.
+pub fn draw(c: &SamplerConfig, sorted: &[(u32, f32)], r: f64) -> usize {
+    let best_logit = sorted[0].1;
+    if !best_logit.is_finite() {
+        return 0;
+    }
+    let k = if c.top_k == 0 {
+        sorted.len()
+    } else {
+        c.top_k.min(sorted.len())
+    };
+    // Softmax over the kept candidates at the temperature, in f64, relative to the
+    // best (its weight is 1, so a weight is also p / p_max).
+    let inv_t = 1.0 / f64::from(c.temperature);
+    let mut probs: Vec<f64> = sorted[..k]
+        .iter()
+        .map(|&(_, v)| libm::exp((f64::from(v) - f64::from(best_logit)) * inv_t))
+        .collect();
+    let total: f64 = probs.iter().sum();
+    // Top-p: the shortest prefix whose mass reaches p (at least one token).
+    let mut kept = probs.len();
+    if c.top_p < 1.0 {
+        let mut acc = 0.0;
         for (i, p) in probs.iter().enumerate() {
-            if r < *p {
-                return Ok(i);
+            acc += p / total;
+            if acc >= f64::from(c.top_p) {
+                kept = i + 1;
+                break;
             }
-            r -= p;
         }
-        Ok(kept - 1)
+    }
+    // Min-p: p ≥ min_p · p_max (the best always stays).
+    let min_p = f64::from(c.min_p);
+    kept = probs[..kept].iter().take_while(|&&w| w >= min_p).count();
+    probs.truncate(kept);
+    let mass: f64 = probs.iter().sum();
+    let mut r = r * mass;
+    for (i, p) in probs.iter().enumerate() {
+        if r < *p {
+            return i;
+        }
+        r -= p;
+    }
+    kept - 1
+}
+
+/// What the GPU needs to draw a sampler's tokens itself ([`Sampler::gpu_draws`]): the
+/// settings, and the generator that supplies one uniform number per step.
+#[derive(Clone, Debug)]
+pub struct GpuDraws {
+    pub config: SamplerConfig,
+    rng: Rng,
+}
+
+impl GpuDraws {
+    /// The next step's uniform number in [0, 1) (the one [`Sampler`] would draw).
+    pub fn next_uniform(&mut self) -> f64 {
+        self.rng.next_f64()
     }
 }
 

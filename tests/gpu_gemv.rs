@@ -171,7 +171,7 @@ fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> Outcome {
         .collect();
     let want: Vec<f32> = (0..c.n)
         .map(|o| match c.epilogue {
-            Epilogue::Store => dots[o],
+            Epilogue::Store | Epilogue::StoreArgmax => dots[o],
             Epilogue::AddInto => out0[o] + dots[o],
             Epilogue::SwiGlu => {
                 let g = f64::from(dots[o]);

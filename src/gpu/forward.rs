@@ -6,10 +6,12 @@
 use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::kernels::argmax::mask_words;
+use super::kernels::argmax_partials::ArgmaxPartials;
 use super::kernels::attention::{partials_bytes, Attention, AttentionVariant};
 use super::kernels::logit_adjust::LogitAdjustKernel;
 use super::kernels::logsumexp::LogSumExp;
 use super::kernels::rope_kv::rope_inv_freq;
+use super::kernels::sample_draw::SampleDraw;
 use super::kernels::topk::TopK;
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
@@ -63,8 +65,10 @@ struct Activations {
     /// SwiGLU output (ffn_size).
     ffn: wgpu::Buffer,
     logits: wgpu::Buffer,
-    /// Argmax result: index, value bits.
+    /// Argmax result: index, value bits (or a sampled step's drawn token and its logit).
     argmax: wgpu::Buffer,
+    /// The fused head argmax's per-workgroup bests (GPU profiles; 8 bytes elsewhere).
+    head_partials: wgpu::Buffer,
     /// The allowed-token mask argmax and top-k read ([`mask_words`]; word 0 zero: off).
     mask: wgpu::Buffer,
     /// Stand-in for absent optional inputs (bias, q/k norm weights).
@@ -73,7 +77,9 @@ struct Activations {
 }
 
 impl Activations {
-    fn new(ctx: &GpuContext, cfg: &ModelConfig, attention: &Attention) -> Result<Activations> {
+    fn new(ctx: &GpuContext, cfg: &ModelConfig, kernels: &Kernels) -> Result<Activations> {
+        let attention = &kernels.attention;
+        let head_groups = kernels.argmax_partials.as_ref().map_or(0, |p| p.groups);
         let f = |label: &str, n: usize| ctx.storage(label, 4 * n as u64);
         Ok(Activations {
             h: f("h", cfg.hidden_size)?,
@@ -90,6 +96,10 @@ impl Activations {
             ffn: f("ffn", cfg.ffn_size)?,
             logits: f("logits", cfg.vocab_size)?,
             argmax: f("argmax", 2)?,
+            head_partials: ctx.storage(
+                "head argmax partials",
+                ArgmaxPartials::partials_bytes(head_groups),
+            )?,
             mask: f("token mask", mask_words(cfg.vocab_size))?,
             none: f("none", 4)?,
             inv_freq: ctx.storage_init("inv_freq", &rope_inv_freq(cfg.rope_theta, cfg.head_dim))?,
@@ -118,6 +128,13 @@ pub struct GpuModel {
     topk_result: wgpu::Buffer,
     /// The sampler's logit adjustments, applied before argmax and top-k when it has some.
     adjust: LogitAdjustKernel,
+    /// The argmax over the logits, for selections whose logits or mask changed after the
+    /// head ran (forward/select.rs).
+    argmax_logits: Dispatch,
+    /// A pipelined sampled step's draw from the top-k (forward/pipeline.rs), and its
+    /// per-step settings and number.
+    draw: Dispatch,
+    draw_params: wgpu::Buffer,
     /// ln Σ exp of the (adjusted) logits, read back after the top-k for log-probabilities.
     log_z: Dispatch,
     log_z_result: wgpu::Buffer,
@@ -166,6 +183,9 @@ pub enum Readback {
     Forward,
     /// The argmax token (4 bytes).
     Argmax,
+    /// The token drawn on the GPU from the top-k (4 bytes): a pipelined sampled step
+    /// (forward/pipeline.rs), with the draw's uniform written.
+    Drawn,
     /// All logits (and the argmax).
     Logits,
 }
@@ -180,6 +200,8 @@ pub struct Sampled {
     log_z: bool,
     /// The 64 best (else the argmax alone is read back).
     topk: bool,
+    /// An allowed-token mask is uploaded for the selection.
+    masked: bool,
 }
 
 impl GpuModel {
@@ -231,7 +253,7 @@ impl GpuModel {
         let c = &*ctx;
         let kernels = Kernels::new(c, &config, context, options)?;
         let kv = KvCache::new(c, &config, context)?;
-        let acts = Activations::new(c, &config, &kernels.attention)?;
+        let acts = Activations::new(c, &config, &kernels)?;
         let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
         let code_textures = match c.profile.code_textures {
             Some(order) => Some(ModelCodeTextures::new(c, &weights, order)?),
@@ -253,6 +275,11 @@ impl GpuModel {
             &acts.mask,
         );
         let adjust = LogitAdjustKernel::new(c, &acts.logits, config.vocab_size)?;
+        let argmax_logits = kernels
+            .argmax
+            .dispatch(c, &acts.logits, &acts.argmax, &acts.mask);
+        let draw_params = c.uniform("draw", SampleDraw::uniform_bytes());
+        let draw = SampleDraw::new(c).dispatch(c, &topk_result, &acts.argmax, &draw_params);
         let log_z_result = c.storage("logsumexp", LogSumExp::result_bytes())?;
         let log_z = LogSumExp::new(c, config.vocab_size).dispatch(c, &acts.logits, &log_z_result);
         // Shader or pipeline errors surface here as a typed error, not a panic later.
@@ -262,6 +289,9 @@ impl GpuModel {
             topk_staging: c.staging("topk", Self::topk_readback_bytes()),
             topk_result,
             adjust,
+            argmax_logits,
+            draw,
+            draw_params,
             log_z,
             log_z_result,
             token_staging: [c.staging("token even", 4), c.staging("token odd", 4)],
@@ -468,10 +498,14 @@ impl GpuModel {
                 label: Some("decode step"),
                 timestamp_writes: self.timer.as_ref().map(GpuTimer::pass_writes),
             });
+            let selects = matches!(readback, Readback::Forward | Readback::Drawn);
             for d in &self.dispatches {
-                if (d.kernel, readback) != (StepKernel::Argmax, Readback::Forward) {
+                if !(selects && d.kernel == StepKernel::Argmax) {
                     d.encode(&self.attention, pos, &mut pass);
                 }
+            }
+            if readback == Readback::Drawn {
+                self.encode_draw(&mut pass);
             }
         }
         if let Some(t) = &self.timer {
@@ -584,11 +618,13 @@ impl GpuModel {
             &a.ffn,
             &a.logits,
             &a.argmax,
+            &a.head_partials,
             &a.none,
             &a.inv_freq,
         ];
         let staging = [
             &self.step,
+            &self.draw_params,
             &self.topk_result,
             &self.log_z_result,
             &self.token_staging[0],

@@ -85,8 +85,8 @@ pub(super) fn log_sum_exp(logits: &[f32]) -> f32 {
     if !max.is_finite() {
         return max as f32;
     }
-    let sum: f64 = finite().map(|v| (v - max).exp()).sum();
-    (max + sum.ln()) as f32
+    let sum: f64 = finite().map(|v| libm::exp(v - max)).sum();
+    (max + libm::log(sum)) as f32
 }
 
 #[cfg(test)]

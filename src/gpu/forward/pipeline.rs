@@ -1,12 +1,17 @@
-//! Decode with the host out of the token loop: greedy steps pipelined one step ahead (the
-//! embedding of step n + 1 reads step n's argmax on the GPU, so step n + 1 is submitted
-//! before step n's token is read back), and a bound on prompt steps and prefill chunks in
+//! Decode with the host out of the token loop: greedy and sampled steps pipelined one step
+//! ahead (the embedding of step n + 1 reads step n's argmax, or its token drawn on the GPU
+//! from the top-k with the host's seeded number, so step n + 1 is submitted before step
+//! n's token is read back), and a bound on prompt steps and prefill chunks in
 //! flight (blocking natively, awaited in the browser).
 
 use super::{GpuModel, Readback};
 use crate::error::{Error, Result};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::kernels::embed_q4::TOKEN_ON_GPU;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::kernels::sample_draw::DrawUniform;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::sampler::GpuDraws;
 
 /// Most prompt steps ([`GpuModel::feed`]) and prefill chunks submitted and not known
 /// done: beyond, the host waits for the oldest (natively) or awaits the queue's work
@@ -26,16 +31,45 @@ impl GpuModel {
         &mut self,
         first: u32,
         start: usize,
+        on_token: impl FnMut(u32, usize) -> Result<bool>,
+    ) -> Result<usize> {
+        self.pipelined(first, start, None, on_token)
+    }
+
+    /// [`GpuModel::greedy_pipelined`] for sampling: each step's token is drawn on the GPU
+    /// from its top-k candidates (shaders/sample_draw.wgsl) with the next number of
+    /// `draws`' generator, uploaded before the step is submitted, and the next step's
+    /// embedding reads it there. The same tokens as [`GpuModel::decode_topk`] step by step
+    /// with the sampler `draws` came from ([`crate::sampler::Sampler::gpu_draws`]), except
+    /// where f32 rounding moves a draw across a boundary between two tokens.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn sampled_pipelined(
+        &mut self,
+        first: u32,
+        start: usize,
+        draws: &mut GpuDraws,
+        on_token: impl FnMut(u32, usize) -> Result<bool>,
+    ) -> Result<usize> {
+        self.pipelined(first, start, Some(draws), on_token)
+    }
+
+    /// Decoding pipelined one step ahead: greedy without `draws`, else drawn on the GPU.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn pipelined(
+        &mut self,
+        first: u32,
+        start: usize,
+        mut draws: Option<&mut GpuDraws>,
         mut on_token: impl FnMut(u32, usize) -> Result<bool>,
     ) -> Result<usize> {
         self.write_step(first, start)?;
-        let mut pending = self.submit(self.encode_commands(start, Readback::Argmax));
+        let mut pending = self.submit_pipelined(start, draws.as_deref_mut());
         let mut pos = start;
         loop {
             let ahead = match pos + 1 < self.context {
                 true => {
                     self.write_step_uniform(TOKEN_ON_GPU, pos + 1)?;
-                    Some(self.submit(self.encode_commands(pos + 1, Readback::Argmax)))
+                    Some(self.submit_pipelined(pos + 1, draws.as_deref_mut()))
                 }
                 false => None,
             };
@@ -46,10 +80,15 @@ impl GpuModel {
             if ahead.is_some() {
                 self.overlapped_reads.set(self.overlapped_reads.get() + 1);
             }
+            if token as usize >= self.config.vocab_size {
+                return Err(Error::InvalidArgument(
+                    "the logits are all NaN: no token to sample".into(),
+                ));
+            }
             if !on_token(token, pos + 1)? {
                 return Ok(pos + 1 - start);
             }
-            pending = ahead.ok_or(crate::error::Error::ContextTooLong {
+            pending = ahead.ok_or(Error::ContextTooLong {
                 position: self.context,
                 context: self.context,
             })?;
@@ -57,8 +96,37 @@ impl GpuModel {
         }
     }
 
-    /// Token reads of [`GpuModel::greedy_pipelined`] made while the next step was already
-    /// submitted (all but those at the end of the context).
+    /// Submit the step at `pos` (its step uniform written): greedy, or with `draws`' next
+    /// draw uploaded and drawn on the GPU.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn submit_pipelined(
+        &self,
+        pos: usize,
+        draws: Option<&mut GpuDraws>,
+    ) -> wgpu::SubmissionIndex {
+        let readback = match draws {
+            Some(d) => {
+                let r = d.next_uniform();
+                let params = DrawUniform::new(&d.config, r);
+                let bytes = bytemuck::bytes_of(&params);
+                self.ctx.queue.write_buffer(&self.draw_params, 0, bytes);
+                Readback::Drawn
+            }
+            None => Readback::Argmax,
+        };
+        self.submit(self.encode_commands(pos, readback))
+    }
+
+    /// A [`Readback::Drawn`] step's selection, after the head: the top-k, then the draw
+    /// (into the argmax buffer: the next step's embedding and the readback read it).
+    pub(super) fn encode_draw(&self, pass: &mut wgpu::ComputePass) {
+        self.topk.iter().for_each(|d| d.encode(pass));
+        self.draw.encode(pass);
+    }
+
+    /// Token reads of [`GpuModel::greedy_pipelined`] and [`GpuModel::sampled_pipelined`]
+    /// made while the next step was already submitted (all but those at the end of the
+    /// context).
     pub fn overlapped_reads(&self) -> u64 {
         self.overlapped_reads.get()
     }

@@ -7,7 +7,7 @@ use super::step::{Kernels, StepDispatch, StepKernel, StepMatrices, StepWork};
 use super::Activations;
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention::{AttentionInputs, OutputProjection};
-use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, GemvQ4, ResidualParts};
+use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, GemvQ4, HeadArgmax, ResidualParts};
 use crate::gpu::kernels::rope_kv::KvBuffers;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::weights::{LayerWeights, Q4Buffers};
@@ -261,9 +261,22 @@ impl<'a> Recorder<'a> {
         self.gemv(StepKernel::Down, &self.k.down, g);
     }
 
-    /// logits = W_head · rmsnorm(h).
+    /// logits = W_head · rmsnorm(h) (on GPUs with each workgroup's best logit).
     fn head(&mut self, h: &'a wgpu::Buffer) {
         let w = self.m.weights;
+        if self.k.argmax_partials.is_some() {
+            let (m, codes) = self.m.codes(w.head(), None);
+            let a = self.a;
+            let fused = HeadArgmax {
+                mask: &a.mask,
+                partials: &a.head_partials,
+            };
+            let norm = Some(&w.output_norm);
+            let d = self.k.head.dispatch_argmax(
+                self.ctx, codes, &m.qparams, h, norm, &a.none, &a.logits, fused,
+            );
+            return self.push(StepKernel::Head, StepWork::Fixed(d));
+        }
         let g = Gemv {
             matrix: self.m.codes(w.head(), None),
             x: h,
@@ -275,11 +288,13 @@ impl<'a> Recorder<'a> {
         self.gemv(StepKernel::Head, &self.k.head, g);
     }
 
+    /// The argmax of the logits (on GPUs: of the head's workgroup bests).
     fn argmax(&mut self) {
-        let d = self
-            .k
-            .argmax
-            .dispatch(self.ctx, &self.a.logits, &self.a.argmax, &self.a.mask);
+        let a = self.a;
+        let d = match &self.k.argmax_partials {
+            Some(p) => p.dispatch(self.ctx, &a.head_partials, &a.argmax),
+            None => self.k.argmax.dispatch(self.ctx, &a.logits, &a.argmax, &a.mask),
+        };
         self.push(StepKernel::Argmax, StepWork::Fixed(d));
     }
 }

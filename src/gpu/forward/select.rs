@@ -80,17 +80,23 @@ impl GpuModel {
             self.submit(forward.take().expect("encoded"));
         }
         let adjust = sampler.adjustments(self.config.vocab_size)?;
-        let sampled = Sampled {
-            adjust_groups: self.adjust.upload(&self.ctx, &self.acts.logits, &adjust)?,
-            log_z: sampler.wants_log_z(),
-            topk: sampler.candidates_needed() != Some(1) || sampler.wants_log_z(),
-        };
+        let adjust_groups = self.adjust.upload(&self.ctx, &self.acts.logits, &adjust)?;
+        let (log_z, topk) = (
+            sampler.wants_log_z(),
+            sampler.candidates_needed() != Some(1) || sampler.wants_log_z(),
+        );
         let masked = match sampler.mask()? {
             Some(bits) => {
                 self.upload_mask(bits);
                 true
             }
             None => false,
+        };
+        let sampled = Sampled {
+            adjust_groups,
+            log_z,
+            topk,
+            masked,
         };
         let select = self.encode_select(pos, sampled);
         match forward {
@@ -131,11 +137,17 @@ impl GpuModel {
                 timestamp_writes: None,
             });
             self.adjust.encode(&mut pass, s.adjust_groups);
-            let argmax = self
-                .dispatches
-                .iter()
-                .filter(|d| d.kernel == StepKernel::Argmax);
-            argmax.for_each(|d| d.encode(&self.attention, pos, &mut pass));
+            if s.adjust_groups > 0 || s.masked {
+                // The head's fused argmax (GPUs) saw the logits before the adjustments
+                // and the mask before its upload: the argmax over the logits.
+                self.argmax_logits.encode(&mut pass);
+            } else {
+                let argmax = self
+                    .dispatches
+                    .iter()
+                    .filter(|d| d.kernel == StepKernel::Argmax);
+                argmax.for_each(|d| d.encode(&self.attention, pos, &mut pass));
+            }
             if s.topk {
                 self.topk.iter().for_each(|d| d.encode(&mut pass));
                 if s.log_z {

@@ -7,11 +7,12 @@ use crate::error::Result;
 use crate::gpu::code_texture::{self, ModelCodeTextures};
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::argmax::Argmax;
+use crate::gpu::kernels::argmax_partials::ArgmaxPartials;
 use crate::gpu::kernels::attention::{
     dispatches_at, Attention, AttentionDispatch, AttentionVariant, DispatchesAt, WoFold,
 };
 use crate::gpu::kernels::embed_q4::EmbedQ4;
-use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec};
+use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant};
 use crate::gpu::kernels::rope_kv::HeadShape;
 use crate::gpu::kernels::Dispatch;
 use crate::gpu::kv_cache::KvCache;
@@ -93,7 +94,12 @@ pub(super) struct Kernels {
     pub(super) gate_up: GemvQ4,
     pub(super) down: GemvQ4,
     pub(super) head: GemvQ4,
+    /// The argmax over the logits: the step's on CPU adapters, and on GPUs the selection's
+    /// after logit adjustments or a mask uploaded after the head ran (forward/select.rs).
     pub(super) argmax: Argmax,
+    /// The step's argmax on GPUs: the head GEMV's per-workgroup bests, reduced
+    /// ([`Epilogue::StoreArgmax`]; `None`: the head only stores the logits).
+    pub(super) argmax_partials: Option<ArgmaxPartials>,
 }
 
 impl Kernels {
@@ -144,6 +150,13 @@ impl Kernels {
             (a, Some(o))
         };
         let add_parts = if fold { attention.parts() } else { 0 };
+        let head_epilogue = match designs.head {
+            GemvVariant::GpuRows(_) => Epilogue::StoreArgmax,
+            _ => Epilogue::Store,
+        };
+        let head = gemv(designs.head, v, h, head_epilogue, false, true)?;
+        let argmax_partials = (head_epilogue == Epilogue::StoreArgmax)
+            .then(|| ArgmaxPartials::new(ctx, head.workgroups()));
         Ok(Kernels {
             embed: EmbedQ4::new(ctx, v, h)?,
             qkv: gemv(
@@ -166,8 +179,9 @@ impl Kernels {
                 add_parts,
             )?,
             down: gemv(designs.down, h, f, Epilogue::AddInto, false, false)?,
-            head: gemv(designs.head, v, h, Epilogue::Store, false, true)?,
+            head,
             argmax: Argmax::new(ctx, v),
+            argmax_partials,
         })
     }
 }

@@ -24,6 +24,7 @@ const GPU_TREE_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_tree
 const GPU_SUBGROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_subgroup.wgsl");
 const GPU_X_F32_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_f32.wgsl");
 const GPU_X_F16_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_f16.wgsl");
+const GPU_ARGMAX_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_argmax.wgsl");
 const PARTS_WGSL: &str = include_str!("../../../shaders/gemv_q4_parts.wgsl");
 
 /// What happens to each output row after the dot product.
@@ -35,12 +36,17 @@ pub enum Epilogue {
     AddInto,
     /// `out[o] = silu(W[o]·x) · W[N+o]·x`: W holds the gate rows then the up rows.
     SwiGlu,
+    /// [`Epilogue::Store`], and each workgroup's best row (value, index; under the
+    /// allowed-token mask only allowed rows) into a partials buffer that
+    /// [`super::argmax_partials::ArgmaxPartials`] reduces to the argmax: the LM head's
+    /// fused argmax, GPU design only (shaders/gemv_q4_rows_gpu_argmax.wgsl).
+    StoreArgmax,
 }
 
 impl Epilogue {
     pub(crate) fn code(self) -> f64 {
         match self {
-            Epilogue::Store => 0.0,
+            Epilogue::Store | Epilogue::StoreArgmax => 0.0,
             Epilogue::AddInto => 1.0,
             Epilogue::SwiGlu => 2.0,
         }
@@ -130,8 +136,9 @@ impl GpuRows {
         )))
     }
 
-    /// The WGSL constants and slot reduction of this layout.
-    fn wgsl(self) -> String {
+    /// The WGSL constants and slot reduction of this layout, with the fused argmax
+    /// epilogue when `argmax`.
+    fn wgsl(self, argmax: bool) -> String {
         let (tpr, slots, rps) = (self.tpr, self.slots, self.rps);
         let consts = format!(
             "const TPR: u32 = {tpr}u;\nconst SLOTS: u32 = {slots}u;\nconst RPS: u32 = {rps}u;\n\
@@ -148,7 +155,12 @@ impl GpuRows {
         } else {
             GPU_X_F32_WGSL
         };
-        [&consts, reduce, x, GPU_ROWS_WGSL].concat()
+        let epilogue = if argmax {
+            GPU_ARGMAX_WGSL
+        } else {
+            "fn argmax_epilogue(wg: u32, lid: u32, lane: u32, base: u32) {}\n"
+        };
+        [&consts, reduce, x, epilogue, GPU_ROWS_WGSL].concat()
     }
 
     /// What must open the source (`enable f16;` for the f16 lanes).
@@ -250,6 +262,15 @@ pub struct ResidualParts<'a> {
     pub h_out: &'a wgpu::Buffer,
 }
 
+/// The buffers of an [`Epilogue::StoreArgmax`] GEMV's fused argmax: `mask`, the
+/// allowed-token mask ([`super::argmax::mask_words`] words), and `partials`,
+/// [`GemvQ4::workgroups`] × (index, value bits).
+#[derive(Clone, Copy)]
+pub struct HeadArgmax<'a> {
+    pub mask: &'a wgpu::Buffer,
+    pub partials: &'a wgpu::Buffer,
+}
+
 /// A GEMV of fixed shape.
 pub struct GemvQ4 {
     kernel: KernelPipeline,
@@ -327,6 +348,13 @@ impl GemvQ4 {
         layout: RowsLayout,
     ) -> Result<GemvQ4> {
         let (n, k) = (spec.n, spec.k);
+        let argmax = spec.epilogue == Epilogue::StoreArgmax;
+        if argmax && (!matches!(variant, GemvVariant::GpuRows(_)) || spec.add_parts > 0) {
+            return Err(Error::InvalidArgument(format!(
+                "GEMV {n} × {k}: the fused argmax needs the GPU rows design ({variant:?}) \
+                 and an input without partial vectors"
+            )));
+        }
         if n == 0 || k == 0 || k % 64 != 0 || n > u32::MAX as usize / 2 {
             return Err(Error::InvalidArgument(format!(
                 "GEMV {n} × {k}: rows must be positive and K a positive multiple of 64"
@@ -355,13 +383,17 @@ impl GemvQ4 {
             }
             GemvVariant::GpuRows(g) => {
                 g.check(ctx)?;
-                [g.enables(), &header, Q4_COMMON_WGSL, COMMON_WGSL, &g.wgsl()].concat()
+                let body = g.wgsl(argmax);
+                [g.enables(), &header, Q4_COMMON_WGSL, COMMON_WGSL, &body].concat()
             }
         };
         // The design in the label: `gemv_q4/gpu_rows/8x16x2/tree`, `gemv_q4/tiles/8x16`
         // (+ `/subgroup` for subgroup x loads).
         let label = match variant {
-            GemvVariant::GpuRows(g) => format!("gemv_q4/{}/{}", variant.name(), g.label()),
+            GemvVariant::GpuRows(g) => {
+                let fused = if argmax { "/argmax" } else { "" };
+                format!("gemv_q4/{}/{}{fused}", variant.name(), g.label())
+            }
             _ => {
                 let loads = if x_loads == XLoads::Subgroup {
                     "/subgroup"
@@ -392,6 +424,9 @@ impl GemvQ4 {
                 Slot::Read
             };
             slots.extend([parts_slot, Slot::ReadWrite]);
+        }
+        if argmax {
+            slots.extend([Slot::Read, Slot::ReadWrite]);
         }
         Ok(GemvQ4 {
             kernel: KernelPipeline::new(ctx, &label, &source, &slots, &constants),
@@ -463,10 +498,49 @@ impl GemvQ4 {
         out: &wgpu::Buffer,
         residual: Option<ResidualParts>,
     ) -> Dispatch {
+        let extra = residual.map(|r| [r.parts, r.h_out]);
+        self.dispatch_extra(ctx, codes, qparams, x, norm_weight, bias, out, extra)
+    }
+
+    /// [`GemvQ4::dispatch`] for the [`Epilogue::StoreArgmax`] head, with its argmax's
+    /// buffers.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatch_argmax(
+        &self,
+        ctx: &GpuContext,
+        codes: Codes,
+        qparams: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        norm_weight: Option<&wgpu::Buffer>,
+        bias: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        argmax: HeadArgmax,
+    ) -> Dispatch {
+        assert_eq!(self.spec.epilogue, Epilogue::StoreArgmax);
+        let extra = Some([argmax.mask, argmax.partials]);
+        self.dispatch_extra(ctx, codes, qparams, x, norm_weight, bias, out, extra)
+    }
+
+    /// The dispatch with the bindings past `out` (6 and 7: the partial vectors and the
+    /// next residual, or the mask and the argmax partials), checked against the spec.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_extra(
+        &self,
+        ctx: &GpuContext,
+        codes: Codes,
+        qparams: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        norm_weight: Option<&wgpu::Buffer>,
+        bias: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        extra: Option<[&wgpu::Buffer; 2]>,
+    ) -> Dispatch {
+        let extras = self.spec.add_parts > 0 || self.spec.epilogue == Epilogue::StoreArgmax;
         assert_eq!(
-            residual.is_some(),
-            self.spec.add_parts > 0,
-            "gemv_q4: partial vectors are bound exactly when the spec adds them"
+            extra.is_some(),
+            extras,
+            "gemv_q4: partial vectors (or the argmax's buffers) are bound exactly when the \
+             spec adds them (fuses it)"
         );
         assert_eq!(
             norm_weight.is_some(),
@@ -477,8 +551,8 @@ impl GemvQ4 {
         let norm = norm_weight.unwrap_or(x);
         let b = Binding::Buffer;
         let mut bindings = vec![codes, b(qparams), b(x), b(norm), b(bias), b(out)];
-        if let Some(r) = residual {
-            bindings.extend([b(r.parts), b(r.h_out)]);
+        if let Some([first, second]) = extra {
+            bindings.extend([b(first), b(second)]);
         }
         self.kernel
             .dispatch_bindings(ctx, &bindings, self.workgroups())

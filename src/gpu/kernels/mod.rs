@@ -3,6 +3,7 @@
 //! [`Dispatch`]: a bind group plus the workgroup grid, built once and encoded every step.
 
 pub mod argmax;
+pub mod argmax_partials;
 pub mod attention;
 pub mod attention_group;
 pub mod attention_prefill;
@@ -17,6 +18,7 @@ pub mod read_bench;
 pub mod rmsnorm;
 pub mod rope_kv;
 pub mod rope_kv_prefill;
+pub mod sample_draw;
 pub mod soft;
 pub mod topk;
 
