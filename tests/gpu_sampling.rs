@@ -104,6 +104,54 @@ fn gpu_sampling_draws_the_cpu_oracles_tokens() {
     }
 }
 
+/// Sampled decoding pipelined on the GPU (drawn there from its top-k with the seeded
+/// generator's numbers, `Engine::sampled_from`, as sessions decode) against the oracle
+/// with the same seed: the oracle, fed the GPU's tokens, draws the same ones within the
+/// step-by-step test's allowance.
+#[test]
+fn pipelined_gpu_sampling_draws_the_cpu_oracles_tokens() {
+    let config = SamplerConfig {
+        temperature: 0.9,
+        top_k: 40,
+        top_p: 0.95,
+        seed: 1234,
+        ..SamplerConfig::greedy()
+    };
+    for ctx in profiles() {
+        let profile = ctx.profile.name;
+        let prompt = [5, 9, 2];
+        let mut gpu = on_gpu(ctx);
+        gpu.feed_all(&prompt[..2]).unwrap();
+        let mut s_gpu = Sampler::new(config.clone()).unwrap();
+        s_gpu.observe(&prompt);
+        let draws = gpu.gpu_draws(&s_gpu).expect("plain top-k sampling draws on the GPU");
+        let mut got = vec![];
+        gpu.sampled_from(prompt[2], draws, |t, _| {
+            got.push(t);
+            Ok(got.len() < STEPS)
+        })
+        .unwrap();
+        let mut cpu = oracle();
+        cpu.feed_all(&prompt[..2]).unwrap();
+        let mut s_cpu = Sampler::new(config.clone()).unwrap();
+        s_cpu.observe(&prompt);
+        let mut token = prompt[2];
+        let mut want = vec![];
+        for &g in &got {
+            want.push(cpu.step_sampled(token, &mut s_cpu).unwrap());
+            s_cpu.observe(&[g]);
+            token = g;
+        }
+        let differ = want.iter().zip(&got).filter(|(a, b)| a != b).count();
+        println!("{profile} pipelined: {differ} of {STEPS} draws differ");
+        assert!(differ <= 2, "{profile}: {differ} draws differ\n{want:?}\n{got:?}");
+        let mut distinct = got.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > STEPS / 2, "{got:?}");
+    }
+}
+
 /// Penalties over a 16-token window, a boost and a ban, and three alternatives' logprobs.
 fn controls(temperature: f32, top_k: usize, min_p: f32) -> SamplerConfig {
     SamplerConfig {

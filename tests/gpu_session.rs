@@ -135,6 +135,81 @@ fn pipelined_greedy_decoding_equals_step_by_step_and_never_waits_before_submitti
     }
 }
 
+/// Sampled decoding pipelined one step ahead (each token drawn on the GPU from its
+/// top-k with the seeded generator's number) gives step-by-step sampled decoding's tokens
+/// (the CPU's draw from the same GPU candidates) in every profile, with every token read
+/// while the next step is already submitted; a stop discards the step ahead, and a
+/// continuation with the generator advanced past the stopped steps' draws goes on alike.
+#[test]
+fn pipelined_sampled_decoding_equals_step_by_step_and_never_waits_before_submitting() {
+    use pocketrt::sampler::{Sampler, SamplerConfig};
+    const N: usize = 16;
+    let config = SamplerConfig {
+        temperature: 1.2,
+        top_k: 40,
+        top_p: 0.97,
+        min_p: 0.01,
+        seed: 99,
+        ..SamplerConfig::greedy()
+    };
+    for ctx in profiles() {
+        let name = ctx.profile.name;
+        let load = || {
+            let src = &mut *open(&fixture()).unwrap();
+            pocketrt::gpu::GpuModel::load(ctx.clone(), src, CONTEXT).unwrap()
+        };
+        let mut stepper = load();
+        let mut sampler = Sampler::new(config.clone()).unwrap();
+        let mut want = vec![];
+        let mut token = 5;
+        for pos in 0..N {
+            let (sorted, log_z) = stepper.decode_topk(token, pos, &mut sampler).unwrap();
+            token = sampler.sample_sorted(&sorted, log_z).unwrap();
+            want.push(token);
+        }
+        let draws = || Sampler::new(config.clone()).unwrap().gpu_draws(64).unwrap();
+
+        let mut model = load();
+        let mut got = vec![];
+        let kept = model
+            .sampled_pipelined(5, 0, &mut draws(), |t, position| {
+                got.push(t);
+                assert_eq!(position, got.len(), "{name}");
+                Ok(got.len() < N)
+            })
+            .unwrap();
+        assert_eq!((kept, &got), (N, &want), "{name}");
+        assert_eq!(model.overlapped_reads(), N as u64, "{name}: every read overlapped");
+        assert_eq!(model.submits(), N as u64 + 1, "{name}: one step ahead of the last");
+
+        let mut model = load();
+        let mut head = vec![];
+        let kept = model
+            .sampled_pipelined(5, 0, &mut draws(), |t, _| {
+                head.push(t);
+                Ok(head.len() < 4)
+            })
+            .unwrap();
+        assert_eq!((kept, &head[..]), (4, &want[..4]), "{name}");
+        let mut rest = draws();
+        (0..4).for_each(|_| {
+            rest.next_uniform();
+        });
+        model
+            .sampled_pipelined(head[3], 4, &mut rest, |t, _| {
+                head.push(t);
+                Ok(head.len() < N)
+            })
+            .unwrap();
+        assert_eq!(head, want, "{name}: decoding after a pipelined stop");
+        // Spread over many tokens: not greedy.
+        let mut distinct = want.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > N / 2, "{name}: {want:?}");
+    }
+}
+
 /// The browser's prompt feeding (`feed_all_async`, awaited instead of blocking): after
 /// every prompt step at most `MAX_IN_FLIGHT` command buffers are in flight, and the cache
 /// ends as the blocking feed leaves it (the same next logits); batched prefill through
