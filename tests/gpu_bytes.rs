@@ -9,6 +9,7 @@ mod gpu_common;
 use gpu_common::profiles;
 use pocketrt::format::source::open;
 use pocketrt::gpu::forward::StepOptions;
+use pocketrt::gpu::kernels::gemv_q4::GemvVariant;
 use pocketrt::gpu::{GpuModel, KernelTime};
 use std::path::PathBuf;
 
@@ -79,6 +80,14 @@ fn step_reads_account_for_every_weight_buffer_and_the_kv_positions_read() {
                     acts * per
                 );
             }
+            // The argmax reads the logits, or (fused into the GPU design's head) 8 bytes
+            // per head workgroup.
+            let vocab = cfg.vocab_size as u64;
+            let argmax = match ctx.profile.gemv.head {
+                GemvVariant::GpuRows(g) => 8 * vocab.div_ceil(u64::from(g.rows())),
+                _ => 4 * vocab,
+            };
+            assert_eq!(total(&reads, "argmax"), argmax, "{name}: argmax bytes");
             // Attention at position p reads p + 1 positions of f16 K and V per layer (and,
             // folded, W_o): the cache's bytes per position, exactly, per step of p.
             let per_position: u64 =

@@ -131,6 +131,8 @@ pub struct GpuModel {
     /// The argmax over the logits, for selections whose logits or mask changed after the
     /// head ran (forward/select.rs).
     argmax_logits: Dispatch,
+    /// Workgroups of the head GEMV's fused argmax (GPU profiles; `None`: not fused).
+    argmax_partials: Option<u32>,
     /// A pipelined sampled step's draw from the top-k (forward/pipeline.rs), and its
     /// per-step settings and number.
     draw: Dispatch,
@@ -275,6 +277,7 @@ impl GpuModel {
             &acts.mask,
         );
         let adjust = LogitAdjustKernel::new(c, &acts.logits, config.vocab_size)?;
+        let argmax_partials = kernels.argmax_partials.as_ref().map(|p| p.groups);
         let argmax_logits = kernels
             .argmax
             .dispatch(c, &acts.logits, &acts.argmax, &acts.mask);
@@ -290,6 +293,7 @@ impl GpuModel {
             topk_result,
             adjust,
             argmax_logits,
+            argmax_partials,
             draw,
             draw_params,
             log_z,
@@ -426,6 +430,7 @@ impl GpuModel {
             folded: self.attention.wo.is_some(),
             parts: self.attention.parts(),
             split_len: self.attention.split_len,
+            argmax_partials: self.argmax_partials,
         };
         let mut out = vec![];
         for entry in &self.dispatches {

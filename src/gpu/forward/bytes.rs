@@ -8,7 +8,8 @@
 //!   0..=pos (2 · kv_dim · (pos + 1) · 2 bytes) and the QKV output; with W_o folded in its
 //!   Q4 matrix (hidden × q). After several splits the combine reads the splits' partial
 //!   results (n_heads · splits · (head_dim + 2) f32) and the folded W_o, the splits the rest.
-//! - embed: one Q4 row of the embedding; argmax: the logits.
+//! - embed: one Q4 row of the embedding; argmax: the logits, or on GPUs (fused into the
+//!   head) the head workgroups' (index, value) partials.
 //!
 //! Outputs written are not counted (a few KB per dispatch; reads dominate).
 
@@ -39,6 +40,9 @@ pub(super) struct StepShape {
     /// Parts the folded projection writes.
     pub(super) parts: usize,
     pub(super) split_len: usize,
+    /// Workgroups of the head whose fused argmax's partials the argmax reduces (`None`:
+    /// the argmax reads the logits).
+    pub(super) argmax_partials: Option<u32>,
 }
 
 /// Bytes one dispatch of `kernel` reads at `pos` (`part`: which of attention's).
@@ -63,7 +67,10 @@ pub(super) fn bytes_read(
         (StepKernel::GateUp, _) => q4_bytes(2 * f, h) + f32s(2 * h) + parts,
         (StepKernel::Down, _) => q4_bytes(h, f) + f32s(f + h),
         (StepKernel::Head, _) => q4_bytes(cfg.vocab_size, h) + f32s(2 * h),
-        (StepKernel::Argmax, _) => f32s(cfg.vocab_size),
+        (StepKernel::Argmax, _) => match s.argmax_partials {
+            Some(groups) => 8 * u64::from(groups),
+            None => f32s(cfg.vocab_size),
+        },
         (StepKernel::Attention, AttentionPart::Whole) => kv_cache + wo,
         (StepKernel::Attention, AttentionPart::Split) => kv_cache,
         (StepKernel::Attention, AttentionPart::Combine) => partials + wo,
