@@ -27,6 +27,11 @@
 //! [`Sampler::adjustments`] in place before its top-k, so penalised or biased tokens
 //! fall into or out of its readback as they should). Both give the same token for the
 //! same state.
+//!
+//! The draw of step 5 is [`draw`], one uniform number per non-greedy step; its f64 exp
+//! and ln (and the normaliser's) are the `libm` crate's, so native builds and the
+//! browser's wasm CPU backend draw the same tokens. The GPU makes the same draw in f32
+//! for the requests [`Sampler::gpu_draws`] accepts (pipelined decoding).
 
 use crate::constrain::{self, Constraint};
 use crate::error::{Error, Result};

@@ -62,7 +62,10 @@ fn layouts() -> Vec<GpuRows> {
 fn matrix(n: usize, best: usize, ties: &[usize], seed: u64) -> Q4Tensor {
     let mut rng = Rng::new(seed);
     let mut w = rng.vec(n * K, 1.0);
-    let top: Vec<f32> = w[best * K..(best + 1) * K].iter().map(|v| v * 5.0).collect();
+    let top: Vec<f32> = w[best * K..(best + 1) * K]
+        .iter()
+        .map(|v| v * 5.0)
+        .collect();
     for &r in ties.iter().chain([&best]) {
         w[r * K..(r + 1) * K].copy_from_slice(&top);
     }
@@ -93,8 +96,12 @@ fn run_head(g: GpuRows, w: &Q4Tensor, x: &[f32], mask: &[u32]) -> ((u32, u32), V
         GemvSpec::new(n, K, Epilogue::StoreArgmax),
     )
     .unwrap();
-    let plain = GemvQ4::new(ctx, GemvVariant::GpuRows(g), GemvSpec::new(n, K, Epilogue::Store))
-        .unwrap();
+    let plain = GemvQ4::new(
+        ctx,
+        GemvVariant::GpuRows(g),
+        GemvSpec::new(n, K, Epilogue::Store),
+    )
+    .unwrap();
     let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
     let codes = MatrixCodes::upload(ctx, fused.codes_read(), &w.codes, &qparams).unwrap();
     let xb = ctx.storage_init("x", x).unwrap();
@@ -163,8 +170,14 @@ fn check_layouts(
         for (m, mask) in masks.iter().enumerate() {
             let (got, logits, plain) = run_head(g, &w, &x, mask);
             let case = format!("{what} {g:?} mask {m}");
-            let same = logits.iter().zip(&plain).all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "{case}: the fused head stores the plain head's logits");
+            let same = logits
+                .iter()
+                .zip(&plain)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{case}: the fused head stores the plain head's logits"
+            );
             assert_eq!(got, cpu_argmax(&logits, mask), "{case}");
         }
     }
@@ -197,12 +210,22 @@ fn fused_head_argmax_on_vocabulary_sizes() {
     check_layouts("65536 rows", &layouts, 65_536, 40_000, &[65_535], &masks, 5);
     let n = 151_936;
     let masks = [mask_buffer(n, Some(&|i| i % 5 == 2))];
-    check_layouts("151936 rows", &layouts, n, 151_932, &[12, 151_927], &masks, 6);
+    check_layouts(
+        "151936 rows",
+        &layouts,
+        n,
+        151_932,
+        &[12, 151_927],
+        &masks,
+        6,
+    );
 }
 
 #[test]
 fn the_fused_argmax_needs_the_gpu_design() {
     let spec = GemvSpec::new(64, K, Epilogue::StoreArgmax);
-    let err = GemvQ4::new(gpu(), GemvVariant::RowsFromTiles, spec).err().unwrap();
+    let err = GemvQ4::new(gpu(), GemvVariant::RowsFromTiles, spec)
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("fused argmax"), "{err}");
 }

@@ -52,7 +52,10 @@ fn near_boundary(c: &SamplerConfig, sorted: &[(u32, f32)], r: f64) -> bool {
                 }
             }
         }
-        w[..kept].iter().take_while(|&&p| p >= f64::from(c.min_p)).count()
+        w[..kept]
+            .iter()
+            .take_while(|&&p| p >= f64::from(c.min_p))
+            .count()
     };
     let mass: f64 = w[..kept].iter().sum();
     let mut cum = 0.0;
@@ -127,7 +130,9 @@ impl GpuDraw {
         let params = DrawUniform::new(c, r);
         ctx.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
-        let d = self.kernel.dispatch(ctx, &self.cands, &self.token, &self.params);
+        let d = self
+            .kernel
+            .dispatch(ctx, &self.cands, &self.token, &self.params);
         run(ctx, &[&d]);
         let t = ctx.read_u32(&self.token, 2).unwrap();
         (t[0], t[1])
@@ -159,7 +164,10 @@ fn gpu_draw_equals_the_samplers_except_at_float_ties() {
         }
     }
     println!("{differ_at_ties} of {ties} draws near a boundary differ ({DRAWS} draws)");
-    assert!(differ_at_ties * 100 <= DRAWS, "{differ_at_ties} draws differ");
+    assert!(
+        differ_at_ties * 100 <= DRAWS,
+        "{differ_at_ties} draws differ"
+    );
     // Not a first-candidate-only kernel: the draws reach deep into the lists.
     assert!(spread.len() > 20, "{spread:?}");
 }

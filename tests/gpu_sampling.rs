@@ -124,7 +124,9 @@ fn pipelined_gpu_sampling_draws_the_cpu_oracles_tokens() {
         gpu.feed_all(&prompt[..2]).unwrap();
         let mut s_gpu = Sampler::new(config.clone()).unwrap();
         s_gpu.observe(&prompt);
-        let draws = gpu.gpu_draws(&s_gpu).expect("plain top-k sampling draws on the GPU");
+        let draws = gpu
+            .gpu_draws(&s_gpu)
+            .expect("plain top-k sampling draws on the GPU");
         let mut got = vec![];
         gpu.sampled_from(prompt[2], draws, |t, _| {
             got.push(t);
@@ -144,7 +146,10 @@ fn pipelined_gpu_sampling_draws_the_cpu_oracles_tokens() {
         }
         let differ = want.iter().zip(&got).filter(|(a, b)| a != b).count();
         println!("{profile} pipelined: {differ} of {STEPS} draws differ");
-        assert!(differ <= 2, "{profile}: {differ} draws differ\n{want:?}\n{got:?}");
+        assert!(
+            differ <= 2,
+            "{profile}: {differ} draws differ\n{want:?}\n{got:?}"
+        );
         let mut distinct = got.clone();
         distinct.sort_unstable();
         distinct.dedup();

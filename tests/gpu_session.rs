@@ -179,8 +179,16 @@ fn pipelined_sampled_decoding_equals_step_by_step_and_never_waits_before_submitt
             })
             .unwrap();
         assert_eq!((kept, &got), (N, &want), "{name}");
-        assert_eq!(model.overlapped_reads(), N as u64, "{name}: every read overlapped");
-        assert_eq!(model.submits(), N as u64 + 1, "{name}: one step ahead of the last");
+        assert_eq!(
+            model.overlapped_reads(),
+            N as u64,
+            "{name}: every read overlapped"
+        );
+        assert_eq!(
+            model.submits(),
+            N as u64 + 1,
+            "{name}: one step ahead of the last"
+        );
 
         let mut model = load();
         let mut head = vec![];

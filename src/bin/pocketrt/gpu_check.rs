@@ -10,7 +10,8 @@
 //!    a nonzero exit);
 //! 3. decode tok/s at position 0 and at a long position (default 4,096: a step there reads
 //!    the cache's first `pos + 1` positions, whatever they hold, so they need not be
-//!    filled), prefill tok/s, dispatches and submits per token, and each kernel's GPU
+//!    filled), pipelined decode tok/s from position 0 (greedy, and sampled with the draw
+//!    on the GPU), prefill tok/s, dispatches and submits per token, and each kernel's GPU
 //!    time, bytes read and effective GB/s next to a plain read kernel's GB/s on the same
 //!    adapter (the roofline ratio);
 //! 4. the prefill GEMMs' GFLOP/s per shape and design, and the GPU GEMVs' GB/s with x in
@@ -23,9 +24,11 @@ use super::gpu_check_kernels::{gemm_figures, gemv_f16_figures};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::ModelSource;
+use pocketrt::gpu::kernels::topk::TOPK_MAX;
 use pocketrt::gpu::timing::{GpuTimer, ReadCeiling};
 use pocketrt::gpu::weights::limits_needed;
 use pocketrt::gpu::{GpuContext, GpuModel, KernelTime};
+use pocketrt::sampler::{Sampler, SamplerConfig};
 use pocketrt::synth::SynthSource;
 use pocketrt::{Error, ModelConfig, Result};
 use serde_json::{json, Value};
@@ -121,6 +124,10 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
         submits = (submits.0 + steps, submits.1 + submitted);
     }
 
+    let tokens = a.steps.min(context - 1);
+    progress(&format!("timing {tokens} pipelined tokens, greedy and sampled"));
+    let pipelined = time_pipelined(&mut model, tokens)?;
+
     progress(&format!("timing a prefill of {} tokens", a.prefill));
     let prefill = time_prefill(&mut model, a.prefill)?;
 
@@ -172,6 +179,7 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
         "oracle": oracle,
         "decode": decode,
         "submits_per_token": submits.1 as f64 / submits.0.max(1) as f64,
+        "pipelined": pipelined,
         "prefill": prefill,
         "read_ceiling": ceiling.to_json(),
         "timing": match timer {
@@ -306,6 +314,43 @@ fn time_decode(
     Ok((entry, n, submitted))
 }
 
+/// Decoding pipelined one step ahead from position 0, as sessions decode: greedy, and
+/// sampled (top-k 40, top-p 0.95 at temperature 0.8, drawn on the GPU); wall time of `n`
+/// tokens each (positions advance), after a short untimed run.
+fn time_pipelined(model: &mut GpuModel, n: usize) -> Result<Value> {
+    let config = SamplerConfig {
+        temperature: 0.8,
+        top_k: 40,
+        top_p: 0.95,
+        seed: 1,
+        ..SamplerConfig::greedy()
+    };
+    let draws = Sampler::new(config)?.gpu_draws(TOPK_MAX);
+    let mut figures = serde_json::Map::new();
+    for (name, draws) in [("greedy", None), ("sampled", draws)] {
+        let run = |model: &mut GpuModel, n: usize| -> Result<f64> {
+            let mut count = 0;
+            let on_token = |_, _| {
+                count += 1;
+                Ok(count < n)
+            };
+            let t = Instant::now();
+            match draws.clone() {
+                Some(mut d) => model.sampled_pipelined(1, 0, &mut d, on_token)?,
+                None => model.greedy_pipelined(1, 0, on_token)?,
+            };
+            Ok(t.elapsed().as_secs_f64())
+        };
+        run(model, n.min(WARMUP_STEPS))?;
+        let s = run(model, n)?;
+        figures.insert(
+            name.into(),
+            json!({ "tokens": n, "seconds": s, "tok_s": n as f64 / s }),
+        );
+    }
+    Ok(figures.into())
+}
+
 /// A prompt of `n` tokens from position 0 as the engine runs it (`feed_all`: batched
 /// prefill where it pays, then the last token's decode step), wall time up to the greedy
 /// token read back; after a short untimed prefill.
@@ -378,6 +423,12 @@ fn print_summary(r: &Value) {
             d["submits_per_token"]
         );
     }
+    let p = &r["pipelined"];
+    eprintln!(
+        "pipelined decode: greedy {:.2} tok/s, sampled (drawn on the GPU) {:.2} tok/s",
+        f(&p["greedy"]["tok_s"]),
+        f(&p["sampled"]["tok_s"])
+    );
     let p = &r["prefill"];
     eprintln!(
         "prefill of {} tokens: {:.2} tok/s",

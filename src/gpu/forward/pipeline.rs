@@ -99,11 +99,7 @@ impl GpuModel {
     /// Submit the step at `pos` (its step uniform written): greedy, or with `draws`' next
     /// draw uploaded and drawn on the GPU.
     #[cfg(not(target_arch = "wasm32"))]
-    fn submit_pipelined(
-        &self,
-        pos: usize,
-        draws: Option<&mut GpuDraws>,
-    ) -> wgpu::SubmissionIndex {
+    fn submit_pipelined(&self, pos: usize, draws: Option<&mut GpuDraws>) -> wgpu::SubmissionIndex {
         let readback = match draws {
             Some(d) => {
                 let r = d.next_uniform();

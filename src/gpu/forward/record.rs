@@ -293,7 +293,10 @@ impl<'a> Recorder<'a> {
         let a = self.a;
         let d = match &self.k.argmax_partials {
             Some(p) => p.dispatch(self.ctx, &a.head_partials, &a.argmax),
-            None => self.k.argmax.dispatch(self.ctx, &a.logits, &a.argmax, &a.mask),
+            None => self
+                .k
+                .argmax
+                .dispatch(self.ctx, &a.logits, &a.argmax, &a.mask),
         };
         self.push(StepKernel::Argmax, StepWork::Fixed(d));
     }
