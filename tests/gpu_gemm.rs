@@ -104,7 +104,7 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
         };
         for o in 0..n {
             want.push(match spec.epilogue {
-                Epilogue::Store => dot(o) as f32,
+                Epilogue::Store | Epilogue::StoreArgmax => dot(o) as f32,
                 Epilogue::AddInto => (f64::from(out0[t * n + o]) + dot(o)) as f32,
                 Epilogue::SwiGlu => {
                     let g = dot(o);

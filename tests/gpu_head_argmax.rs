@@ -9,8 +9,7 @@
 
 mod gpu_common;
 
-use gpu_common::{gpu, Rng};
-use pocketrt::gpu::kernels::argmax::mask_words;
+use gpu_common::{gpu, mask_buffer, Rng};
 use pocketrt::gpu::kernels::argmax_partials::ArgmaxPartials;
 use pocketrt::gpu::kernels::gemv_q4::{
     Epilogue, GemvQ4, GemvSpec, GemvVariant, GpuRows, HeadArgmax, MatrixCodes, SlotReduce,
@@ -70,20 +69,6 @@ fn matrix(n: usize, best: usize, ties: &[usize], seed: u64) -> Q4Tensor {
         w[r * K..(r + 1) * K].copy_from_slice(&top);
     }
     Q4Tensor::quantize(&w, n, K).unwrap()
-}
-
-/// The mask buffer: flag and bits of `allowed`, or (`None`) the flag off over garbage.
-fn mask_buffer(n: usize, allowed: Option<&dyn Fn(usize) -> bool>) -> Vec<u32> {
-    let mut words = vec![0x5555_5555u32; mask_words(n)];
-    words[0] = 0;
-    if let Some(f) = allowed {
-        words = vec![0; mask_words(n)];
-        words[0] = 1;
-        (0..n)
-            .filter(|&i| f(i))
-            .for_each(|i| words[1 + i / 32] |= 1 << (i % 32));
-    }
-    words
 }
 
 /// (fused argmax (index, value bits), its stored logits, the plain GEMV's logits).

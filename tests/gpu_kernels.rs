@@ -2,8 +2,8 @@
 
 mod gpu_common;
 
-use gpu_common::{assert_close, gpu, rmsnorm, Rng};
-use pocketrt::gpu::kernels::argmax::{mask_words, Argmax};
+use gpu_common::{assert_close, gpu, mask_buffer, rmsnorm, Rng};
+use pocketrt::gpu::kernels::argmax::Argmax;
 use pocketrt::gpu::kernels::embed_q4::{EmbedQ4, TOKEN_ON_GPU};
 use pocketrt::gpu::kernels::rmsnorm::RmsNorm;
 use pocketrt::gpu::kernels::run;
@@ -94,16 +94,7 @@ fn gpu_argmax_masked(logits: &[f32], allowed: Option<&dyn Fn(usize) -> bool>) ->
     let kernel = Argmax::new(ctx, n);
     let lb = ctx.storage_init("logits", logits).unwrap();
     let rb = ctx.storage("result", 8).unwrap();
-    let mut words = vec![0x5555_5555u32; mask_words(n)];
-    words[0] = 0;
-    if let Some(f) = allowed {
-        words = vec![0; mask_words(n)];
-        words[0] = 1;
-        (0..n)
-            .filter(|&i| f(i))
-            .for_each(|i| words[1 + i / 32] |= 1 << (i % 32));
-    }
-    let mb = ctx.storage_init("mask", &words).unwrap();
+    let mb = ctx.storage_init("mask", &mask_buffer(n, allowed)).unwrap();
     run(ctx, &[&kernel.dispatch(ctx, &lb, &rb, &mb)]);
     let r = ctx.read_u32(&rb, 2).unwrap();
     (r[0], f32::from_bits(r[1]))

@@ -59,6 +59,44 @@ fn gpu_cache_reuse_and_rollback_continue_like_a_fresh_oracle_run() {
     }
 }
 
+/// Run `decode` (pipelined decoding from token 5 at position 0, its tokens handed to the
+/// callback it gets) on `model` until it has `want.len()` tokens, and check them against
+/// `want`, with every read made while the next step was already submitted (one submit
+/// per token, plus the discarded step ahead of the last).
+fn assert_pipelined(
+    name: &str,
+    mut model: pocketrt::gpu::GpuModel,
+    want: &[u32],
+    decode: impl FnOnce(
+        &mut pocketrt::gpu::GpuModel,
+        &mut dyn FnMut(u32, usize) -> pocketrt::Result<bool>,
+    ) -> pocketrt::Result<usize>,
+) {
+    let n = want.len();
+    let mut got = vec![];
+    let kept = decode(&mut model, &mut |t, position| {
+        got.push(t);
+        assert_eq!(
+            position,
+            got.len(),
+            "{name}: the cache length after the step"
+        );
+        Ok(got.len() < n)
+    })
+    .unwrap();
+    assert_eq!((kept, &got[..]), (n, want), "{name}");
+    assert_eq!(
+        model.overlapped_reads(),
+        n as u64,
+        "{name}: every read overlapped"
+    );
+    assert_eq!(
+        model.submits(),
+        n as u64 + 1,
+        "{name}: one step ahead of the last"
+    );
+}
+
 /// Greedy decoding pipelined one step ahead gives step-by-step decoding's tokens in every
 /// profile, with every token read while the next step is already submitted (one submit per
 /// token, plus the discarded step ahead of the last); a stop discards that step without
@@ -78,30 +116,9 @@ fn pipelined_greedy_decoding_equals_step_by_step_and_never_waits_before_submitti
             want.push(stepper.decode(want[pos - 1], pos).unwrap());
         }
 
-        let mut model = load(CONTEXT);
-        let mut got = vec![];
-        let kept = model
-            .greedy_pipelined(5, 0, |t, position| {
-                got.push(t);
-                assert_eq!(
-                    position,
-                    got.len(),
-                    "{name}: the cache length after the step"
-                );
-                Ok(got.len() < N)
-            })
-            .unwrap();
-        assert_eq!((kept, &got), (N, &want), "{name}");
-        assert_eq!(
-            model.overlapped_reads(),
-            N as u64,
-            "{name}: every read overlapped"
-        );
-        assert_eq!(
-            model.submits(),
-            N as u64 + 1,
-            "{name}: one step ahead of the last"
-        );
+        assert_pipelined(name, load(CONTEXT), &want, |m, on_token| {
+            m.greedy_pipelined(5, 0, on_token)
+        });
 
         // Stop after 4 tokens, then go on step by step from there: the step submitted
         // ahead (position 4, discarded) is overwritten.
@@ -169,26 +186,9 @@ fn pipelined_sampled_decoding_equals_step_by_step_and_never_waits_before_submitt
         }
         let draws = || Sampler::new(config.clone()).unwrap().gpu_draws(64).unwrap();
 
-        let mut model = load();
-        let mut got = vec![];
-        let kept = model
-            .sampled_pipelined(5, 0, &mut draws(), |t, position| {
-                got.push(t);
-                assert_eq!(position, got.len(), "{name}");
-                Ok(got.len() < N)
-            })
-            .unwrap();
-        assert_eq!((kept, &got), (N, &want), "{name}");
-        assert_eq!(
-            model.overlapped_reads(),
-            N as u64,
-            "{name}: every read overlapped"
-        );
-        assert_eq!(
-            model.submits(),
-            N as u64 + 1,
-            "{name}: one step ahead of the last"
-        );
+        assert_pipelined(name, load(), &want, |m, on_token| {
+            m.sampled_pipelined(5, 0, &mut draws(), on_token)
+        });
 
         let mut model = load();
         let mut head = vec![];

@@ -7,8 +7,7 @@
 
 mod gpu_common;
 
-use gpu_common::{gpu, Rng};
-use pocketrt::gpu::kernels::argmax::mask_words;
+use gpu_common::{gpu, mask_buffer, Rng};
 use pocketrt::gpu::kernels::logit_adjust::{LogitAdjustKernel, INITIAL_ENTRIES};
 use pocketrt::gpu::kernels::logsumexp::LogSumExp;
 use pocketrt::gpu::kernels::run;
@@ -17,22 +16,6 @@ use pocketrt::sampler::LogitAdjust;
 
 fn gpu_topk(logits: &[f32]) -> Vec<(u32, f32)> {
     gpu_topk_masked(logits, None)
-}
-
-/// The allowed-token mask buffer of `n` logits (argmax.rs's `mask_words` layout): flag,
-/// then the bits; `None`: unmasked (flag 0, garbage bits that must be ignored).
-fn mask_buffer(n: usize, allowed: Option<&dyn Fn(usize) -> bool>) -> Vec<u32> {
-    let mut words = vec![0u32; mask_words(n)];
-    match allowed {
-        Some(f) => {
-            words[0] = 1;
-            (0..n)
-                .filter(|&i| f(i))
-                .for_each(|i| words[1 + i / 32] |= 1 << (i % 32));
-        }
-        None => words[1..].iter_mut().for_each(|w| *w = 0x5555_5555),
-    }
-    words
 }
 
 fn gpu_topk_masked(logits: &[f32], allowed: Option<&dyn Fn(usize) -> bool>) -> Vec<(u32, f32)> {

@@ -136,3 +136,21 @@ pub fn rmsnorm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
 pub fn f16_round(v: f32) -> f32 {
     half::f16::from_f32(v).to_f32()
 }
+
+/// The allowed-token mask buffer of `n` logits (`kernels::argmax::mask_words` layout):
+/// flag, then the bits of `allowed`; `None`: unmasked (flag 0, garbage bits that must be
+/// ignored).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn mask_buffer(n: usize, allowed: Option<&dyn Fn(usize) -> bool>) -> Vec<u32> {
+    let mut words = vec![0u32; pocketrt::gpu::kernels::argmax::mask_words(n)];
+    match allowed {
+        Some(f) => {
+            words[0] = 1;
+            (0..n)
+                .filter(|&i| f(i))
+                .for_each(|i| words[1 + i / 32] |= 1 << (i % 32));
+        }
+        None => words[1..].iter_mut().for_each(|w| *w = 0x5555_5555),
+    }
+    words
+}

@@ -125,7 +125,9 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
     }
 
     let tokens = a.steps.min(context - 1);
-    progress(&format!("timing {tokens} pipelined tokens, greedy and sampled"));
+    progress(&format!(
+        "timing {tokens} pipelined tokens, greedy and sampled"
+    ));
     let pipelined = time_pipelined(&mut model, tokens)?;
 
     progress(&format!("timing a prefill of {} tokens", a.prefill));
