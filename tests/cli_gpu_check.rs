@@ -48,6 +48,9 @@ fn positive(v: &serde_json::Value, what: &str) -> f64 {
 fn check_report(r: &serde_json::Value) {
     assert!(!r["adapter"]["name"].as_str().unwrap().is_empty());
     assert_eq!(r["model"]["preset"], "tiny-qwen3");
+    for mode in ["greedy", "sampled"] {
+        positive(&r["pipelined"][mode]["tok_s"], mode);
+    }
     assert_eq!(r["model"]["context"], 65);
     let o = &r["oracle"];
     assert_eq!(o["passed"], true);

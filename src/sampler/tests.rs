@@ -335,3 +335,51 @@ fn adjusted_sorted_candidates_give_the_same_tokens_and_logprobs_as_raw_logits() 
         }
     }
 }
+
+#[test]
+fn gpu_draws_are_the_samplers_draws_for_plain_sampling_only() {
+    let plain = SamplerConfig {
+        min_p: 0.05,
+        ..config(0.8, 40, 0.9, 17)
+    };
+    let sorted: Vec<(u32, f32)> = (0..40).map(|i| (100 + i, -0.1 * i as f32)).collect();
+    // The GPU's numbers continue the sampler's generator: the same draws, step for step.
+    let mut s = Sampler::new(plain.clone()).unwrap();
+    let mut draws = s.gpu_draws(64).expect("plain sampling draws on the GPU");
+    for _ in 0..50 {
+        let want = s.sample_sorted(&sorted, None).unwrap();
+        let r = draws.next_uniform();
+        let got = sorted[draw(&draws.config, &sorted, r)].0;
+        assert_eq!(got, want);
+    }
+    // Greedy, adjustments, logprobs, a grammar-free but too-wide top-k: step by step.
+    let cases = [
+        SamplerConfig::greedy(),
+        SamplerConfig {
+            logit_bias: vec![(3, 1.0)],
+            ..plain.clone()
+        },
+        SamplerConfig {
+            repetition_penalty: 1.1,
+            ..plain.clone()
+        },
+        SamplerConfig {
+            logprobs: Some(2),
+            ..plain.clone()
+        },
+        SamplerConfig {
+            top_k: 0,
+            ..plain.clone()
+        },
+        SamplerConfig {
+            top_k: 65,
+            ..plain.clone()
+        },
+    ];
+    for c in cases {
+        assert!(
+            Sampler::new(c.clone()).unwrap().gpu_draws(64).is_none(),
+            "{c:?}"
+        );
+    }
+}
