@@ -333,3 +333,54 @@ fn chat_on_the_gpu_recovers_from_a_lost_device_and_answers_again() {
     assert!(text.ends_with(&want_end), "stdout: {text:?}\nstderr: {err}");
     let _ = std::fs::remove_dir_all(&model);
 }
+
+/// `pocketrt chat` longer than its context: each turn that no longer fits drops the
+/// oldest turn (said on stderr) and goes on; here every turn then shows the model
+/// exactly the first turn's prompt, so every reply is the first one.
+#[test]
+fn chat_longer_than_its_context_drops_the_oldest_turns_and_goes_on() {
+    let model = tiny_chat_package("truncate");
+    let common = [
+        "-n",
+        "8",
+        "--temp",
+        "0",
+        "--backend",
+        "cpu",
+        "--context",
+        "48",
+    ];
+    let mut args: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), model.as_os_str()];
+    args.extend(["--chat", "-p", "hello"].map(std::ffi::OsStr::new));
+    args.extend(common.map(std::ffi::OsStr::new));
+    let single = stdout(&pocketrt(&args));
+    let answer = single.trim_end_matches('\n');
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pocketrt"))
+        .args([std::ffi::OsStr::new("chat"), model.as_os_str()])
+        .args(common)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn pocketrt chat");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello\nhello\nhello\nhello\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let text = stdout(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        text,
+        format!("> {answer}\n").repeat(4) + "> \n",
+        "stderr: {err}"
+    );
+    let dropped = err
+        .matches("2 oldest messages no longer fit the context of 48")
+        .count();
+    assert_eq!(dropped, 3, "{err}");
+    let _ = std::fs::remove_dir_all(&model);
+}

@@ -129,3 +129,18 @@ impl From<crate::Error> for ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_gpu_device_is_a_503_with_its_own_code() {
+        let e = ApiError::from(crate::Error::GpuLost("destroyed".into()));
+        assert_eq!(e.error.code.as_deref(), Some(GPU_LOST));
+        assert_eq!(e.status(), 503);
+        assert!(e.error.message.contains("destroyed"), "{e}");
+        let other = ApiError::from(crate::Error::Aborted);
+        assert_eq!((other.status(), other.error.code), (500, None));
+    }
+}

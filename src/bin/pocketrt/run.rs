@@ -5,7 +5,7 @@ use crate::request::{self, cli_error, print_chat, print_completion, SamplingArgs
 use indicatif::{ProgressBar, ProgressStyle};
 use pocketrt::api::{
     ApiError, ChatCompletionRequest, ChatMessage, ChatRun, CompletionRequest, CompletionRun,
-    Prompt, Role,
+    ContextPolicy, Prompt, Role,
 };
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{self, Engine};
@@ -241,7 +241,7 @@ fn reply_recovering(
     a: &ChatArgs,
     history: &[ChatMessage],
     path: &std::path::Path,
-) -> std::result::Result<(String, GenerateStats), ApiError> {
+) -> std::result::Result<Reply, ApiError> {
     match reply(session, a, history) {
         Err(e) if e.error.code.as_deref() == Some(pocketrt::api::GPU_LOST) => {
             println!();
@@ -260,16 +260,27 @@ fn reply_recovering(
     }
 }
 
-/// One turn of `chat`: the reply to the conversation `history` ends with.
+/// A turn's reply: its text, stats, and how many of the oldest messages no longer fit
+/// the context (dropped from the front, the system message kept).
+struct Reply {
+    text: String,
+    stats: GenerateStats,
+    dropped: usize,
+}
+
+/// One turn of `chat`: the reply to the conversation `history` ends with. A chat longer
+/// than the context goes on without its oldest turns (`context_overflow: truncate`).
 fn reply(
     session: &mut Session,
     a: &ChatArgs,
     history: &[ChatMessage],
-) -> std::result::Result<(String, GenerateStats), ApiError> {
+) -> std::result::Result<Reply, ApiError> {
+    let mut params = a.sampling.params(&request::CHAT, a.max_tokens)?;
+    params.context_overflow = Some(ContextPolicy::Truncate);
     let req = ChatCompletionRequest {
         messages: history.to_vec(),
         chat_template_kwargs: a.sampling.template_kwargs(),
-        params: a.sampling.params(&request::CHAT, a.max_tokens)?,
+        params,
         ..Default::default()
     };
     let template = session.template().expect("checked at the start");
@@ -279,6 +290,7 @@ fn reply(
         template,
         session.engine().context(),
     )?;
+    let dropped = run.dropped_messages();
     let lose = lose_device_hook(session);
     let mut chunks = 0;
     let (response, stats) = session.drive(run, |chunk| {
@@ -295,7 +307,11 @@ fn reply(
         .content
         .clone()
         .unwrap_or_default();
-    Ok((text, stats))
+    Ok(Reply {
+        text,
+        stats,
+        dropped,
+    })
 }
 
 /// The test hook `POCKETRT_TEST_LOSE_GPU_AT=N`: the GPU device destroyed once, when the
@@ -348,11 +364,21 @@ pub fn chat(a: ChatArgs) -> Result<()> {
             user => {
                 history.push(ChatMessage::new(Role::User, user));
                 match reply_recovering(&mut session, &a, &history, &path) {
-                    Ok((text, stats)) => {
+                    Ok(r) => {
                         println!();
-                        history.push(ChatMessage::new(Role::Assistant, text.trim()));
+                        if r.dropped > 0 {
+                            let system = history.iter().take_while(|m| m.role == Role::System);
+                            let first = system.count();
+                            history.drain(first..first + r.dropped);
+                            eprintln!(
+                                "({} oldest messages no longer fit the context of {}: dropped)",
+                                r.dropped,
+                                session.engine().context()
+                            );
+                        }
+                        history.push(ChatMessage::new(Role::Assistant, r.text.trim()));
                         if a.model.verbose {
-                            print_stats(&stats, &session);
+                            print_stats(&r.stats, &session);
                         }
                     }
                     // The chat is unchanged: say why and go on.
