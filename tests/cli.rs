@@ -292,6 +292,38 @@ fn tiny_chat_package(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// The reply of `pocketrt run MODEL --chat -p PROMPT ARGS...`.
+fn run_chat(model: &std::path::Path, prompt: &str, args: &[&str]) -> String {
+    let mut all: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), model.as_os_str()];
+    all.extend(["--chat", "-p", prompt].map(std::ffi::OsStr::new));
+    all.extend(args.iter().map(std::ffi::OsStr::new));
+    stdout(&pocketrt(&all)).trim_end_matches('\n').to_string()
+}
+
+/// `pocketrt chat MODEL ARGS...` with `input` on its stdin and `env` set: (stdout, stderr).
+fn chat_piped(
+    model: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    input: &str,
+) -> (String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pocketrt"))
+        .args([std::ffi::OsStr::new("chat"), model.as_os_str()])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn pocketrt chat");
+    use std::io::Write;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    (stdout(&o), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
 /// `pocketrt chat` on the GPU whose device is lost mid-reply (the test hook
 /// `POCKETRT_TEST_LOSE_GPU_AT` destroys it as a driver reset would): it says so on
 /// stderr, loads the model again, and answers the turn with the undisturbed reply; the
@@ -300,32 +332,10 @@ fn tiny_chat_package(name: &str) -> std::path::PathBuf {
 fn chat_on_the_gpu_recovers_from_a_lost_device_and_answers_again() {
     let model = tiny_chat_package("gpu-lost");
     let common = ["-n", "12", "--temp", "0", "--backend", "gpu"];
-    let mut args: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), model.as_os_str()];
-    args.extend(["--chat", "-p", "hello"].map(std::ffi::OsStr::new));
-    args.extend(common.map(std::ffi::OsStr::new));
-    let single = stdout(&pocketrt(&args));
-    let answer = single.trim_end_matches('\n');
+    let answer = run_chat(&model, "hello", &common);
     assert!(!answer.is_empty(), "the model answers something");
-
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pocketrt"))
-        .args([std::ffi::OsStr::new("chat"), model.as_os_str()])
-        .args(common)
-        .env("POCKETRT_TEST_LOSE_GPU_AT", "4")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn pocketrt chat");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"hello\n/reset\nhello\n")
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
-    let text = stdout(&o);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let lose = [("POCKETRT_TEST_LOSE_GPU_AT", "4")];
+    let (text, err) = chat_piped(&model, &common, &lose, "hello\n/reset\nhello\n");
     assert!(err.contains("the GPU device was lost"), "{err}");
     assert!(err.contains("reloaded in"), "{err}");
     // "> " + the reply cut short, then the whole reply; after /reset the same again.
@@ -350,29 +360,8 @@ fn chat_longer_than_its_context_drops_the_oldest_turns_and_goes_on() {
         "--context",
         "48",
     ];
-    let mut args: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), model.as_os_str()];
-    args.extend(["--chat", "-p", "hello"].map(std::ffi::OsStr::new));
-    args.extend(common.map(std::ffi::OsStr::new));
-    let single = stdout(&pocketrt(&args));
-    let answer = single.trim_end_matches('\n');
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pocketrt"))
-        .args([std::ffi::OsStr::new("chat"), model.as_os_str()])
-        .args(common)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn pocketrt chat");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"hello\nhello\nhello\nhello\n")
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
-    let text = stdout(&o);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let answer = run_chat(&model, "hello", &common);
+    let (text, err) = chat_piped(&model, &common, &[], &"hello\n".repeat(4));
     assert_eq!(
         text,
         format!("> {answer}\n").repeat(4) + "> \n",

@@ -7,16 +7,16 @@
 //!
 //! The tolerance on resident memory is 1 MiB over the last 9,000 tokens: the reply's own
 //! text (≤ 4 bytes a token, 36 KB) and allocator noise fit in it; a leak of 120 bytes a
-//! token (a KV row of this model is 512) does not. `cargo test --test long_session --
+//! token (a KV row of this model is 1 KiB) does not. `cargo test --test long_session --
 //! --nocapture` prints the figures.
 
 mod gpu_common;
 
-use pocketrt::config::{Arch, ModelConfig};
-use pocketrt::cpu::{MemorySource, WeightMode};
+use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
 use pocketrt::generate::{ContextOverflow, FinishReason, GenerateOptions, Session};
 use pocketrt::gpu::GpuContext;
+use pocketrt::synth::SynthSource;
 use pocketrt::tokenizer::{byte_level_json, Tokenizer};
 use std::sync::Arc;
 
@@ -29,33 +29,18 @@ const RSS_TOLERANCE: u64 = 1 << 20;
 /// The tests measure one process's memory: they run one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// A random Qwen3 of 2 layers with no end-of-sequence token (so greedy decoding never
-/// stops early) and a byte-level tokenizer over its vocabulary.
-fn model() -> (MemorySource, Tokenizer) {
-    let specials: Vec<String> = (0..4).map(|i| format!("<|s{i}|>")).collect();
+/// The `tiny-qwen3` preset (2 layers, width 128) with random weights and no
+/// end-of-sequence token (so greedy decoding never stops early), and a byte-level
+/// tokenizer over its vocabulary.
+fn model() -> (SynthSource, Tokenizer) {
+    let mut config = pocketrt::synth::preset("tiny-qwen3").unwrap();
+    config.eos_token_ids.clear();
+    let specials: Vec<String> = (256..config.vocab_size)
+        .map(|i| format!("<|s{i}|>"))
+        .collect();
     let specials: Vec<&str> = specials.iter().map(String::as_str).collect();
-    let config = ModelConfig {
-        arch: Arch::Qwen3,
-        hidden_size: 64,
-        n_layers: 2,
-        n_heads: 2,
-        n_kv_heads: 1,
-        head_dim: 32,
-        ffn_size: 128,
-        vocab_size: 256 + specials.len(),
-        rope_theta: 1e6,
-        rms_eps: 1e-6,
-        max_context: 512,
-        tie_embeddings: true,
-        qkv_bias: false,
-        qk_norm: true,
-        bos_token_id: None,
-        eos_token_ids: vec![],
-        pad_token_id: None,
-    };
-    let src = MemorySource::random(config, 23, 0.5).unwrap();
     let tokenizer = Tokenizer::from_hf_json(&byte_level_json(&specials)).unwrap();
-    (src, tokenizer)
+    (SynthSource::new(config, 23).unwrap(), tokenizer)
 }
 
 /// Resident memory of this process (VmRSS).

@@ -57,6 +57,25 @@ const fakeQuota = (page, room) =>
           };
   }, room);
 
+/** Load `url` with the browser offline, twice (`offline: false`, then `true`): each from
+ * the cache, `check(r, offline)`, unloaded; the server sees no request. Returns the URLs
+ * the page requests from then on (the listener stays). */
+async function loadsOffline({ page, context, server }, url, options, check) {
+  const seen = [];
+  page.on('request', (r) => seen.push(r.url()));
+  await context.setOffline(true);
+  server.requests.length = 0;
+  for (const offline of [false, true]) {
+    const r = await load(page, url, { ...options, offline });
+    assert.ok(r.info, `offline load of ${url} (offline: ${offline}) failed: ${r.code} ${r.message}`);
+    assert.equal(r.info.source, 'cache', `offline: ${offline}: ${JSON.stringify(r.info)}`);
+    await check(r, offline);
+    await page.evaluate(() => window.model.unload());
+  }
+  assert.deepEqual(server.requests, [], 'the server saw no request');
+  return seen;
+}
+
 export const tests = {
   // Item 1: list / has / delete / clear / usage, in the page and through a Worker.
   async cache_list_has_delete_and_clear_do_what_they_say({ page, server, fixture }) {
@@ -134,21 +153,12 @@ export const tests = {
     assert.equal(online.info.source, 'network');
     assert.equal(online.info.filesFetched, 3, 'the listing, manifest and tokenizer');
     await page.evaluate(() => window.model.unload());
-    const seen = [];
-    page.on('request', (r) => seen.push(r.url()));
-    await context.setOffline(true);
-    server.requests.length = 0;
-    for (const offline of [false, true]) {
-      const r = await load(page, id, { hubEndpoint, offline });
-      assert.ok(r.info, `offline load (offline: ${offline}) failed: ${r.code} ${r.message}`);
-      assert.equal(r.info.source, 'cache', `offline: ${offline}: ${JSON.stringify(r.info)}`);
+    const seen = await loadsOffline({ page, context, server }, id, { hubEndpoint }, async (r, offline) => {
       assert.deepEqual([r.info.filesFromCache, r.info.filesFetched], [3, 0]);
       assert.deepEqual([r.info.shardsFromCache, r.info.shardsFetched], [shards, 0]);
       assert.equal(r.info.offline, offline);
       assert.deepEqual(await greedy(page, want), want.tokens, 'the cached model generates like native');
-      await page.evaluate(() => window.model.unload());
-    }
-    assert.deepEqual(server.requests, [], 'the server saw no request');
+    });
     // offline: true makes no request even online: an uncached model is NOT_CACHED.
     await context.setOffline(false);
     const missing = await load(page, 'test-org/never-loaded', { hubEndpoint, offline: true });
@@ -381,19 +391,10 @@ Object.assign(tests, {
     assert.equal(online.info.source, 'network');
     const want = await tokens();
     await page.evaluate(() => window.model.unload());
-    const seen = [];
-    page.on('request', (r) => seen.push(r.url()));
-    await context.setOffline(true);
-    server.requests.length = 0;
-    for (const offline of [false, true]) {
-      const r = await load(page, url, { offline });
-      assert.ok(r.info, `offline GGUF load (offline: ${offline}) failed: ${r.code} ${r.message}`);
-      assert.equal(r.info.source, 'cache', JSON.stringify(r.info));
+    const seen = await loadsOffline({ page, context, server }, url, {}, async (r) => {
       assert.deepEqual([r.info.shardsFromCache, r.info.shardsFetched], [r.info.shards, 0]);
       assert.deepEqual(await tokens(), want, 'the cached GGUF generates the same tokens');
-      await page.evaluate(() => window.model.unload());
-    }
-    assert.deepEqual(server.requests, [], 'the server saw no request');
+    });
     assert.deepEqual(seen.filter((u) => u.includes('/models/')), [], 'the page made none');
     await context.setOffline(false);
     // Over the quota: QUOTA naming the file's bytes, and nothing left in the cache.
