@@ -487,10 +487,10 @@ impl Engine {
     pub fn sampled_from(
         &mut self,
         first: u32,
-        mut draws: crate::sampler::GpuDraws,
+        draws: &mut crate::sampler::GpuDraws,
         on_token: impl FnMut(u32, usize) -> Result<bool>,
     ) -> Result<()> {
-        self.pipelined_from(first, Some(&mut draws), on_token)
+        self.pipelined_from(first, Some(draws), on_token)
     }
 
     /// Greedy (`draws` `None`) or GPU-drawn decoding from `first`, pipelined on the GPU.

@@ -8,6 +8,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::sampler::{Sampler, SamplerConfig, TokenLogprobs};
 use crate::tokenizer::{ChatOptions, ChatTemplate, Message, StreamDecoder, Tokenizer};
+use std::borrow::Cow;
 use web_time::Instant;
 
 /// What a generation may do.
@@ -33,29 +34,51 @@ impl Default for GenerateOptions {
     }
 }
 
-/// The policy for a request whose tokens do not fit the context.
+/// The policy for a sequence that does not fit the context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ContextOverflow {
-    /// Fail with [`Error::ContextTooLong`] (the default).
+    /// Fail with [`Error::ContextTooLong`] (the default); a reply that fills the cache
+    /// ends with [`FinishReason::ContextFull`].
     #[default]
     Error,
-    /// A sliding window: drop the oldest tokens, keeping the newest
-    /// `context - min(max_tokens, context / 2)` so that the reply has room (at least half
-    /// the context stays history).
-    SlidingWindow,
+    /// A sliding window that always keeps the first `keep` tokens (a system prompt or
+    /// an instruction; at most half the window). A prompt longer than the context keeps
+    /// them and its newest tokens, `context - min(max_tokens, context / 2)` in all, so
+    /// that the reply has room (at least half the context stays history). A reply that
+    /// fills the cache drops the oldest half of the tokens after the first `keep` and runs
+    /// the rest into the cache again (llama.cpp's "context shift", but re-computed, so
+    /// the model sees exactly what a fresh request of the kept tokens would show it: no
+    /// re-rotated keys), and goes on to `max_tokens`.
+    SlidingWindow { keep: usize },
 }
 
 impl GenerateOptions {
     /// The part of `tokens` a `context`-position model processes under this policy: all
     /// of them when they fit (or under [`ContextOverflow::Error`], whose check then
-    /// fails), else the sliding window's newest tokens.
-    pub fn window<'a>(&self, tokens: &'a [u32], context: usize) -> &'a [u32] {
-        if tokens.len() <= context || self.overflow == ContextOverflow::Error {
-            return tokens;
+    /// fails), else the sliding window's first `keep` and newest tokens.
+    pub fn window<'a>(&self, tokens: &'a [u32], context: usize) -> Cow<'a, [u32]> {
+        let ContextOverflow::SlidingWindow { keep } = self.overflow else {
+            return Cow::Borrowed(tokens);
+        };
+        if tokens.len() <= context {
+            return Cow::Borrowed(tokens);
         }
-        let keep = context - self.max_tokens.min(context / 2);
-        &tokens[tokens.len() - keep..]
+        let total = context - self.max_tokens.min(context / 2);
+        let front = keep.min(total / 2);
+        let tail = &tokens[tokens.len() - (total - front)..];
+        if front == 0 {
+            return Cow::Borrowed(tail);
+        }
+        Cow::Owned([&tokens[..front], tail].concat())
     }
+}
+
+/// A context shift ([`Generation::shift`]): the cache keeps its first `keep` tokens and
+/// runs `refill` after them; then the token that did not fit is fed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shift {
+    pub keep: usize,
+    pub refill: Vec<u32>,
 }
 
 /// Why a generation ended.
@@ -84,6 +107,9 @@ pub struct GenerateStats {
     /// From the first generated token to the last.
     pub generate_seconds: f64,
     pub finish: FinishReason,
+    /// Context shifts under [`ContextOverflow::SlidingWindow`] (each re-ran the kept
+    /// tokens into the cache).
+    pub context_shifts: usize,
 }
 
 impl GenerateStats {
@@ -202,6 +228,13 @@ impl Session {
         Ok(())
     }
 
+    /// After [`Error::GpuLost`]: a new device with the weights of `src` again, its KV
+    /// cache refilled with the tokens this session's held ([`Engine::reload`]), so that
+    /// the conversation goes on where it stopped.
+    pub fn reload(&mut self, src: &mut dyn crate::format::ModelSource) -> Result<()> {
+        self.engine.reload(src, &self.cached)
+    }
+
     /// Tokens the KV cache holds.
     pub fn cached_tokens(&self) -> usize {
         self.cached.len()
@@ -272,50 +305,17 @@ impl Session {
     ) -> Result<(String, GenerateStats)> {
         let context = self.engine.context();
         let tokens = opts.window(tokens, context);
-        let reused = Generation::check(tokens, opts, context, &self.cached)?;
+        let reused = Generation::check(&tokens, opts, context, &self.cached)?;
         let mut gen = Generation::new(opts, &self.eos, context, tokens.len(), reused)?;
-        gen.sampler().observe(tokens);
-        self.engine.rewind(reused);
-        self.cached.truncate(reused);
+        gen.sampler().observe(&tokens);
         let (&last, head) = tokens.split_last().expect("checked non-empty");
-        self.engine.feed_all(&head[reused..])?;
-        self.cached.extend_from_slice(&head[reused..]);
-        let draws = self.engine.gpu_draws(gen.sampler());
-        if gen.sampler().candidates_needed().is_none() || draws.is_some() {
-            // Greedy, or sampled with the draws on the GPU: pipelined there (the next
-            // step runs while a token is read).
-            let (tokenizer, cached) = (&self.tokenizer, &mut self.cached);
-            let mut first = Some(last);
-            let on_step = |next, position| {
-                if let Some(last) = first.take() {
-                    cached.push(last);
-                    gen.prompt_done();
-                }
-                let go_on = Self::take_token(&mut gen, tokenizer, &mut on_token, next, position)?;
-                if go_on {
-                    cached.push(next);
-                }
-                Ok(go_on)
-            };
-            match draws {
-                Some(draws) => self.engine.sampled_from(last, draws, on_step)?,
-                None => self.engine.greedy_from(last, on_step)?,
-            }
-        } else {
-            let mut next = self.engine.step_sampled(last, gen.sampler())?;
-            self.cached.push(last);
-            gen.prompt_done();
-            let tokenizer = &self.tokenizer;
-            while Self::take_token(
-                &mut gen,
-                tokenizer,
-                &mut on_token,
-                next,
-                self.engine.position(),
-            )? {
-                let fed = next;
-                next = self.engine.step_sampled(fed, gen.sampler())?;
-                self.cached.push(fed);
+        self.keep_and_feed(reused, &head[reused..])?;
+        let mut token = last;
+        loop {
+            token = self.decode(&mut gen, token, &mut on_token)?;
+            match gen.shift(&self.cached) {
+                Some(shift) => self.keep_and_feed(shift.keep, &shift.refill)?,
+                None => break,
             }
         }
         let rest = gen.flush();
@@ -331,6 +331,63 @@ impl Session {
 }
 
 impl Session {
+    /// Keep the first `keep` cached tokens and run `tokens` after them.
+    fn keep_and_feed(&mut self, keep: usize, tokens: &[u32]) -> Result<()> {
+        self.engine.rewind(keep);
+        self.cached.truncate(keep);
+        self.engine.feed_all(tokens)?;
+        self.cached.extend_from_slice(tokens);
+        Ok(())
+    }
+
+    /// Run `first` (not yet in the cache) and the tokens it leads to until `gen` finishes;
+    /// returns the last token taken, which the cache does not hold.
+    fn decode(
+        &mut self,
+        gen: &mut Generation,
+        first: u32,
+        on_token: &mut impl FnMut(&Tokenizer, Token<'_>) -> bool,
+    ) -> Result<u32> {
+        let mut draws = self.engine.gpu_draws(gen.sampler());
+        if gen.sampler().candidates_needed().is_none() || draws.is_some() {
+            // Greedy, or sampled with the draws on the GPU: pipelined there (the next
+            // step runs while a token is read).
+            let (tokenizer, cached) = (&self.tokenizer, &mut self.cached);
+            let (mut fed, mut taken) = (Some(first), first);
+            let on_step = |next, position| {
+                if let Some(first) = fed.take() {
+                    cached.push(first);
+                    gen.prompt_done();
+                }
+                taken = next;
+                let go_on = Self::take_token(gen, tokenizer, on_token, next, position)?;
+                if go_on {
+                    cached.push(next);
+                }
+                Ok(go_on)
+            };
+            match &mut draws {
+                Some(d) => self.engine.sampled_from(first, d, on_step)?,
+                None => self.engine.greedy_from(first, on_step)?,
+            }
+            if let Some(d) = draws {
+                // The sampler's generator goes on after the GPU's draws (a context shift
+                // decodes again with it).
+                gen.sampler().resume_after(d);
+            }
+            return Ok(taken);
+        }
+        let mut next = self.engine.step_sampled(first, gen.sampler())?;
+        self.cached.push(first);
+        gen.prompt_done();
+        while Self::take_token(gen, &self.tokenizer, on_token, next, self.engine.position())? {
+            let fed = next;
+            next = self.engine.step_sampled(fed, gen.sampler())?;
+            self.cached.push(fed);
+        }
+        Ok(next)
+    }
+
     /// Stream `next` (made by the step that left `position` tokens in the cache) and say
     /// whether generation goes on (then `next` is fed).
     fn take_token(
@@ -371,6 +428,9 @@ pub struct Generation {
     t_start: Instant,
     t_first: Option<Instant>,
     finish: Option<FinishReason>,
+    /// The sliding window's `keep`, under [`ContextOverflow::SlidingWindow`].
+    slide: Option<usize>,
+    shifts: usize,
 }
 
 impl Generation {
@@ -425,6 +485,11 @@ impl Generation {
             t_start: Instant::now(),
             t_first: None,
             finish: None,
+            slide: match opts.overflow {
+                ContextOverflow::SlidingWindow { keep } => Some(keep),
+                ContextOverflow::Error => None,
+            },
+            shifts: 0,
         })
     }
 
@@ -433,9 +498,10 @@ impl Generation {
         &mut self.sampler
     }
 
-    /// The prompt is processed and the first token chosen (ends the prompt timing).
+    /// The prompt is processed and the first token chosen (ends the prompt timing; a
+    /// context shift's refill counts as generation time).
     pub fn prompt_done(&mut self) {
-        self.t_first = Some(Instant::now());
+        self.t_first.get_or_insert_with(Instant::now);
     }
 
     /// Take the token the model chose, with `position` tokens now in the cache. Returns
@@ -460,6 +526,28 @@ impl Generation {
             self.finish = Some(FinishReason::ContextFull);
         }
         Ok(piece)
+    }
+
+    /// Under a sliding window, once the cache of `cached` (the whole context) is full and
+    /// the last accepted token did not fit: the shift that makes room for it (the first
+    /// `keep` tokens, at most half the context, stay; the oldest half of the others go),
+    /// and the generation goes on. `None` (it stays finished) under any other policy or
+    /// finish. The driver rewinds the cache to `keep`, runs `refill`, then feeds the
+    /// token.
+    pub fn shift(&mut self, cached: &[u32]) -> Option<Shift> {
+        let keep = self.slide?;
+        if self.finish != Some(FinishReason::ContextFull) {
+            return None;
+        }
+        let front = keep.min(self.context / 2).min(cached.len());
+        // The token that did not fit counts: at least one position is freed.
+        let drop = (cached.len() + 1 - front) / 2;
+        self.finish = None;
+        self.shifts += 1;
+        Some(Shift {
+            keep: front,
+            refill: cached[front + drop..].to_vec(),
+        })
     }
 
     /// Stop at the caller's request (after the last accepted token).
@@ -489,6 +577,7 @@ impl Generation {
             generated_tokens: self.generated,
             generate_seconds: t_first.elapsed().as_secs_f64(),
             finish: self.finish.unwrap_or(FinishReason::Stopped),
+            context_shifts: self.shifts,
         }
     }
 

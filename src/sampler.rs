@@ -281,6 +281,12 @@ impl Sampler {
             config: c.clone(),
         })
     }
+
+    /// Go on with the generator where the GPU's draws (from [`Sampler::gpu_draws`]) left
+    /// it, so that later draws do not repeat theirs.
+    pub fn resume_after(&mut self, draws: GpuDraws) {
+        self.rng = draws.rng;
+    }
 }
 
 /// The draw of one sampled step from candidates sorted best first (adjusted logits), `r`

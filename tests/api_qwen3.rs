@@ -83,6 +83,7 @@ fn stream(request: Json, reply: &str) -> (Vec<ChatCompletionChunk>, ChatCompleti
         generated_tokens: ids.len(),
         generate_seconds: 0.0,
         finish: generate::FinishReason::Eos,
+        context_shifts: 0,
     };
     let (last, response) = run.finish(&stats);
     chunks.extend(last);

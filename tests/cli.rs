@@ -1,6 +1,7 @@
 //! The CLI on the real Qwen2.5-Coder-0.5B GGUF: `inspect` reports its shape, `convert`
 //! makes a package that `inspect` reads back as the same model. Bad input → a clear error
-//! and a failing exit code, never a panic.
+//! and a failing exit code, never a panic. `chat` on a tiny synthetic package survives a
+//! lost GPU device.
 
 mod real_data;
 
@@ -270,4 +271,105 @@ fn synth_then_bench_reports_counted_repetitions_dispatches_and_submits() {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A tiny random Qwen3 package with a byte-level tokenizer over its vocabulary and a
+/// ChatML template, in a fresh folder.
+fn tiny_chat_package(name: &str) -> std::path::PathBuf {
+    use pocketrt::synth::{write_package, SynthSource};
+    let mut specials = vec!["<|im_start|>".to_string(), "<|im_end|>".to_string()];
+    specials.extend((258..1000).map(|i| format!("<|extra_{i}|>")));
+    let specials: Vec<&str> = specials.iter().map(String::as_str).collect();
+    let template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n\
+                    {% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    let json = pocketrt::tokenizer::byte_level_json(&specials);
+    let mut src = SynthSource::preset("tiny-qwen3", 5)
+        .unwrap()
+        .with_tokenizer(json, Some(template.to_string()));
+    let dir = std::env::temp_dir().join(format!("pocketrt-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    write_package(&mut src, &dir).unwrap();
+    dir
+}
+
+/// The reply of `pocketrt run MODEL --chat -p PROMPT ARGS...`.
+fn run_chat(model: &std::path::Path, prompt: &str, args: &[&str]) -> String {
+    let mut all: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), model.as_os_str()];
+    all.extend(["--chat", "-p", prompt].map(std::ffi::OsStr::new));
+    all.extend(args.iter().map(std::ffi::OsStr::new));
+    stdout(&pocketrt(&all)).trim_end_matches('\n').to_string()
+}
+
+/// `pocketrt chat MODEL ARGS...` with `input` on its stdin and `env` set: (stdout, stderr).
+fn chat_piped(
+    model: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    input: &str,
+) -> (String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pocketrt"))
+        .args([std::ffi::OsStr::new("chat"), model.as_os_str()])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn pocketrt chat");
+    use std::io::Write;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    (stdout(&o), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// `pocketrt chat` on the GPU whose device is lost mid-reply (the test hook
+/// `POCKETRT_TEST_LOSE_GPU_AT` destroys it as a driver reset would): it says so on
+/// stderr, loads the model again, and answers the turn with the undisturbed reply; the
+/// next turn goes on in the reloaded model.
+#[test]
+fn chat_on_the_gpu_recovers_from_a_lost_device_and_answers_again() {
+    let model = tiny_chat_package("gpu-lost");
+    let common = ["-n", "12", "--temp", "0", "--backend", "gpu"];
+    let answer = run_chat(&model, "hello", &common);
+    assert!(!answer.is_empty(), "the model answers something");
+    let lose = [("POCKETRT_TEST_LOSE_GPU_AT", "4")];
+    let (text, err) = chat_piped(&model, &common, &lose, "hello\n/reset\nhello\n");
+    assert!(err.contains("the GPU device was lost"), "{err}");
+    assert!(err.contains("reloaded in"), "{err}");
+    // "> " + the reply cut short, then the whole reply; after /reset the same again.
+    let want_end = format!("\n{answer}\n> (chat cleared)\n> {answer}\n> \n");
+    assert!(text.ends_with(&want_end), "stdout: {text:?}\nstderr: {err}");
+    let _ = std::fs::remove_dir_all(&model);
+}
+
+/// `pocketrt chat` longer than its context: each turn that no longer fits drops the
+/// oldest turn (said on stderr) and goes on; here every turn then shows the model
+/// exactly the first turn's prompt, so every reply is the first one.
+#[test]
+fn chat_longer_than_its_context_drops_the_oldest_turns_and_goes_on() {
+    let model = tiny_chat_package("truncate");
+    let common = [
+        "-n",
+        "8",
+        "--temp",
+        "0",
+        "--backend",
+        "cpu",
+        "--context",
+        "48",
+    ];
+    let answer = run_chat(&model, "hello", &common);
+    let (text, err) = chat_piped(&model, &common, &[], &"hello\n".repeat(4));
+    assert_eq!(
+        text,
+        format!("> {answer}\n").repeat(4) + "> \n",
+        "stderr: {err}"
+    );
+    let dropped = err
+        .matches("2 oldest messages no longer fit the context of 48")
+        .count();
+    assert_eq!(dropped, 3, "{err}");
+    let _ = std::fs::remove_dir_all(&model);
 }

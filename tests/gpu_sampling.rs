@@ -124,11 +124,11 @@ fn pipelined_gpu_sampling_draws_the_cpu_oracles_tokens() {
         gpu.feed_all(&prompt[..2]).unwrap();
         let mut s_gpu = Sampler::new(config.clone()).unwrap();
         s_gpu.observe(&prompt);
-        let draws = gpu
+        let mut draws = gpu
             .gpu_draws(&s_gpu)
             .expect("plain top-k sampling draws on the GPU");
         let mut got = vec![];
-        gpu.sampled_from(prompt[2], draws, |t, _| {
+        gpu.sampled_from(prompt[2], &mut draws, |t, _| {
             got.push(t);
             Ok(got.len() < STEPS)
         })

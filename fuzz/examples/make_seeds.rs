@@ -151,5 +151,45 @@ fn main() {
             &chat(0b10001, t, &talk[..2]),
         );
     }
+
+    // OpenAI requests: every request of the API fixtures (tests/fixtures/api), each with
+    // a reply that thinks, calls a tool and says a stop string, and the constrained
+    // decoding fixtures' schemas and grammars as response formats.
+    let reply = "<think>\nhm\n</think>\n\nDone.\n<tool_call>\n{\"name\": \"get_weather\", \
+                 \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    let request =
+        |json: &serde_json::Value| [json.to_string().as_bytes(), b"\0", reply.as_bytes()].concat();
+    let api = Path::new("../tests/fixtures/api");
+    let mut names: Vec<_> = fs::read_dir(api)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".json") && !n.ends_with("_expected.json"))
+        .collect();
+    names.sort();
+    for name in names {
+        let doc: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(api.join(&name)).unwrap()).unwrap();
+        for (i, req) in doc["requests"].as_array().into_iter().flatten().enumerate() {
+            let stem = name.trim_end_matches(".json");
+            put("openai_request", &format!("{stem}-{i}"), &request(req));
+        }
+    }
+    let constrained = Path::new("../tests/fixtures/constrained");
+    let schemas: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(constrained.join("schemas.json")).unwrap())
+            .unwrap();
+    let user = serde_json::json!([{"role": "user", "content": "JSON please"}]);
+    for (name, schema) in schemas.as_object().unwrap() {
+        let req = serde_json::json!({"messages": user, "response_format": {"type":
+            "json_schema", "json_schema": {"name": name, "schema": schema}}});
+        put("openai_request", &format!("schema-{name}"), &request(&req));
+    }
+    let grammars: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(constrained.join("grammars.json")).unwrap())
+            .unwrap();
+    for (name, grammar) in grammars.as_object().unwrap() {
+        let req = serde_json::json!({"prompt": "x", "grammar": grammar});
+        put("openai_request", &format!("grammar-{name}"), &request(&req));
+    }
     fs::remove_dir_all(&tmp).unwrap();
 }

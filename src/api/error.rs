@@ -80,6 +80,8 @@ impl ApiError {
     pub fn status(&self) -> u16 {
         if self.error.kind == "invalid_request_error" {
             400
+        } else if self.error.code.as_deref() == Some(GPU_LOST) {
+            503
         } else {
             500
         }
@@ -102,6 +104,10 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// The code of an error whose GPU device was lost ([`crate::Error::GpuLost`]): the model
+/// must be reloaded (`Session::reload`); a server answers 503 meanwhile.
+pub const GPU_LOST: &str = "gpu_lost";
+
 /// An engine error met while running a request: context errors and bad arguments are
 /// the request's fault, the rest the server's.
 impl From<crate::Error> for ApiError {
@@ -116,7 +122,25 @@ impl From<crate::Error> for ApiError {
             crate::Error::ChatTemplate(m) => {
                 ApiError::new("invalid_request_error", Some("messages"), None, m)
             }
+            e @ crate::Error::GpuLost(_) => {
+                ApiError::new("server_error", None, Some(GPU_LOST), e.to_string())
+            }
             other => ApiError::new("server_error", None, None, other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_gpu_device_is_a_503_with_its_own_code() {
+        let e = ApiError::from(crate::Error::GpuLost("destroyed".into()));
+        assert_eq!(e.error.code.as_deref(), Some(GPU_LOST));
+        assert_eq!(e.status(), 503);
+        assert!(e.error.message.contains("destroyed"), "{e}");
+        let other = ApiError::from(crate::Error::Aborted);
+        assert_eq!((other.status(), other.error.code), (500, None));
     }
 }

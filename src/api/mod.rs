@@ -34,7 +34,7 @@ mod validate;
 
 pub use chat::ChatRun;
 pub use completion::CompletionRun;
-pub use error::{ApiError, ErrorBody};
+pub use error::{ApiError, ErrorBody, GPU_LOST};
 pub use format::grammar;
 pub use response::*;
 pub use run::{usage, Run, RunCore, DEFAULT_MODEL};

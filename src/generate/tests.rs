@@ -212,7 +212,7 @@ fn sliding_window_overflow_keeps_the_newest_tokens_and_the_default_is_an_error()
     ));
     // Sliding window: the newest 32 - 4 tokens are the prompt, as if sent alone.
     let slide = GenerateOptions {
-        overflow: ContextOverflow::SlidingWindow,
+        overflow: ContextOverflow::SlidingWindow { keep: 0 },
         ..opts(4)
     };
     let (text, stats) = session(32, None).generate(&long, &slide, |_| true).unwrap();
@@ -275,4 +275,110 @@ fn penalties_see_the_prompt_and_each_generated_token() {
     assert_eq!(text, by_hand(true, true));
     assert_ne!(text, by_hand(false, true));
     assert_ne!(text, by_hand(true, false));
+}
+
+/// What a sliding window over `prompt` generates, by hand: fresh greedy runs on the
+/// oracle engine, each until the cache is full, the sequence then shortened as
+/// [`ContextOverflow::SlidingWindow`] says (first `keep`, oldest half of the rest gone).
+fn slid_by_hand(prompt: &[u32], keep: usize, n: usize, context: usize) -> Vec<u32> {
+    let (mut seq, mut out) = (prompt.to_vec(), vec![]);
+    while out.len() < n {
+        // A run from `seq` fits `context + 1 - seq.len()` tokens (the last is not fed).
+        let room = (context + 1 - seq.len()).min(n - out.len());
+        let got = engine(context).greedy(&seq, room, |_| true).unwrap();
+        seq.extend(&got);
+        out.extend(&got);
+        if seq.len() > context {
+            let front = keep.min(context / 2);
+            let drop = (seq.len() - front) / 2;
+            seq.drain(front..front + drop);
+        }
+    }
+    out
+}
+
+fn text_of(s: &Session, tokens: &[u32]) -> String {
+    let mut d = StreamDecoder::new(true);
+    let mut text: String = tokens
+        .iter()
+        .map(|&t| d.push(s.tokenizer(), t).unwrap())
+        .collect();
+    text.push_str(&d.flush());
+    text
+}
+
+#[test]
+fn a_sliding_window_shifts_the_context_and_generates_what_fresh_runs_would() {
+    const CONTEXT: usize = 32;
+    const N: usize = 100;
+    let prompt: Vec<u32> = (70..80).collect();
+    let slide = GenerateOptions {
+        overflow: ContextOverflow::SlidingWindow { keep: 4 },
+        ..opts(N)
+    };
+    let mut s = session(CONTEXT, None);
+    let (text, stats) = s.generate(&prompt, &slide, |_| true).unwrap();
+    assert_eq!(
+        (stats.finish, stats.generated_tokens),
+        (FinishReason::MaxTokens, N)
+    );
+    // The first shift after 23 tokens (10 + 23 = 33: the cache full and one token
+    // waiting), then every 14 (4 + 14 kept, and the waiting one): 6 shifts by 100.
+    assert_eq!(stats.context_shifts, 6);
+    assert_eq!(
+        &s.cached()[..4],
+        &prompt[..4],
+        "the first `keep` tokens stay"
+    );
+    assert!(s.cached_tokens() <= CONTEXT);
+    let want = slid_by_hand(&prompt, 4, N, CONTEXT);
+    assert_eq!(text, text_of(&s, &want));
+    // Without keep the window slides over the prompt too.
+    let slide0 = GenerateOptions {
+        overflow: ContextOverflow::SlidingWindow { keep: 0 },
+        ..opts(N)
+    };
+    let (text0, _) = session(CONTEXT, None)
+        .generate(&prompt, &slide0, |_| true)
+        .unwrap();
+    assert_eq!(text0, text_of(&s, &slid_by_hand(&prompt, 0, N, CONTEXT)));
+    assert_ne!(text0, text, "keep changes what the model sees");
+}
+
+#[test]
+fn a_sampled_reply_slides_too_and_a_long_prompt_keeps_its_first_tokens() {
+    let sampled = GenerateOptions {
+        overflow: ContextOverflow::SlidingWindow { keep: 3 },
+        sampler: SamplerConfig {
+            temperature: 1.0,
+            top_k: 8,
+            seed: 5,
+            ..SamplerConfig::greedy()
+        },
+        ..opts(80)
+    };
+    let (_, stats) = session(16, None)
+        .generate(&[65, 66, 67], &sampled, |_| true)
+        .unwrap();
+    assert_eq!(
+        (stats.generated_tokens, stats.finish),
+        (80, FinishReason::MaxTokens)
+    );
+    assert!(stats.context_shifts > 5, "{stats:?}");
+    // A prompt over the context: its first 3 tokens and the newest 32 - 4 - 3.
+    let long: Vec<u32> = (0..40).map(|i| 60 + i % 30).collect();
+    let w = GenerateOptions {
+        overflow: ContextOverflow::SlidingWindow { keep: 3 },
+        ..opts(4)
+    };
+    let window = w.window(&long, 32);
+    assert_eq!(&window[..3], &long[..3]);
+    assert_eq!(&window[3..], &long[40 - 25..]);
+    // `keep` is at most half the window.
+    let w = GenerateOptions {
+        overflow: ContextOverflow::SlidingWindow { keep: 100 },
+        ..opts(4)
+    };
+    assert_eq!(w.window(&long, 32).len(), 28);
+    assert_eq!(&w.window(&long, 32)[..14], &long[..14]);
 }

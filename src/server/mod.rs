@@ -47,8 +47,12 @@ pub struct ServeOptions {
     pub verbose: bool,
 }
 
-/// Loads the model (on the model thread, after the socket is bound).
-pub type Loader = Box<dyn FnOnce() -> Result<Session> + Send>;
+/// Loads the model (on the model thread, after the socket is bound): its session, and
+/// how to open its source again when a lost GPU device makes the worker reload it.
+pub type Loader = Box<dyn FnOnce() -> Result<(Session, Reopen)> + Send>;
+
+/// Opens the model's source again (for [`Session::reload`]).
+pub type Reopen = Box<dyn FnMut() -> Result<Box<dyn crate::format::ModelSource>> + Send>;
 
 /// The loaded model as `/v1/models` describes it.
 #[derive(Clone, Debug)]

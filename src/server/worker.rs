@@ -8,6 +8,7 @@ use super::metrics::Metrics;
 use super::{http, ModelInfo, State};
 use crate::api::{
     ApiError, ChatCompletionRequest, ChatRun, CompletionRequest, CompletionRun, Run, RunCore,
+    GPU_LOST,
 };
 use crate::generate::{GenerateStats, Session, SessionSlot};
 use crate::sampler::TokenLogprobs;
@@ -46,7 +47,8 @@ pub(super) struct Job {
 
 /// Load the model, report it ready, answer jobs until the server stops.
 pub(super) fn run(state: Arc<State>, load: super::Loader, jobs: Receiver<Job>) {
-    let mut model = match load().and_then(|s| Slots::new(s, state.opts.parallel)) {
+    let loaded = load().and_then(|(s, reopen)| Slots::new(s, reopen, state.opts.parallel));
+    let mut model = match loaded {
         Ok(m) => m,
         Err(e) => return state.fail(e),
     };
@@ -97,6 +99,7 @@ enum Built {
 /// The session and its parked KV cache slots.
 struct Slots {
     session: Session,
+    reopen: super::Reopen,
     parked: Vec<SessionSlot>,
     /// When each cache was last used: the session's, then the parked ones'.
     used: Vec<u64>,
@@ -110,7 +113,7 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 impl Slots {
     /// `parallel` slots on `session`'s weights, refused before any is allocated when
     /// their caches would not fit the memory available.
-    fn new(session: Session, parallel: usize) -> crate::Result<Slots> {
+    fn new(session: Session, reopen: super::Reopen, parallel: usize) -> crate::Result<Slots> {
         if parallel > 1 {
             let each = session.engine().kv_cache_bytes();
             let need = each.saturating_mul(parallel as u64);
@@ -133,6 +136,7 @@ impl Slots {
             .collect::<crate::Result<Vec<_>>>()?;
         Ok(Slots {
             session,
+            reopen,
             parked,
             used: vec![0; parallel],
             clock: 0,
@@ -221,10 +225,32 @@ impl Slots {
                 log(job, &stats, ended, gone);
                 record(&state.metrics, &stats, gone);
             }
+            Err(e) if e.error.code.as_deref() == Some(GPU_LOST) => {
+                eprintln!("POST {} 503 (during generation): {e}", job.route);
+                let _ = job.reply.send(Msg::Failed(http::unavailable(
+                    "the GPU device was lost during generation; the server is loading the \
+                     model again: retry the request",
+                )));
+                self.reload();
+            }
             Err(e) => {
                 eprintln!("POST {} {} (during generation): {e}", job.route, e.status());
                 let _ = job.reply.send(Msg::Failed(e));
             }
+        }
+    }
+
+    /// After a lost GPU device: the weights on a new device, the cache refilled with the
+    /// tokens it held. A reload that fails is said; the next request fails the same way
+    /// (503) and tries again.
+    fn reload(&mut self) {
+        let t0 = Instant::now();
+        match (self.reopen)().and_then(|mut src| self.session.reload(src.as_mut())) {
+            Ok(()) => eprintln!(
+                "pocketrt serve: model reloaded on a new GPU device in {:.1} s",
+                t0.elapsed().as_secs_f64()
+            ),
+            Err(e) => eprintln!("pocketrt serve: reloading the model failed: {e}"),
         }
     }
 }

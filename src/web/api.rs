@@ -9,7 +9,7 @@ use super::loader::{self, LoadOptions, LoadReport};
 use super::session::WebSession;
 use crate::api::ContextPolicy;
 use crate::error::{Error, Result};
-use crate::generate::GenerateOptions;
+use crate::generate::{ContextOverflow, GenerateOptions};
 use crate::gpu::profile::{DeviceProfile, PROFILE_NAMES};
 use crate::sampler::SamplerConfig;
 use js_sys::{Promise, Reflect};
@@ -62,11 +62,24 @@ fn count(options: &JsValue, key: &str) -> Result<Option<usize>> {
     Ok(number(options, key)?.map(|x| x as usize))
 }
 
-/// Generation options from `{ maxTokens, temperature, topK, topP, seed }`.
+/// Generation options from `{ maxTokens, temperature, topK, topP, seed, contextOverflow,
+/// keep }`.
 fn generate_options(options: &JsValue) -> Result<GenerateOptions> {
     let d = GenerateOptions::default();
     let s = SamplerConfig::greedy();
+    let keep = count(options, "keep")?.unwrap_or(0);
+    let overflow = match opt(options, "contextOverflow").map(|v| v.as_string()) {
+        None => ContextOverflow::Error,
+        Some(Some(s)) if s == "error" => ContextOverflow::Error,
+        Some(Some(s)) if s == "slide" => ContextOverflow::SlidingWindow { keep },
+        Some(_) => {
+            return Err(Error::InvalidArgument(
+                "contextOverflow must be \"error\" or \"slide\"".into(),
+            ))
+        }
+    };
     Ok(GenerateOptions {
+        overflow,
         max_tokens: count(options, "maxTokens")?.unwrap_or(d.max_tokens),
         sampler: SamplerConfig {
             temperature: number(options, "temperature")?.map_or(s.temperature, |x| x as f32),
@@ -210,6 +223,13 @@ impl PocketModel {
         self.with(|s| Ok(s.model.gpu_context().map(|c| c.device.destroy()).is_some()))
     }
 
+    /// Bytes of every buffer created on the WebGPU device so far (every model loaded on it
+    /// since it opened; 0 on the CPU backend): what a long generation must keep flat.
+    #[wasm_bindgen(js_name = gpuBytes)]
+    pub fn gpu_bytes(&self) -> Result<f64, JsValue> {
+        self.with(|s| Ok(s.model.gpu_context().map_or(0, |c| c.allocated_bytes()) as f64))
+    }
+
     /// A Promise of the WebGPU device's `GPUDeviceLostInfo` (`{ reason, message }`),
     /// settled when it is lost; null on the CPU backend.
     #[wasm_bindgen(js_name = deviceLost)]
@@ -331,6 +351,7 @@ impl PocketModel {
                     "generatedTokens": st.generated_tokens,
                     "generateSeconds": st.generate_seconds,
                     "tokensPerSecond": st.generate_tok_s(),
+                    "contextShifts": st.context_shifts,
                 }))
             }))
         })

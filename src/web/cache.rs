@@ -149,12 +149,18 @@ impl Progress<'_> {
         }
     }
 
-    /// Store `response` under `key` when this load caches; a failure is reported (a
-    /// `cache-error` progress event, `info.cacheErrors`) and the load goes on.
+    /// Store `response` under `key` when this load caches (held back until the quota
+    /// check passes, [`Progress::admit`]); a failure is reported (a `cache-error` progress
+    /// event, `info.cacheErrors`) and the load goes on.
     pub async fn keep(&self, key: &str, response: &Response, shard: Option<usize>) {
         let Some(cache) = self.cache.as_ref().filter(|_| self.store.get()) else {
             return;
         };
+        if !self.admitted.get() {
+            let entry = (key.to_string(), Clone::clone(response), shard);
+            self.pending.borrow_mut().push(entry);
+            return;
+        }
         if let Err(why) = fetch::store(cache, key, response).await {
             let message = format!("{key}: not cached: {why}");
             self.report.borrow_mut().cache_errors.push(message.clone());
@@ -182,6 +188,7 @@ impl Progress<'_> {
                     OverQuota::Error => return Err(Error::Quota { needed, available }),
                     OverQuota::Uncached => {
                         self.store.set(false);
+                        self.pending.borrow_mut().clear();
                         self.report.borrow_mut().uncached = Some(format!(
                             "the model needs {needed} more bytes of storage, the quota \
                              allows {available} more: loaded without caching"
@@ -190,6 +197,11 @@ impl Progress<'_> {
                     }
                 }
             }
+        }
+        self.admitted.set(true);
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
+        for (key, response, shard) in pending {
+            self.keep(&key, &response, shard).await;
         }
         record.last_used = js_sys::Date::now();
         if let Some(r) = serde_json::to_string(record)
@@ -308,8 +320,8 @@ pub async fn cache_has(url: String) -> Result<bool, JsValue> {
         .any(|r| r.url == url && listed(r, &held).complete))
 }
 
-/// `Pocket.cache.delete(url)`: remove the model loaded as `url` (its record, files and
-/// shards); whether it was there.
+/// `Pocket.cache.delete(url)`: remove the model loaded as `url` (its record, and its
+/// files and shards that no other record names); whether it was there.
 #[wasm_bindgen(js_name = cacheDelete)]
 pub async fn cache_delete(url: String) -> Result<bool, JsValue> {
     let Some(cache) = open().await.map_err(to_js)? else {
@@ -319,7 +331,14 @@ pub async fn cache_delete(url: String) -> Result<bool, JsValue> {
     let Some(r) = all.iter().find(|r| r.url == url) else {
         return Ok(false);
     };
+    // Files another record names stay (`/x/` and `/x/manifest.json` are one package).
+    let others: HashSet<&String> = all
+        .iter()
+        .filter(|o| o.url != url)
+        .flat_map(|o| o.files.iter().chain(o.shards.iter().map(|(u, _)| u)))
+        .collect();
     let keys = r.files.iter().chain(r.shards.iter().map(|(u, _)| u));
+    let keys = keys.filter(|k| !others.contains(k));
     for key in keys.chain(std::iter::once(&Record::key(&r.url))) {
         JsFuture::from(cache.delete_with_str(key))
             .await

@@ -130,6 +130,11 @@ pub(super) struct Progress<'a> {
     pub cache: Option<Cache>,
     /// Whether files are stored in it (false over the quota, `overQuota: "uncached"`).
     pub store: Cell<bool>,
+    /// Whether the quota check passed ([`Progress::admit`]); until then what the load
+    /// keeps waits in `pending`, so that a load failing first (`QUOTA`, a bad manifest)
+    /// stores nothing.
+    pub admitted: Cell<bool>,
+    pub pending: RefCell<Vec<(String, web_sys::Response, Option<usize>)>>,
 }
 
 impl<'a> Progress<'a> {
@@ -144,6 +149,8 @@ impl<'a> Progress<'a> {
             }),
             cache: super::cache::for_load(opts).await,
             store: Cell::new(true),
+            admitted: Cell::new(false),
+            pending: RefCell::new(Vec::new()),
         }
     }
 

@@ -84,9 +84,9 @@ impl WebSession {
         self.active = None;
         let context = self.model.context();
         let tokens = opts.window(tokens, context);
-        let reused = Generation::check(tokens, opts, context, &self.cached)?;
+        let reused = Generation::check(&tokens, opts, context, &self.cached)?;
         let mut gen = Generation::new(opts, &self.eos, context, tokens.len(), reused)?;
-        gen.sampler().observe(tokens);
+        gen.sampler().observe(&tokens);
         self.cached.truncate(reused);
         let (&last, head) = tokens.split_last().expect("checked non-empty");
         if head.len() > reused {
@@ -122,6 +122,13 @@ impl WebSession {
         let mut text = active
             .gen
             .accept(&self.tokenizer, token, self.cached.len())?;
+        if let Some(shift) = active.gen.shift(&self.cached) {
+            // A sliding window's context shift: the cache keeps its first tokens and runs
+            // the newest again; `token` is fed by the next call.
+            self.cached.truncate(shift.keep);
+            self.model.feed_all(&shift.refill, shift.keep).await?;
+            self.cached.extend_from_slice(&shift.refill);
+        }
         let finish = active.gen.finished();
         let logprobs = match finish {
             Some(FinishReason::Eos) => None,

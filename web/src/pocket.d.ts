@@ -196,6 +196,13 @@ export interface GenerateOptions {
   topK?: number;
   topP?: number;
   seed?: number;
+  /** "error" (default): a prompt longer than the context fails, a reply that fills it
+   * ends with finish "context_full". "slide": a sliding window that keeps the first
+   * `keep` tokens and the newest; a full cache drops the oldest half of the others, runs
+   * the rest again, and the reply goes on to `maxTokens`. */
+  contextOverflow?: 'error' | 'slide';
+  /** Tokens at the start a sliding window never drops (at most half the context). */
+  keep?: number;
   signal?: AbortSignal;
   onToken?: (piece: TokenPiece) => void;
 }
@@ -212,6 +219,8 @@ export interface GenerateStats {
   generatedTokens: number;
   generateSeconds: number;
   tokensPerSecond: number;
+  /** Context shifts of a sliding window (`contextOverflow: "slide"`). */
+  contextShifts: number;
 }
 
 export declare function hasWebGPU(): boolean;
@@ -254,6 +263,8 @@ export declare class Pocket {
   reload(): Promise<void>;
   /** Test hook: destroy the WebGPU device now, as a GPU reset would. */
   destroyDeviceForTesting(): boolean;
+  /** Bytes of every buffer created on the WebGPU device so far (0 on the CPU backend). */
+  gpuBytes(): number;
   unload(): void;
 }
 

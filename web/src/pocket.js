@@ -283,6 +283,12 @@ export class Pocket {
     return this.#inner.destroyDeviceForTesting();
   }
 
+  /** Bytes of every buffer created on the model's WebGPU device so far (0 on the CPU
+   * backend); with `wasmMemoryBytes()`, what a long generation keeps flat. */
+  gpuBytes() {
+    return this.#inner.gpuBytes();
+  }
+
   /** The backend that runs the model: "webgpu" or "cpu". */
   get backend() {
     return this.info.backend;
@@ -354,6 +360,8 @@ export class Pocket {
       topK: options.topK,
       topP: options.topP,
       seed: options.seed,
+      contextOverflow: options.contextOverflow,
+      keep: options.keep,
     };
     let done = false;
     try {

@@ -37,6 +37,45 @@ function cacheCall(page, method, arg, worker = false) {
   );
 }
 
+/** The URLs Cache Storage holds for pocketrt. */
+const cachedKeys = (page) =>
+  page.evaluate(async (c) => (await (await caches.open(c)).keys()).map((k) => k.url), CACHE);
+
+/** `estimate()` answers a quota `room` bytes over the usage (`null`: the real one back).
+ * (DevTools' Storage.overrideQuotaForOrigin does not change estimate() in Playwright's
+ * off-the-record contexts.) */
+const fakeQuota = (page, room) =>
+  page.evaluate((room) => {
+    window.realEstimate ??= StorageManager.prototype.estimate;
+    const estimate = window.realEstimate;
+    StorageManager.prototype.estimate =
+      room === null
+        ? estimate
+        : async function () {
+            const e = await estimate.call(this);
+            return { usage: e.usage, quota: e.usage + room };
+          };
+  }, room);
+
+/** Load `url` with the browser offline, twice (`offline: false`, then `true`): each from
+ * the cache, `check(r, offline)`, unloaded; the server sees no request. Returns the URLs
+ * the page requests from then on (the listener stays). */
+async function loadsOffline({ page, context, server }, url, options, check) {
+  const seen = [];
+  page.on('request', (r) => seen.push(r.url()));
+  await context.setOffline(true);
+  server.requests.length = 0;
+  for (const offline of [false, true]) {
+    const r = await load(page, url, { ...options, offline });
+    assert.ok(r.info, `offline load of ${url} (offline: ${offline}) failed: ${r.code} ${r.message}`);
+    assert.equal(r.info.source, 'cache', `offline: ${offline}: ${JSON.stringify(r.info)}`);
+    await check(r, offline);
+    await page.evaluate(() => window.model.unload());
+  }
+  assert.deepEqual(server.requests, [], 'the server saw no request');
+  return seen;
+}
+
 export const tests = {
   // Item 1: list / has / delete / clear / usage, in the page and through a Worker.
   async cache_list_has_delete_and_clear_do_what_they_say({ page, server, fixture }) {
@@ -114,21 +153,12 @@ export const tests = {
     assert.equal(online.info.source, 'network');
     assert.equal(online.info.filesFetched, 3, 'the listing, manifest and tokenizer');
     await page.evaluate(() => window.model.unload());
-    const seen = [];
-    page.on('request', (r) => seen.push(r.url()));
-    await context.setOffline(true);
-    server.requests.length = 0;
-    for (const offline of [false, true]) {
-      const r = await load(page, id, { hubEndpoint, offline });
-      assert.ok(r.info, `offline load (offline: ${offline}) failed: ${r.code} ${r.message}`);
-      assert.equal(r.info.source, 'cache', `offline: ${offline}: ${JSON.stringify(r.info)}`);
+    const seen = await loadsOffline({ page, context, server }, id, { hubEndpoint }, async (r, offline) => {
       assert.deepEqual([r.info.filesFromCache, r.info.filesFetched], [3, 0]);
       assert.deepEqual([r.info.shardsFromCache, r.info.shardsFetched], [shards, 0]);
       assert.equal(r.info.offline, offline);
       assert.deepEqual(await greedy(page, want), want.tokens, 'the cached model generates like native');
-      await page.evaluate(() => window.model.unload());
-    }
-    assert.deepEqual(server.requests, [], 'the server saw no request');
+    });
     // offline: true makes no request even online: an uncached model is NOT_CACHED.
     await context.setOffline(false);
     const missing = await load(page, 'test-org/never-loaded', { hubEndpoint, offline: true });
@@ -169,6 +199,7 @@ export const tests = {
     assert.equal(Number(needed), bytes, `the message names the bytes needed: ${over.message}`);
     assert.ok(Number(available) <= 4096, `and the bytes available: ${over.message}`);
     assert.deepEqual(shardRequests(server), [], 'it fails before downloading');
+    assert.deepEqual(await cachedKeys(page), [], 'and stores nothing, not even the manifest');
     const uncached = await load(page, '/models/tiny/', { overQuota: 'uncached' });
     assert.ok(uncached.info, `load failed: ${uncached.code} ${uncached.message}`);
     assert.match(uncached.info.uncached, /loaded without caching/);
@@ -340,5 +371,141 @@ Object.assign(tests, {
     assert.equal(r.code, 'GPU_LOST');
     assert.deepEqual([...r.first, ...r.rest], want.tokens, 'the reloaded worker model goes on like native');
     assert.equal(r.reused, r.ids + r.first.length - 1, 'its KV cache was refilled');
+  },
+});
+
+Object.assign(tests, {
+  // Items 2 and 3 for a GGUF URL (streamed and converted on the fly): its pieces and
+  // header come from the cache with the browser offline (no request); over the quota it
+  // is QUOTA after the first piece (which holds the header that says how big the file
+  // is), and nothing is stored; overQuota: "uncached" loads it without storing a piece.
+  async gguf_urls_start_offline_and_check_the_quota({ page, context, server, fixture }) {
+    const url = '/models/tiny/tiny.gguf';
+    const ggufBytes = fs.statSync(path.join(fixture, 'tiny.gguf')).size;
+    const prompt = expected(fixture).prompt;
+    const tokens = () => page.evaluate((p) => window.model.generateTokens(p, { maxTokens: 8 }), prompt);
+    await plainPage(page, server);
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    const online = await load(page, url);
+    assert.ok(online.info, `GGUF load failed: ${online.code} ${online.message}`);
+    assert.equal(online.info.source, 'network');
+    const want = await tokens();
+    await page.evaluate(() => window.model.unload());
+    const seen = await loadsOffline({ page, context, server }, url, {}, async (r) => {
+      assert.deepEqual([r.info.shardsFromCache, r.info.shardsFetched], [r.info.shards, 0]);
+      assert.deepEqual(await tokens(), want, 'the cached GGUF generates the same tokens');
+    });
+    assert.deepEqual(seen.filter((u) => u.includes('/models/')), [], 'the page made none');
+    await context.setOffline(false);
+    // Over the quota: QUOTA naming the file's bytes, and nothing left in the cache.
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    await fakeQuota(page, 4096);
+    server.requests.length = 0;
+    const over = await load(page, url);
+    assert.equal(over.code, 'QUOTA', over.message);
+    const [, needed] = /needs (\d+) more bytes/.exec(over.message) ?? [];
+    assert.equal(Number(needed), ggufBytes, `the message names the file's bytes: ${over.message}`);
+    assert.equal(server.requests.filter((r) => r.startsWith(url)).length, 1, 'only the first piece was read');
+    assert.deepEqual(await cachedKeys(page), [], 'nothing was stored, not even the first piece');
+    const uncached = await load(page, url, { overQuota: 'uncached' });
+    assert.ok(uncached.info, `load failed: ${uncached.code} ${uncached.message}`);
+    assert.match(uncached.info.uncached, /loaded without caching/);
+    assert.deepEqual(await tokens(), want);
+    assert.deepEqual(await cachedKeys(page), [], 'no piece was stored');
+    await fakeQuota(page, null);
+  },
+
+  // delete(url) of one of two records that name the same files (a package loaded as its
+  // folder and as its manifest) leaves the other whole.
+  async delete_keeps_the_files_another_cached_model_shares({ page, server }) {
+    await plainPage(page, server);
+    await page.evaluate((c) => caches.delete(c), CACHE);
+    for (const url of ['/models/tiny/', '/models/tiny/manifest.json']) {
+      const r = await load(page, url);
+      assert.ok(r.info, `load of ${url} failed: ${r.code} ${r.message}`);
+      await page.evaluate(() => window.model.unload());
+    }
+    assert.equal((await cacheCall(page, 'list')).length, 2);
+    assert.equal(await cacheCall(page, 'delete', '/models/tiny/manifest.json'), true);
+    const list = await cacheCall(page, 'list');
+    assert.deepEqual(
+      list.map((e) => [e.url, e.complete]),
+      [[`${server.url}/models/tiny/`, true]],
+      'the other record is still complete',
+    );
+    server.requests.length = 0;
+    const again = await load(page, '/models/tiny/');
+    assert.equal(again.info?.shardsFetched, 0, 'its load needs no download');
+    assert.equal(await cacheCall(page, 'delete', '/models/tiny/'), true);
+    assert.deepEqual(await cachedKeys(page), [], 'the last record takes the shared files with it');
+  },
+});
+
+// 10,000 generated tokens in one session with a 64-position context (a sliding window,
+// contextOverflow: "slide"), on WebGPU and on the CPU backend: wasm memory, the JS heap
+// and the GPU buffers created are sampled every 1,000 tokens and must stay flat after the
+// first 1,000. Long: runs only when named (`scripts/test-web long_`).
+Object.assign(tests, {
+  async long_session_memory_stays_flat_over_10000_tokens({ page, server }) {
+    await plainPage(page, server);
+    const figures = {};
+    for (const backend of ['webgpu', 'cpu']) {
+      const r = await page.evaluate(
+        async ({ backend }) => {
+          const { wasmMemoryBytes } = await import('/pkg/pocket.js');
+          const m = await window.Pocket.load('/models/tiny/', { backend, contextLength: 64 });
+          const samples = [];
+          let ids = m.encode('A long story, told without end: once upon a time');
+          let n = 0;
+          let shifts = 0;
+          const t0 = performance.now();
+          while (n < 10000) {
+            const out = [];
+            const onToken = async (p) => {
+              out.push(p.token);
+              n += 1;
+              if (n % 1000 === 0) {
+                const tokens = n;
+                samples.push({
+                  tokens,
+                  wasm: await wasmMemoryBytes(),
+                  heap: performance.memory?.usedJSHeapSize ?? null,
+                  gpu: m.gpuBytes(),
+                  s: (performance.now() - t0) / 1000,
+                });
+              }
+            };
+            const opts = { maxTokens: 10000 - n, contextOverflow: 'slide', keep: 8, onToken };
+            for await (const _ of m.generate(ids, opts)) {
+              // text pieces are not needed
+            }
+            shifts += m.stats().contextShifts;
+            // An end of sequence: the same session goes on after it (the window keeps
+            // the first 8 tokens and the newest).
+            ids = [...ids, ...out];
+          }
+          m.unload();
+          samples.sort((a, b) => a.tokens - b.tokens);
+          return { samples, shifts };
+        },
+        { backend },
+      );
+      figures[backend] = r;
+      for (const s of r.samples) {
+        console.log(
+          `     ${backend} ${s.tokens} tokens: wasm ${(s.wasm / 2 ** 20).toFixed(2)} MiB, JS heap ` +
+            `${s.heap === null ? '-' : (s.heap / 2 ** 20).toFixed(2) + ' MiB'}, GPU buffers ${s.gpu} B, ${s.s.toFixed(1)} s`,
+        );
+      }
+      assert.equal(r.samples.length, 10, JSON.stringify(r.samples));
+      assert.ok(r.shifts > 300, `the window slid: ${r.shifts} shifts`);
+      const [first, ...later] = r.samples;
+      for (const s of later) {
+        assert.equal(s.wasm, first.wasm, `${backend}: wasm memory grew by ${s.tokens} tokens`);
+        assert.equal(s.gpu, first.gpu, `${backend}: GPU buffers were created by ${s.tokens} tokens`);
+        // The JS heap is garbage-collected: 4 MiB of slack for collections not yet run.
+        if (s.heap !== null) assert.ok(s.heap < first.heap + 4 * 2 ** 20, `${backend}: JS heap grew: ${JSON.stringify(s)}`);
+      }
+    }
   },
 });

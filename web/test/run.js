@@ -44,8 +44,9 @@ let failed = 0;
 try {
   for (const [name, fn] of Object.entries(tests)) {
     if (only && !name.includes(only)) continue;
-    // Benches run only when named (`scripts/test-web bench`).
-    if (name.startsWith('bench_') && !only) continue;
+    // Benches and long measurements run only when named (`scripts/test-web bench`,
+    // `scripts/test-web long_`).
+    if ((name.startsWith('bench_') || name.startsWith('long_')) && !only) continue;
     const context = await browser.newContext();
     const page = await context.newPage();
     const logs = [];

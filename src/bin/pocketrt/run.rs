@@ -5,7 +5,7 @@ use crate::request::{self, cli_error, print_chat, print_completion, SamplingArgs
 use indicatif::{ProgressBar, ProgressStyle};
 use pocketrt::api::{
     ApiError, ChatCompletionRequest, ChatMessage, ChatRun, CompletionRequest, CompletionRun,
-    Prompt, Role,
+    ContextPolicy, Prompt, Role,
 };
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{self, Engine};
@@ -93,11 +93,19 @@ pub struct ChatArgs {
     pub sampling: SamplingArgs,
 }
 
-/// An opened model: its source, tokenizer and chat template.
+/// An opened model: its file or folder, source, tokenizer and chat template.
 pub struct Opened {
+    path: std::path::PathBuf,
     src: Box<dyn ModelSource>,
     tokenizer: Tokenizer,
     template: Option<ChatTemplate>,
+}
+
+impl Opened {
+    /// The model's file or folder (a hub id resolved to its download).
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
 }
 
 pub fn open(a: &ModelArgs) -> Result<Opened> {
@@ -131,6 +139,7 @@ pub fn open(a: &ModelArgs) -> Result<Opened> {
         .map(|t| ChatTemplate::new(&t))
         .transpose()?;
     Ok(Opened {
+        path,
         src,
         tokenizer,
         template,
@@ -223,16 +232,55 @@ pub fn run(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// One turn of `chat`: the reply to the conversation `history` ends with.
+/// One turn of `chat`: the reply to the conversation `history` ends with. A lost GPU
+/// device (a driver reset, the GPU taken away) is said on stderr; the model is loaded
+/// again from `path`, its KV cache refilled with the conversation, and the turn answered
+/// again (once: a second loss is the error).
+fn reply_recovering(
+    session: &mut Session,
+    a: &ChatArgs,
+    history: &[ChatMessage],
+    path: &std::path::Path,
+) -> std::result::Result<Reply, ApiError> {
+    match reply(session, a, history) {
+        Err(e) if e.error.code.as_deref() == Some(pocketrt::api::GPU_LOST) => {
+            println!();
+            eprintln!("{e}\nloading the model again, then answering again");
+            let t0 = std::time::Instant::now();
+            let mut src = format::open(path)?;
+            session.reload(src.as_mut())?;
+            eprintln!(
+                "reloaded in {:.1} s ({} tokens of the chat back in the cache)",
+                t0.elapsed().as_secs_f64(),
+                session.cached_tokens()
+            );
+            reply(session, a, history)
+        }
+        other => other,
+    }
+}
+
+/// A turn's reply: its text, stats, and how many of the oldest messages no longer fit
+/// the context (dropped from the front, the system message kept).
+struct Reply {
+    text: String,
+    stats: GenerateStats,
+    dropped: usize,
+}
+
+/// One turn of `chat`: the reply to the conversation `history` ends with. A chat longer
+/// than the context goes on without its oldest turns (`context_overflow: truncate`).
 fn reply(
     session: &mut Session,
     a: &ChatArgs,
     history: &[ChatMessage],
-) -> std::result::Result<(String, GenerateStats), ApiError> {
+) -> std::result::Result<Reply, ApiError> {
+    let mut params = a.sampling.params(&request::CHAT, a.max_tokens)?;
+    params.context_overflow = Some(ContextPolicy::Truncate);
     let req = ChatCompletionRequest {
         messages: history.to_vec(),
         chat_template_kwargs: a.sampling.template_kwargs(),
-        params: a.sampling.params(&request::CHAT, a.max_tokens)?,
+        params,
         ..Default::default()
     };
     let template = session.template().expect("checked at the start");
@@ -242,17 +290,46 @@ fn reply(
         template,
         session.engine().context(),
     )?;
-    let (response, stats) = session.drive(run, print_chat)?;
+    let dropped = run.dropped_messages();
+    let lose = lose_device_hook(session);
+    let mut chunks = 0;
+    let (response, stats) = session.drive(run, |chunk| {
+        chunks += 1;
+        if let Some((at, device)) = &lose {
+            if chunks == *at {
+                device.destroy();
+            }
+        }
+        print_chat(chunk)
+    })?;
     let text = response.choices[0]
         .message
         .content
         .clone()
         .unwrap_or_default();
-    Ok((text, stats))
+    Ok(Reply {
+        text,
+        stats,
+        dropped,
+    })
+}
+
+/// The test hook `POCKETRT_TEST_LOSE_GPU_AT=N`: the GPU device destroyed once, when the
+/// N-th chunk of a reply streams, as a driver reset would (what `tests/cli.rs` recovers
+/// from).
+fn lose_device_hook(session: &Session) -> Option<(usize, wgpu::Device)> {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let at = std::env::var("POCKETRT_TEST_LOSE_GPU_AT")
+        .ok()?
+        .parse()
+        .ok()?;
+    let device = session.engine().gpu_context()?.device.clone();
+    (!DONE.swap(true, std::sync::atomic::Ordering::Relaxed)).then_some((at, device))
 }
 
 pub fn chat(a: ChatArgs) -> Result<()> {
     let opened = open(&a.model)?;
+    let path = opened.path.clone();
     if opened.template.is_none() {
         return Err(Error::ChatTemplate(format!(
             "{} has no chat template; use `pocketrt run` for plain completion",
@@ -286,12 +363,22 @@ pub fn chat(a: ChatArgs) -> Result<()> {
             }
             user => {
                 history.push(ChatMessage::new(Role::User, user));
-                match reply(&mut session, &a, &history) {
-                    Ok((text, stats)) => {
+                match reply_recovering(&mut session, &a, &history, &path) {
+                    Ok(r) => {
                         println!();
-                        history.push(ChatMessage::new(Role::Assistant, text.trim()));
+                        if r.dropped > 0 {
+                            let system = history.iter().take_while(|m| m.role == Role::System);
+                            let first = system.count();
+                            history.drain(first..first + r.dropped);
+                            eprintln!(
+                                "({} oldest messages no longer fit the context of {}: dropped)",
+                                r.dropped,
+                                session.engine().context()
+                            );
+                        }
+                        history.push(ChatMessage::new(Role::Assistant, r.text.trim()));
                         if a.model.verbose {
-                            print_stats(&stats, &session);
+                            print_stats(&r.stats, &session);
                         }
                     }
                     // The chat is unchanged: say why and go on.

@@ -2,7 +2,7 @@
 //! ([`pocketrt::server`]); this file only turns the flags into its options.
 
 use crate::run::{open, session, ModelArgs};
-use pocketrt::server::{serve, ServeOptions};
+use pocketrt::server::{serve, Reopen, ServeOptions};
 use pocketrt::Result;
 use std::time::Duration;
 
@@ -68,8 +68,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         opts,
         Box::new(move || {
             let opened = open(&model)?;
+            let path = opened.path().to_path_buf();
             let context = model.context;
-            session(&model, opened, context)
+            let reopen: Reopen = Box::new(move || pocketrt::format::open(&path));
+            Ok((session(&model, opened, context)?, reopen))
         }),
     )
 }
