@@ -127,11 +127,18 @@ fn kernel_figures(reps: usize) -> serde_json::Value {
     let w = pocketrt::quant::Q4Tensor::quantize(&data, rows, cols).expect("a Q4 matrix");
     let acts: Vec<Acts> = (0..TILE)
         .map(|t| {
-            let x: Vec<f32> = (0..cols).map(|i| ((i * 7 + t * 13) % 29) as f32 - 14.0).collect();
+            let x: Vec<f32> = (0..cols)
+                .map(|i| ((i * 7 + t * 13) % 29) as f32 - 14.0)
+                .collect();
             Acts::new(Precision::Int8, &x)
         })
         .collect();
-    let m = Rows { codes: &w.codes, params: &w.qparams, groups: cols / 64, rows };
+    let m = Rows {
+        codes: &w.codes,
+        params: &w.qparams,
+        groups: cols / 64,
+        rows,
+    };
     let kernels: Vec<Kernel> = Kernel::available()
         .into_iter()
         .filter(|k| *k != Kernel::Scalar)
@@ -155,7 +162,10 @@ fn kernel_figures(reps: usize) -> serde_json::Value {
         .iter()
         .zip(&best)
         .map(|(k, [gemv, tile])| {
-            eprintln!("{} 2560×896: GEMV {gemv:.1} µs, {TILE}-token tile {tile:.1} µs per token", k.name());
+            eprintln!(
+                "{} 2560×896: GEMV {gemv:.1} µs, {TILE}-token tile {tile:.1} µs per token",
+                k.name()
+            );
             serde_json::json!({"kernel": k.name(), "gemv_us": gemv, "tile_us_per_token": tile})
         })
         .collect();

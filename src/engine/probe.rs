@@ -302,7 +302,9 @@ mod tests {
         assert!((d.cpu_tok_s - 50.0).abs() < 1e-9 && (d.gpu_tok_s - 20.0).abs() < 1e-9);
         assert!(Decision::new(0.05, 0.02).gpu);
         assert!(d.reason("llvmpipe", true).starts_with("remembered"));
-        assert!(d.reason("llvmpipe", false).ends_with("20.0 tok/s (predicted)"));
+        assert!(d
+            .reason("llvmpipe", false)
+            .ends_with("20.0 tok/s (predicted)"));
         let c = pocket();
         let mut wider = c.clone();
         wider.ffn_size += 64;
@@ -322,10 +324,17 @@ mod tests {
         let d = Decision::settled(0.03, 0.04).expect("settled");
         assert!(!d.gpu && d.gpu_bound);
         assert!((d.gpu_tok_s - 25.0).abs() < 1e-9);
-        assert!(d.reason("SwiftShader", false).ends_with("at most 25.0 tok/s (its one-layer probe)"));
-        assert_eq!(Decision::settled(0.05, 0.04), None, "a faster GPU layer needs the larger probe");
+        assert!(d
+            .reason("SwiftShader", false)
+            .ends_with("at most 25.0 tok/s (its one-layer probe)"));
+        assert_eq!(
+            Decision::settled(0.05, 0.04),
+            None,
+            "a faster GPU layer needs the larger probe"
+        );
         // Older kept decisions (without the field) still read.
-        let old: Decision = serde_json::from_str(r#"{"gpu":true,"cpu_tok_s":1,"gpu_tok_s":2}"#).unwrap();
+        let old: Decision =
+            serde_json::from_str(r#"{"gpu":true,"cpu_tok_s":1,"gpu_tok_s":2}"#).unwrap();
         assert!(old.gpu && !old.gpu_bound);
     }
 

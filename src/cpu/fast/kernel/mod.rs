@@ -115,7 +115,9 @@ impl Kernel {
             .expect("the scalar kernel is always available")
     }
 
-    /// Every kernel this CPU runs, slowest first (the scalar one first of all).
+    /// Every kernel this CPU runs, slowest first (the scalar one first of all); AVX-512
+    /// VNNI before AVX-VNNI: faster as a kernel, but not yet shown faster for the whole
+    /// model (docs/ARCHITECTURE.md).
     pub fn available() -> Vec<Kernel> {
         #[allow(unused_mut)]
         let mut v = vec![Kernel::Scalar];
