@@ -2,7 +2,9 @@
 //! as `pocketrt run` decodes, in both input precisions (int8, the default, and f32), on
 //! rayon's threads (set RAYON_NUM_THREADS); and prompt tok/s of batched prefill
 //! (`FastModel::prefill` from position 0 with the last position's logits, as llama.cpp's pp) at
-//! each `--prefill` length, in int8, on each SIMD kernel this CPU has (the best first).
+//! each `--prefill` length, in int8, on each SIMD kernel this CPU has (the best first);
+//! and per kernel, on the calling thread, the int8 GEMV of a 2,560 × 896 matrix (Pocket's
+//! gate/up shape) and its 4-token tile (`Kernel::tile`, prefill's product) per token.
 //! Prints one JSON object.
 //!
 //! Run: `cargo bench --bench cpu_decode -- [MODEL] [-n TOKENS] [-p PROMPT] [-r REPS]
@@ -12,7 +14,7 @@
 //! GGUF (`pocketrt synth --preset pocket-0.3b --gguf`). scripts/bench-cpu-vs-llama runs
 //! this next to llama.cpp's CPU engine on the same GGUF.
 
-use pocketrt::cpu::fast::{FastModel, Kernel, Logits, Precision, PREFILL_CHUNK};
+use pocketrt::cpu::fast::{Acts, FastModel, Kernel, Logits, Precision, Rows, PREFILL_CHUNK, TILE};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::format;
 use std::time::Instant;
@@ -115,6 +117,61 @@ fn prefill(model: &FastModel, n: usize, reps: usize) -> pocketrt::Result<Vec<f64
         .collect()
 }
 
+/// Microseconds per token of the int8 product of a 2,560 × 896 Q4 matrix on each SIMD
+/// kernel, on this thread: the GEMV (one token) and the `TILE`-token tile; the best of
+/// `reps` rounds, the kernels alternating within each round (this machine's load varies).
+fn kernel_figures(reps: usize) -> serde_json::Value {
+    let (rows, cols) = (2560, 896);
+    let mut rng = pocketrt::synth::Rng::new(3);
+    let data: Vec<f32> = (0..rows * cols).map(|_| rng.unit() * 0.05).collect();
+    let w = pocketrt::quant::Q4Tensor::quantize(&data, rows, cols).expect("a Q4 matrix");
+    let acts: Vec<Acts> = (0..TILE)
+        .map(|t| {
+            let x: Vec<f32> = (0..cols)
+                .map(|i| ((i * 7 + t * 13) % 29) as f32 - 14.0)
+                .collect();
+            Acts::new(Precision::Int8, &x)
+        })
+        .collect();
+    let m = Rows {
+        codes: &w.codes,
+        params: &w.qparams,
+        groups: cols / 64,
+        rows,
+    };
+    let kernels: Vec<Kernel> = Kernel::available()
+        .into_iter()
+        .filter(|k| *k != Kernel::Scalar)
+        .collect();
+    let mut best = vec![[f64::INFINITY; 2]; kernels.len()];
+    let mut out = vec![0.0f32; rows * TILE];
+    const CALLS: usize = 100;
+    for _ in 0..reps.max(4) {
+        for (k, kernel) in kernels.iter().enumerate() {
+            for (i, n) in [1, TILE].into_iter().enumerate() {
+                let t = Instant::now();
+                for _ in 0..CALLS {
+                    kernel.tile(m, &acts[..n], &mut out, TILE);
+                }
+                let us = t.elapsed().as_secs_f64() * 1e6 / (CALLS * n) as f64;
+                best[k][i] = best[k][i].min(us);
+            }
+        }
+    }
+    let figures: Vec<_> = kernels
+        .iter()
+        .zip(&best)
+        .map(|(k, [gemv, tile])| {
+            eprintln!(
+                "{} 2560×896: GEMV {gemv:.1} µs, {TILE}-token tile {tile:.1} µs per token",
+                k.name()
+            );
+            serde_json::json!({"kernel": k.name(), "gemv_us": gemv, "tile_us_per_token": tile})
+        })
+        .collect();
+    serde_json::json!({"rows": rows, "cols": cols, "threads": 1, "runs": figures})
+}
+
 /// A model file, or `synth:PRESET` for a seeded random model of a preset's shapes.
 fn open(model: &str) -> pocketrt::Result<Box<dyn pocketrt::format::ModelSource>> {
     match model.strip_prefix("synth:") {
@@ -176,5 +233,6 @@ fn main() {
         report["prefill"] = serde_json::json!({"precision": "int8", "chunk": PREFILL_CHUNK,
             "runs": prefills});
     }
+    report["kernels"] = kernel_figures(a.reps);
     println!("{report:#}");
 }

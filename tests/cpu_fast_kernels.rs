@@ -1,5 +1,5 @@
 //! The fast CPU backend's GEMV kernels against the oracle's math, on every kernel this CPU
-//! runs (scalar, and AVX2 / AVX-VNNI or NEON / NEON dotprod) in both input precisions, through the threaded row
+//! runs (scalar, and AVX2 / AVX-512 VNNI / AVX-VNNI or NEON / NEON dotprod) in both input precisions, through the threaded row
 //! split, on random data and edge shapes (one group, fewer rows than a task, rows not a
 //! multiple of the split, a 65,536-row head, K = 4,096); and the chunk products of batched
 //! prefill (`gemm`, `gemm_swiglu`) against the GEMVs token by token.
@@ -148,6 +148,16 @@ fn the_simd_kernel_is_available_where_the_cpu_has_it() {
         std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("f16c")
+    );
+    // AVX-512 VNNI where the CPU has it, on top of AVX2.
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(
+        names.contains(&"avx512-vnni"),
+        names.contains(&"avx2")
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vnni"),
+        "{names:?}"
     );
     // AVX-VNNI (read from CPUID) comes only on top of AVX2.
     assert!(

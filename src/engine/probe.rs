@@ -7,7 +7,10 @@
 //! A step costs a fixed part (submission and readback, embedding, norms) plus one part
 //! per layer, and the LM head costs about as much as its share of the weights. Probes of
 //! one and of [`LAYERS`] layers give both parts, and the prediction for the whole model
-//! is `fixed + per_layer · (layers + head_weights / layer_weights)` on each backend.
+//! is `fixed + per_layer · (layers + head_weights / layer_weights)` on each backend. The
+//! CPU is probed first; where the GPU's one-layer step alone is already slower than the
+//! CPU's predicted whole model, the GPU's larger probe is skipped ([`Decision::settled`]):
+//! on a software adapter each GPU probe costs pipeline builds and slow steps.
 //!
 //! The decision is kept per adapter and model shape ([`Decision::key`]): natively in the
 //! cache folder ([`remembered`] / [`remember`]), in the browser in Cache Storage
@@ -71,18 +74,40 @@ impl StepTimer {
 pub struct Decision {
     pub gpu: bool,
     pub cpu_tok_s: f64,
+    /// The GPU's predicted rate, or (with `gpu_bound`) an upper bound of it.
     pub gpu_tok_s: f64,
+    /// Whether `gpu_tok_s` is only a bound: the rate of the GPU's one-layer probe, which
+    /// settled the choice ([`Decision::settled`]).
+    #[serde(default)]
+    pub gpu_bound: bool,
+}
+
+fn rate(step_seconds: f64) -> f64 {
+    1.0 / step_seconds.max(1e-9)
 }
 
 impl Decision {
     /// From predicted seconds per step on each backend.
     pub(crate) fn new(cpu_step: f64, gpu_step: f64) -> Decision {
-        let rate = |s: f64| 1.0 / s.max(1e-9);
         Decision {
             gpu: gpu_step < cpu_step,
             cpu_tok_s: rate(cpu_step),
             gpu_tok_s: rate(gpu_step),
+            gpu_bound: false,
         }
+    }
+
+    /// The CPU, when the GPU's one-layer probe step (`gpu_one` seconds) is no faster than
+    /// the CPU's predicted whole-model step: the GPU's prediction is never below its
+    /// one-layer step ([`predict`] only adds layers and the head), so its larger probe
+    /// could not change the choice. `None` when it could.
+    pub(crate) fn settled(cpu_step: f64, gpu_one: f64) -> Option<Decision> {
+        (gpu_one >= cpu_step).then(|| Decision {
+            gpu: false,
+            cpu_tok_s: rate(cpu_step),
+            gpu_tok_s: rate(gpu_one),
+            gpu_bound: true,
+        })
     }
 
     /// What was decided and why, for `info` / `-v`.
@@ -92,9 +117,13 @@ impl Decision {
         } else {
             "chosen by a probe of the model's layer shapes"
         };
+        let gpu = match self.gpu_bound {
+            true => format!("at most {:.1} tok/s (its one-layer probe)", self.gpu_tok_s),
+            false => format!("{:.1} tok/s (predicted)", self.gpu_tok_s),
+        };
         format!(
-            "{how}: CPU {:.1} tok/s vs software GPU adapter {adapter} {:.1} tok/s (predicted)",
-            self.cpu_tok_s, self.gpu_tok_s
+            "{how}: CPU {:.1} tok/s vs software GPU adapter {adapter} {gpu}",
+            self.cpu_tok_s
         )
     }
 
@@ -164,11 +193,12 @@ pub(crate) fn cpu_seconds(src: &mut SynthSource) -> Result<f64> {
     })
 }
 
-/// The decision from the probes' seconds per step (`[one layer, LAYERS layers]`) on each
-/// backend.
-pub(crate) fn decide(cpu: [f64; 2], gpu: [f64; 2], config: &ModelConfig) -> Decision {
-    let [cpu, gpu] = [cpu, gpu].map(|[one, many]| predict(one, many, config));
-    Decision::new(cpu, gpu)
+/// The CPU backend's predicted seconds per step of `config`'s whole model, from its
+/// probes of one and of [`LAYERS`] layers.
+pub(crate) fn cpu_step(config: &ModelConfig) -> Result<f64> {
+    let one = cpu_seconds(&mut probe_source(config, 1)?)?;
+    let many = cpu_seconds(&mut probe_source(config, LAYERS)?)?;
+    Ok(predict(one, many, config))
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -181,15 +211,18 @@ mod native {
 
     /// Probe the adapter of `ctx` against the CPU backend for `config`'s shapes.
     pub fn probe(ctx: &Arc<GpuContext>, config: &ModelConfig) -> Result<Decision> {
-        let (mut cpu, mut gpu) = ([0.0; 2], [0.0; 2]);
-        for (i, layers) in [1, LAYERS].into_iter().enumerate() {
+        let cpu = cpu_step(config)?;
+        let gpu_seconds = |layers| {
             let mut src = probe_source(config, layers)?;
             let mut model = GpuModel::load(ctx.clone(), &mut src, PROBE_CONTEXT)?;
-            gpu[i] = seconds_per_step(|pos| model.decode(0, pos).map(drop))?;
-            drop(model);
-            cpu[i] = cpu_seconds(&mut src)?;
+            seconds_per_step(|pos| model.decode(0, pos).map(drop))
+        };
+        let one = gpu_seconds(1)?;
+        if let Some(d) = Decision::settled(cpu, one) {
+            return Ok(d);
         }
-        Ok(decide(cpu, gpu, config))
+        let many = gpu_seconds(LAYERS)?;
+        Ok(Decision::new(cpu, predict(one, many, config)))
     }
 
     /// The file decisions are kept in: `$POCKETRT_CACHE_DIR`, else
@@ -269,12 +302,40 @@ mod tests {
         assert!((d.cpu_tok_s - 50.0).abs() < 1e-9 && (d.gpu_tok_s - 20.0).abs() < 1e-9);
         assert!(Decision::new(0.05, 0.02).gpu);
         assert!(d.reason("llvmpipe", true).starts_with("remembered"));
+        assert!(d
+            .reason("llvmpipe", false)
+            .ends_with("20.0 tok/s (predicted)"));
         let c = pocket();
         let mut wider = c.clone();
         wider.ffn_size += 64;
         assert_ne!(Decision::key("a", &c), Decision::key("a", &wider));
         assert_ne!(Decision::key("a", &c), Decision::key("b", &c));
         assert_eq!(Decision::key("a", &c), Decision::key("a", &c.clone()));
+    }
+
+    #[test]
+    fn a_one_layer_gpu_step_slower_than_the_whole_cpu_model_settles_the_choice() {
+        let c = pocket();
+        // The GPU's one-layer step bounds its prediction from below, whatever the larger
+        // probe gives.
+        for many in [0.0, 0.04, 0.05, 0.5] {
+            assert!(predict(0.04, many, &c) >= 0.04);
+        }
+        let d = Decision::settled(0.03, 0.04).expect("settled");
+        assert!(!d.gpu && d.gpu_bound);
+        assert!((d.gpu_tok_s - 25.0).abs() < 1e-9);
+        assert!(d
+            .reason("SwiftShader", false)
+            .ends_with("at most 25.0 tok/s (its one-layer probe)"));
+        assert_eq!(
+            Decision::settled(0.05, 0.04),
+            None,
+            "a faster GPU layer needs the larger probe"
+        );
+        // Older kept decisions (without the field) still read.
+        let old: Decision =
+            serde_json::from_str(r#"{"gpu":true,"cpu_tok_s":1,"gpu_tok_s":2}"#).unwrap();
+        assert!(old.gpu && !old.gpu_bound);
     }
 
     #[test]

@@ -31,6 +31,9 @@ struct PendingTensor {
     bytes: Vec<u8>,
 }
 
+/// GGUF's type id of a string value.
+const STRING_TYPE: u32 = 8;
+
 fn invalid(detail: String) -> Error {
     Error::InvalidArgument(format!("GGUF writer: {detail}"))
 }
@@ -183,8 +186,10 @@ fn put_value(out: &mut Vec<u8>, v: &MetaValue) -> Result<()> {
         MetaValue::Bool(x) => out.push(u8::from(*x)),
         MetaValue::String(s) => put_str(out, s),
         MetaValue::Array(items) => {
-            // GGUF arrays are homogeneous; an empty one is written as an array of u8.
-            let elem_ty = items.first().map_or(0, MetaValue::type_id);
+            // GGUF arrays are homogeneous. An empty one has no element to take the type
+            // from: it is written as an array of strings, the type of the arrays a model
+            // leaves empty (llama.cpp rejects a `tokenizer.ggml.merges` of any other type).
+            let elem_ty = items.first().map_or(STRING_TYPE, MetaValue::type_id);
             if items.iter().any(|x| x.type_id() != elem_ty) {
                 return Err(invalid(
                     "metadata array mixes value types (GGUF arrays are homogeneous)".into(),
@@ -247,6 +252,26 @@ mod tests {
         assert_eq!(&bytes[r.start as usize..r.end as usize], &t1[..]);
         let r0 = g.tensor_range(g.tensor("t0").unwrap()).unwrap();
         assert_eq!(&bytes[r0.start as usize..r0.end as usize], &t0[..]);
+    }
+
+    #[test]
+    fn an_empty_array_is_written_as_an_array_of_strings() {
+        let key = "tokenizer.ggml.merges";
+        let mut w = GgufWriter::new();
+        w.meta(key, MetaValue::Array(vec![]));
+        let bytes = w.to_bytes().unwrap();
+        let at = bytes
+            .windows(key.len())
+            .position(|k| k == key.as_bytes())
+            .expect("the key is written")
+            + key.len();
+        let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap());
+        assert_eq!(u32_at(at), MetaValue::Array(vec![]).type_id(), "an array");
+        let element = MetaValue::String(String::new()).type_id();
+        assert_eq!(u32_at(at + 4), element, "of strings");
+        assert_eq!(&bytes[at + 8..at + 16], &[0; 8], "with no element");
+        let g = Gguf::parse(&bytes).unwrap();
+        assert_eq!(g.get(key), Some(&MetaValue::Array(vec![])));
     }
 
     #[test]

@@ -198,7 +198,9 @@ async fn decision(
             return Ok((d, why));
         }
     }
+    let started = web_time::Instant::now();
     let d = run_probe(ctx, config).await?;
+    let probe_ms = started.elapsed().as_millis();
     if let Some(c) = &cache {
         let response = serde_json::to_string(&d)
             .ok()
@@ -208,7 +210,7 @@ async fn decision(
             let _ = store(c, &url, &response).await;
         }
     }
-    let why = d.reason(adapter, false);
+    let why = format!("{}; probed in {probe_ms} ms", d.reason(adapter, false));
     Ok((d, why))
 }
 
@@ -221,24 +223,31 @@ async fn remembered(cache: &web_sys::Cache, url: &str) -> Option<Decision> {
     serde_json::from_str(&text.as_string()?).ok()
 }
 
-/// The probes (`engine::probe`) on the adapter of `ctx` (awaited steps) and on the CPU.
+/// The probes (`engine::probe`) on the CPU, then on the adapter of `ctx` (awaited steps):
+/// its one-layer probe, and the larger one only when that does not settle the choice.
 async fn run_probe(ctx: &Arc<GpuContext>, config: &ModelConfig) -> Result<Decision> {
-    let (mut cpu, mut gpu) = ([0.0; 2], [0.0; 2]);
-    for (i, layers) in [1, LAYERS].into_iter().enumerate() {
-        let mut src = probe::probe_source(config, layers)?;
-        let mut model = GpuModel::load(ctx.clone(), &mut src, PROBE_CONTEXT)?;
-        let mut t = StepTimer::default();
-        let mut pos = 0;
-        while t.more() {
-            model.decode_async(0, pos % PROBE_CONTEXT).await?;
-            pos += 1;
-            t.stepped();
-        }
-        model.destroy();
-        gpu[i] = 1.0 / t.rate().max(1e-9);
-        cpu[i] = probe::cpu_seconds(&mut src)?;
+    let cpu = probe::cpu_step(config)?;
+    let one = gpu_seconds(ctx, config, 1).await?;
+    if let Some(d) = Decision::settled(cpu, one) {
+        return Ok(d);
     }
-    Ok(probe::decide(cpu, gpu, config))
+    let many = gpu_seconds(ctx, config, LAYERS).await?;
+    Ok(Decision::new(cpu, probe::predict(one, many, config)))
+}
+
+/// Seconds per step of a probe of `layers` layers on the adapter of `ctx`.
+async fn gpu_seconds(ctx: &Arc<GpuContext>, config: &ModelConfig, layers: usize) -> Result<f64> {
+    let mut src = probe::probe_source(config, layers)?;
+    let mut model = GpuModel::load(ctx.clone(), &mut src, PROBE_CONTEXT)?;
+    let mut t = StepTimer::default();
+    let mut pos = 0;
+    while t.more() {
+        model.decode_async(0, pos % PROBE_CONTEXT).await?;
+        pos += 1;
+        t.stepped();
+    }
+    model.destroy();
+    Ok(1.0 / t.rate().max(1e-9))
 }
 
 /// Writes one shard's chunks to every destination of a [`Target`].

@@ -4,8 +4,6 @@
 // pocketrt the same weights as a package (/models/bench/: GGUF loads in the browser are
 // WebGPU-only). Each prints one JSON line.
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
 import { benchModel, plainPage } from './cases.js';
 
 const PACKAGE = '/models/bench/';
@@ -14,32 +12,6 @@ const DECODE = 32;
 /** A 512-token prompt of ordinary ids (no special tokens). */
 const prompt = () => Array.from({ length: PROMPT }, (_, i) => 100 + ((i * 7919) % 20000));
 
-/** A copy of large.gguf that llama.cpp reads, served as /models/wllama/: pocketrt's GGUF
- * writer types an empty metadata array as u8, and llama.cpp insists that the (here empty)
- * tokenizer.ggml.merges be an array of strings, so that one type id is patched. */
-function llamaReadableGguf(server, scratch) {
-  const dir = path.join(scratch, 'wllama');
-  fs.mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, 'large.gguf');
-  fs.copyFileSync(path.join(server.models.large, 'large.gguf'), file);
-  const fd = fs.openSync(file, 'r+');
-  try {
-    const head = Buffer.alloc(8 << 20);
-    fs.readSync(fd, head, 0, head.length, 0);
-    const key = Buffer.from('tokenizer.ggml.merges');
-    const at = head.indexOf(key) + key.length; // then: value type, element type, count
-    assert.ok(at > key.length, 'large.gguf has tokenizer.ggml.merges');
-    assert.equal(head.readUInt32LE(at), 9, 'merges are an array');
-    if (head.readBigUInt64LE(at + 8) === 0n && head.readUInt32LE(at + 4) !== 8) {
-      fs.writeSync(fd, Buffer.from([8, 0, 0, 0]), 0, 4, at + 4); // GGUF string
-    }
-  } finally {
-    fs.closeSync(fd);
-  }
-  server.models.wllama = dir;
-  return '/models/wllama/large.gguf';
-}
-
 /** In a Worker of the page (the pool's threads): a cold load of `url` (Cache Storage
  * emptied first), a cached one, then time to first token for the prompt and decode tok/s. */
 function pocketrt(page, url, options) {
@@ -47,11 +19,17 @@ function pocketrt(page, url, options) {
     async ({ url, options, prompt, n }) => {
       const { createWorker } = await import('/pkg/pocket.js');
       for (const k of await caches.keys()) await caches.delete(k);
+      // Seconds from the start of a load to the first progress event of each phase
+      // (manifest: the backend chosen; tokenizer: every shard in; ready: the model built).
       const timedLoad = async () => {
         const worker = createWorker('/pkg/worker.js');
+        const phases = {};
         const t0 = performance.now();
-        const m = await worker.load(url, { cache: true, contextLength: 1024, ...options });
-        return { worker, m, seconds: (performance.now() - t0) / 1000 };
+        const onProgress = (e) => {
+          phases[e.phase] ??= (performance.now() - t0) / 1000;
+        };
+        const m = await worker.load(url, { cache: true, contextLength: 1024, onProgress, ...options });
+        return { worker, m, seconds: (performance.now() - t0) / 1000, phases };
       };
       const cold = await timedLoad();
       cold.worker.terminate();
@@ -71,6 +49,7 @@ function pocketrt(page, url, options) {
         return {
           backend: m.info.backend, reason: m.info.backendReason, threads: m.info.threads,
           cold_load_seconds: cold.seconds, cached_load_seconds: seconds,
+          cold_load_phases: cold.phases, cold_load_reason: cold.m.info.backendReason,
           ttft_seconds: (first - t0) / 1000, prompt_tokens_per_second: s.promptTokens / s.promptSeconds,
           decode_tokens_per_second: s.tokensPerSecond, generated: s.generatedTokens, tokens,
         };
@@ -91,7 +70,8 @@ export const tests = {
     assert.ok(server.models.large, 'POCKETRT_WEB_LARGE names the folder of large.gguf');
     benchModel(server, scratch);
     await plainPage(page, server);
-    const gguf = llamaReadableGguf(server, scratch);
+    // The fixture's GGUF as written (gguf_write.rs types its empty merges as llama.cpp wants).
+    const gguf = '/models/large/large.gguf';
     const ours = await pocketrt(page, PACKAGE, { backend: 'auto' });
     assert.ok(ours.backend, `pocketrt load failed: ${ours.code} ${ours.message}`);
     const theirs = await page.evaluate(

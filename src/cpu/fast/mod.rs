@@ -4,8 +4,8 @@
 //! ([`Precision`]): `Int8` quantizes them with one f32 scale per block, so each weight
 //! group costs two byte-multiply instructions instead of 64 float FMAs (the scheme of
 //! llama.cpp's Q4_1 × Q8_1); `F32` keeps the oracle's numbers exactly. The kernel
-//! ([`Kernel`]) is picked at run time: AVX2+FMA+F16C on x86-64 (with AVX-VNNI dot products
-//! where the CPU has them), NEON on aarch64, simd128
+//! ([`Kernel`]) is picked at run time: AVX2+FMA+F16C on x86-64 (with AVX-VNNI or AVX-512
+//! VNNI dot products where the CPU has them), NEON on aarch64, simd128
 //! on wasm when compiled with it, portable Rust elsewhere. Matrix rows are split across
 //! rayon's threads natively and in the threaded wasm build (feature `wasm-threads`: a pool
 //! of Web Workers sharing the module's memory, started by `initThreadPool`); the plain wasm

@@ -3,7 +3,8 @@
 //! Int8: two `vpmaddubsw` (u8 × i8 → pairs summed in i16: at most 2·15·127 each, never
 //! saturating), `vpmaddwd` by 1 widens to 8 i32 lanes; with AVX-VNNI two `vpdpbusd` (four
 //! u8 × i8 products summed into each i32 lane) do the same in two instructions instead of
-//! four. The 8 i32 lanes are folded to `Int8Sum`'s 4 and scaled in its order (a
+//! four; with AVX-512 VNNI one 512-bit `vpdpbusd` on both nibble halves at once, its
+//! two 256-bit halves then added. The 8 i32 lanes are folded to `Int8Sum`'s 4 and scaled in its order (a
 //! multiply, then an add), so the results equal the scalar kernel's bit for bit.
 //! F32: nibbles widened to f32 eight at a time into FMAs. F16C unpacks (scale, min).
 //! The int8 GEMV is the one-token case of the int8 tile (up to `TILE` tokens per weight
@@ -14,12 +15,21 @@ use super::{Rows, WORDS};
 use crate::quant::GROUP;
 use std::arch::x86_64::*;
 
-/// `Σ lo·xl + hi·xh` per i32 lane (four byte products each): `vpmaddubsw` into i16
-/// pairs, widened by `vpmaddwd`.
+/// `Σ lo·xl + hi·xh` per i32 lane (four byte products each), `xl`/`xh` the 64
+/// activation bytes at `x`: `vpmaddubsw` into i16 pairs, widened by `vpmaddwd`.
 #[inline(always)]
-unsafe fn dot_maddubs(lo: __m256i, xl: __m256i, hi: __m256i, xh: __m256i) -> __m256i {
+unsafe fn dot_maddubs(lo: __m256i, hi: __m256i, x: *const i8) -> __m256i {
+    let (xl, xh) = load_halves(x);
     let pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
     _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
+}
+
+#[inline(always)]
+unsafe fn load_halves(x: *const i8) -> (__m256i, __m256i) {
+    (
+        _mm256_loadu_si256(x as *const __m256i),
+        _mm256_loadu_si256(x.add(32) as *const __m256i),
+    )
 }
 
 /// The same sums by two `vpdpbusd` (AVX-VNNI; VEX-encoded, so AVX2 registers suffice).
@@ -27,7 +37,8 @@ unsafe fn dot_maddubs(lo: __m256i, xl: __m256i, hi: __m256i, xh: __m256i) -> __m
 /// crate's MSRV. (Inlined into the tile, which has the same target features.)
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_vnni(lo: __m256i, xl: __m256i, hi: __m256i, xh: __m256i) -> __m256i {
+unsafe fn dot_vnni(lo: __m256i, hi: __m256i, x: *const i8) -> __m256i {
+    let (xl, xh) = load_halves(x);
     let mut s = _mm256_setzero_si256();
     core::arch::asm!(
         "{{vex}} vpdpbusd {s}, {lo}, {xl}",
@@ -38,6 +49,32 @@ unsafe fn dot_vnni(lo: __m256i, xl: __m256i, hi: __m256i, xh: __m256i) -> __m256
         hi = in(ymm_reg) hi,
         xh = in(ymm_reg) xh,
         options(pure, nomem, nostack, preserves_flags),
+    );
+    s
+}
+
+/// The same sums by one 512-bit `vpdpbusd` (AVX-512 VNNI): `[lo, hi]` in one zmm against
+/// the 64 activation bytes, then its upper eight lanes (the high nibbles) added to the
+/// lower eight. Assembly on the zmm forms of the ymm operands, all within one block (the
+/// compiler keeps only their low 256 bits): AVX-512 intrinsics and target features need
+/// Rust 1.89, above the crate's MSRV.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_avx512_vnni(lo: __m256i, hi: __m256i, x: *const i8) -> __m256i {
+    let s: __m256i;
+    core::arch::asm!(
+        "vinserti64x4 {c:z}, {lo:z}, {hi:y}, 1",
+        "vpxor {s:y}, {s:y}, {s:y}",
+        "vpdpbusd {s:z}, {c:z}, zmmword ptr [{x}]",
+        "vextracti64x4 {t:y}, {s:z}, 1",
+        "vpaddd {s:y}, {s:y}, {t:y}",
+        lo = in(ymm_reg) lo,
+        hi = in(ymm_reg) hi,
+        x = in(reg) x,
+        s = out(ymm_reg) s,
+        c = out(ymm_reg) _,
+        t = out(ymm_reg) _,
+        options(pure, readonly, nostack, preserves_flags),
     );
     s
 }
@@ -64,10 +101,7 @@ macro_rules! int8_tile {
                     let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(w), mask);
                     let sm = _mm_cvtph_ps(_mm_cvtsi32_si128(*p.add(g) as i32));
                     for t in 0..T {
-                        let x = q[t].add(g * GROUP);
-                        let xl = _mm256_loadu_si256(x as *const __m256i);
-                        let xh = _mm256_loadu_si256(x.add(32) as *const __m256i);
-                        let sums = $dot(lo, xl, hi, xh);
+                        let sums = $dot(lo, hi, q[t].add(g * GROUP));
                         // Lanes k and k + 4 hold bytes 4k.. and 16 + 4k..: Int8Sum's lanes.
                         let sums = _mm_add_epi32(
                             _mm256_castsi256_si128(sums),
@@ -112,6 +146,18 @@ int8_tile!(
     tile_i8_vnni,
     "avx2,fma,f16c",
     dot_vnni
+);
+
+int8_tile!(
+    /// [`tile_i8`] with AVX-512 VNNI dot products (one 512-bit `vpdpbusd` per group and
+    /// token).
+    ///
+    /// # Safety
+    /// As [`tile_i8`], on a CPU that also has AVX-512 F and VNNI (with the OS saving the
+    /// zmm registers).
+    tile_i8_avx512_vnni,
+    "avx2,fma,f16c",
+    dot_avx512_vnni
 );
 
 /// `((acc0 + acc2) + (acc1 + acc3)) + mins[1]`: `Int8Sum`'s finish.

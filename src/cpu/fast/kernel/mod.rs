@@ -1,6 +1,6 @@
 //! The Q4 g64 GEMV kernels: `out[r] = W[r] · x` for a run of rows, with `x` prepared as
 //! [`Acts`] in int8 (per-block quantized: integer dot products) or f32. One scalar version
-//! and SIMD versions (AVX2 / AVX-VNNI on x86-64, NEON / NEON dotprod on aarch64, simd128 /
+//! and SIMD versions (AVX2 / AVX-512 VNNI / AVX-VNNI on x86-64, NEON / NEON dotprod on aarch64, simd128 /
 //! relaxed SIMD on wasm), chosen once at run time (on wasm at compile time: each web build
 //! variant enables its features). For int8 all compute the same exact integer lane sums
 //! per group and scale them in one shared order ([`Int8Sum`]), so every kernel gives the
@@ -73,6 +73,10 @@ pub enum Kernel {
     /// the AVX2 kernel).
     #[cfg(target_arch = "x86_64")]
     AvxVnni,
+    /// x86-64 AVX2 kernels with AVX-512 VNNI's 512-bit `vpdpbusd` (int8; f32 inputs run
+    /// the AVX2 kernel).
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
     /// aarch64 NEON (always present there): `smull`/`sadalp` on 16 nibbles at a time.
     #[cfg(target_arch = "aarch64")]
     Neon,
@@ -111,7 +115,9 @@ impl Kernel {
             .expect("the scalar kernel is always available")
     }
 
-    /// Every kernel this CPU runs, slowest first (the scalar one first of all).
+    /// Every kernel this CPU runs, slowest first (the scalar one first of all); AVX-512
+    /// VNNI before AVX-VNNI: faster as a kernel, but not yet shown faster for the whole
+    /// model (docs/ARCHITECTURE.md).
     pub fn available() -> Vec<Kernel> {
         #[allow(unused_mut)]
         let mut v = vec![Kernel::Scalar];
@@ -121,6 +127,9 @@ impl Kernel {
             && std::arch::is_x86_feature_detected!("f16c")
         {
             v.push(Kernel::Avx2);
+            if has_avx512_vnni() {
+                v.push(Kernel::Avx512Vnni);
+            }
             if has_avx_vnni() {
                 v.push(Kernel::AvxVnni);
             }
@@ -146,6 +155,8 @@ impl Kernel {
             Kernel::Avx2 => "avx2",
             #[cfg(target_arch = "x86_64")]
             Kernel::AvxVnni => "avx-vnni",
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => "avx512-vnni",
             #[cfg(target_arch = "aarch64")]
             Kernel::Neon => "neon",
             #[cfg(target_arch = "aarch64")]
@@ -191,7 +202,7 @@ impl Kernel {
             (Kernel::Scalar, Precision::Int8) => scalar::rows_i8(c, p, groups, a, out),
             (Kernel::Scalar, Precision::F32) => scalar::rows_f32(c, p, groups, a, out),
             #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx2 | Kernel::AvxVnni, Precision::F32) => unsafe {
+            (Kernel::Avx2 | Kernel::AvxVnni | Kernel::Avx512Vnni, Precision::F32) => unsafe {
                 avx2::rows_f32(c, p, groups, a, out)
             },
             #[cfg(target_arch = "aarch64")]
@@ -284,6 +295,8 @@ impl Kernel {
             Kernel::Avx2 => tiles!(avx2::tile_i8),
             #[cfg(target_arch = "x86_64")]
             Kernel::AvxVnni => tiles!(avx2::tile_i8_vnni),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => tiles!(avx2::tile_i8_avx512_vnni),
             #[cfg(target_arch = "aarch64")]
             Kernel::Neon => tiles!(neon::tile_i8),
             #[cfg(target_arch = "aarch64")]
@@ -308,6 +321,15 @@ fn has_avx_vnni() -> bool {
     #[allow(unused_unsafe)]
     let leaf = unsafe { std::arch::x86_64::__cpuid_count(7, 1) };
     leaf.eax & (1 << 4) != 0
+}
+
+/// Whether the CPU has AVX-512 F, BW and VNNI (and the OS saves the zmm registers, which
+/// the detection checks).
+#[cfg(target_arch = "x86_64")]
+fn has_avx512_vnni() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vnni")
 }
 
 /// Lanes of the int8 accumulation order all kernels share ([`Int8Sum`]).
