@@ -90,20 +90,19 @@ fn check_attention_folding(
         check_attention_design(gpu(), shape, qk_norm, pos, split_len, seed, design);
     }
     if AttentionVariant::Group.fits(shape, true) {
-        check_group_folding(shape, qk_norm, pos, split_len, seed, hidden, BLOCKS);
+        check_group_folding(shape, qk_norm, (pos, split_len), seed, (hidden, BLOCKS));
     }
 }
 
-/// [`check_attention_design`] in the group design with W_o (`hidden` rows) folded in,
-/// spread in `blocks`: one part per KV head (its GQA group's heads).
+/// [`check_attention_design`] at `pos` with `split_len` positions per split, in the group
+/// design with W_o (`hidden` rows) folded in, spread in `blocks`: one part per KV head
+/// (its GQA group's heads).
 fn check_group_folding(
     shape: HeadShape,
     qk_norm: bool,
-    pos: usize,
-    split_len: usize,
+    (pos, split_len): (usize, usize),
     seed: u64,
-    hidden: usize,
-    blocks: WoBlocks,
+    (hidden, blocks): (usize, WoBlocks),
 ) {
     let design = Design::folded(AttentionVariant::Group, shape, hidden, None, blocks);
     check_attention_design(gpu(), shape, qk_norm, pos, split_len, seed, design);
@@ -460,7 +459,10 @@ fn group_fold_rejects_w_o_blocks_that_do_not_fit_its_workgroup() {
     for blocks in [
         WoBlocks { rows: 0, lanes: 8 },
         WoBlocks { rows: 32, lanes: 3 },
-        WoBlocks { rows: 32, lanes: 256 },
+        WoBlocks {
+            rows: 32,
+            lanes: 256,
+        },
     ] {
         let wo = WoFold {
             rows: 896,
@@ -491,18 +493,18 @@ fn group_attention_with_w_o_folded_per_kv_head_matches_reference() {
         lanes: 16,
     };
     for (i, pos) in [0, 255, 256, 4099].into_iter().enumerate() {
-        check_group_folding(POCKET_HEADS, true, pos, 256, 80 + i as u64, 896, BLOCKS);
+        check_group_folding(POCKET_HEADS, true, (pos, 256), 80 + i as u64, (896, BLOCKS));
     }
-    check_group_folding(POCKET_HEADS, true, 300, 256, 84, 896, odd);
+    check_group_folding(POCKET_HEADS, true, (300, 256), 84, (896, odd));
     let qwen_128 = heads(14, 2, 128, 600);
-    check_group_folding(qwen_128, true, 100, 256, 85, 896, BLOCKS);
-    check_group_folding(qwen_128, false, 599, 256, 86, 200, narrow);
+    check_group_folding(qwen_128, true, (100, 256), 85, (896, BLOCKS));
+    check_group_folding(qwen_128, false, (599, 256), 86, (200, narrow));
     let mha_64 = heads(4, 4, 64, 300);
-    check_group_folding(mha_64, true, 0, 256, 87, 200, odd);
-    check_group_folding(mha_64, true, 299, 64, 88, 200, BLOCKS);
+    check_group_folding(mha_64, true, (0, 256), 87, (200, odd));
+    check_group_folding(mha_64, true, (299, 64), 88, (200, BLOCKS));
     let mha_128 = heads(2, 2, 128, 300);
-    check_group_folding(mha_128, false, 17, 256, 89, 136, whole);
-    check_group_folding(mha_128, true, 299, 100, 90, 136, narrow);
+    check_group_folding(mha_128, false, (17, 256), 89, (136, whole));
+    check_group_folding(mha_128, true, (299, 100), 90, (136, narrow));
 }
 
 #[test]

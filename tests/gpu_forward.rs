@@ -262,7 +262,11 @@ fn decode_dispatches_and_submits_per_token_in_every_profile() {
             assert!(all <= 3 + 4 * layers, "{name}: {all} dispatches");
         }
         if name.starts_with("gpu") {
-            assert_eq!(all, 3 + 4 * layers, "{name}: W_o folded into the group attention");
+            assert_eq!(
+                all,
+                3 + 4 * layers,
+                "{name}: W_o folded into the group attention"
+            );
             assert_eq!(model.attention_variant(), AttentionVariant::Group, "{name}");
         }
         println!("{name}: {all} dispatches per token ({layers} layers, O GEMVs {o})");

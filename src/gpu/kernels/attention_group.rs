@@ -196,12 +196,8 @@ impl AttentionGroup {
         slots.extend([Slot::ReadWrite; 3]);
         let wo_slots: Vec<Slot> = wo.iter().flat_map(|w| w.slots()).collect();
         slots.extend(&wo_slots);
-        let label = if folded {
-            "attention/group+wo"
-        } else {
-            "attention/group"
-        };
-        let kernel = KernelPipeline::new(ctx, label, &source, &slots, &constants);
+        let label = ["attention/group", if folded { "+wo" } else { "" }].concat();
+        let kernel = KernelPipeline::new(ctx, &label, &source, &slots, &constants);
         let merge = wo.map(|w| {
             let constants = [
                 ("N_HEADS", shape.n_heads as f64),
