@@ -90,8 +90,8 @@ fn dump_wgsl_writes_every_assembled_shader_named_by_its_label() {
     let gemm = format!("gemm_q4.{}", ctx.profile.gemm.label().replace('/', "."));
     for kernel in [
         "embed_q4",
-        "attention.group",
-        "attention_combine",
+        "attention.group+wo",
+        "attention_group_combine+wo",
         "argmax",
         "topk.radix.chunks",
         "topk.radix.merge",

@@ -9,7 +9,7 @@
 //!   Q4 matrix (hidden × q). After several splits the combine reads the splits' partial
 //!   results (n_heads · splits · (head_dim + 2) f32) and the folded W_o, the splits the rest.
 //!   The group design's W_o blocks each read their rows once and the same K, V and
-//!   partials, which count once (the re-reads come from cache).
+//!   partials, counted once (the re-reads assumed to come from cache).
 //! - embed: one Q4 row of the embedding; argmax: the logits.
 //!
 //! Outputs written are not counted (a few KB per dispatch; reads dominate).
