@@ -26,6 +26,13 @@
 // holds per (q head, split) the unnormalised Σ p·v (HD values), then the split's max
 // score m and Σ p, the layout attention_combine.wgsl merges (as attention.wgsl's).
 //
+// WO_FOLD (the output projection folded in, attention_group_wo.wgsl): the grid of one
+// split is (N_KV, 1, blocks); workgroup (kv, 0, b) computes the group's attention as
+// above, then W_o row block b of the group's part from the normalised outputs (into q_sh,
+// whose queries are no longer needed); only block 0 writes `out`. Every block writes
+// this step's k and v (the same values) before reading them back. Several splits project
+// nothing: attention_group_combine.wgsl merges them and projects, per (kv, b) too.
+//
 // GROUP, HD4 (HD / 4), WIDTH (invocations, 64 to 256) and CHUNK (2 · WIDTH: p_sh then
 // holds the halving rounds' accumulators) are consts from the wrapper
 // (attention_group.rs), chosen per shape so that workgroup memory stays within 16 KiB.
@@ -239,6 +246,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
     }
+    let block = wid.z;
     if (lid < HD4) {
         for (var g = 0u; g < GROUP; g++) {
             let h = h0 + g;
@@ -253,11 +261,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     out[base + HD] = st.x;
                     out[base + HD + 1u] = st.y;
                 }
+            } else if (WO_FOLD) {
+                q_sh[g * HD4 + d] = o;
             }
-            out[at] = o.x;
-            out[at + 1u] = o.y;
-            out[at + 2u] = o.z;
-            out[at + 3u] = o.w;
+            if (block == 0u) {
+                out[at] = o.x;
+                out[at + 1u] = o.y;
+                out[at + 2u] = o.z;
+                out[at + 3u] = o.w;
+            }
         }
+    }
+    if (WO_FOLD && splits == 1u) {
+        workgroupBarrier();
+        project_block(kv, block, lid);
     }
 }

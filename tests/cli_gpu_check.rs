@@ -69,6 +69,35 @@ fn check_report(r: &serde_json::Value) {
         assert_eq!(d["submits_per_token"], 1.0, "one submit per decode step");
     }
     assert_eq!(r["submits_per_token"], 1.0);
+    // Decode with W_o folded and not, at both positions (tiny-qwen3's heads fold in every
+    // profile): the folded step one dispatch per layer fewer.
+    let fold = &r["fold_output"];
+    let at = |f: &str| -> Vec<u64> {
+        let entries = fold[f]
+            .as_array()
+            .unwrap_or_else(|| panic!("fold {f}: {fold}"));
+        let positions: Vec<u64> = entries
+            .iter()
+            .map(|d| d["position"].as_u64().unwrap())
+            .collect();
+        assert_eq!(positions, [0, 64], "fold {f}");
+        for d in entries {
+            positive(&d["tok_s"], "decode tok/s");
+        }
+        entries
+            .iter()
+            .map(|d| d["dispatches"].as_u64().unwrap())
+            .collect()
+    };
+    let (on, off) = (at("on"), at("off"));
+    let layers = r["model"]["layers"].as_u64().unwrap();
+    assert_eq!(on[0] + layers, off[0], "fold on {on:?}, off {off:?}");
+    let folded = r["profile"]["fold_output"] == true;
+    let default = if folded { &fold["on"] } else { &fold["off"] };
+    assert_eq!(
+        default, &r["decode"],
+        "the profile's own step is the decode entry"
+    );
     assert_eq!(r["prefill"]["tokens"], 32);
     positive(&r["prefill"]["tok_s"], "prefill tok/s");
     let ceiling = positive(&r["read_ceiling"]["gb_s"], "read ceiling");

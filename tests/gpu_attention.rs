@@ -9,6 +9,7 @@ use gpu_common::{assert_close, f16_round, gpu, profiles, rmsnorm, Rng};
 use pocketrt::gpu::kernels::attention::{
     Attention, AttentionInputs, AttentionVariant, OutputProjection, WoFold,
 };
+use pocketrt::gpu::kernels::attention_group::WoBlocks;
 use pocketrt::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, MatrixCodes, TextureOrder};
 use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
 use pocketrt::gpu::GpuContext;
@@ -61,10 +62,14 @@ fn check_attention(shape: HeadShape, qk_norm: bool, pos: usize, split_len: usize
     }
 }
 
-/// [`check_attention`] in both designs with the output projection (`hidden` rows, random
+/// The GPU profiles' W_o blocks (32 rows, 8 lanes per row).
+const BLOCKS: WoBlocks = WoBlocks { rows: 32, lanes: 8 };
+
+/// [`check_attention`] in every design with the output projection (`hidden` rows, random
 /// Q4 W_o) folded in, its codes read from the storage buffer and (the lanes design, as on
-/// CPU adapters) from either texture order: then each part must equal W_o's columns of
-/// its heads times the reference output of those heads, and Σ parts the whole W_o · o.
+/// CPU adapters) from either texture order, the group design in [`BLOCKS`]: then each
+/// part must equal W_o's columns of its heads times the reference output of those heads,
+/// and Σ parts the whole W_o · o.
 fn check_attention_folding(
     shape: HeadShape,
     qk_norm: bool,
@@ -81,9 +86,26 @@ fn check_attention_folding(
         (lanes, Some(TextureOrder::Tiles)),
     ];
     for (variant, order) in designs {
-        let design = Design::folded(variant, shape, hidden, order);
+        let design = Design::folded(variant, shape, hidden, order, BLOCKS);
         check_attention_design(gpu(), shape, qk_norm, pos, split_len, seed, design);
     }
+    if AttentionVariant::Group.fits(shape, true) {
+        check_group_folding(shape, qk_norm, (pos, split_len), seed, (hidden, BLOCKS));
+    }
+}
+
+/// [`check_attention_design`] at `pos` with `split_len` positions per split, in the group
+/// design with W_o (`hidden` rows) folded in, spread in `blocks`: one part per KV head
+/// (its GQA group's heads).
+fn check_group_folding(
+    shape: HeadShape,
+    qk_norm: bool,
+    (pos, split_len): (usize, usize),
+    seed: u64,
+    (hidden, blocks): (usize, WoBlocks),
+) {
+    let design = Design::folded(AttentionVariant::Group, shape, hidden, None, blocks);
+    check_attention_design(gpu(), shape, qk_norm, pos, split_len, seed, design);
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -95,22 +117,22 @@ enum Design {
 
 impl Design {
     /// `variant` with a `hidden`-row W_o of `shape` folded in, its codes read from the
-    /// storage buffer or the texture in `order`.
+    /// storage buffer or the texture in `order`, spread in `blocks` (the group design).
     fn folded(
         variant: AttentionVariant,
         shape: HeadShape,
         hidden: usize,
         order: Option<TextureOrder>,
+        blocks: WoBlocks,
     ) -> Design {
         let spec = GemvSpec::new(hidden, shape.n_heads * shape.head_dim, Epilogue::Store);
         let codes = CodesRead::new(order, &spec);
-        Design::Folded(
-            variant,
-            WoFold {
-                rows: hidden,
-                codes,
-            },
-        )
+        let wo = WoFold {
+            rows: hidden,
+            codes,
+            blocks,
+        };
+        Design::Folded(variant, wo)
     }
 }
 
@@ -366,7 +388,7 @@ fn split_attention_matches_reference_at_32768_positions_in_every_profile() {
                 AttentionVariant::Lanes => p.code_textures,
                 AttentionVariant::Workgroup | AttentionVariant::Group => None,
             };
-            let folded = Design::folded(variant, shape, hidden, order);
+            let folded = Design::folded(variant, shape, hidden, order, p.wo_blocks);
             check_attention_design(ctx, shape, true, 32_767, p.split_len, 41, folded);
         }
     }
@@ -414,6 +436,7 @@ fn output_projection_fold_rejects_heads_not_a_multiple_of_8() {
     let wo = WoFold {
         rows: 64,
         codes: CodesRead::Buffer,
+        blocks: BLOCKS,
     };
     for v in [
         AttentionVariant::Workgroup,
@@ -423,12 +446,65 @@ fn output_projection_fold_rejects_heads_not_a_multiple_of_8() {
         let r = Attention::with_output_projection(gpu(), v, odd, false, 1e-6, 64, wo);
         assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
     }
-    // The group design never folds, whatever the shape.
-    assert!(Attention::can_fold_output(POCKET_HEADS));
+    // The group design runs heads of 12 but does not fold them.
     let group = AttentionVariant::Group;
-    assert!(!group.fits(POCKET_HEADS, true) && group.fits(POCKET_HEADS, false));
-    let r = Attention::with_output_projection(gpu(), group, POCKET_HEADS, true, 1e-6, 64, wo);
-    assert!(matches!(r, Err(pocketrt::Error::InvalidArgument(_))));
+    assert!(group.fits(odd, false) && !group.fits(odd, true));
+    assert!(Attention::can_fold_output(POCKET_HEADS) && group.fits(POCKET_HEADS, true));
+}
+
+#[test]
+fn group_fold_rejects_w_o_blocks_that_do_not_fit_its_workgroup() {
+    // Pocket's group layout: 128 invocations. No rows, lanes not a power of two or wider
+    // than the workgroup: typed errors.
+    for blocks in [
+        WoBlocks { rows: 0, lanes: 8 },
+        WoBlocks { rows: 32, lanes: 3 },
+        WoBlocks {
+            rows: 32,
+            lanes: 256,
+        },
+    ] {
+        let wo = WoFold {
+            rows: 896,
+            codes: CodesRead::Buffer,
+            blocks,
+        };
+        let group = AttentionVariant::Group;
+        let r = Attention::with_output_projection(gpu(), group, POCKET_HEADS, true, 1e-6, 256, wo);
+        assert!(
+            matches!(r, Err(pocketrt::Error::InvalidArgument(_))),
+            "{blocks:?}"
+        );
+    }
+}
+
+/// The group design with W_o folded in, one part per KV head, against the reference:
+/// Pocket's shape (7:1, heads of 64) at position 0, the last position of one split, the
+/// first of two and the cache's last (17 splits); 7:1 with heads of 128 (Qwen2.5's GQA at
+/// twice the head); 1:1 with heads of 64 and 128; blocks of the profile's 32 rows, of rows
+/// that divide neither W_o's rows nor a pass (7 rows, 4 lanes; 50 rows of 1 lane), and
+/// one block of every row.
+#[test]
+fn group_attention_with_w_o_folded_per_kv_head_matches_reference() {
+    let odd = WoBlocks { rows: 7, lanes: 4 };
+    let narrow = WoBlocks { rows: 50, lanes: 1 };
+    let whole = WoBlocks {
+        rows: 4096,
+        lanes: 16,
+    };
+    for (i, pos) in [0, 255, 256, 4099].into_iter().enumerate() {
+        check_group_folding(POCKET_HEADS, true, (pos, 256), 80 + i as u64, (896, BLOCKS));
+    }
+    check_group_folding(POCKET_HEADS, true, (300, 256), 84, (896, odd));
+    let qwen_128 = heads(14, 2, 128, 600);
+    check_group_folding(qwen_128, true, (100, 256), 85, (896, BLOCKS));
+    check_group_folding(qwen_128, false, (599, 256), 86, (200, narrow));
+    let mha_64 = heads(4, 4, 64, 300);
+    check_group_folding(mha_64, true, (0, 256), 87, (200, odd));
+    check_group_folding(mha_64, true, (299, 64), 88, (200, BLOCKS));
+    let mha_128 = heads(2, 2, 128, 300);
+    check_group_folding(mha_128, false, (17, 256), 89, (136, whole));
+    check_group_folding(mha_128, true, (299, 100), 90, (136, narrow));
 }
 
 #[test]

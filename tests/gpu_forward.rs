@@ -58,16 +58,22 @@ fn check_source(name: &str, source: impl Fn() -> Box<dyn ModelSource>) {
     for ctx in profiles() {
         for fold in [true, false] {
             let what = format!("{name} profile {} fold {fold}", ctx.profile.name);
-            check_step(ctx, &what, &source, fold);
+            // QKV, attention with the output projection folded in, residual + parts +
+            // gate/up, down (every fixture's heads fold: head_dim % 8 == 0); unfolded, the
+            // O GEMV too.
+            check_step(ctx, &what, &source, fold, if fold { 4 } else { 5 });
         }
     }
 }
 
+/// The decode step asked to fold W_o (`fold`) or not, with `per_layer` dispatches per
+/// layer, against the oracle.
 fn check_step(
     ctx: &Arc<GpuContext>,
     name: &str,
     source: &impl Fn() -> Box<dyn ModelSource>,
     fold: bool,
+    per_layer: usize,
 ) {
     let oracle = Model::load(&mut *source(), WeightMode::Q4).unwrap();
     let mut cache = oracle.new_cache(CONTEXT).unwrap();
@@ -76,16 +82,14 @@ fn check_step(
     };
     let mut model = GpuModel::load_with(ctx.clone(), &mut *source(), CONTEXT, options).unwrap();
     let cfg = &model.config;
+    let want = per_layer;
     let per_layer = model.dispatches_per_layer();
     assert_eq!(
         model.dispatches_per_token(),
         per_layer * cfg.n_layers + 3,
         "embed, the layers, head and argmax"
     );
-    // QKV, attention with the output projection folded in, residual + parts + gate/up,
-    // down (every fixture's heads fold: head_dim % 8 == 0); unfolded, the O GEMV too. Both
-    // attention designs fuse q/k-norm + RoPE + KV write.
-    let want = if fold { 4 } else { 5 };
+    // Every attention design fuses q/k-norm + RoPE + KV write.
     assert_eq!(per_layer, want, "dispatches per layer");
     println!(
         "{name}: {} dispatches per token ({per_layer} per layer, {:?} attention), 1 submit",
@@ -153,6 +157,27 @@ fn odd_layer_count_gpu_decode_matches_the_oracle() {
     });
 }
 
+/// The GPU profiles fold W_o only through the group design (a part per KV head): a GQA
+/// group too large for its workgroup memory (16 heads of 128 per KV head) runs the
+/// workgroup design with W_o as a GEMV of its own (5 dispatches per layer), asked to fold
+/// or not, and matches the oracle.
+#[test]
+fn gpu_profile_decodes_a_gqa_group_too_wide_to_fold_with_the_o_gemv() {
+    let mut cfg = preset("tiny-qwen3").unwrap();
+    (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim) = (16, 1, 128);
+    let source = || -> Box<dyn ModelSource> { Box::new(SynthSource::new(cfg.clone(), 7).unwrap()) };
+    let gpu = profiles().iter().find(|c| c.profile.name == "gpu").unwrap();
+    for fold in [true, false] {
+        let what = format!("16:1 heads of 128, profile gpu asked to fold {fold}");
+        check_step(gpu, &what, &source, fold, 5);
+        let options = StepOptions {
+            fold_output: Some(fold),
+        };
+        let model = GpuModel::load_with(gpu.clone(), &mut *source(), CONTEXT, options).unwrap();
+        assert_eq!(model.attention_variant(), AttentionVariant::Workgroup);
+    }
+}
+
 /// The default step is the profile's: W_o folded into attention (4 dispatches per layer)
 /// in the `gpu` and `lavapipe` profiles, a GEMV of its own in `swiftshader`'s (5), each
 /// in the profile's attention design.
@@ -202,10 +227,10 @@ fn decode_past_the_context_is_a_typed_error() {
 
 /// Dispatches and submits per decode token in every profile at its defaults, counted
 /// from the step's own dispatch list (`step_reads`, what the step encodes): embed, head
-/// and argmax plus 4 per layer where the profile folds W_o into attention; the profiles
-/// that do not fold (the GPU ones, until a real GPU shows the fold faster, issue 24 item
-/// 3; swiftshader, where the workgroup fold is slower) have exactly one more per layer,
-/// the O GEMV. One submit per token, step by step.
+/// and argmax plus 4 per layer where the profile folds W_o into attention (`gpu` and
+/// `gpu-subgroups`, a part per KV head in the group design; `lavapipe`); `swiftshader`,
+/// which does not fold (the workgroup fold is slower there), has exactly one more per
+/// layer, the O GEMV. One submit per token, step by step.
 #[test]
 fn decode_dispatches_and_submits_per_token_in_every_profile() {
     let dir = fixture("qwen3");
@@ -235,6 +260,14 @@ fn decode_dispatches_and_submits_per_token_in_every_profile() {
         assert_eq!(all, 3 + 4 * layers + o, "{name}: nothing else");
         if ctx.profile.fold_output {
             assert!(all <= 3 + 4 * layers, "{name}: {all} dispatches");
+        }
+        if name.starts_with("gpu") {
+            assert_eq!(
+                all,
+                3 + 4 * layers,
+                "{name}: W_o folded into the group attention"
+            );
+            assert_eq!(model.attention_variant(), AttentionVariant::Group, "{name}");
         }
         println!("{name}: {all} dispatches per token ({layers} layers, O GEMVs {o})");
         let before = model.submits();

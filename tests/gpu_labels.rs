@@ -29,12 +29,12 @@ fn step_profile_names_each_kernels_design_in_every_profile() {
             "gpu" => (
                 "gemv_q4/gpu_rows/8x16x2/tree",
                 "gemv_q4/gpu_rows/8x16x2/tree",
-                "attention/group",
+                "attention/group+wo",
             ),
             "gpu-subgroups" => (
                 "gemv_q4/gpu_rows/16x8x2/subgroup",
                 "gemv_q4/gpu_rows/16x8x2/subgroup",
-                "attention/group",
+                "attention/group+wo",
             ),
             "lavapipe" => (
                 "gemv_q4/tiles/8x16/subgroup",
@@ -90,8 +90,8 @@ fn dump_wgsl_writes_every_assembled_shader_named_by_its_label() {
     let gemm = format!("gemm_q4.{}", ctx.profile.gemm.label().replace('/', "."));
     for kernel in [
         "embed_q4",
-        "attention.group",
-        "attention_combine",
+        "attention.group+wo",
+        "attention_group_combine+wo",
         "argmax",
         "topk.radix.chunks",
         "topk.radix.merge",

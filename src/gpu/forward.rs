@@ -341,6 +341,11 @@ impl GpuModel {
         self.attention.variant()
     }
 
+    /// Is W_o folded into decode attention ([`StepOptions::fold_output`])?
+    pub fn folds_output(&self) -> bool {
+        self.attention.wo.is_some()
+    }
+
     /// The device the model lives on.
     pub fn gpu_context(&self) -> &GpuContext {
         &self.ctx

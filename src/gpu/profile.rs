@@ -8,10 +8,15 @@
 //! (`POCKETRT_PROFILE=NAME` natively, the `profile` load option on the web):
 //! - `gpu`: real GPUs (what Safari, Chrome and native Metal / Vulkan / DX12 users get):
 //!   GEMVs of several rows per workgroup with a workgroup-memory reduction, a workgroup
-//!   per (KV head, split) computing its whole GQA group for decode attention (W_o as a
-//!   GEMV of its own), register-tiled prefill GEMM workgroups (32 × 32 in f32, or 64 × 64
-//!   staged in f16 where the adapter has `shader-f16`) and key tiles for prefill
-//!   attention. Needs no optional feature.
+//!   per (KV head, split) computing its whole GQA group for decode attention, with W_o
+//!   folded in as one part per KV head (2 in Pocket, against 14 per q head for the
+//!   workgroup design's fold, which the gate/up GEMV's every workgroup re-reads) spread
+//!   over (KV head, block of W_o rows) workgroups, so that 2 KV heads still fill the
+//!   device ([`WoBlocks`]; 4 dispatches per layer; whether it beats the O GEMV awaits a
+//!   real-GPU measurement: `gpu-check` times decode with the fold on and off),
+//!   register-tiled prefill GEMM workgroups (32 × 32 in f32, or 64 × 64 staged in f16
+//!   where the adapter has `shader-f16`) and key tiles for prefill attention. Needs no
+//!   optional feature.
 //! - `gpu-subgroups`: `gpu` with each GEMV row slot one subgroup (`subgroupAdd`): GPUs
 //!   with one fixed subgroup width (natively; browsers expose none through wgpu).
 //! - `lavapipe`: CPU adapters with 8-wide subgroups (Mesa's lavapipe): the codes read from
@@ -24,7 +29,8 @@
 //! docs/ARCHITECTURE.md ("Device profiles").
 
 use super::device::AdapterSummary;
-use super::kernels::attention::AttentionVariant;
+use super::kernels::attention::{Attention, AttentionVariant};
+use super::kernels::attention_group::WoBlocks;
 use super::kernels::attention_prefill::AttentionPrefillVariant;
 use super::kernels::gemm_q4::{GemmTiles, GemmVariant};
 use super::kernels::gemv_q4::{GemvVariant, GpuRows, SlotReduce, TextureOrder};
@@ -115,8 +121,10 @@ pub struct DeviceProfile {
     /// Positions per decode-attention split.
     pub split_len: usize,
     /// W_o folded into decode attention (4 dispatches per layer instead of 5) where the
-    /// head shape allows.
+    /// head shape allows ([`DeviceProfile::folds`]).
     pub fold_output: bool,
+    /// How the group attention spreads a folded W_o over workgroups.
+    pub wo_blocks: WoBlocks,
     /// Prefill GEMM.
     pub gemm: GemmVariant,
     /// Prefill attention.
@@ -176,10 +184,12 @@ impl DeviceProfile {
             code_textures: None,
             attention: AttentionVariant::Group,
             split_len: GPU_SPLIT_LEN,
-            // Only the workgroup design folds W_o on GPUs, and the group design (each key
-            // and value loaded once per GQA group) beats it: fold only where a real-GPU
-            // measurement shows the fold faster.
-            fold_output: false,
+            // Folded into the group design, one part per KV head (the gate/up GEMV adds 2
+            // in Pocket), its rows over as many workgroups as the O GEMV's: 4 dispatches
+            // per layer. Unmeasured on a real GPU against the O GEMV (`gpu-check` times
+            // both); `fold_output: false` (or `bench --fold-output off`) turns it off.
+            fold_output: true,
+            wo_blocks: GPU_WO_BLOCKS,
             gemm: GemmVariant::WorkgroupTiles(gpu_gemm_tiles(adapter)),
             prefill_attention: AttentionPrefillVariant::KeyTiles,
             prefill_chunk: PREFILL_CHUNK,
@@ -269,7 +279,7 @@ impl DeviceProfile {
     /// The decode attention design for `shape`, with W_o folded in or not: the profile's,
     /// except where it cannot run the shape (the lanes and group designs: head_dim % 4; the
     /// group design: a group that fits workgroup memory) or fold it (the lanes design
-    /// without its subgroups; the group design never): the workgroup design then.
+    /// without its subgroups): the workgroup design then.
     pub fn attention_for(&self, shape: HeadShape, fold: bool) -> AttentionVariant {
         let fits = self.attention.fits(shape, fold);
         match self.attention {
@@ -279,6 +289,16 @@ impl DeviceProfile {
             AttentionVariant::Group if fits => AttentionVariant::Group,
             _ => AttentionVariant::Workgroup,
         }
+    }
+
+    /// Does the decode step fold W_o into attention for `shape` when asked to? Where the
+    /// heads allow it ([`Attention::can_fold_output`]); on the GPU profiles only through
+    /// the group design (a part per KV head): where it cannot run the shape, W_o stays a
+    /// GEMV rather than the workgroup design's part per q head.
+    pub fn folds(&self, shape: HeadShape) -> bool {
+        Attention::can_fold_output(shape)
+            && (self.attention != AttentionVariant::Group
+                || self.attention_for(shape, true) == AttentionVariant::Group)
     }
 
     /// Does the lanes attention fold W_o here (through 8-wide subgroups)?
@@ -315,6 +335,7 @@ impl DeviceProfile {
             "attention": self.attention.name(),
             "split_len": self.split_len,
             "fold_output": self.fold_output,
+            "wo_blocks": format!("{}x{}", self.wo_blocks.rows, self.wo_blocks.lanes),
             "gemm": self.gemm.name(),
             "gemm_tiles": self.gemm.tiles().map(GemmTiles::label),
             "prefill_attention": self.prefill_attention.name(),
@@ -367,6 +388,12 @@ const GPU_ROWS: GpuRows = GpuRows {
     reduce: SlotReduce::Tree,
     f16: false,
 };
+
+/// The group attention's folded W_o on GPUs: blocks of 32 rows (Pocket's 896 rows: 28
+/// blocks per KV head, 56 workgroups, as many as the O GEMV's 16-row workgroups), 8
+/// lanes per row reading neighbouring code words. A starting point, to be tuned per GPU
+/// with `scripts/gpu-check`.
+const GPU_WO_BLOCKS: WoBlocks = WoBlocks { rows: 32, lanes: 8 };
 
 /// The GPU profiles' prefill GEMM tiles: staged in f16 where the adapter has `shader-f16`
 /// (half the workgroup memory per value: 64 × 64 tiles in the 16 KiB every adapter
@@ -441,7 +468,8 @@ mod tests {
             assert!(p.shader_f16, "the test adapters have shader-f16");
             assert_eq!(p.prefill_attention, AttentionPrefillVariant::KeyTiles);
             assert_eq!((p.code_textures, p.split_len), (None, GPU_SPLIT_LEN));
-            assert!(!p.fold_output && p.batched_prefill);
+            assert!(p.fold_output && p.batched_prefill);
+            assert_eq!(p.wo_blocks, GPU_WO_BLOCKS);
         }
     }
 
@@ -604,15 +632,17 @@ mod tests {
             p.gemm_for(1 << 20, 65_536),
             GemmVariant::WorkgroupTiles(GemmTiles::F32)
         );
-        // The gpu profile: the group design, but the workgroup design to fold W_o (only it
-        // folds on GPUs), for head_dim % 4 != 0 and for groups too large for workgroup
-        // memory (32 heads of 128 per KV head).
+        // The gpu profile: the group design, folded or not, but the workgroup design for
+        // head_dim % 4 != 0 and for groups too large for workgroup memory (32 heads of 128
+        // per KV head), where W_o is then not folded (a part per q head costs the gate/up
+        // GEMV more than the O GEMV saves).
         let g = DeviceProfile::named("gpu", &lavapipe).unwrap();
         assert_eq!(g.attention_for(shape(64), false), AttentionVariant::Group);
-        assert_eq!(
-            g.attention_for(shape(64), true),
-            AttentionVariant::Workgroup
-        );
+        assert_eq!(g.attention_for(shape(64), true), AttentionVariant::Group);
+        assert!(g.folds(shape(64)) && p.folds(shape(64)) && s.folds(shape(64)));
+        // head_dim 12: the group design runs it, no design folds it.
+        assert_eq!(g.attention_for(shape(12), false), AttentionVariant::Group);
+        assert!(!g.folds(shape(12)) && !p.folds(shape(12)));
         assert_eq!(
             g.attention_for(shape(6), false),
             AttentionVariant::Workgroup
@@ -627,6 +657,8 @@ mod tests {
             g.attention_for(wide_group, false),
             AttentionVariant::Workgroup
         );
+        assert!(!g.folds(wide_group), "no part per q head on GPUs");
+        assert!(s.folds(wide_group), "the CPU adapters' workgroup fold");
         let pocket = HeadShape {
             n_heads: 14,
             n_kv_heads: 2,
@@ -634,5 +666,8 @@ mod tests {
             context: 32_768,
         };
         assert_eq!(g.attention_for(pocket, false), AttentionVariant::Group);
+        assert_eq!(g.attention_for(pocket, true), AttentionVariant::Group);
+        assert!(g.folds(pocket));
+        assert_eq!(GPU_WO_BLOCKS.blocks(896), 28);
     }
 }

@@ -11,7 +11,9 @@
 //! 3. decode tok/s at position 0 and at a long position (default 4,096: a step there reads
 //!    the cache's first `pos + 1` positions, whatever they hold, so they need not be
 //!    filled), pipelined decode tok/s from position 0 (greedy, and sampled with the draw
-//!    on the GPU), prefill tok/s, dispatches and submits per token, and each kernel's GPU
+//!    on the GPU), also with W_o folded into attention the other way than the profile does
+//!    (`fold_output`: on and off side by side, for deciding the profile's default on this
+//!    device), prefill tok/s, dispatches and submits per token, and each kernel's GPU
 //!    time, bytes read and effective GB/s next to a plain read kernel's GB/s on the same
 //!    adapter (the roofline ratio);
 //! 4. the prefill GEMMs' GFLOP/s per shape and design, and the GPU GEMVs' GB/s with x in
@@ -24,6 +26,7 @@ use super::gpu_check_kernels::{gemm_figures, gemv_f16_figures};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::ModelSource;
+use pocketrt::gpu::forward::StepOptions;
 use pocketrt::gpu::kernels::topk::TOPK_MAX;
 use pocketrt::gpu::timing::{GpuTimer, ReadCeiling};
 use pocketrt::gpu::weights::limits_needed;
@@ -115,14 +118,9 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
     ));
     let oracle = oracle_check(&mut model, &mut src, a.oracle_tokens)?;
 
-    let mut decode = vec![];
     let mut submits = (0, 0);
-    for pos in [0, a.long_pos] {
-        progress(&format!("timing decode at position {pos}"));
-        let (entry, steps, submitted) = time_decode(&mut model, pos, a.steps, a.seconds)?;
-        decode.push(entry);
-        submits = (submits.0 + steps, submits.1 + submitted);
-    }
+    let decode = time_decode_positions(&mut model, &a, &mut submits, &progress)?;
+    let fold_output = time_other_fold(&ctx, (&model, context), &decode, &a, &mut src, &progress)?;
 
     let tokens = a.steps.min(context - 1);
     progress(&format!(
@@ -180,6 +178,7 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
         },
         "oracle": oracle,
         "decode": decode,
+        "fold_output": fold_output,
         "submits_per_token": submits.1 as f64 / submits.0.max(1) as f64,
         "pipelined": pipelined,
         "prefill": prefill,
@@ -283,6 +282,58 @@ fn oracle_check(model: &mut GpuModel, src: &mut SynthSource, tokens: usize) -> R
         "max_abs_logit": max_logit,
         "rule": "per token: max abs err ≤ 1e-2·max|logit| + 1e-3 (the worst token's figures), same greedy token but for near ties",
     }))
+}
+
+/// [`time_decode`] at position 0 and `--long-pos`; `submits` adds (steps, submits).
+fn time_decode_positions(
+    model: &mut GpuModel,
+    a: &GpuCheckArgs,
+    submits: &mut (usize, u64),
+    progress: &impl Fn(&str),
+) -> Result<Vec<Value>> {
+    let mut decode = vec![];
+    for pos in [0, a.long_pos] {
+        progress(&format!(
+            "timing decode at position {pos} (W_o folded: {})",
+            model.folds_output()
+        ));
+        let (entry, steps, submitted) = time_decode(model, pos, a.steps, a.seconds)?;
+        decode.push(entry);
+        *submits = (submits.0 + steps, submits.1 + submitted);
+    }
+    Ok(decode)
+}
+
+/// Decode with W_o folded into attention and as a GEMV of its own, side by side: `decode`
+/// (`model`'s, of `context` positions, folded as the profile says) and the same weights
+/// loaded the other way, timed the same way right after (then dropped). `{"on": …,
+/// "off": …}`; `null` the way the profile cannot build the shape.
+fn time_other_fold(
+    ctx: &Arc<GpuContext>,
+    (model, context): (&GpuModel, usize),
+    decode: &[Value],
+    a: &GpuCheckArgs,
+    src: &mut SynthSource,
+    progress: &impl Fn(&str),
+) -> Result<Value> {
+    let folded = model.folds_output();
+    let options = StepOptions {
+        fold_output: Some(!folded),
+    };
+    progress(&format!(
+        "loading the model with W_o folded: {} (for the fold on / off figures)",
+        !folded
+    ));
+    let mut other = GpuModel::load_with(ctx.clone(), src, context, options)?;
+    let other_decode = match other.folds_output() != folded {
+        true => time_decode_positions(&mut other, a, &mut (0, 0), progress)?.into(),
+        false => Value::Null,
+    };
+    let (on, off) = match folded {
+        true => (decode.to_vec().into(), other_decode),
+        false => (other_decode, decode.to_vec().into()),
+    };
+    Ok(json!({ "on": on, "off": off }))
 }
 
 /// Decode steps at `pos` (each writes and reads that position), after
@@ -431,6 +482,16 @@ fn print_summary(r: &Value) {
         f(&p["greedy"]["tok_s"]),
         f(&p["sampled"]["tok_s"])
     );
+    for fold in ["on", "off"] {
+        for d in r["fold_output"][fold].as_array().into_iter().flatten() {
+            eprintln!(
+                "decode with W_o folded {fold} at position {}: {:.2} tok/s ({} dispatches)",
+                d["position"],
+                f(&d["tok_s"]),
+                d["dispatches"]
+            );
+        }
+    }
     let p = &r["prefill"];
     eprintln!(
         "prefill of {} tokens: {:.2} tok/s",

@@ -8,6 +8,8 @@
 //!   0..=pos (2 · kv_dim · (pos + 1) · 2 bytes) and the QKV output; with W_o folded in its
 //!   Q4 matrix (hidden × q). After several splits the combine reads the splits' partial
 //!   results (n_heads · splits · (head_dim + 2) f32) and the folded W_o, the splits the rest.
+//!   The group design's W_o blocks each read their rows once and the same K, V and
+//!   partials, counted once (the re-reads assumed to come from cache).
 //! - embed: one Q4 row of the embedding; argmax: the logits, or on GPUs (fused into the
 //!   head) the head workgroups' (index, value) partials.
 //!

@@ -83,9 +83,9 @@ impl StepDispatch {
 
 /// The kernels of one model (one pipeline per distinct shape, shared by all layers).
 /// RMSNorms are fused into the GEMVs that read the normed vector (QKV, gate/up, head).
-/// The output projection is folded into attention where the head shape allows it
-/// ([`Attention::can_fold_output`]; the gate/up GEMV then adds the heads' parts to the
-/// residual), else it is a GEMV of its own.
+/// The output projection is folded into attention where the profile folds the head shape
+/// ([`crate::gpu::DeviceProfile::folds`]; the gate/up GEMV then adds the attention's parts
+/// to the residual), else it is a GEMV of its own.
 pub(super) struct Kernels {
     pub(super) embed: EmbedQ4,
     pub(super) qkv: GemvQ4,
@@ -131,7 +131,8 @@ impl Kernels {
         let fold = options.folds_output(ctx, shape);
         let (attention, attn_output) = if fold {
             // The lanes design reads W_o's codes where the decode GEMVs would (their
-            // texture copy on CPU adapters), the workgroup design its storage buffer.
+            // texture copy on CPU adapters), the group and workgroup designs its storage
+            // buffer.
             let design = ctx.profile.attention_for(shape, true);
             let codes = match (design, ctx.profile.code_textures) {
                 (AttentionVariant::Lanes, Some(order)) => {
@@ -139,7 +140,12 @@ impl Kernels {
                 }
                 _ => CodesRead::Buffer,
             };
-            let wo = WoFold { rows: h, codes };
+            let blocks = ctx.profile.wo_blocks;
+            let wo = WoFold {
+                rows: h,
+                codes,
+                blocks,
+            };
             let (norm, eps) = (cfg.qk_norm, cfg.rms_eps);
             let a =
                 Attention::with_output_projection(ctx, design, shape, norm, eps, split_len, wo)?;
@@ -191,13 +197,14 @@ impl Kernels {
 pub struct StepOptions {
     /// Fold the attention output projection into attention (4 dispatches per layer
     /// instead of 5). `None`: as the profile says ([`crate::gpu::DeviceProfile`]'s
-    /// `fold_output`). Shapes that cannot fold never do ([`Attention::can_fold_output`]).
+    /// `fold_output`). Shapes the profile cannot fold never do
+    /// ([`crate::gpu::DeviceProfile::folds`]).
     pub fold_output: Option<bool>,
 }
 
 impl StepOptions {
     fn folds_output(self, ctx: &GpuContext, shape: HeadShape) -> bool {
-        Attention::can_fold_output(shape) && self.fold_output.unwrap_or(ctx.profile.fold_output)
+        ctx.profile.folds(shape) && self.fold_output.unwrap_or(ctx.profile.fold_output)
     }
 }
 

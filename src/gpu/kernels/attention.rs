@@ -4,11 +4,12 @@
 //! merges). Three designs behind one wrapper, chosen per adapter:
 //! - GPUs: one workgroup per (KV head, split) computing its whole GQA group, each key and
 //!   value loaded once for the group's heads, with the q/k-norm + RoPE + KV-cache write
-//!   fused in ([`AttentionGroup`], shaders/attention_group.wgsl); W_o is not folded in.
-//! - GPUs, with the output projection W_o folded in (and where the group design cannot
-//!   run a shape): one workgroup per (q head, split), norm + RoPE + KV write fused in too
-//!   (shaders/attention.wgsl); folded (shaders/attention_wo.wgsl), each head also writes
-//!   its share of W_o · o to a `parts` buffer, which the next GEMV adds to the residual.
+//!   fused in ([`AttentionGroup`], shaders/attention_group.wgsl). W_o folds in as one part
+//!   per KV head (its group's share of W_o · o, written to a `parts` buffer that the next
+//!   GEMV adds to the residual), spread over workgroups per (KV head, block of W_o rows).
+//! - Where the group design cannot run a shape: one workgroup per (q head, split), norm +
+//!   RoPE + KV write fused in too (shaders/attention.wgsl); W_o folds in here as one part
+//!   per q head (shaders/attention_wo.wgsl).
 //! - CPU adapters: no workgroup memory or barriers, the q/k-norm + RoPE + KV write fused
 //!   in too ([`AttentionLanes`]): a lane per q head while the history fits one split,
 //!   then a lane per (split, KV head) for the whole GQA group, each key loaded once for
@@ -17,7 +18,7 @@
 //!   summed into one part (shaders/soft/attention_lanes_wo.wgsl), after several splits in the
 //!   lanes design's own combine (shaders/soft/attention_lanes_combine.wgsl).
 
-use super::attention_group::{AttentionGroup, GroupLayout};
+use super::attention_group::{AttentionGroup, GroupLayout, WoBlocks};
 use super::gemv_q4::{Codes, CodesRead, Q4_UNPACK_WGSL};
 use super::rope_kv::{rope_inputs_wgsl, HeadShape, KvBuffers, ROPE_COMMON_WGSL};
 use super::soft::attention_lanes::{AttentionLanes, LanesDispatch};
@@ -40,8 +41,17 @@ fn wo_source(wo: Option<WoFold>, first: u32, o_len: usize) -> String {
             .to_string()
             + &o_head;
     };
+    let o4 = "fn fold_o4(i: u32) -> vec4<f32> {\n    \
+              return vec4<f32>(o_head[4u * i], o_head[4u * i + 1u], o_head[4u * i + 2u], \
+              o_head[4u * i + 3u]);\n}\n";
+    [o_head.as_str(), o4, &wo_bindings_wgsl(wo, first)].concat()
+}
+
+/// `const WO_FOLD = true`, W_o's bindings (from binding `first` on: codes, qparams as
+/// `wo_qparams`, `parts`) and shaders/attention_wo.wgsl with the code unpacking it needs.
+pub(crate) fn wo_bindings_wgsl(wo: WoFold, first: u32) -> String {
     let bindings = format!(
-        "const WO_FOLD = true;\n{o_head}{}\
+        "const WO_FOLD = true;\n{}\
          @group(0) @binding({}) var<storage, read> wo_qparams: array<u32>;\n\
          @group(0) @binding({}) var<storage, read_write> parts: array<f32>;\n",
         wo_codes_wgsl(wo.codes, first),
@@ -57,18 +67,20 @@ pub(crate) fn wo_codes_wgsl(read: CodesRead, binding: u32) -> String {
     read.decl(binding) + "fn wo_word(i: u32) -> u32 {\n    return code4(i / 4u)[i % 4u];\n}\n"
 }
 
-/// The output projection folded into attention: W_o's rows (the hidden size) and how the
-/// kernels read its codes: the storage buffer, or the texture copy the adapter's decode
-/// GEMVs read (16 bytes per lane and load on CPU adapters, against 4).
+/// The output projection folded into attention: W_o's rows (the hidden size), how the
+/// kernels read its codes (the storage buffer, or the texture copy the adapter's decode
+/// GEMVs read: 16 bytes per lane and load on CPU adapters, against 4), and how the group
+/// design spreads it over workgroups (the other designs ignore `blocks`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WoFold {
     pub rows: usize,
     pub codes: CodesRead,
+    pub blocks: WoBlocks,
 }
 
 impl WoFold {
     /// The kernel slots of its bindings: codes, qparams, parts.
-    fn slots(self) -> [Slot; 3] {
+    pub(super) fn slots(self) -> [Slot; 3] {
         [self.codes.slot(), Slot::Read, Slot::ReadWrite]
     }
 }
@@ -76,12 +88,12 @@ impl WoFold {
 /// Which design computes decode attention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttentionVariant {
-    /// One workgroup per (q head, split), norm + RoPE + KV write fused in: GPUs with W_o
-    /// folded in, and shapes the group design cannot run.
+    /// One workgroup per (q head, split), norm + RoPE + KV write fused in: shapes the
+    /// group and lanes designs cannot run (and CPU adapters folding W_o without subgroups).
     Workgroup,
     /// One workgroup per (KV head, split) for the whole GQA group, norm + RoPE + KV write
-    /// fused in, no W_o fold: GPUs (head_dim a multiple of 4, a group that fits workgroup
-    /// memory: [`AttentionVariant::fits`]).
+    /// fused in, W_o folded in per (KV head, block of rows): GPUs (head_dim a multiple of
+    /// 4, a group that fits workgroup memory: [`AttentionVariant::fits`]).
     Group,
     /// Invocations without workgroup memory (a lane per q head for one split, per
     /// (split, KV head) for several), norm + RoPE + KV write fused in: CPU adapters
@@ -102,13 +114,16 @@ impl AttentionVariant {
     /// Can this design run `shape` (with W_o folded in when `fold`)? The workgroup design
     /// runs every shape [`HeadShape::check`] accepts; the lanes design needs head_dim % 4
     /// (its fold, 8-wide subgroups: [`crate::gpu::DeviceProfile::lanes_fold`]); the group
-    /// design head_dim % 4, a group that fits workgroup memory, and no fold.
+    /// design head_dim % 4 and a group that fits workgroup memory. Folding W_o needs
+    /// [`Attention::can_fold_output`] in every design.
     pub fn fits(self, shape: HeadShape, fold: bool) -> bool {
-        match self {
-            AttentionVariant::Workgroup => true,
-            AttentionVariant::Group => !fold && GroupLayout::of(shape).is_some(),
-            AttentionVariant::Lanes => shape.head_dim.is_multiple_of(4),
-        }
+        let folds = !fold || Attention::can_fold_output(shape);
+        folds
+            && match self {
+                AttentionVariant::Workgroup => true,
+                AttentionVariant::Group => GroupLayout::of(shape).is_some(),
+                AttentionVariant::Lanes => shape.head_dim.is_multiple_of(4),
+            }
     }
 }
 
@@ -150,7 +165,7 @@ pub struct OutputProjection<'a> {
 
 impl<'a> OutputProjection<'a> {
     /// The bindings in slot order, the codes checked against how `wo` reads them.
-    fn bindings(self, wo: WoFold) -> [Binding<'a>; 3] {
+    pub(super) fn bindings(self, wo: WoFold) -> [Binding<'a>; 3] {
         let texture = wo.codes != CodesRead::Buffer;
         [
             self.codes.binding(texture, "attention W_o"),
@@ -170,7 +185,8 @@ pub enum AttentionDispatch {
         combine: Dispatch,
     },
     /// `single` when the history fits one split, else `split` then `combine`: grids of KV
-    /// heads × splits.
+    /// heads × splits (with W_o folded in: one split KV heads × 1 × blocks, the combine
+    /// KV heads × blocks).
     Group {
         single: Dispatch,
         split: Dispatch,
@@ -192,14 +208,16 @@ enum Design {
 
 pub struct Attention {
     design: Design,
-    /// The combine after several splits (not for the lanes design with W_o folded in).
+    /// The combine after several splits (not for the lanes and group designs with W_o
+    /// folded in).
     combine: Option<KernelPipeline>,
     pub shape: HeadShape,
     pub split_len: usize,
     /// The folded W_o, when folded.
     pub wo: Option<WoFold>,
     /// Consecutive q heads per part of the folded projection: 1, or with W_o folded into
-    /// the lanes design its workgroups' heads ([`AttentionLanes::part_heads`]).
+    /// the lanes design its workgroups' heads ([`AttentionLanes::part_heads`]), into the
+    /// group design a GQA group (a part per KV head).
     part_heads: usize,
 }
 
@@ -277,12 +295,6 @@ impl Attention {
                 "attention split length {split_len}: must be positive"
             )));
         }
-        if wo.is_some() && variant == AttentionVariant::Group {
-            return Err(Error::InvalidArgument(
-                "group attention does not fold W_o: use the workgroup design (or the O GEMV)"
-                    .into(),
-            ));
-        }
         let mut constants = shape.constants();
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
         constants.push(("EPS", f64::from(eps)));
@@ -319,21 +331,24 @@ impl Attention {
                 Design::Workgroup(attend)
             }
             AttentionVariant::Group => {
-                Design::Group(AttentionGroup::new(ctx, shape, (qk_norm, eps), split_len)?)
+                let group = AttentionGroup::new(ctx, shape, (qk_norm, eps), split_len, wo)?;
+                Design::Group(group)
             }
             AttentionVariant::Lanes => {
                 let lanes = AttentionLanes::new(ctx, shape, (qk_norm, eps), split_len, wo)?;
                 Design::Lanes(Box::new(lanes))
             }
         };
-        // A part per head, or with W_o folded into the lanes design per workgroup of its
-        // heads (which combines its splits itself: `LanesDispatch::merge`).
-        let lanes_fold = matches!(design, Design::Lanes(_)) && folded;
-        let part_heads = match lanes_fold {
-            true => AttentionLanes::part_heads(shape),
-            false => 1,
+        // A part per head; with W_o folded into the lanes design per workgroup of its
+        // heads, into the group design per GQA group (both combine their splits
+        // themselves: `LanesDispatch::merge`, `GroupDispatch::merge`).
+        let part_heads = match (&design, folded) {
+            (Design::Lanes(_), true) => AttentionLanes::part_heads(shape),
+            (Design::Group(_), true) => shape.n_heads / shape.n_kv_heads,
+            _ => 1,
         };
-        let combine = (!lanes_fold).then(|| {
+        let own_combine = folded && !matches!(design, Design::Workgroup(_));
+        let combine = (!own_combine).then(|| {
             let mut constants = vec![
                 ("N_HEADS", shape.n_heads as f64),
                 ("HD", shape.head_dim as f64),
@@ -443,11 +458,16 @@ impl Attention {
                     combine: combine.expect("the workgroup design's combine"),
                 }
             }
-            Design::Group(kernel) => AttentionDispatch::Group {
-                single: kernel.dispatch(ctx, &i, out),
-                split: kernel.dispatch(ctx, &i, partials),
-                combine: combine.expect("the group design's combine"),
-            },
+            Design::Group(kernel) => {
+                let d = kernel.dispatch(ctx, &i, partials, out);
+                AttentionDispatch::Group {
+                    single: d.single,
+                    split: d.split,
+                    combine: combine
+                        .or(d.merge)
+                        .expect("the group design combines its splits where W_o folds"),
+                }
+            }
             Design::Lanes(kernel) => {
                 let mut attend = kernel.dispatch(ctx, &i, out, partials, &wo);
                 let merge = attend.merge.take();

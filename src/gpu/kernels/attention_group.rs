@@ -3,15 +3,26 @@
 //! loaded once for the group; the q/k-norm + RoPE + KV write fused in; scores, softmax and
 //! the P·V reduction in workgroup memory. Several splits write the partial results that
 //! shaders/attention_combine.wgsl merges. [`super::attention::Attention`] puts it together
-//! with the combine; W_o is never folded into it.
+//! with the combine.
+//!
+//! Optionally with the output projection W_o folded in (shaders/attention_group_wo.wgsl),
+//! one part per KV head: each KV head's projection is cut into blocks of W_o rows
+//! ([`WoBlocks`]), one workgroup per (KV head, block). Within one split each of them
+//! computes its group's attention (K and V read once per block, from cache at short
+//! histories) and then its block; past one split the splits write partial results as
+//! unfolded and the design's own combine (shaders/attention_group_combine.wgsl), also one
+//! workgroup per (KV head, block), merges them and projects: the same dispatches as
+//! unfolded, W_o spread over as many workgroups as the O GEMV it replaces.
 
-use super::attention::AttentionInputs;
+use super::attention::{wo_bindings_wgsl, AttentionInputs, WoFold};
 use super::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL, ROPE_VEC4_WGSL};
 use super::{Binding, Dispatch, KernelPipeline, Slot, KV_VEC4_WGSL, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/attention_group.wgsl");
+const WO_WGSL: &str = include_str!("../../../shaders/attention_group_wo.wgsl");
+const COMBINE_WGSL: &str = include_str!("../../../shaders/attention_group_combine.wgsl");
 
 /// Workgroup memory the kernel may use: WebGPU's default limit.
 const WORKGROUP_BYTES: usize = 16 * 1024;
@@ -73,20 +84,72 @@ impl GroupLayout {
     }
 }
 
+/// How the group design spreads a folded W_o: blocks of `rows` W_o rows, one workgroup
+/// per (KV head, block) (⌈hidden / rows⌉ blocks), `lanes` invocations per row taking its
+/// code words in turn. A device-profile choice ([`crate::gpu::DeviceProfile::wo_blocks`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WoBlocks {
+    pub rows: u32,
+    pub lanes: u32,
+}
+
+impl WoBlocks {
+    /// Blocks of `hidden` rows.
+    pub fn blocks(self, hidden: usize) -> u32 {
+        hidden.div_ceil(self.rows.max(1) as usize) as u32
+    }
+
+    /// Rows positive, lanes a power of two dividing the layout's workgroup.
+    fn check(self, layout: &GroupLayout) -> Result<()> {
+        let lanes = self.lanes as usize;
+        if self.rows == 0 || !lanes.is_power_of_two() || !layout.width.is_multiple_of(lanes) {
+            return Err(Error::InvalidArgument(format!(
+                "group attention W_o blocks {self:?}: rows must be positive and lanes a power \
+                 of two dividing the workgroup's {} invocations",
+                layout.width
+            )));
+        }
+        Ok(())
+    }
+
+    fn wgsl(self) -> String {
+        format!(
+            "const WO_ROWS: u32 = {}u;\nconst WO_LANES: u32 = {}u;\n",
+            self.rows, self.lanes
+        )
+    }
+}
+
 pub struct AttentionGroup {
     kernel: KernelPipeline,
+    /// With W_o folded in: the combine after several splits, which also projects.
+    merge: Option<KernelPipeline>,
     pub layout: GroupLayout,
     pub shape: HeadShape,
+    /// The folded W_o, when folded.
+    wo: Option<WoFold>,
+}
+
+/// The attention of one layer in the group design: `single` for a history of one split,
+/// `split` then a combine for more (`merge`: with W_o folded in, the design's own; else
+/// none, shaders/attention_combine.wgsl's, which the caller builds).
+pub struct GroupDispatch {
+    pub single: Dispatch,
+    pub split: Dispatch,
+    pub merge: Option<Dispatch>,
 }
 
 impl AttentionGroup {
     /// The kernel for `shape` (`qk_norm`: the per-head RMSNorm with `eps`), `split_len`
-    /// positions per split; an error where [`GroupLayout::of`] has no layout.
+    /// positions per split, with `wo` folded in (the caller checks the shape:
+    /// [`super::attention::Attention::can_fold_output`]); an error where
+    /// [`GroupLayout::of`] has no layout or `wo`'s blocks do not fit it.
     pub fn new(
         ctx: &GpuContext,
         shape: HeadShape,
         (qk_norm, eps): (bool, f32),
         split_len: usize,
+        wo: Option<WoFold>,
     ) -> Result<AttentionGroup> {
         shape.check()?;
         let layout = GroupLayout::of(shape).ok_or_else(|| {
@@ -97,48 +160,113 @@ impl AttentionGroup {
                 shape.n_heads / shape.n_kv_heads
             ))
         })?;
+        if let Some(w) = wo {
+            w.blocks.check(&layout)?;
+        }
         let mut constants = shape.constants();
         constants.push(("QK_NORM", if qk_norm { 1.0 } else { 0.0 }));
         constants.push(("EPS", f64::from(eps)));
         constants.push(("SPLIT_LEN", split_len as f64));
+        constants.extend(wo.map(|w| ("HIDDEN", w.rows as f64)));
+        // Folded: q/k norm and inv_freq as uniforms, W_o's codes, qparams and the parts as
+        // 3 more bindings (8 storage bindings at most).
+        // The fold's source from binding `first` on, the group's outputs read from `o_sh`.
+        let fold = |first, o_sh: &str| match wo {
+            Some(w) => {
+                let o4 = format!("fn fold_o4(i: u32) -> vec4<f32> {{\n    return {o_sh}[i];\n}}\n");
+                [wo_bindings_wgsl(w, first), o4, w.blocks.wgsl()].concat() + WO_WGSL
+            }
+            None => "const WO_FOLD = false;\nfn project_block(kv: u32, block: u32, lid: u32) {}\n"
+                .into(),
+        };
+        let folded = wo.is_some();
         let source = [
             STEP_WGSL,
             ROPE_COMMON_WGSL,
             KV_VEC4_WGSL,
-            &rope_inputs_wgsl(false, qk_norm, shape.head_dim),
+            &rope_inputs_wgsl(folded, qk_norm, shape.head_dim),
             ROPE_VEC4_WGSL,
             &layout.wgsl(),
+            &fold(8, "q_sh"),
             WGSL,
         ]
         .concat();
-        let mut slots = vec![Slot::Uniform];
-        slots.extend([Slot::Read; 4]);
+        let small = if folded { Slot::Uniform } else { Slot::Read };
+        let mut slots = vec![Slot::Uniform, Slot::Read, small, small, small];
         slots.extend([Slot::ReadWrite; 3]);
-        let kernel = KernelPipeline::new(ctx, "attention/group", &source, &slots, &constants);
+        let wo_slots: Vec<Slot> = wo.iter().flat_map(|w| w.slots()).collect();
+        slots.extend(&wo_slots);
+        let label = ["attention/group", if folded { "+wo" } else { "" }].concat();
+        let kernel = KernelPipeline::new(ctx, &label, &source, &slots, &constants);
+        let merge = wo.map(|w| {
+            let constants = [
+                ("N_HEADS", shape.n_heads as f64),
+                ("HD", shape.head_dim as f64),
+                ("SPLIT_LEN", split_len as f64),
+                ("HIDDEN", w.rows as f64),
+            ];
+            let mut slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
+            slots.extend(&wo_slots);
+            let source = [STEP_WGSL, &layout.wgsl(), &fold(3, "o_sh"), COMBINE_WGSL].concat();
+            let label = "attention_group_combine+wo";
+            KernelPipeline::new(ctx, label, &source, &slots, &constants)
+        });
         Ok(AttentionGroup {
             kernel,
+            merge,
             layout,
             shape,
+            wo,
         })
     }
 
-    /// The attention into `dst`: the output (one split) or the partial results (several);
-    /// this step's k and v are written to `inputs.cache` at the step's position. Encode with
-    /// [`Self::grid`]'s grid.
+    /// The attention into `out` (one split) or `partials` (several, then merged into `out`
+    /// by `merge` where W_o is folded in), and with W_o folded in, `inputs.wo`'s parts;
+    /// this step's k and v are written to `inputs.cache` at the step's position. The
+    /// grids: `single` the whole of one split, `split` one split (the caller sets the
+    /// count: [`Self::grid`]), `merge` (KV heads, blocks).
     pub fn dispatch(
         &self,
         ctx: &GpuContext,
         inputs: &AttentionInputs<'_>,
-        dst: &wgpu::Buffer,
-    ) -> Dispatch {
+        partials: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+    ) -> GroupDispatch {
         let i = inputs;
-        let buffers = [
-            i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.cache.k, i.cache.v, dst,
-        ];
-        let bindings = buffers.map(Binding::Buffer);
-        let mut d = self.kernel.dispatch_bindings(ctx, &bindings, 1);
-        d.grid = Self::grid(self.shape, 1);
-        d
+        let wo: Vec<Binding> = match (i.wo, self.wo) {
+            (Some(p), Some(wo)) => p.bindings(wo).to_vec(),
+            _ => vec![],
+        };
+        let attend = |dst| {
+            let buffers = [
+                i.step, i.qkv, i.q_norm, i.k_norm, i.inv_freq, i.cache.k, i.cache.v, dst,
+            ];
+            let mut b: Vec<Binding> = buffers.map(Binding::Buffer).to_vec();
+            b.extend(wo.iter().cloned());
+            self.kernel.dispatch_bindings(ctx, &b, 1)
+        };
+        let (kv, blocks) = (self.shape.n_kv_heads as u32, self.blocks());
+        let mut single = attend(out);
+        single.grid = [kv, 1, blocks];
+        let mut split = attend(partials);
+        split.grid = Self::grid(self.shape, 1);
+        let merge = self.merge.as_ref().map(|k| {
+            let mut b: Vec<Binding> = [i.step, partials, out].map(Binding::Buffer).to_vec();
+            b.extend(wo.iter().cloned());
+            let mut d = k.dispatch_bindings(ctx, &b, 1);
+            d.grid = [kv, blocks, 1];
+            d
+        });
+        GroupDispatch {
+            single,
+            split,
+            merge,
+        }
+    }
+
+    /// W_o row blocks per KV head (1 unfolded).
+    pub fn blocks(&self) -> u32 {
+        self.wo.map_or(1, |w| w.blocks.blocks(w.rows))
     }
 
     /// The grid for `splits` splits of `shape`: KV heads along x, splits along y.
