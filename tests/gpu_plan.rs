@@ -1,10 +1,10 @@
 //! The memory planner: its figures equal what the GPU engine allocates (all three fixture
-//! architectures), it picks the largest context within a budget, and a plan that cannot
+//! architectures, every profile), it picks the largest context within a budget, and a plan that cannot
 //! fit fails before any allocation.
 
 mod gpu_common;
 
-use gpu_common::gpu;
+use gpu_common::{gpu, profiles};
 use pocketrt::config::{Arch, ModelConfig};
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
@@ -50,24 +50,27 @@ fn unlimited(total: u64) -> Budget {
         max_binding: u64::MAX,
         code_textures: None,
         lanes_gemm_uniform: None,
+        head_argmax_rows: None,
     }
 }
 
 #[test]
 fn the_plan_equals_the_bytes_the_engine_allocates() {
-    let ctx = gpu();
-    for (name, context) in [("qwen3", 64), ("qwen2", 100), ("llama", 7)] {
-        let mut src = open(&fixture(name)).unwrap();
-        let budget = Budget::for_device(u64::MAX, ctx);
-        let plan = MemoryPlan::for_budget(src.config(), context, &budget);
-        let before = ctx.allocated_bytes();
-        let model = GpuModel::load(ctx.clone(), &mut *src, context).unwrap();
-        assert_eq!(
-            ctx.allocated_bytes() - before,
-            plan.total(),
-            "{name}: {plan:?}"
-        );
-        drop(model);
+    for ctx in profiles() {
+        for (name, context) in [("qwen3", 64), ("qwen2", 100), ("llama", 7)] {
+            let mut src = open(&fixture(name)).unwrap();
+            let budget = Budget::for_device(u64::MAX, ctx);
+            let plan = MemoryPlan::for_budget(src.config(), context, &budget);
+            let before = ctx.allocated_bytes();
+            let model = GpuModel::load(ctx.clone(), &mut *src, context).unwrap();
+            assert_eq!(
+                ctx.allocated_bytes() - before,
+                plan.total(),
+                "{name} on profile {}: {plan:?}",
+                ctx.profile.name
+            );
+            drop(model);
+        }
     }
 }
 

@@ -11,10 +11,12 @@ use super::code_texture::ModelCodeTextures;
 use super::device::GpuContext;
 use super::forward::{prefill_lanes_records_bytes, prefill_scratch_sizes};
 use super::kernels::argmax::mask_words;
+use super::kernels::argmax_partials::ArgmaxPartials;
 use super::kernels::attention::partials_bytes;
 use super::kernels::gemv_q4::TextureOrder;
 use super::kernels::logit_adjust::{self, LogitAdjustKernel};
 use super::kernels::logsumexp::LogSumExp;
+use super::kernels::sample_draw::SampleDraw;
 use super::kernels::topk::TopK;
 use super::kv_cache::KvCache;
 use super::profile::GPU_SPLIT_LEN;
@@ -39,6 +41,9 @@ pub struct Budget {
     /// The device runs the row-lanes prefill GEMM (CPU adapters), with this uniform
     /// binding limit (its tile sizes depend on it).
     pub lanes_gemm_uniform: Option<u64>,
+    /// The head GEMV fuses the argmax, one (index, value) per workgroup of this many rows
+    /// (GPU profiles).
+    pub head_argmax_rows: Option<u32>,
 }
 
 impl Budget {
@@ -51,6 +56,7 @@ impl Budget {
             max_binding: limits.max_storage_buffer_binding_size,
             code_textures: None,
             lanes_gemm_uniform: None,
+            head_argmax_rows: None,
         }
     }
 
@@ -64,6 +70,7 @@ impl Budget {
                 .gemm
                 .is_lanes()
                 .then_some(ctx.limits.max_uniform_buffer_binding_size),
+            head_argmax_rows: ctx.profile.gemv.head.fused_argmax_rows(),
             ..Budget::new(total, &ctx.limits)
         }
     }
@@ -134,7 +141,12 @@ impl MemoryPlan {
             + padded(LogitAdjustKernel::list_bytes(logit_adjust::INITIAL_ENTRIES))
             + padded(LogSumExp::result_bytes())
             // The allowed-token mask of constrained decoding (word 0 is its flag).
-            + padded(4 * mask_words(v) as u64);
+            + padded(4 * mask_words(v) as u64)
+            // A pipelined sampled step's draw settings, and the fused head argmax's
+            // partials (a one-entry stand-in where the head does not fuse it:
+            // `for_budget` counts the GPU profiles' own).
+            + padded(SampleDraw::uniform_bytes())
+            + padded(ArgmaxPartials::partials_bytes(0));
         let prefill: Vec<u64> = prefill_scratch_sizes(cfg, context)
             .iter()
             .map(|(_, bytes)| padded(*bytes))
@@ -168,17 +180,23 @@ impl MemoryPlan {
     }
 
     /// [`MemoryPlan::new`] plus what `budget`'s device adds: the code textures and the
-    /// row-lanes GEMM's tile records (CPU adapters).
+    /// row-lanes GEMM's tile records (CPU adapters), the fused head argmax's partials
+    /// (GPU profiles).
     pub fn for_budget(cfg: &ModelConfig, context: usize, budget: &Budget) -> MemoryPlan {
         let plan = MemoryPlan::new(cfg, context);
         let records = budget
             .lanes_gemm_uniform
             .map_or(0, |limit| prefill_lanes_records_bytes(cfg, context, limit));
+        let head_partials = budget.head_argmax_rows.map_or(0, |rows| {
+            let groups = (cfg.vocab_size as u32).div_ceil(rows);
+            padded(ArgmaxPartials::partials_bytes(groups))
+                - padded(ArgmaxPartials::partials_bytes(0))
+        });
         MemoryPlan {
             code_textures: budget
                 .code_textures
                 .map_or(0, |order| ModelCodeTextures::bytes(cfg, order)),
-            scratch: plan.scratch + records,
+            scratch: plan.scratch + records + head_partials,
             ..plan
         }
     }

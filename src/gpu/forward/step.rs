@@ -12,7 +12,7 @@ use crate::gpu::kernels::attention::{
     dispatches_at, Attention, AttentionDispatch, AttentionVariant, DispatchesAt, WoFold,
 };
 use crate::gpu::kernels::embed_q4::EmbedQ4;
-use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant};
+use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec};
 use crate::gpu::kernels::rope_kv::HeadShape;
 use crate::gpu::kernels::Dispatch;
 use crate::gpu::kv_cache::KvCache;
@@ -156,9 +156,9 @@ impl Kernels {
             (a, Some(o))
         };
         let add_parts = if fold { attention.parts() } else { 0 };
-        let head_epilogue = match designs.head {
-            GemvVariant::GpuRows(_) => Epilogue::StoreArgmax,
-            _ => Epilogue::Store,
+        let head_epilogue = match designs.head.fused_argmax_rows() {
+            Some(_) => Epilogue::StoreArgmax,
+            None => Epilogue::Store,
         };
         let head = gemv(designs.head, v, h, head_epilogue, false, true)?;
         let argmax_partials = (head_epilogue == Epilogue::StoreArgmax)

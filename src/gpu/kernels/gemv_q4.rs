@@ -194,6 +194,16 @@ impl GemvVariant {
         }
     }
 
+    /// Rows per workgroup of a head GEMV of this variant that fuses the argmax
+    /// ([`Epilogue::StoreArgmax`]: the GPU design), `None` where the argmax is a pass of
+    /// its own.
+    pub fn fused_argmax_rows(self) -> Option<u32> {
+        match self {
+            GemvVariant::GpuRows(g) => Some(g.rows()),
+            _ => None,
+        }
+    }
+
     /// The order of the codes texture this variant reads (`None`: it reads the buffer).
     pub fn texture_order(self) -> Option<TextureOrder> {
         match self {
