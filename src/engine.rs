@@ -225,7 +225,7 @@ impl Engine {
             let why = d.reason(&adapter, true);
             return Ok((d, why));
         }
-        let d = probe::probe(ctx, config)?;
+        let d = pollster::block_on(probe::probe(ctx, config))?;
         probe::remember(&key, &d);
         let why = d.reason(&adapter, false);
         Ok((d, why))

@@ -8,9 +8,12 @@
 //! per layer, and the LM head costs about as much as its share of the weights. Probes of
 //! one and of [`LAYERS`] layers give both parts, and the prediction for the whole model
 //! is `fixed + per_layer · (layers + head_weights / layer_weights)` on each backend. The
-//! CPU is probed first; where the GPU's one-layer step alone is already slower than the
-//! CPU's predicted whole model, the GPU's larger probe is skipped ([`Decision::settled`]):
-//! on a software adapter each GPU probe costs pipeline builds and slow steps.
+//! CPU is probed first, then the GPU from its cheapest probe up, each run only while the
+//! ones before leave the choice open ([`Decision::settled`]): on a software adapter every
+//! pipeline costs a JIT compile (SwiftShader: a quarter of a second each, and a layer
+//! probe builds a few dozen), so the first is a single GEMV — the layer's gate/up
+//! matrix in the profile's design, scaled to the model's weights ([`gemv_floor`]) — then
+//! the one-layer step, and only then the larger probe.
 //!
 //! The decision is kept per adapter and model shape ([`Decision::key`]): natively in the
 //! cache folder ([`remembered`] / [`remember`]), in the browser in Cache Storage
@@ -19,8 +22,11 @@
 use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision};
 use crate::error::Result;
+use crate::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvQ4, GemvSpec};
+use crate::gpu::{GpuContext, GpuModel};
 use crate::synth::SynthSource;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use web_time::{Duration, Instant};
 
 /// Layers of the larger probe (the smaller has one).
@@ -34,6 +40,9 @@ pub(crate) const PROBE_CONTEXT: usize = 8;
 const STEPS: usize = 2;
 /// Stop timing after this long even if fewer steps ran (a very slow adapter).
 const MAX_TIME: Duration = Duration::from_millis(400);
+/// GEMVs per submit of the GEMV probe, so that the submit's round trip (a browser's
+/// await) is a small share of its time.
+const GEMV_REPS: usize = 8;
 
 /// The timing of one probe: one warm-up step, then up to `STEPS` timed steps or
 /// `MAX_TIME`, whichever ends first. Drive it as `while t.more() { step; t.stepped() }`
@@ -69,17 +78,37 @@ impl StepTimer {
     }
 }
 
+/// The GPU probe whose time bounds the GPU's whole-model step from below, when it alone
+/// settled the choice ([`Decision::settled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuBound {
+    /// The gate/up GEMV scaled to the model's weights ([`gemv_floor`]).
+    Gemv,
+    /// The one-layer step ([`predict`] only adds layers and the head to it).
+    OneLayer,
+}
+
+impl GpuBound {
+    fn probe(self) -> &'static str {
+        match self {
+            GpuBound::Gemv => "its GEMV probe",
+            GpuBound::OneLayer => "its one-layer probe",
+        }
+    }
+}
+
 /// The outcome of a probe: predicted full-model decode rates and the choice.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub gpu: bool,
     pub cpu_tok_s: f64,
-    /// The GPU's predicted rate, or (with `gpu_bound`) an upper bound of it.
+    /// The GPU's predicted rate, or (with `bound`) an upper bound of it.
     pub gpu_tok_s: f64,
-    /// Whether `gpu_tok_s` is only a bound: the rate of the GPU's one-layer probe, which
-    /// settled the choice ([`Decision::settled`]).
+    /// The probe that settled the choice when `gpu_tok_s` is only an upper bound (its
+    /// rate); `None`: predicted from both layer probes.
     #[serde(default)]
-    pub gpu_bound: bool,
+    pub bound: Option<GpuBound>,
 }
 
 fn rate(step_seconds: f64) -> f64 {
@@ -93,20 +122,19 @@ impl Decision {
             gpu: gpu_step < cpu_step,
             cpu_tok_s: rate(cpu_step),
             gpu_tok_s: rate(gpu_step),
-            gpu_bound: false,
+            bound: None,
         }
     }
 
-    /// The CPU, when the GPU's one-layer probe step (`gpu_one` seconds) is no faster than
-    /// the CPU's predicted whole-model step: the GPU's prediction is never below its
-    /// one-layer step ([`predict`] only adds layers and the head), so its larger probe
-    /// could not change the choice. `None` when it could.
-    pub(crate) fn settled(cpu_step: f64, gpu_one: f64) -> Option<Decision> {
-        (gpu_one >= cpu_step).then(|| Decision {
+    /// The CPU, when `gpu_floor` seconds — what the GPU's whole-model step costs at
+    /// least, from the probe `bound` — is no faster than the CPU's predicted whole-model
+    /// step: the GPU's larger probes could not change the choice. `None` when they could.
+    pub(crate) fn settled(cpu_step: f64, gpu_floor: f64, bound: GpuBound) -> Option<Decision> {
+        (gpu_floor >= cpu_step).then(|| Decision {
             gpu: false,
             cpu_tok_s: rate(cpu_step),
-            gpu_tok_s: rate(gpu_one),
-            gpu_bound: true,
+            gpu_tok_s: rate(gpu_floor),
+            bound: Some(bound),
         })
     }
 
@@ -117,9 +145,9 @@ impl Decision {
         } else {
             "chosen by a probe of the model's layer shapes"
         };
-        let gpu = match self.gpu_bound {
-            true => format!("at most {:.1} tok/s (its one-layer probe)", self.gpu_tok_s),
-            false => format!("{:.1} tok/s (predicted)", self.gpu_tok_s),
+        let gpu = match self.bound {
+            Some(b) => format!("at most {:.1} tok/s ({})", self.gpu_tok_s, b.probe()),
+            None => format!("{:.1} tok/s (predicted)", self.gpu_tok_s),
         };
         format!(
             "{how}: CPU {:.1} tok/s vs software GPU adapter {adapter} {gpu}",
@@ -163,12 +191,41 @@ pub(crate) fn probe_source(config: &ModelConfig, layers: usize) -> Result<SynthS
 pub(crate) fn predict(one: f64, many: f64, config: &ModelConfig) -> f64 {
     let per_layer = ((many - one) / (LAYERS - 1) as f64).max(0.0);
     let fixed = (one - per_layer).max(0.0);
-    let c = config;
-    let attn =
-        c.hidden_size * (c.q_dim() + 2 * c.n_kv_heads * c.head_dim) + c.q_dim() * c.hidden_size;
-    let layer_weights = (attn + 3 * c.hidden_size * c.ffn_size) as f64;
-    let head_weights = (c.vocab_size * c.hidden_size) as f64;
-    fixed + per_layer * (c.n_layers as f64 + head_weights / layer_weights)
+    let w = Weights::of(config);
+    fixed + per_layer * (config.n_layers as f64 + w.head / w.layer)
+}
+
+/// Weights (matrix entries) of a step's GEMVs.
+struct Weights {
+    /// One layer's: QKV, O, gate/up, down.
+    layer: f64,
+    /// The LM head's.
+    head: f64,
+    /// One layer's gate/up matrix.
+    gate_up: f64,
+}
+
+impl Weights {
+    fn of(c: &ModelConfig) -> Weights {
+        let attn =
+            c.hidden_size * (c.q_dim() + 2 * c.n_kv_heads * c.head_dim) + c.q_dim() * c.hidden_size;
+        Weights {
+            layer: (attn + 3 * c.hidden_size * c.ffn_size) as f64,
+            head: (c.vocab_size * c.hidden_size) as f64,
+            gate_up: (2 * c.hidden_size * c.ffn_size) as f64,
+        }
+    }
+}
+
+/// What the whole model's step costs at least on a GPU whose gate/up GEMV takes
+/// `gate_up` seconds: every GEMV of the step (all layers' and the head) at the gate/up
+/// GEMV's time per weight, without the other kernels or the step's fixed cost. A
+/// floor as far as GEMVs with fewer rows (O, down) fill the device no better per weight
+/// than the widest one — true of the CPU adapters this probe runs on, which split work by
+/// workgroups.
+pub(crate) fn gemv_floor(gate_up: f64, config: &ModelConfig) -> f64 {
+    let w = Weights::of(config);
+    gate_up * (config.n_layers as f64 * w.layer + w.head) / w.gate_up
 }
 
 /// Seconds per step of `step(pos)`, timed by [`StepTimer`].
@@ -201,29 +258,92 @@ pub(crate) fn cpu_step(config: &ModelConfig) -> Result<f64> {
     Ok(predict(one, many, config))
 }
 
+/// Probe the software adapter of `ctx` against the CPU backend for `config`'s shapes:
+/// the CPU's probes, then the GPU's from the cheapest up — its gate/up GEMV, its
+/// one-layer step, its larger probe — each only while the ones before leave the choice
+/// open. Async for the browser, where GPU results arrive as awaited events (natively
+/// each await is ready at once: `pollster::block_on` it).
+pub async fn probe(ctx: &Arc<GpuContext>, config: &ModelConfig) -> Result<Decision> {
+    let cpu = cpu_step(config)?;
+    let gemv = gemv_floor(gpu_gemv_seconds(ctx, config).await?, config);
+    if let Some(d) = Decision::settled(cpu, gemv, GpuBound::Gemv) {
+        return Ok(d);
+    }
+    let one = gpu_seconds(ctx, config, 1).await?;
+    if let Some(d) = Decision::settled(cpu, one, GpuBound::OneLayer) {
+        return Ok(d);
+    }
+    let many = gpu_seconds(ctx, config, LAYERS).await?;
+    Ok(Decision::new(cpu, predict(one, many, config)))
+}
+
+/// Seconds per step of a probe of `layers` layers on the adapter of `ctx`.
+async fn gpu_seconds(ctx: &Arc<GpuContext>, config: &ModelConfig, layers: usize) -> Result<f64> {
+    let mut src = probe_source(config, layers)?;
+    let mut model = GpuModel::load(ctx.clone(), &mut src, PROBE_CONTEXT)?;
+    let mut t = StepTimer::default();
+    let mut pos = 0;
+    while t.more() {
+        model.decode_async(0, pos % PROBE_CONTEXT).await?;
+        pos += 1;
+        t.stepped();
+    }
+    model.destroy();
+    Ok(1.0 / t.rate().max(1e-9))
+}
+
+/// Seconds per gate/up GEMV of `config`'s layer shape (with its fused norm and SwiGLU)
+/// in the design the profile of `ctx` gives that role: one pipeline, over zero codes (a
+/// GEMV's time does not depend on its values), [`GEMV_REPS`] to a submit.
+async fn gpu_gemv_seconds(ctx: &GpuContext, config: &ModelConfig) -> Result<f64> {
+    let (ffn, hidden) = (config.ffn_size, config.hidden_size);
+    let spec = GemvSpec {
+        norm_eps: Some(config.rms_eps),
+        ..GemvSpec::new(ffn, hidden, Epilogue::SwiGlu)
+    };
+    let gemv = GemvQ4::new(ctx, ctx.profile.gemv.gate_up, spec)?;
+    let entries = (2 * ffn * hidden) as u64;
+    let codes = ctx.storage("probe codes", entries / 2)?;
+    let qparams = ctx.storage("probe qparams", entries / 16)?;
+    let texture = gemv
+        .codes_read()
+        .build(ctx, (&codes, entries / 2), &qparams, None)?;
+    let bind = match &texture {
+        Some(t) => Codes::Texture(&t.view),
+        None => Codes::Buffer(&codes),
+    };
+    // x doubles as the norm weights and the (unread) bias.
+    let x = ctx.storage("probe x", 4 * hidden as u64)?;
+    let out = ctx.storage("probe out", 4 * ffn as u64)?;
+    let staging = ctx.staging("probe", 4);
+    let dispatch = gemv.dispatch(ctx, bind, &qparams, &x, Some(&x), &x, &out);
+    ctx.check_errors()?;
+    let mut t = StepTimer::default();
+    while t.more() {
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            for _ in 0..GEMV_REPS {
+                dispatch.encode(&mut pass);
+            }
+        }
+        enc.copy_buffer_to_buffer(&out, 0, &staging, 0, 4);
+        ctx.queue.submit([enc.finish()]);
+        ctx.read_staging_async(&staging, 4).await?;
+        t.stepped();
+    }
+    drop(dispatch);
+    for b in [codes, qparams, x, out, staging] {
+        b.destroy();
+    }
+    Ok(1.0 / (t.rate() * GEMV_REPS as f64).max(1e-9))
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
     use super::*;
-    use crate::gpu::{GpuContext, GpuModel};
     use std::collections::BTreeMap;
     use std::path::PathBuf;
-    use std::sync::Arc;
-
-    /// Probe the adapter of `ctx` against the CPU backend for `config`'s shapes.
-    pub fn probe(ctx: &Arc<GpuContext>, config: &ModelConfig) -> Result<Decision> {
-        let cpu = cpu_step(config)?;
-        let gpu_seconds = |layers| {
-            let mut src = probe_source(config, layers)?;
-            let mut model = GpuModel::load(ctx.clone(), &mut src, PROBE_CONTEXT)?;
-            seconds_per_step(|pos| model.decode(0, pos).map(drop))
-        };
-        let one = gpu_seconds(1)?;
-        if let Some(d) = Decision::settled(cpu, one) {
-            return Ok(d);
-        }
-        let many = gpu_seconds(LAYERS)?;
-        Ok(Decision::new(cpu, predict(one, many, config)))
-    }
 
     /// The file decisions are kept in: `$POCKETRT_CACHE_DIR`, else
     /// `$XDG_CACHE_HOME/pocketrt`, else `~/.cache/pocketrt`; `None` without any.
@@ -272,7 +392,7 @@ mod native {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::{probe, remember, remembered};
+pub use native::{remember, remembered};
 
 #[cfg(test)]
 mod tests {
@@ -321,21 +441,37 @@ mod tests {
         for many in [0.0, 0.04, 0.05, 0.5] {
             assert!(predict(0.04, many, &c) >= 0.04);
         }
-        let d = Decision::settled(0.03, 0.04).expect("settled");
-        assert!(!d.gpu && d.gpu_bound);
+        let d = Decision::settled(0.03, 0.04, GpuBound::OneLayer).expect("settled");
+        assert!(!d.gpu && d.bound == Some(GpuBound::OneLayer));
         assert!((d.gpu_tok_s - 25.0).abs() < 1e-9);
         assert!(d
             .reason("SwiftShader", false)
             .ends_with("at most 25.0 tok/s (its one-layer probe)"));
         assert_eq!(
-            Decision::settled(0.05, 0.04),
+            Decision::settled(0.05, 0.04, GpuBound::OneLayer),
             None,
             "a faster GPU layer needs the larger probe"
         );
         // Older kept decisions (without the field) still read.
         let old: Decision =
             serde_json::from_str(r#"{"gpu":true,"cpu_tok_s":1,"gpu_tok_s":2}"#).unwrap();
-        assert!(old.gpu && !old.gpu_bound);
+        assert!(old.gpu && old.bound.is_none());
+    }
+
+    #[test]
+    fn the_gemv_floor_is_every_gemv_of_the_step_at_the_gate_up_gemvs_time_per_weight() {
+        let c = pocket();
+        let gate_up = 2.0 * 896.0 * 2560.0;
+        let layer = (896 * (896 + 2 * 128) + 896 * 896 + 3 * 896 * 2560) as f64;
+        let want = 1e-3 * (28.0 * layer + 65536.0 * 896.0) / gate_up;
+        assert!((gemv_floor(1e-3, &c) - want).abs() < 1e-12);
+        // Pocket's step has 66 gate/up GEMVs' weights.
+        assert!((gemv_floor(1.0, &c) - 66.0).abs() < 1e-9);
+        let d = Decision::settled(0.05, gemv_floor(1e-3, &c), GpuBound::Gemv).expect("settled");
+        assert!(d.reason("SwiftShader", false).ends_with("(its GEMV probe)"));
+        let json = serde_json::to_string(&d).unwrap();
+        assert!(json.contains(r#""bound":"gemv""#), "{json}");
+        assert_eq!(serde_json::from_str::<Decision>(&json).unwrap(), d);
     }
 
     #[test]

@@ -164,6 +164,18 @@ pub fn is_hub_id(name: &str) -> bool {
     crate::hub::choose::is_hub_id(name)
 }
 
+/// The backend a load of `url` with `options` (those of `PocketModel.load`) runs on,
+/// decided as the load decides it but with nothing loaded: `{ backend: "webgpu" | "cpu",
+/// reason, profile, profileDetail }`, or null for a GGUF file. The JS API asks it on
+/// `auto` where the CPU backend could have threads, and loads a CPU decision on the
+/// threaded build.
+#[wasm_bindgen(js_name = chooseBackend)]
+pub async fn choose_backend(url: String, options: JsValue) -> Result<JsValue, JsValue> {
+    let opts = load_options(&options).map_err(to_js)?;
+    let chosen = loader::choose_backend(&url, opts).await.map_err(to_js)?;
+    Ok(chosen.map_or(JsValue::NULL, |c| to_value(&c)))
+}
+
 #[wasm_bindgen]
 impl PocketModel {
     /// Load a model: a pocket package (folder URL or manifest URL), a GGUF URL or a hub id

@@ -11,7 +11,7 @@ use super::fetch::{cached, open_cache, store};
 use super::model::WebModel;
 use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision, StreamedTensors};
-use crate::engine::probe::{self, Decision, StepTimer, LAYERS, PROBE_CONTEXT};
+use crate::engine::probe::{self, Decision};
 use crate::error::{Error, Result};
 use crate::format::package::{Chunk, Manifest};
 use crate::gpu::plan::MemoryPlan;
@@ -62,10 +62,93 @@ pub struct Target {
     reason: String,
 }
 
-impl Target {
-    /// Decide where `manifest`'s model goes for `context` positions and allocate it there;
-    /// a GPU in the device profile called `profile` (`None`: detected). `cache`: the Cache
+/// Where a load's model goes, decided before any weight arrives (nothing allocated yet).
+pub struct Decided {
+    /// The GPU the model goes to, with its memory plan.
+    gpu: Option<(Arc<GpuContext>, MemoryPlan)>,
+    /// The software adapter a probe ran on and kept the CPU backend over (for `info`).
+    probed: Option<Arc<GpuContext>>,
+    /// Why, for `info.backendReason`.
+    pub reason: String,
+}
+
+impl Decided {
+    /// Decide where the model of `config` goes for `context` positions: a GPU in the
+    /// device profile called `profile` (`None`: detected) or the CPU. `cache`: the Cache
     /// Storage a probe's decision is kept in.
+    pub async fn new(
+        choice: Choice,
+        profile: Option<&str>,
+        config: &ModelConfig,
+        context: usize,
+        cache: Option<&str>,
+    ) -> Result<Decided> {
+        let cpu = |reason: String| Decided {
+            gpu: None,
+            probed: None,
+            reason,
+        };
+        let gpu = |ctx, plan, reason: String| Decided {
+            gpu: Some((ctx, plan)),
+            probed: None,
+            reason,
+        };
+        Ok(match choice {
+            Choice::Cpu => cpu("requested (backend: \"cpu\")".into()),
+            Choice::WebGpu => {
+                require_webgpu()?;
+                let (ctx, plan) = gpu_for(config, context, profile).await?;
+                gpu(ctx, plan, "requested (backend: \"webgpu\")".into())
+            }
+            Choice::Auto => match require_webgpu() {
+                Err(_) => cpu("no WebGPU in this browser (navigator.gpu is missing)".into()),
+                Ok(()) => match gpu_for(config, context, profile).await {
+                    Err(Error::NoGpuAdapter { detail }) | Err(Error::NoWebGpu(detail)) => {
+                        cpu(format!("no WebGPU adapter ({detail})"))
+                    }
+                    Err(e) => return Err(e),
+                    Ok((ctx, plan)) if ctx.profile.software => {
+                        let adapter = ctx.adapter_label();
+                        let (d, why) = decision(&ctx, config, &adapter, cache).await?;
+                        let reason = format!("software adapter {adapter}; {why}");
+                        match d.gpu {
+                            true => gpu(ctx, plan, reason),
+                            false => Decided {
+                                probed: Some(ctx),
+                                ..cpu(reason)
+                            },
+                        }
+                    }
+                    Ok((ctx, plan)) => {
+                        let reason = format!("GPU adapter {}", ctx.adapter_label());
+                        gpu(ctx, plan, reason)
+                    }
+                },
+            },
+        })
+    }
+
+    /// "webgpu" or "cpu".
+    pub fn backend(&self) -> &'static str {
+        match self.gpu {
+            Some(_) => "webgpu",
+            None => "cpu",
+        }
+    }
+
+    /// The GPU's device (with its profile): the one the model goes to, or the software
+    /// adapter a probe kept the CPU backend over.
+    pub fn gpu_context(&self) -> Option<&GpuContext> {
+        self.gpu
+            .as_ref()
+            .map(|(ctx, _)| &**ctx)
+            .or(self.probed.as_deref())
+    }
+}
+
+impl Target {
+    /// Decide where `manifest`'s model goes for `context` positions ([`Decided::new`])
+    /// and allocate it there.
     pub async fn choose(
         choice: Choice,
         profile: Option<&str>,
@@ -73,50 +156,22 @@ impl Target {
         context: usize,
         cache: Option<&str>,
     ) -> Result<Target> {
-        let mut t = Target {
-            gpu: None,
-            cpu: None,
-            probed: None,
-            context,
-            reason: String::new(),
+        let d = Decided::new(choice, profile, &manifest.config, context, cache).await?;
+        let gpu = match d.gpu {
+            Some((ctx, plan)) => Some(gpu(ctx, plan, manifest)?),
+            None => None,
         };
-        let config = &manifest.config;
-        match choice {
-            Choice::Cpu => t.reason = "requested (backend: \"cpu\")".into(),
-            Choice::WebGpu => {
-                require_webgpu()?;
-                let (ctx, plan) = gpu_for(config, context, profile).await?;
-                t.gpu = Some(gpu(ctx, plan, manifest)?);
-                t.reason = "requested (backend: \"webgpu\")".into();
-            }
-            Choice::Auto => match require_webgpu() {
-                Err(_) => t.reason = "no WebGPU in this browser (navigator.gpu is missing)".into(),
-                Ok(()) => match gpu_for(config, context, profile).await {
-                    Err(Error::NoGpuAdapter { detail }) | Err(Error::NoWebGpu(detail)) => {
-                        t.reason = format!("no WebGPU adapter ({detail})")
-                    }
-                    Err(e) => return Err(e),
-                    Ok((ctx, plan)) if ctx.profile.software => {
-                        let adapter = ctx.adapter_label();
-                        let (d, why) = decision(&ctx, config, &adapter, cache).await?;
-                        t.reason = format!("software adapter {adapter}; {why}");
-                        if d.gpu {
-                            t.gpu = Some(gpu(ctx, plan, manifest)?);
-                        } else {
-                            t.probed = Some(ctx);
-                        }
-                    }
-                    Ok((ctx, plan)) => {
-                        t.reason = format!("GPU adapter {}", ctx.adapter_label());
-                        t.gpu = Some(gpu(ctx, plan, manifest)?);
-                    }
-                },
-            },
-        }
-        if t.gpu.is_none() {
-            t.cpu = Some(RefCell::new(StreamedTensors::new(manifest)?));
-        }
-        Ok(t)
+        let cpu = match gpu {
+            Some(_) => None,
+            None => Some(RefCell::new(StreamedTensors::new(manifest)?)),
+        };
+        Ok(Target {
+            gpu,
+            cpu,
+            probed: d.probed,
+            context,
+            reason: d.reason,
+        })
     }
 
     /// The context the load will have (the GPU plan's when the GPU is a candidate).
@@ -199,7 +254,7 @@ async fn decision(
         }
     }
     let started = web_time::Instant::now();
-    let d = run_probe(ctx, config).await?;
+    let d = probe::probe(ctx, config).await?;
     let probe_ms = started.elapsed().as_millis();
     if let Some(c) = &cache {
         let response = serde_json::to_string(&d)
@@ -221,33 +276,6 @@ async fn remembered(cache: &web_sys::Cache, url: &str) -> Option<Decision> {
         .await
         .ok()?;
     serde_json::from_str(&text.as_string()?).ok()
-}
-
-/// The probes (`engine::probe`) on the CPU, then on the adapter of `ctx` (awaited steps):
-/// its one-layer probe, and the larger one only when that does not settle the choice.
-async fn run_probe(ctx: &Arc<GpuContext>, config: &ModelConfig) -> Result<Decision> {
-    let cpu = probe::cpu_step(config)?;
-    let one = gpu_seconds(ctx, config, 1).await?;
-    if let Some(d) = Decision::settled(cpu, one) {
-        return Ok(d);
-    }
-    let many = gpu_seconds(ctx, config, LAYERS).await?;
-    Ok(Decision::new(cpu, probe::predict(one, many, config)))
-}
-
-/// Seconds per step of a probe of `layers` layers on the adapter of `ctx`.
-async fn gpu_seconds(ctx: &Arc<GpuContext>, config: &ModelConfig, layers: usize) -> Result<f64> {
-    let mut src = probe::probe_source(config, layers)?;
-    let mut model = GpuModel::load(ctx.clone(), &mut src, PROBE_CONTEXT)?;
-    let mut t = StepTimer::default();
-    let mut pos = 0;
-    while t.more() {
-        model.decode_async(0, pos % PROBE_CONTEXT).await?;
-        pos += 1;
-        t.stepped();
-    }
-    model.destroy();
-    Ok(1.0 / t.rate().max(1e-9))
 }
 
 /// Writes one shard's chunks to every destination of a [`Target`].

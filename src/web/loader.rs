@@ -7,7 +7,7 @@
 //! more, then the load fails. Shards already cached when a load was interrupted are not
 //! fetched again.
 
-use super::backend::{Choice, Target};
+use super::backend::{Choice, Decided, Target};
 use super::cache::{OverQuota, Record};
 use super::fetch::{self, check_abort};
 use super::locator::Locator;
@@ -178,30 +178,85 @@ impl<'a> Progress<'a> {
     }
 }
 
-/// Load the model `name`: a pocket package (a folder URL or its manifest.json), a GGUF
-/// file, or a hub id (`owner/name`). Its files come from the cache or the network
-/// (`cache.rs`).
-pub async fn load(name: &str, opts: LoadOptions) -> Result<Loaded> {
-    let progress = Progress::new(&opts).await;
-    let mut record = Record::new(name);
+/// A model's files found: a GGUF file's URL, or a package's manifest and where its files are.
+enum Located {
+    Gguf(String),
+    Package(Manifest, Locator),
+}
+
+/// Find the model `name` (a pocket package, a GGUF file or a hub id): the hub resolved,
+/// a package's manifest read (its URL kept in `record`).
+async fn locate(name: &str, progress: &Progress<'_>, record: &mut Record) -> Result<Located> {
+    let opts = progress.opts;
     let url = match opts.files.is_none() && crate::hub::choose::is_hub_id(name) {
-        true => super::hub::resolve(name, &opts.hub_endpoint, &progress, &mut record).await?,
+        true => super::hub::resolve(name, &opts.hub_endpoint, progress, record).await?,
         false => name.to_string(),
     };
     let url = url.as_str();
     let locator = Locator::new(url, opts.files.clone())?;
     if super::gguf::is_gguf(url) {
         let file = url.rsplit('/').next().unwrap_or(url);
-        let source = match &opts.files {
+        return Ok(Located::Gguf(match &opts.files {
             Some(_) => locator.url(file)?,
             None => url.to_string(),
-        };
-        return super::gguf::load(&source, progress, record).await;
+        }));
     }
     let manifest_url = locator.manifest()?;
-    let signal = opts.signal.as_ref();
     let manifest = Manifest::from_json(&progress.text(&manifest_url).await?)?;
     record.files.push(manifest_url);
+    Ok(Located::Package(manifest, locator))
+}
+
+/// The backend a load of `name` with `opts` runs on, decided as [`load`] decides it (the
+/// manifest read; on `auto`, a software adapter's probe run or its kept decision taken)
+/// with nothing allocated; `None` for a GGUF file (WebGPU only). The JS API asks this
+/// before it picks a wasm build: a CPU decision, where the page allows threads, is loaded
+/// by the threaded build, which cannot run WebGPU.
+pub async fn choose_backend(name: &str, opts: LoadOptions) -> Result<Option<BackendChoice>> {
+    let progress = Progress::new(&opts).await;
+    let mut record = Record::new(name);
+    let Located::Package(manifest, _) = locate(name, &progress, &mut record).await? else {
+        return Ok(None);
+    };
+    let config = &manifest.config;
+    let context = requested_context(config, &opts);
+    let cache = opts.cache_name.as_deref();
+    let d = Decided::new(opts.backend, opts.profile.as_deref(), config, context, cache).await?;
+    let mut report = LoadReport::default();
+    if let Some(ctx) = d.gpu_context() {
+        report.set_device(ctx);
+    }
+    Ok(Some(BackendChoice {
+        backend: d.backend().into(),
+        reason: d.reason,
+        profile: report.profile,
+        profile_detail: report.profile_detail,
+    }))
+}
+
+/// What [`choose_backend`] decided (to JS).
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendChoice {
+    /// "webgpu" or "cpu".
+    pub backend: String,
+    pub reason: String,
+    /// The GPU candidate's device profile (as [`LoadReport::profile`]).
+    pub profile: Option<String>,
+    pub profile_detail: Option<serde_json::Value>,
+}
+
+/// Load the model `name`: a pocket package (a folder URL or its manifest.json), a GGUF
+/// file, or a hub id (`owner/name`). Its files come from the cache or the network
+/// (`cache.rs`).
+pub async fn load(name: &str, opts: LoadOptions) -> Result<Loaded> {
+    let progress = Progress::new(&opts).await;
+    let mut record = Record::new(name);
+    let (manifest, locator) = match locate(name, &progress, &mut record).await? {
+        Located::Gguf(source) => return super::gguf::load(&source, progress, record).await,
+        Located::Package(manifest, locator) => (manifest, locator),
+    };
+    let signal = opts.signal.as_ref();
     let tokenizer_url = match &manifest.tokenizer {
         Some(file) => locator.url(file)?,
         None => return Err(Error::missing(MANIFEST_FILE, "tokenizer")),

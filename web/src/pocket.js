@@ -147,18 +147,46 @@ export const cache = {
   },
 };
 
+/** The options `PocketModel.load` (and `chooseBackend`) take from `Pocket.load`'s. */
+function wasmOptions(options) {
+  return {
+    onProgress: options.onProgress,
+    signal: options.signal,
+    contextLength: options.contextLength,
+    parallel: options.parallel,
+    cache: options.cache,
+    files: options.files,
+    hubEndpoint: options.hubEndpoint,
+    backend: options.backend,
+    profile: options.profile,
+    contextOverflow: options.contextOverflow,
+    offline: options.offline,
+    overQuota: options.overQuota,
+  };
+}
+
+/** Whether a load is on `auto` with WebGPU present and threads possible for a CPU
+ * decision (which the single-threaded build would run on one thread). */
+function autoMayThread(options) {
+  return (options.backend ?? 'auto') === 'auto' && hasWebGPU() && plannedThreads(options.threads, 'cpu').threads > 1;
+}
+
 export class Pocket {
   #inner;
   #threadsReason;
   #persisted;
   #onDeviceLost;
   #autoReload;
+  #chosen;
 
   /** The models kept in Cache Storage (see `cache`). */
   static cache = cache;
 
-  constructor(inner, threadsReason, persisted = null, options = {}) {
+  /** `chosen`: the backend decided before the load (`chooseBackend`), whose reason and
+   * GPU candidate `info` reports. */
+  constructor(inner, threadsReason, persisted = null, options = {}, chosen = null) {
     this.#inner = inner;
+    this.#chosen = chosen;
     this.#threadsReason = threadsReason;
     this.#persisted = persisted;
     this.#onDeviceLost = options.onDeviceLost;
@@ -215,27 +243,20 @@ export class Pocket {
       );
     }
     options.signal?.throwIfAborted?.();
-    let wasm, threadsReason;
     try {
       const persisted = options.persist ? await requestPersist() : null;
-      ({ wasm, threadsReason } = await initPocket(options.wasmUrl, options));
+      // `auto` where a CPU decision could run on threads: decided first on the
+      // single-threaded build (WebGPU runs only there), then loaded on the build the
+      // decision needs, told the backend.
+      const decide = autoMayThread(options);
+      let run = await initPocket(options.wasmUrl, decide ? { ...options, backend: 'webgpu' } : options);
       const name = String(url);
-      const target = wasm.isHubId(name) ? name : absolute(name, options.baseUrl);
-      const inner = await wasm.PocketModel.load(target, {
-        onProgress: options.onProgress,
-        signal: options.signal,
-        contextLength: options.contextLength,
-        parallel: options.parallel,
-        cache: options.cache,
-        files: options.files,
-        hubEndpoint: options.hubEndpoint,
-        backend: options.backend,
-        profile: options.profile,
-        contextOverflow: options.contextOverflow,
-        offline: options.offline,
-        overQuota: options.overQuota,
-      });
-      return new Pocket(inner, threadsReason, persisted, options);
+      const target = run.wasm.isHubId(name) ? name : absolute(name, options.baseUrl);
+      const chosen = decide ? await run.wasm.chooseBackend(target, wasmOptions(options)) : null;
+      const opts = chosen ? { ...options, backend: chosen.backend } : options;
+      if (chosen) run = await initPocket(opts.wasmUrl, opts);
+      const inner = await run.wasm.PocketModel.load(target, wasmOptions(opts));
+      return new Pocket(inner, run.threadsReason, persisted, opts, chosen);
     } catch (e) {
       throw coded(e);
     }
@@ -245,7 +266,14 @@ export class Pocket {
    * profile and profileDetail (the GPU's device profile; null without a GPU), backend,
    * threads (the CPU backend's) and why (threadsReason). */
   get info() {
-    return { ...this.#inner.info(), threadsReason: this.#threadsReason, persisted: this.#persisted };
+    const info = this.#inner.info();
+    const c = this.#chosen;
+    if (c) {
+      info.backendReason = c.reason;
+      info.profile ??= c.profile;
+      info.profileDetail ??= c.profileDetail;
+    }
+    return { ...info, threadsReason: this.#threadsReason, persisted: this.#persisted };
   }
 
   /** Tell `onDeviceLost` (and reload, with `autoReload`) when this model's device is lost. */

@@ -77,12 +77,14 @@ export function threadSupport() {
 }
 
 /** Whether a load asking for `backend` runs on the CPU backend for sure. The threaded
- * build serves only those: WebGPU's awaited results never arrive in it (it stalls). */
+ * build serves only those: WebGPU's awaited results never arrive in it (it stalls).
+ * (`Pocket.load` decides an `auto` load with WebGPU first, and loads a CPU decision as
+ * `backend: "cpu"`.) */
 function cpuOnly(backend) {
   return backend === 'cpu' || ((backend ?? 'auto') === 'auto' && !globalThis.navigator?.gpu);
 }
 
-const GPU_LOAD = `${ONE}: the threaded build serves only loads on the CPU backend (backend "cpu", or "auto" without WebGPU)`;
+const GPU_LOAD = `${ONE}: the threaded build serves only loads on the CPU backend (backend "cpu", "auto" without WebGPU, or "auto" decided for the CPU)`;
 
 /**
  * The threads a load gets here for its `threads` option (`requested`; default as

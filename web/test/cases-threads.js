@@ -86,6 +86,30 @@ export const tests = {
     assert.equal(bad.code, 'INVALID_ARGUMENT', `threads: 0 is refused: ${bad.message}`);
   },
 
+  // `auto` with WebGPU present (SwiftShader here): the backend is decided first, on the
+  // single-threaded build, and a CPU decision loads on the threaded one. On the tiny model
+  // SwiftShader's one-layer step (a submit and an awaited read) is far slower than the
+  // CPU's whole model, so the probe picks the CPU.
+  async on_auto_in_an_isolated_worker_a_cpu_decision_runs_on_threads({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    const n = await cores(page);
+    assert.ok(n >= 2, `the browser reports ${n} core(s); the test needs at least 2`);
+    const r = await inWorker(page, '/models/tiny/', { backend: 'auto', cache: false }, want.prompt, want.cpu_tokens.length);
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    console.log(`     auto: ${r.info.backend} on ${r.info.threads} threads: ${r.info.backendReason}`);
+    assert.equal(r.info.backend, 'cpu', r.info.backendReason);
+    assert.match(r.info.backendReason, /^software adapter .*; chosen by a probe of the model's layer shapes: CPU [\d.]+ tok\/s vs .*; probed in \d+ ms$/);
+    assert.equal(r.info.profile, 'swiftshader', 'the probed GPU candidate, as on one thread');
+    assert.equal(r.info.threads, Math.min(n, 8), `the pool has the cores: ${r.info.threadsReason}`);
+    assert.deepEqual(r.tokens, want.cpu_tokens, `threaded tokens equal native (${want.cpu_engine})`);
+    // Forced WebGPU in the same kind of Worker stays on the single-threaded build.
+    const gpu = await inWorker(page, '/models/tiny/', { backend: 'webgpu', cache: false }, want.prompt, want.tokens.length);
+    assert.ok(gpu.info, `load failed: ${gpu.code} ${gpu.message}`);
+    assert.equal(gpu.info.threads, 1, gpu.info.threadsReason);
+    assert.deepEqual(gpu.tokens, want.tokens, 'WebGPU tokens equal native');
+  },
+
   async without_isolation_the_worker_falls_back_to_one_thread_like_native({ page, server, fixture }) {
     const want = expected(fixture);
     server.state.isolated = false;

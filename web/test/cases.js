@@ -404,7 +404,7 @@ export const tests = {
     console.log(`     auto chose ${r.info.backend} in ${r.ms.toFixed(0)} ms: ${r.info.backendReason}`);
     assert.match(
       r.info.backendReason,
-      /^software adapter .*; chosen by a probe of the model's layer shapes: CPU [\d.]+ tok\/s vs software GPU adapter .* ([\d.]+ tok\/s \(predicted\)|at most [\d.]+ tok\/s \(its one-layer probe\)); probed in \d+ ms$/,
+      /^software adapter .*; chosen by a probe of the model's layer shapes: CPU [\d.]+ tok\/s vs software GPU adapter .* ([\d.]+ tok\/s \(predicted\)|at most [\d.]+ tok\/s \(its (GEMV|one-layer) probe\)); probed in \d+ ms$/,
     );
     assert.equal(r.info.profile, 'swiftshader', 'the GPU candidate\'s profile, whichever backend won');
     const tokens = await generateTokens(page, want);
