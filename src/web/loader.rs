@@ -220,8 +220,8 @@ pub async fn choose_backend(name: &str, opts: LoadOptions) -> Result<Option<Back
     };
     let config = &manifest.config;
     let context = requested_context(config, &opts);
-    let cache = opts.cache_name.as_deref();
-    let d = Decided::new(opts.backend, opts.profile.as_deref(), config, context, cache).await?;
+    let (profile, cache) = (opts.profile.as_deref(), opts.cache_name.as_deref());
+    let d = Decided::new(opts.backend, profile, config, context, cache).await?;
     let mut report = LoadReport::default();
     if let Some(ctx) = d.gpu_context() {
         report.set_device(ctx);

@@ -170,8 +170,10 @@ impl GpuModel {
             let oldest = self.in_flight.pop_front().expect("more than the bound");
             #[cfg(not(target_arch = "wasm32"))]
             self.ctx.wait_for(oldest)?;
+            // Nothing may block in the browser: dropped (the awaited feeds bound the queue,
+            // `bound_in_flight_async`).
             #[cfg(target_arch = "wasm32")]
-            drop(oldest);
+            let _ = oldest;
         }
         Ok(())
     }
