@@ -15,6 +15,11 @@ use super::{Rows, WORDS};
 use crate::quant::GROUP;
 use std::arch::x86_64::*;
 
+/// How far ahead of the group it reads the int8 tile asks for the codes (`prefetcht0`):
+/// decode streams every weight from memory once per token, stalled on these loads without
+/// the hint (docs/ARCHITECTURE.md, "On the CPU backend", has the measurement).
+const PREFETCH_BYTES: usize = 2048;
+
 /// `Σ lo·xl + hi·xh` per i32 lane (four byte products each), `xl`/`xh` the 64
 /// activation bytes at `x`: `vpmaddubsw` into i16 pairs, widened by `vpmaddwd`.
 #[inline(always)]
@@ -96,7 +101,9 @@ macro_rules! int8_tile {
                 let mut acc = [_mm_setzero_ps(); T];
                 let mut mins = [_mm_setzero_ps(); T];
                 for g in 0..groups {
-                    let w = _mm256_loadu_si256(c.add(g * WORDS) as *const __m256i);
+                    let at = c.add(g * WORDS);
+                    _mm_prefetch::<_MM_HINT_T0>(at.wrapping_byte_add(PREFETCH_BYTES) as *const i8);
+                    let w = _mm256_loadu_si256(at as *const __m256i);
                     let lo = _mm256_and_si256(w, mask);
                     let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(w), mask);
                     let sm = _mm_cvtph_ps(_mm_cvtsi32_si128(*p.add(g) as i32));
