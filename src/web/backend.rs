@@ -147,16 +147,8 @@ impl Decided {
 }
 
 impl Target {
-    /// Decide where `manifest`'s model goes for `context` positions ([`Decided::new`])
-    /// and allocate it there.
-    pub async fn choose(
-        choice: Choice,
-        profile: Option<&str>,
-        manifest: &Manifest,
-        context: usize,
-        cache: Option<&str>,
-    ) -> Result<Target> {
-        let d = Decided::new(choice, profile, &manifest.config, context, cache).await?;
+    /// Allocate `manifest`'s model for `context` positions where `d` says.
+    pub fn new(d: Decided, manifest: &Manifest, context: usize) -> Result<Target> {
         let gpu = match d.gpu {
             Some((ctx, plan)) => Some(gpu(ctx, plan, manifest)?),
             None => None,

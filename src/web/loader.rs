@@ -268,14 +268,9 @@ pub async fn load(name: &str, opts: LoadOptions) -> Result<Loaded> {
     progress.admit(&mut record).await?;
     let config = manifest.config.clone();
     let context = requested_context(&config, &opts);
-    let target = Target::choose(
-        opts.backend,
-        opts.profile.as_deref(),
-        &manifest,
-        context,
-        opts.cache_name.as_deref(),
-    )
-    .await?;
+    let (profile, cache) = (opts.profile.as_deref(), opts.cache_name.as_deref());
+    let decided = Decided::new(opts.backend, profile, &config, context, cache).await?;
+    let target = Target::new(decided, &manifest, context)?;
     {
         let mut report = progress.report.borrow_mut();
         report.shards = manifest.shards.len();
