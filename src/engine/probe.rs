@@ -22,7 +22,7 @@
 use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision};
 use crate::error::Result;
-use crate::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvQ4, GemvSpec};
+use crate::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, MatrixCodes};
 use crate::gpu::{GpuContext, GpuModel};
 use crate::synth::SynthSource;
 use serde::{Deserialize, Serialize};
@@ -75,6 +75,11 @@ impl StepTimer {
     pub(crate) fn rate(&self) -> f64 {
         let secs = self.start.map_or(0.0, |t| t.elapsed().as_secs_f64());
         self.timed as f64 / secs.max(1e-9)
+    }
+
+    /// Seconds per timed step.
+    pub(crate) fn seconds(&self) -> f64 {
+        1.0 / self.rate().max(1e-9)
     }
 }
 
@@ -237,7 +242,7 @@ pub(crate) fn seconds_per_step(mut step: impl FnMut(usize) -> Result<()>) -> Res
         pos += 1;
         t.stepped();
     }
-    Ok(1.0 / t.rate().max(1e-9))
+    Ok(t.seconds())
 }
 
 /// Seconds per step of the fast CPU backend on a probe.
@@ -289,7 +294,7 @@ async fn gpu_seconds(ctx: &Arc<GpuContext>, config: &ModelConfig, layers: usize)
         t.stepped();
     }
     model.destroy();
-    Ok(1.0 / t.rate().max(1e-9))
+    Ok(t.seconds())
 }
 
 /// Seconds per gate/up GEMV of `config`'s layer shape (with its fused norm and SwiGLU)
@@ -303,20 +308,17 @@ async fn gpu_gemv_seconds(ctx: &GpuContext, config: &ModelConfig) -> Result<f64>
     };
     let gemv = GemvQ4::new(ctx, ctx.profile.gemv.gate_up, spec)?;
     let entries = (2 * ffn * hidden) as u64;
-    let codes = ctx.storage("probe codes", entries / 2)?;
+    let buffer = ctx.storage("probe codes", entries / 2)?;
     let qparams = ctx.storage("probe qparams", entries / 16)?;
     let texture = gemv
         .codes_read()
-        .build(ctx, (&codes, entries / 2), &qparams, None)?;
-    let bind = match &texture {
-        Some(t) => Codes::Texture(&t.view),
-        None => Codes::Buffer(&codes),
-    };
+        .build(ctx, (&buffer, entries / 2), &qparams, None)?;
+    let codes = MatrixCodes { buffer, texture };
     // x doubles as the norm weights and the (unread) bias.
     let x = ctx.storage("probe x", 4 * hidden as u64)?;
     let out = ctx.storage("probe out", 4 * ffn as u64)?;
     let staging = ctx.staging("probe", 4);
-    let dispatch = gemv.dispatch(ctx, bind, &qparams, &x, Some(&x), &x, &out);
+    let dispatch = gemv.dispatch(ctx, codes.bind(), &qparams, &x, Some(&x), &x, &out);
     ctx.check_errors()?;
     let mut t = StepTimer::default();
     while t.more() {
@@ -333,10 +335,10 @@ async fn gpu_gemv_seconds(ctx: &GpuContext, config: &ModelConfig) -> Result<f64>
         t.stepped();
     }
     drop(dispatch);
-    for b in [codes, qparams, x, out, staging] {
+    for b in [codes.buffer, qparams, x, out, staging] {
         b.destroy();
     }
-    Ok(1.0 / (t.rate() * GEMV_REPS as f64).max(1e-9))
+    Ok(t.seconds() / GEMV_REPS as f64)
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -55,8 +55,8 @@ struct Gpu {
 pub struct Target {
     gpu: Option<Gpu>,
     cpu: Option<RefCell<StreamedTensors>>,
-    /// The software adapter a probe ran on and kept the CPU backend over (for `info`).
-    probed: Option<Arc<GpuContext>>,
+    /// The GPU candidate's device ([`Decided::gpu_context`]), for `info`.
+    device: Option<Arc<GpuContext>>,
     /// Requested context (the CPU cache's size).
     context: usize,
     reason: String,
@@ -138,17 +138,18 @@ impl Decided {
 
     /// The GPU's device (with its profile): the one the model goes to, or the software
     /// adapter a probe kept the CPU backend over.
-    pub fn gpu_context(&self) -> Option<&GpuContext> {
+    pub fn gpu_context(&self) -> Option<&Arc<GpuContext>> {
         self.gpu
             .as_ref()
-            .map(|(ctx, _)| &**ctx)
-            .or(self.probed.as_deref())
+            .map(|(ctx, _)| ctx)
+            .or(self.probed.as_ref())
     }
 }
 
 impl Target {
     /// Allocate `manifest`'s model for `context` positions where `d` says.
     pub fn new(d: Decided, manifest: &Manifest, context: usize) -> Result<Target> {
+        let device = d.gpu_context().cloned();
         let gpu = match d.gpu {
             Some((ctx, plan)) => Some(gpu(ctx, plan, manifest)?),
             None => None,
@@ -160,7 +161,7 @@ impl Target {
         Ok(Target {
             gpu,
             cpu,
-            probed: d.probed,
+            device,
             context,
             reason: d.reason,
         })
@@ -181,10 +182,7 @@ impl Target {
     /// The GPU's device (with its profile): the one the model goes to, or the software
     /// adapter a probe kept the CPU backend over.
     pub fn gpu_context(&self) -> Option<&GpuContext> {
-        self.gpu
-            .as_ref()
-            .map(|g| &*g.ctx)
-            .or(self.probed.as_deref())
+        self.device.as_deref()
     }
 
     /// A writer for one shard's chunks.

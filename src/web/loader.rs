@@ -218,10 +218,7 @@ pub async fn choose_backend(name: &str, opts: LoadOptions) -> Result<Option<Back
     let Located::Package(manifest, _) = locate(name, &progress, &mut record).await? else {
         return Ok(None);
     };
-    let config = &manifest.config;
-    let context = requested_context(config, &opts);
-    let (profile, cache) = (opts.profile.as_deref(), opts.cache_name.as_deref());
-    let d = Decided::new(opts.backend, profile, config, context, cache).await?;
+    let d = decide(&manifest.config, &opts).await?;
     let mut report = LoadReport::default();
     if let Some(ctx) = d.gpu_context() {
         report.set_device(ctx);
@@ -232,6 +229,14 @@ pub async fn choose_backend(name: &str, opts: LoadOptions) -> Result<Option<Back
         profile: report.profile,
         profile_detail: report.profile_detail,
     }))
+}
+
+/// Where the model of `config` goes under `opts` (backend, profile, cache), for the
+/// context they ask for ([`requested_context`]).
+async fn decide(config: &ModelConfig, opts: &LoadOptions) -> Result<Decided> {
+    let context = requested_context(config, opts);
+    let (profile, cache) = (opts.profile.as_deref(), opts.cache_name.as_deref());
+    Decided::new(opts.backend, profile, config, context, cache).await
 }
 
 /// What [`choose_backend`] decided (to JS).
@@ -268,9 +273,7 @@ pub async fn load(name: &str, opts: LoadOptions) -> Result<Loaded> {
     progress.admit(&mut record).await?;
     let config = manifest.config.clone();
     let context = requested_context(&config, &opts);
-    let (profile, cache) = (opts.profile.as_deref(), opts.cache_name.as_deref());
-    let decided = Decided::new(opts.backend, profile, &config, context, cache).await?;
-    let target = Target::new(decided, &manifest, context)?;
+    let target = Target::new(decide(&config, &opts).await?, &manifest, context)?;
     {
         let mut report = progress.report.borrow_mut();
         report.shards = manifest.shards.len();
