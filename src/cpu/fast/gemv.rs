@@ -31,6 +31,19 @@ pub fn rows_per_task(rows: usize) -> usize {
         .max(MIN_ROWS_PER_TASK)
 }
 
+/// Run `f` on one of rayon's threads (natively and in the threaded wasm build), so that
+/// the row splits inside it fork from a pool thread that works on them itself. Called
+/// from outside the pool, every split would wake the pool and put the caller to sleep
+/// until it is done: two thread switches per GEMV, about a fifth of one-thread decode
+/// time (perf, docs/ARCHITECTURE.md). A decode step or prefill chunk pays them once.
+pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
+    if rayon::current_thread_index().is_none() {
+        return rayon::scope(|_| f());
+    }
+    f()
+}
+
 /// Run `task(first_row, chunk)` over consecutive chunks of `chunk_rows` rows of `out`:
 /// in parallel on rayon's threads, in order in the single-threaded wasm build.
 pub fn for_row_chunks(

@@ -4,7 +4,7 @@
 //! batched prefill of prompt chunks (`prefill.rs`).
 
 use super::acts::{Acts, Precision};
-use super::gemv::{for_row_chunks, gemv, gemv_swiglu, threads};
+use super::gemv::{for_row_chunks, gemv, gemv_swiglu, on_pool, threads};
 use super::kernel::Kernel;
 use crate::config::ModelConfig;
 use crate::cpu::ops::{add_in_place, attend_head, rmsnorm, rmsnorm_into, KvHead, Rope};
@@ -172,8 +172,13 @@ impl FastModel {
     /// Run `token` at position `cache.len()`, append its keys and values to the cache,
     /// and return the logits over the vocabulary.
     pub fn forward(&self, token: u32, cache: &mut KvCache) -> Result<Vec<f32>> {
+        let pos = cache.check_step(&self.config, token)?;
+        Ok(on_pool(|| self.step(token, pos, cache)))
+    }
+
+    /// [`FastModel::forward`] of a checked `token` at `pos`.
+    fn step(&self, token: u32, pos: usize, cache: &mut KvCache) -> Vec<f32> {
         let cfg = &self.config;
-        let pos = cache.check_step(cfg, token)?;
         let mut x = vec![0.0f32; cfg.hidden_size];
         self.token_embd.dequantize_row(token as usize, &mut x);
         let rope = Rope::new(cfg.head_dim, cfg.rope_theta, pos);
@@ -202,7 +207,7 @@ impl FastModel {
         let head = self.output.as_ref().unwrap_or(&self.token_embd);
         let mut logits = vec![0.0f32; cfg.vocab_size];
         gemv(self.kernel, head, &s.acts, &mut logits);
-        Ok(logits)
+        logits
     }
 
     /// `x += Wo · attention(...)` of layer `li`, writing this token's k and v into the

@@ -12,7 +12,7 @@
 use super::FastModel;
 use crate::cpu::fast::acts::Acts;
 use crate::cpu::fast::gemm::{gemm, gemm_swiglu};
-use crate::cpu::fast::gemv::for_row_chunks;
+use crate::cpu::fast::gemv::{for_row_chunks, on_pool};
 use crate::cpu::ops::{add_in_place, rmsnorm, rmsnorm_into, Rope};
 use crate::cpu::KvCache;
 use crate::error::Result;
@@ -72,7 +72,7 @@ impl FastModel {
                 Logits::Last if i + 1 < chunks => Logits::None,
                 l => l,
             };
-            out.extend(self.chunk(chunk, cache, wanted));
+            out.extend(on_pool(|| self.chunk(chunk, cache, wanted)));
         }
         Ok(out)
     }
