@@ -55,11 +55,16 @@ fn exp(x: f32) -> f32 {
     let xc = x.clamp(LOW, HIGH);
     let n = (xc * std::f32::consts::LOG2_E + ROUND) - ROUND;
     let r = (xc - n * LN2_HI) - n * LN2_LO;
-    let p = ((((1.987_569_2e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2)
-        * r
-        + 1.666_666_5e-1)
-        * r
-        + 5.000_000_1e-1;
+    // Horner's rule over Cephes' coefficients, highest first.
+    let p = [
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        1.666_666_5e-1,
+        0.5,
+    ]
+    .iter()
+    .fold(1.987_569_2e-4f32, |p, c| p * r + c);
     let y = p * (r * r) + r + 1.0;
     // 2^(n−1), then ·2: n reaches 128 just below HIGH. (n ≥ −125 above LOW.)
     let scale = f32::from_bits(((n as i32 + 126) as u32) << 23);
