@@ -31,27 +31,62 @@ pub fn rows_per_task(rows: usize) -> usize {
         .max(MIN_ROWS_PER_TASK)
 }
 
-/// Run `f` on one of rayon's threads (natively and in the threaded wasm build), so that
-/// the row splits inside it fork from a pool thread that works on them itself. Called
-/// from outside the pool, every split would wake the pool and put the caller to sleep
-/// until it is done: two thread switches per GEMV, about a fifth of one-thread decode
-/// time (perf, docs/ARCHITECTURE.md). A decode step or prefill chunk pays them once.
+/// Run `f` on one of rayon's threads in the threaded wasm build, so that the row splits
+/// inside it fork from a pool thread that works on them itself. Called from outside the
+/// pool, every split would wake the pool and put the caller to sleep until it is done: two
+/// thread switches per GEMV (natively that was about a fifth of one-thread decode time,
+/// docs/ARCHITECTURE.md). A decode step or prefill chunk pays them once. Natively `f` runs
+/// here: the native pool (`pool.rs`) has the submitter work on its splits.
 pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
+    #[cfg(all(target_arch = "wasm32", feature = "wasm-threads"))]
     if rayon::current_thread_index().is_none() {
         return rayon::scope(|_| f());
     }
     f()
 }
 
+/// `out`'s first element, shared by the tasks of a split (each writes its own chunk).
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+
+// SAFETY: the tasks of one split write disjoint chunks (below).
+#[cfg(not(target_arch = "wasm32"))]
+unsafe impl Sync for OutPtr {}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl OutPtr {
+    /// `len` values from `first` on.
+    ///
+    /// # Safety
+    /// They must lie within the slice and no other live reference may reach them.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn chunk(&self, first: usize, len: usize) -> &mut [f32] {
+        std::slice::from_raw_parts_mut(self.0.add(first), len)
+    }
+}
+
 /// Run `task(first_row, chunk)` over consecutive chunks of `chunk_rows` rows of `out`:
-/// in parallel on rayon's threads, in order in the single-threaded wasm build.
+/// in parallel on the native pool (`pool.rs`) or on rayon's threads (threaded wasm), in
+/// order in the single-threaded wasm build.
 pub fn for_row_chunks(
     out: &mut [f32],
     chunk_rows: usize,
     task: impl Fn(usize, &mut [f32]) + Sync + Send,
 ) {
-    #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
+    let chunk_rows = chunk_rows.max(1);
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let (len, rows) = (out.len(), OutPtr(out.as_mut_ptr()));
+        super::pool::pool().run(len.div_ceil(chunk_rows), &|i| {
+            let first = i * chunk_rows;
+            // SAFETY: the pool runs each chunk index once, so the chunks are disjoint
+            // ranges of `out`, which outlives the split.
+            let chunk = unsafe { rows.chunk(first, chunk_rows.min(len - first)) };
+            task(first, chunk)
+        });
+    }
+    #[cfg(all(target_arch = "wasm32", feature = "wasm-threads"))]
     {
         use rayon::prelude::*;
         out.par_chunks_mut(chunk_rows)

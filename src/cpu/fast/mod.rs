@@ -7,9 +7,9 @@
 //! ([`Kernel`]) is picked at run time: AVX2+FMA+F16C on x86-64 (with AVX-VNNI or AVX-512
 //! VNNI dot products where the CPU has them), NEON on aarch64, simd128
 //! on wasm when compiled with it, portable Rust elsewhere. Matrix rows are split across
-//! rayon's threads natively and in the threaded wasm build (feature `wasm-threads`: a pool
-//! of Web Workers sharing the module's memory, started by `initThreadPool`); the plain wasm
-//! build runs everything on one thread.
+//! the threads of a spinning pool natively (`pool.rs`), and of rayon in the threaded wasm
+//! build (feature `wasm-threads`: a pool of Web Workers sharing the module's memory,
+//! started by `initThreadPool`); the plain wasm build runs everything on one thread.
 //!
 //! The plain oracle (`cpu::Model`) is the reference this backend is tested against: in
 //! f32 it differs only in summation order; in int8 by the activation rounding
@@ -36,6 +36,8 @@ mod gemm;
 mod gemv;
 mod kernel;
 mod model;
+#[cfg(not(target_arch = "wasm32"))]
+mod pool;
 mod stream;
 
 pub use acts::{element_of, Acts, Precision};
