@@ -1,6 +1,7 @@
 //! Matrix-vector products over Q4 g64 matrices with int8 activations, rows split across
-//! threads (rayon natively and in the threaded wasm build, feature `wasm-threads`; in order
-//! in the single-threaded wasm build), and the fused gate/up + SwiGLU product.
+//! threads (the spinning pool of `pool.rs` natively, rayon in the threaded wasm build,
+//! feature `wasm-threads`; in order in the single-threaded wasm build), and the fused
+//! gate/up + SwiGLU product.
 
 use super::acts::Acts;
 use super::kernel::Kernel;

@@ -31,7 +31,7 @@ const YIELD_EVERY: u32 = 256;
 /// One round of a spin wait.
 fn spin(spins: &mut u32) {
     *spins = spins.wrapping_add(1);
-    if *spins % YIELD_EVERY == 0 {
+    if spins.is_multiple_of(YIELD_EVERY) {
         std::thread::yield_now();
     } else {
         std::hint::spin_loop();
@@ -171,7 +171,7 @@ impl Pool {
             let mut spins = 0u32;
             while !Self::has_work(self.state.load(Ordering::Acquire)) {
                 spin(&mut spins);
-                if spins % YIELD_EVERY == 0 && idle.elapsed() > SPIN {
+                if spins.is_multiple_of(YIELD_EVERY) && idle.elapsed() > SPIN {
                     self.park();
                     break;
                 }
