@@ -37,6 +37,15 @@ pub fn rmsnorm_into(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     rmsnorm(out, weight, eps);
 }
 
+/// `v` rounded to the nearest integer, ties to even, for |v| < 2²²: adding and subtracting
+/// 1.5·2²³ (plain IEEE arithmetic, so every target rounds alike; no call, so loops over it
+/// vectorize, where `f32::round` calls `roundf` on baseline x86-64).
+#[inline(always)]
+pub(crate) fn round_half_even(v: f32) -> f32 {
+    const ROUND: f32 = 12_582_912.0;
+    (v + ROUND) - ROUND
+}
+
 /// `e^x` within one ulp (`exp_is_within_one_ulp`), in IEEE basic operations only (Cephes'
 /// `expf`: `x = n·ln 2 + r`, a degree-7 polynomial in `r`, times `2^n` built from bits), so
 /// it gives the same bits on every target, the browser included: int8 activation
@@ -48,12 +57,10 @@ pub fn rmsnorm_into(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 fn exp(x: f32) -> f32 {
     const LOW: f32 = -86.6;
     const HIGH: f32 = 88.72;
-    // Adding 1.5·2²³ rounds to an integer (ties to even) for |v| < 2²².
-    const ROUND: f32 = 12_582_912.0;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     let xc = x.clamp(LOW, HIGH);
-    let n = (xc * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    let n = round_half_even(xc * std::f32::consts::LOG2_E);
     let r = (xc - n * LN2_HI) - n * LN2_LO;
     // Horner's rule over Cephes' coefficients, highest first.
     let p = [

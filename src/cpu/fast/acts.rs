@@ -20,6 +20,7 @@
 //! and entry `32 + b` the latter. Then a kernel multiplies the low nibbles of a 32-byte
 //! load with entries `0..32` and the high nibbles with `32..64`, without any shuffles.
 
+use crate::cpu::ops::round_half_even;
 use crate::quant::GROUP;
 
 /// Bytes per half block: the low-nibble half, then the high-nibble half.
@@ -119,10 +120,9 @@ impl Acts {
 
 /// Quantize one block into nibble-ordered bytes; returns its scale `d`. Elements
 /// `8k..8k + 4` go to entries `4k..` of the low half, `8k + 4..8k + 8` to the high half's
-/// (`element_of`), four at a time so the loop vectorizes; rounding adds and subtracts
-/// 1.5·2²³ (to nearest, ties to even), not a call per element.
+/// (`element_of`), four at a time so the loop vectorizes (rounding included:
+/// [`round_half_even`]).
 fn quantize_block(block: &[f32], q: &mut [i8]) -> f32 {
-    const ROUND: f32 = 12_582_912.0;
     let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
     let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
@@ -130,8 +130,8 @@ fn quantize_block(block: &[f32], q: &mut [i8]) -> f32 {
     for (k, x) in block.chunks_exact(8).enumerate() {
         for j in 0..4 {
             // |v · inv| ≤ 127 (up to rounding), so the cast never saturates wrongly.
-            lo[4 * k + j] = ((x[j] * inv + ROUND) - ROUND) as i8;
-            hi[4 * k + j] = ((x[4 + j] * inv + ROUND) - ROUND) as i8;
+            lo[4 * k + j] = round_half_even(x[j] * inv) as i8;
+            hi[4 * k + j] = round_half_even(x[4 + j] * inv) as i8;
         }
     }
     d
