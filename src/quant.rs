@@ -65,6 +65,23 @@ pub fn pack_codes8(c: &[u8; 8]) -> u32 {
     })
 }
 
+/// Row `row` of a row-major Q4 g64 matrix `out.len()` wide (a multiple of 64), from the
+/// matrix's code and param words: `scale·code + min`.
+///
+/// Panics when the words end before the row does.
+pub fn dequantize_row_of(codes: &[u32], params: &[u32], row: usize, out: &mut [f32]) {
+    let g0 = row * (out.len() / GROUP);
+    for (g, vals) in out.chunks_exact_mut(GROUP).enumerate() {
+        let (scale, min) = unpack_params(params[g0 + g]);
+        let words = &codes[(g0 + g) * WORDS_PER_GROUP..][..WORDS_PER_GROUP];
+        for (eight, &w) in vals.chunks_exact_mut(8).zip(words) {
+            for (v, c) in eight.iter_mut().zip(unpack_codes8(w)) {
+                *v = scale * f32::from(c) + min;
+            }
+        }
+    }
+}
+
 /// The inverse of [`pack_codes8`].
 pub fn unpack_codes8(w: u32) -> [u8; 8] {
     let mut c = [0u8; 8];
@@ -292,16 +309,7 @@ impl Q4Tensor {
     pub fn dequantize_row(&self, row: usize, out: &mut [f32]) {
         assert!(row < self.rows, "row {row} of a {}-row tensor", self.rows);
         assert_eq!(out.len(), self.cols, "output length must equal cols");
-        let g0 = row * (self.cols / GROUP);
-        for (g, vals) in out.chunks_exact_mut(GROUP).enumerate() {
-            let (scale, min) = unpack_params(self.qparams[g0 + g]);
-            let words = &self.codes[(g0 + g) * WORDS_PER_GROUP..][..WORDS_PER_GROUP];
-            for (eight, &w) in vals.chunks_exact_mut(8).zip(words) {
-                for (v, c) in eight.iter_mut().zip(unpack_codes8(w)) {
-                    *v = scale * f32::from(c) + min;
-                }
-            }
-        }
+        dequantize_row_of(&self.codes, &self.qparams, row, out);
     }
 
     pub fn dequantize(&self) -> Vec<f32> {

@@ -12,22 +12,13 @@ use super::acts::Acts;
 use super::gemv::{for_row_chunks, rows_per_task};
 use super::kernel::{Kernel, Rows, TILE};
 use crate::cpu::ops::swiglu;
-use crate::quant::{Q4Tensor, GROUP};
 
-/// Code words per group.
-const WORDS: usize = GROUP / 8;
 /// Rows per block within a task: 16 rows of a 2,560-wide matrix are 20 KiB of codes.
 const BLOCK_ROWS: usize = 16;
 
 /// Rows `first..first + rows` of `w` times every token of `acts`, into `out[row][token]`.
-fn block(k: Kernel, w: &Q4Tensor, first: usize, rows: usize, acts: &[Acts], out: &mut [f32]) {
-    let groups = w.cols / GROUP;
-    let rows = Rows {
-        codes: &w.codes[first * groups * WORDS..],
-        params: &w.qparams[first * groups..],
-        groups,
-        rows,
-    };
+fn block(k: Kernel, w: Rows, first: usize, rows: usize, acts: &[Acts], out: &mut [f32]) {
+    let rows = w.range(first, rows);
     for (i, tile) in acts.chunks(TILE).enumerate() {
         k.tile(rows, tile, &mut out[i * TILE..], acts.len());
     }
@@ -65,7 +56,8 @@ fn product(
 }
 
 /// `out[t][r] ← (W · x_t)[r]` for each token's `x_t` (`out.len() == acts.len() · W.rows`).
-pub fn gemm(k: Kernel, w: &Q4Tensor, acts: &[Acts], out: &mut [f32]) {
+pub fn gemm<'a>(k: Kernel, w: impl Into<Rows<'a>>, acts: &[Acts], out: &mut [f32]) {
+    let w = w.into();
     product(w.rows, acts.len(), out, |first, rows, out| {
         block(k, w, first, rows, acts, out)
     });
@@ -73,10 +65,17 @@ pub fn gemm(k: Kernel, w: &Q4Tensor, acts: &[Acts], out: &mut [f32]) {
 
 /// `out[t] ← silu(Wgate · x_t) ⊙ (Wup · x_t)`, gate and up of a block computed by the same
 /// task.
-pub fn gemm_swiglu(k: Kernel, gate: &Q4Tensor, up: &Q4Tensor, acts: &[Acts], out: &mut [f32]) {
+pub fn gemm_swiglu<'a>(
+    k: Kernel,
+    gate: impl Into<Rows<'a>>,
+    up: impl Into<Rows<'a>>,
+    acts: &[Acts],
+    out: &mut [f32],
+) {
+    let (gate, up) = (gate.into(), up.into());
     assert_eq!(
-        (gate.rows, gate.cols),
-        (up.rows, up.cols),
+        (gate.rows, gate.groups),
+        (up.rows, up.groups),
         "gate and up shapes"
     );
     product(gate.rows, acts.len(), out, |first, rows, out| {

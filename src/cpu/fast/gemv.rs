@@ -4,12 +4,8 @@
 //! gate/up + SwiGLU product.
 
 use super::acts::Acts;
-use super::kernel::Kernel;
+use super::kernel::{Kernel, Rows};
 use crate::cpu::ops::silu;
-use crate::quant::{Q4Tensor, GROUP};
-
-/// Code words per group.
-const WORDS: usize = GROUP / 8;
 /// Fewest rows one task computes (below that the scheduling costs more than it saves).
 const MIN_ROWS_PER_TASK: usize = 16;
 /// Tasks per thread: a few, so a thread slowed by another process is compensated for.
@@ -101,19 +97,14 @@ pub fn for_row_chunks(
 }
 
 /// Rows `first..first + out.len()` of `w` times `acts`.
-fn rows_of(k: Kernel, w: &Q4Tensor, first: usize, acts: &Acts, out: &mut [f32]) {
-    let groups = w.cols / GROUP;
-    k.rows(
-        &w.codes[first * groups * WORDS..],
-        &w.qparams[first * groups..],
-        groups,
-        acts,
-        out,
-    );
+fn rows_of(k: Kernel, w: Rows, first: usize, acts: &Acts, out: &mut [f32]) {
+    let w = w.range(first, out.len());
+    k.rows(w.codes, w.params, w.groups, acts, out);
 }
 
 /// `out ← W · x` (`out.len() == W.rows`, `acts` quantized from `x`, `W.cols` long).
-pub fn gemv(k: Kernel, w: &Q4Tensor, acts: &Acts, out: &mut [f32]) {
+pub fn gemv<'a>(k: Kernel, w: impl Into<Rows<'a>>, acts: &Acts, out: &mut [f32]) {
+    let w = w.into();
     assert_eq!(out.len(), w.rows, "gemv output length");
     for_row_chunks(out, rows_per_task(w.rows), |first, chunk| {
         rows_of(k, w, first, acts, chunk)
@@ -121,10 +112,17 @@ pub fn gemv(k: Kernel, w: &Q4Tensor, acts: &Acts, out: &mut [f32]) {
 }
 
 /// `out ← silu(Wgate · x) ⊙ (Wup · x)`, both products computed by the same task.
-pub fn gemv_swiglu(k: Kernel, gate: &Q4Tensor, up: &Q4Tensor, acts: &Acts, out: &mut [f32]) {
+pub fn gemv_swiglu<'a>(
+    k: Kernel,
+    gate: impl Into<Rows<'a>>,
+    up: impl Into<Rows<'a>>,
+    acts: &Acts,
+    out: &mut [f32],
+) {
+    let (gate, up) = (gate.into(), up.into());
     assert_eq!(
-        (gate.rows, gate.cols),
-        (up.rows, up.cols),
+        (gate.rows, gate.groups),
+        (up.rows, up.groups),
         "gate and up shapes"
     );
     assert_eq!(out.len(), gate.rows, "gemv_swiglu output length");

@@ -35,6 +35,7 @@ mod acts;
 mod gemm;
 mod gemv;
 mod kernel;
+mod memory;
 mod model;
 #[cfg(not(target_arch = "wasm32"))]
 mod pool;

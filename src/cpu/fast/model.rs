@@ -5,7 +5,8 @@
 
 use super::acts::{Acts, Precision};
 use super::gemv::{for_row_chunks, gemv, gemv_swiglu, on_pool, threads};
-use super::kernel::Kernel;
+use super::kernel::{Kernel, Rows};
+use super::memory::{Matrix, WeightMemory};
 use crate::config::ModelConfig;
 use crate::cpu::ops::{add_in_place, attend_head, rmsnorm, rmsnorm_into, KvHead, Rope};
 use crate::cpu::{KvCache, LayerWeights, ModelWeights, Weight, WeightMode};
@@ -20,33 +21,36 @@ pub use prefill::{Logits, PREFILL_CHUNK};
 /// Attention work (positions × query dims) below which the heads run on one thread.
 const PARALLEL_ATTENTION_WORK: usize = 1 << 15;
 
-/// One transformer block, ready for the fast kernels.
+/// One transformer block, ready for the fast kernels (its matrices in the model's
+/// [`WeightMemory`]).
 #[derive(Clone, Debug)]
 struct Layer {
     attn_norm: Vec<f32>,
     /// Wq, Wk and Wv stacked: `q_dim + 2·kv_dim` rows.
-    qkv: Q4Tensor,
+    qkv: Matrix,
     /// bq, bk, bv stacked likewise (qwen2).
     qkv_bias: Option<Vec<f32>>,
     qk_norm: Option<[Vec<f32>; 2]>,
-    wo: Q4Tensor,
+    wo: Matrix,
     ffn_norm: Vec<f32>,
-    gate: Q4Tensor,
-    up: Q4Tensor,
-    down: Q4Tensor,
+    gate: Matrix,
+    up: Matrix,
+    down: Matrix,
 }
 
 /// A model on the fast CPU backend: Q4 g64 weights, decode one token at a time.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct FastModel {
     pub config: ModelConfig,
     kernel: Kernel,
     precision: Precision,
-    token_embd: Q4Tensor,
+    /// Every matrix's codes and params.
+    weights: WeightMemory,
+    token_embd: Matrix,
     layers: Vec<Layer>,
     output_norm: Vec<f32>,
     /// `None` when tied to `token_embd`.
-    output: Option<Q4Tensor>,
+    output: Option<Matrix>,
     /// Prompt tokens per batched-prefill chunk.
     prefill_chunk: usize,
 }
@@ -78,19 +82,45 @@ fn stack(parts: [Q4Tensor; 3]) -> Q4Tensor {
     out
 }
 
+/// A layer's weights apart from its matrices, which go into the model's memory in
+/// [`MATRICES`] order.
+struct LayerRest {
+    attn_norm: Vec<f32>,
+    qkv_bias: Option<Vec<f32>>,
+    qk_norm: Option<[Vec<f32>; 2]>,
+    ffn_norm: Vec<f32>,
+}
+
+/// Matrices per layer: qkv, wo, gate, up, down, in the order decode reads them.
+const MATRICES: usize = 5;
+
+/// Split a layer's weights into its matrices (qkv stacked) and the rest.
+fn split(l: LayerWeights) -> Result<([Q4Tensor; MATRICES], LayerRest)> {
+    let qkv = stack([q4(l.wq)?, q4(l.wk)?, q4(l.wv)?]);
+    let matrices = [qkv, q4(l.wo)?, q4(l.w_gate)?, q4(l.w_up)?, q4(l.w_down)?];
+    let rest = LayerRest {
+        attn_norm: l.attn_norm,
+        qkv_bias: l.qkv_bias.map(|b| b.concat()),
+        qk_norm: l.qk_norm,
+        ffn_norm: l.ffn_norm,
+    };
+    Ok((matrices, rest))
+}
+
 impl Layer {
-    fn new(l: LayerWeights) -> Result<Layer> {
-        Ok(Layer {
-            attn_norm: l.attn_norm,
-            qkv: stack([q4(l.wq)?, q4(l.wk)?, q4(l.wv)?]),
-            qkv_bias: l.qkv_bias.map(|b| b.concat()),
-            qk_norm: l.qk_norm,
-            wo: q4(l.wo)?,
-            ffn_norm: l.ffn_norm,
-            gate: q4(l.w_gate)?,
-            up: q4(l.w_up)?,
-            down: q4(l.w_down)?,
-        })
+    fn new(m: &[Matrix], rest: LayerRest) -> Layer {
+        let [qkv, wo, gate, up, down] = m.try_into().expect("a layer's matrices");
+        Layer {
+            attn_norm: rest.attn_norm,
+            qkv,
+            qkv_bias: rest.qkv_bias,
+            qk_norm: rest.qk_norm,
+            wo,
+            ffn_norm: rest.ffn_norm,
+            gate,
+            up,
+            down,
+        }
     }
 }
 
@@ -120,21 +150,51 @@ impl FastModel {
         kernel: Kernel,
         precision: Precision,
     ) -> Result<Self> {
-        let layers = w
-            .layers
+        // The matrices in the order decode reads them: embedding, each layer's, head.
+        let mut tensors = vec![q4(w.token_embd)?];
+        let mut rests = Vec::with_capacity(w.layers.len());
+        for l in w.layers {
+            let (m, rest) = split(l)?;
+            tensors.extend(m);
+            rests.push(rest);
+        }
+        let tied = w.output.is_none();
+        if let Some(out) = w.output {
+            tensors.push(q4(out)?);
+        }
+        let (weights, m) = WeightMemory::new(tensors);
+        let layers = rests
             .into_iter()
-            .map(Layer::new)
-            .collect::<Result<_>>()?;
+            .zip(m[1..].chunks(MATRICES))
+            .map(|(rest, m)| Layer::new(m, rest))
+            .collect();
         Ok(FastModel {
             config,
             kernel,
             precision,
-            token_embd: q4(w.token_embd)?,
+            weights,
+            token_embd: m[0],
             layers,
             output_norm: w.output_norm,
-            output: w.output.map(q4).transpose()?,
+            output: (!tied).then(|| m[m.len() - 1]),
             prefill_chunk: prefill::PREFILL_CHUNK,
         })
+    }
+
+    /// The rows of one of the model's matrices.
+    fn rows(&self, m: &Matrix) -> Rows<'_> {
+        self.weights.rows(m)
+    }
+
+    /// The output head (the embedding when tied).
+    fn head(&self) -> Rows<'_> {
+        self.rows(self.output.as_ref().unwrap_or(&self.token_embd))
+    }
+
+    /// Bytes of matrix weights, and how many of them lie on memory advised as
+    /// transparent huge pages.
+    pub fn weight_memory(&self) -> (usize, usize) {
+        (self.weights.bytes(), self.weights.huge_page_bytes())
     }
 
     /// The same model on `kernel` (one of [`Kernel::available`]).
@@ -158,10 +218,14 @@ impl FastModel {
         self.precision
     }
 
-    /// "avx2 int8 kernels, 2 threads": for descriptions.
+    /// "avx2 int8 kernels, 2 threads, huge pages": for descriptions.
     pub fn describe(&self) -> String {
         let (k, p) = (self.kernel.name(), self.precision.name());
-        format!("{k} {p} kernels, {} threads", threads())
+        let huge = match self.weights.huge_page_bytes() {
+            0 => "",
+            _ => ", huge pages",
+        };
+        format!("{k} {p} kernels, {} threads{huge}", threads())
     }
 
     /// An empty cache for up to `max_len` tokens (f32, as the oracle's).
@@ -180,7 +244,8 @@ impl FastModel {
     fn step(&self, token: u32, pos: usize, cache: &mut KvCache) -> Vec<f32> {
         let cfg = &self.config;
         let mut x = vec![0.0f32; cfg.hidden_size];
-        self.token_embd.dequantize_row(token as usize, &mut x);
+        self.weights
+            .dequantize_row(&self.token_embd, token as usize, &mut x);
         let rope = Rope::new(cfg.head_dim, cfg.rope_theta, pos);
         let mut s = Scratch {
             h: vec![0.0; cfg.hidden_size],
@@ -196,17 +261,17 @@ impl FastModel {
             self.attention_block(li, &rope, &mut x, &mut s, cache, pos);
             rmsnorm_into(&x, &layer.ffn_norm, cfg.rms_eps, &mut s.h);
             s.acts.set(&s.h);
-            gemv_swiglu(self.kernel, &layer.gate, &layer.up, &s.acts, &mut s.ffn);
+            let (gate, up) = (self.rows(&layer.gate), self.rows(&layer.up));
+            gemv_swiglu(self.kernel, gate, up, &s.acts, &mut s.ffn);
             s.acts.set(&s.ffn);
-            gemv(self.kernel, &layer.down, &s.acts, &mut s.h);
+            gemv(self.kernel, self.rows(&layer.down), &s.acts, &mut s.h);
             add_in_place(&mut x, &s.h);
         }
         cache.len = pos + 1;
         rmsnorm(&mut x, &self.output_norm, cfg.rms_eps);
         s.acts.set(&x);
-        let head = self.output.as_ref().unwrap_or(&self.token_embd);
         let mut logits = vec![0.0f32; cfg.vocab_size];
-        gemv(self.kernel, head, &s.acts, &mut logits);
+        gemv(self.kernel, self.head(), &s.acts, &mut logits);
         logits
     }
 
@@ -225,7 +290,7 @@ impl FastModel {
         let (hd, q_dim) = (cfg.head_dim, cfg.q_dim());
         rmsnorm_into(x, &layer.attn_norm, cfg.rms_eps, &mut s.h);
         s.acts.set(&s.h);
-        gemv(self.kernel, &layer.qkv, &s.acts, &mut s.qkv);
+        gemv(self.kernel, self.rows(&layer.qkv), &s.acts, &mut s.qkv);
         self.qkv_to_cache(li, rope, &mut s.qkv, cache, pos);
         let q = &s.qkv[..q_dim];
         let (keys, values) = (&cache.keys[li][..], &cache.values[li][..]);
@@ -238,7 +303,7 @@ impl FastModel {
             heads(0, &mut s.attn);
         }
         s.acts.set(&s.attn);
-        gemv(self.kernel, &layer.wo, &s.acts, &mut s.h);
+        gemv(self.kernel, self.rows(&layer.wo), &s.acts, &mut s.h);
         add_in_place(x, &s.h);
     }
 

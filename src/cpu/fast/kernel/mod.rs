@@ -15,7 +15,7 @@ mod scalar;
 mod simd128;
 
 use super::acts::{Acts, Precision};
-use crate::quant::GROUP;
+use crate::quant::{Q4Tensor, GROUP};
 
 /// Code words per group (8 nibbles each).
 const WORDS: usize = GROUP / 8;
@@ -32,6 +32,35 @@ pub struct Rows<'a> {
     pub params: &'a [u32],
     pub groups: usize,
     pub rows: usize,
+}
+
+impl<'a> From<&'a Q4Tensor> for Rows<'a> {
+    /// Every row of `w`.
+    fn from(w: &'a Q4Tensor) -> Self {
+        Rows {
+            codes: &w.codes,
+            params: &w.qparams,
+            groups: w.cols / GROUP,
+            rows: w.rows,
+        }
+    }
+}
+
+impl<'a> Rows<'a> {
+    /// Rows `first..first + rows` of these.
+    pub fn range(self, first: usize, rows: usize) -> Rows<'a> {
+        assert!(
+            first + rows <= self.rows,
+            "rows {first}+{rows} of {}",
+            self.rows
+        );
+        Rows {
+            codes: &self.codes[first * self.groups * WORDS..],
+            params: &self.params[first * self.groups..],
+            groups: self.groups,
+            rows,
+        }
+    }
 }
 
 /// An int8 tile kernel for a fixed number of tokens (`Kernel::tile`'s arguments:

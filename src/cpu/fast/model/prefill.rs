@@ -83,7 +83,8 @@ impl FastModel {
         let (n, hidden, pos) = (tokens.len(), cfg.hidden_size, cache.len);
         let mut x = vec![0.0f32; n * hidden];
         for (&t, row) in tokens.iter().zip(x.chunks_exact_mut(hidden)) {
-            self.token_embd.dequantize_row(t as usize, row);
+            self.weights
+                .dequantize_row(&self.token_embd, t as usize, row);
         }
         let acts = Acts {
             precision: self.precision,
@@ -102,9 +103,10 @@ impl FastModel {
         for (li, layer) in self.layers.iter().enumerate() {
             self.attention_chunk(li, &ropes, &mut x, &mut s, cache, pos);
             norm_acts(&mut s.acts, &x, &layer.ffn_norm, cfg.rms_eps);
-            gemm_swiglu(self.kernel, &layer.gate, &layer.up, &s.acts, &mut s.ffn);
+            let (gate, up) = (self.rows(&layer.gate), self.rows(&layer.up));
+            gemm_swiglu(self.kernel, gate, up, &s.acts, &mut s.ffn);
             set_acts(&mut s.acts, &s.ffn, cfg.ffn_size);
-            gemm(self.kernel, &layer.down, &s.acts, &mut s.h);
+            gemm(self.kernel, self.rows(&layer.down), &s.acts, &mut s.h);
             add_in_place(&mut x, &s.h);
         }
         cache.len = pos + n;
@@ -118,9 +120,8 @@ impl FastModel {
         }
         let m = rows.len() / hidden;
         set_acts(&mut s.acts[..m], rows, hidden);
-        let head = self.output.as_ref().unwrap_or(&self.token_embd);
         let mut out = vec![0.0f32; m * cfg.vocab_size];
-        gemm(self.kernel, head, &s.acts[..m], &mut out);
+        gemm(self.kernel, self.head(), &s.acts[..m], &mut out);
         out
     }
 
@@ -138,7 +139,7 @@ impl FastModel {
         let (cfg, layer) = (&self.config, &self.layers[li]);
         let (q_dim, qkv_dim) = (cfg.q_dim(), cfg.q_dim() + 2 * cfg.kv_dim());
         norm_acts(&mut s.acts, x, &layer.attn_norm, cfg.rms_eps);
-        gemm(self.kernel, &layer.qkv, &s.acts, &mut s.qkv);
+        gemm(self.kernel, self.rows(&layer.qkv), &s.acts, &mut s.qkv);
         for (t, (qkv, rope)) in s.qkv.chunks_exact_mut(qkv_dim).zip(ropes).enumerate() {
             self.qkv_to_cache(li, rope, qkv, cache, pos + t);
         }
@@ -149,7 +150,7 @@ impl FastModel {
             self.attend(&qkv[t * qkv_dim..][..q_dim], 0, kv, pos + t + 1, out);
         });
         set_acts(&mut s.acts, &s.attn, q_dim);
-        gemm(self.kernel, &layer.wo, &s.acts, &mut s.h);
+        gemm(self.kernel, self.rows(&layer.wo), &s.acts, &mut s.h);
         add_in_place(x, &s.h);
     }
 }
