@@ -5,7 +5,8 @@
 //! ± standard deviation of tok/s.
 //!
 //! The prompt runs as the engine runs it: one batched prefill on the GPU (chunks of 256
-//! tokens, then the last position's logits), token by token on the CPU backends. tok/s is
+//! tokens, then the last position's logits) and on the fast CPU backend (chunks of 64; the
+//! last token a decode step), token by token on the reference. tok/s is
 //! wall time (what a user sees, readback included); on adapters with timestamp queries the GPU time of a step's
 //! pass is measured too, in one extra generation run. On the GPU the step is then profiled:
 //! each dispatch timed alone, summed per kernel (embed, qkv, attention, ...).
@@ -193,7 +194,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             format!("pp{}", a.prompt_tokens),
             a.prompt_tokens,
             &pp,
-            "batched prefill on the GPU (chunks of 256 tokens), token by token on the CPU",
+            "batched prefill on the GPU (chunks of 256 tokens) and the fast CPU backend (chunks of 64), token by token on the reference",
         ));
     }
     tests.push(test_json(
@@ -311,5 +312,5 @@ fn print_table(r: &serde_json::Value, profile: Option<&str>) {
             );
         }
     }
-    println!("prompt: batched prefill on the GPU, token by token on the CPU");
+    println!("prompt: batched prefill on the GPU and the fast CPU backend, token by token on the reference");
 }

@@ -172,15 +172,17 @@ mod huge {
     /// Bytes of a transparent huge page (x86-64 and arm64 with 4 KiB base pages).
     const HUGE_PAGE: usize = 2 << 20;
 
-    /// A vector with room for `words` more words, its whole huge pages (from its first
-    /// `HUGE_PAGE`-aligned word on) advised as such before anything is written, and the
-    /// bytes advised (0 when the kernel refused, or for less than one huge page). It holds
+    /// A vector with room for `words` more words, the whole huge pages they fill (from its
+    /// first `HUGE_PAGE`-aligned word on) advised as such before anything is written, and
+    /// the bytes advised (0 when the kernel refused, or for less than one huge page). It holds
     /// zeros up to that first aligned word, so what is pushed next lands on huge pages.
     pub fn vec(words: usize) -> (Vec<u32>, usize) {
         let mut v = Vec::<u32>::with_capacity(words + HUGE_PAGE / 4);
         let addr = v.as_ptr() as usize;
         let lead = (addr.next_multiple_of(HUGE_PAGE) - addr) / 4;
-        let len = (v.capacity() - lead) * 4 / HUGE_PAGE * HUGE_PAGE;
+        // The whole huge pages `words` fill (not the spare capacity, whose extent depends on
+        // where the allocation lies): the same for every load of a model.
+        let len = words * 4 / HUGE_PAGE * HUGE_PAGE;
         if len == 0 {
             return (v, 0);
         }
