@@ -65,12 +65,19 @@ pub fn pack_codes8(c: &[u8; 8]) -> u32 {
     })
 }
 
-/// Row `row` of a row-major Q4 g64 matrix `out.len()` wide (a multiple of 64), from the
-/// matrix's code and param words: `scale·code + min`.
+/// Row `row` of a row-major Q4 g64 matrix of `rows × cols` (cols a multiple of 64), from
+/// the matrix's code and param words: `scale·code + min`.
 ///
-/// Panics when the words end before the row does.
-pub fn dequantize_row_of(codes: &[u32], params: &[u32], row: usize, out: &mut [f32]) {
-    let g0 = row * (out.len() / GROUP);
+/// Panics when `row >= rows` or `out.len() != cols` (a caller bug, not bad data).
+pub fn dequantize_row_of(
+    (codes, params): (&[u32], &[u32]),
+    (rows, cols): (usize, usize),
+    row: usize,
+    out: &mut [f32],
+) {
+    assert!(row < rows, "row {row} of a {rows}-row matrix");
+    assert_eq!(out.len(), cols, "output length must equal cols");
+    let g0 = row * (cols / GROUP);
     for (g, vals) in out.chunks_exact_mut(GROUP).enumerate() {
         let (scale, min) = unpack_params(params[g0 + g]);
         let words = &codes[(g0 + g) * WORDS_PER_GROUP..][..WORDS_PER_GROUP];
@@ -307,9 +314,8 @@ impl Q4Tensor {
     ///
     /// Panics when `row >= rows` or `out.len() != cols` (a caller bug, not bad data).
     pub fn dequantize_row(&self, row: usize, out: &mut [f32]) {
-        assert!(row < self.rows, "row {row} of a {}-row tensor", self.rows);
-        assert_eq!(out.len(), self.cols, "output length must equal cols");
-        dequantize_row_of(&self.codes, &self.qparams, row, out);
+        let words = (&self.codes[..], &self.qparams[..]);
+        dequantize_row_of(words, (self.rows, self.cols), row, out);
     }
 
     pub fn dequantize(&self) -> Vec<f32> {

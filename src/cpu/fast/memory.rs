@@ -135,9 +135,8 @@ impl WeightMemory {
 
     /// Row `row` of `m` in f32 (an embedding lookup), as [`Q4Tensor::dequantize_row`].
     pub fn dequantize_row(&self, m: &Matrix, row: usize, out: &mut [f32]) {
-        assert!(row < m.rows, "row {row} of a {}-row matrix", m.rows);
-        assert_eq!(out.len(), m.cols, "output length must equal cols");
-        dequantize_row_of(self.words(m.codes), self.words(m.params), row, out);
+        let words = (self.words(m.codes), self.words(m.params));
+        dequantize_row_of(words, (m.rows, m.cols), row, out);
     }
 
     /// Bytes held.
