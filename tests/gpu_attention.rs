@@ -1,6 +1,12 @@
 //! The decode attention in every design (workgroup, group, lanes), with its fused
 //! q/k-norm, RoPE and KV write (optionally split, with and without the output projection
 //! folded in), against CPU references.
+//!
+//! Tiers (docs/TESTING.md): on lavapipe each new shape, split length or flag compiles
+//! every pipeline anew (~5–25 s each, most of this binary's time), so the default tier
+//! proves each claim once at the smallest shapes that exercise it; the `_long` twins
+//! (`#[ignore]`d, `scripts/test --long`) add the other head widths and GQA layouts in
+//! every design, the single-split fold cases and every profile at 32,768 keys.
 
 mod gpu_common;
 
@@ -33,11 +39,18 @@ fn heads(n_heads: usize, n_kv_heads: usize, head_dim: usize, context: usize) -> 
 fn rope_and_kv_write_match_reference_at_first_and_last_position() {
     check_attention(heads(4, 2, 64, 50), true, 0, 64, 1);
     check_attention(heads(4, 2, 64, 50), true, 49, 64, 2);
-    check_attention(heads(3, 1, 256, 8), true, 7, 64, 3);
-    check_attention(heads(14, 2, 128, 20), false, 13, 64, 4);
     // head_dim 6 (the workgroup design only): rotation pairs (i, i + 3) straddle the
     // cache's packed pairs.
     check_attention(heads(2, 1, 6, 5), true, 3, 64, 7);
+}
+
+/// The same at the cache's last position with heads of 256 and of 128 without q/k-norm
+/// (both widths are in the default tier at other positions).
+#[test]
+#[ignore = "long tier: more head widths"]
+fn rope_and_kv_write_match_reference_at_the_last_position_long() {
+    check_attention(heads(3, 1, 256, 8), true, 7, 64, 3);
+    check_attention(heads(14, 2, 128, 20), false, 13, 64, 4);
 }
 
 #[test]
@@ -368,31 +381,69 @@ fn split_attention_matches_reference_at_4097_positions() {
     check_attention(POCKET_HEADS, true, 4096, 4096, 31);
 }
 
-/// The longest history, in each profile's own design and split length (and, where the
+/// The longest history in the test adapter's own profile (lavapipe in CI: its loop
+/// limiter ends a shader's loops after 65,535 iterations in all), in its design and split
+/// length and, where it folds W_o, with Pocket's 896-row W_o folded in.
+#[test]
+fn split_attention_matches_reference_at_32768_positions_in_the_adapters_profile() {
+    check_attention_at_32768(gpu());
+}
+
+/// The same in every profile forced on the test adapter.
+#[test]
+#[ignore = "long tier: every profile at 32,768 keys"]
+fn split_attention_matches_reference_at_32768_positions_in_every_profile_long() {
+    for ctx in profiles() {
+        check_attention_at_32768(ctx);
+    }
+}
+
+/// 32,768 positions in `ctx`'s profile's own design and split length (and, where the
 /// profile folds W_o, with Pocket's 896-row W_o folded in, its codes read as the
 /// profile's decode GEMVs read them).
-#[test]
-fn split_attention_matches_reference_at_32768_positions_in_every_profile() {
+fn check_attention_at_32768(ctx: &GpuContext) {
     let shape = HeadShape {
         context: 32_768,
         ..POCKET_HEADS
     };
-    for ctx in profiles() {
-        let p = ctx.profile;
-        let plain = Design::Plain(p.attention_for(shape, false));
-        check_attention_design(ctx, shape, true, 32_767, p.split_len, 40, plain);
-        if p.fold_output {
-            let hidden = 896;
-            let variant = p.attention_for(shape, true);
-            let order = match variant {
-                AttentionVariant::Lanes => p.code_textures,
-                AttentionVariant::Workgroup | AttentionVariant::Group => None,
-            };
-            let folded = Design::folded(variant, shape, hidden, order, p.wo_blocks);
-            check_attention_design(ctx, shape, true, 32_767, p.split_len, 41, folded);
-        }
+    let p = ctx.profile;
+    let plain = Design::Plain(p.attention_for(shape, false));
+    check_attention_design(ctx, shape, true, 32_767, p.split_len, 40, plain);
+    if p.fold_output {
+        let hidden = 896;
+        let variant = p.attention_for(shape, true);
+        let order = match variant {
+            AttentionVariant::Lanes => p.code_textures,
+            AttentionVariant::Workgroup | AttentionVariant::Group => None,
+        };
+        let folded = Design::folded(variant, shape, hidden, order, p.wo_blocks);
+        check_attention_design(ctx, shape, true, 32_767, p.split_len, 41, folded);
     }
 }
+
+/// Heads of 16 (four per Q4 group; hidden rows not a multiple of the 64-wide workgroup).
+const FOLD_NARROW: HeadShape = HeadShape {
+    n_heads: 4,
+    n_kv_heads: 2,
+    head_dim: 16,
+    context: 80,
+};
+
+/// Heads of 128 (two Q4 groups per head).
+const FOLD_WIDE: HeadShape = HeadShape {
+    n_heads: 2,
+    n_kv_heads: 1,
+    head_dim: 128,
+    context: 80,
+};
+
+/// A GQA group of 10: the lanes design's parts hold 8 and 2 heads.
+const FOLD_BIG_GROUP: HeadShape = HeadShape {
+    n_heads: 10,
+    n_kv_heads: 1,
+    head_dim: 32,
+    context: 40,
+};
 
 #[test]
 fn folded_output_projection_matches_reference_single_and_split() {
@@ -400,28 +451,19 @@ fn folded_output_projection_matches_reference_single_and_split() {
     check_attention_folding(POCKET_HEADS, true, 0, 4096, 50, 896);
     check_attention_folding(POCKET_HEADS, true, 999, 64, 51, 896);
     check_attention_folding(POCKET_HEADS, true, 999, 4096, 52, 896);
-    // Heads of 16 (four per Q4 group) and of 128 (two groups per head); hidden rows not
-    // a multiple of the 64-wide workgroup.
-    let narrow = HeadShape {
-        n_heads: 4,
-        n_kv_heads: 2,
-        head_dim: 16,
-        context: 80,
-    };
-    check_attention_folding(narrow, false, 5, 256, 53, 40);
-    check_attention_folding(narrow, true, 70, 32, 54, 40);
-    let wide = HeadShape {
-        n_heads: 2,
-        n_kv_heads: 1,
-        head_dim: 128,
-        context: 80,
-    };
-    check_attention_folding(wide, true, 3, 256, 55, 72);
-    check_attention_folding(wide, true, 79, 16, 56, 72);
-    // A GQA group of 10: the lanes design's parts hold 8 and 2 heads (one split and 3).
-    let big_group = heads(10, 1, 32, 40);
-    check_attention_folding(big_group, true, 6, 256, 57, 64);
-    check_attention_folding(big_group, true, 39, 16, 58, 64);
+    // The other head widths and the group of 10, split (3 to 5 splits).
+    check_attention_folding(FOLD_NARROW, true, 70, 32, 54, 40);
+    check_attention_folding(FOLD_WIDE, true, 79, 16, 56, 72);
+    check_attention_folding(FOLD_BIG_GROUP, true, 39, 16, 58, 64);
+}
+
+/// The other head widths and the group of 10 in one split (no q/k-norm for heads of 16).
+#[test]
+#[ignore = "long tier: the fold's single-split cases at more head widths"]
+fn folded_output_projection_matches_reference_single_split_long() {
+    check_attention_folding(FOLD_NARROW, false, 5, 256, 53, 40);
+    check_attention_folding(FOLD_WIDE, true, 3, 256, 55, 72);
+    check_attention_folding(FOLD_BIG_GROUP, true, 6, 256, 57, 64);
 }
 
 #[test]
@@ -580,30 +622,52 @@ fn attention_with_a_wide_gqa_group_and_odd_vec4_count_matches_reference() {
 
 /// The group design's layouts (workgroups of 256, 128 and 64 invocations as the group and
 /// head_dim grow, chunks of twice that many positions), at GQA 1:1, 7:1 and 16:1 with
-/// heads of 64 and 128, one split and several, splits of several chunks; every design
-/// runs these through check_attention.
+/// heads of 64 and 128, one split and several, splits of several chunks; 7:1 with heads
+/// of 128 (Qwen3's) in every design. The long twin runs every case in every design.
 #[test]
 fn attention_matches_reference_for_gqa_1_to_1_7_to_1_and_16_to_1_with_heads_of_64_and_128() {
+    gqa_layouts(false);
+}
+
+#[test]
+#[ignore = "long tier: every GQA layout case in every design"]
+fn attention_matches_reference_for_gqa_1_to_1_7_to_1_and_16_to_1_in_every_design_long() {
+    gqa_layouts(true);
+}
+
+/// The cases of the GQA layout tests: each in the group design, or (`every_design`, and
+/// always for 7:1 at heads of 128 in one split length) in every design.
+fn gqa_layouts(every_design: bool) {
     use pocketrt::gpu::kernels::attention_group::GroupLayout;
     let width = |shape| GroupLayout::of(shape).map(|l| l.width);
+    let check = |shape, qk_norm, pos, split_len, seed, every: bool| {
+        if every || every_design {
+            check_attention(shape, qk_norm, pos, split_len, seed);
+        } else {
+            let group = Design::Plain(AttentionVariant::Group);
+            check_attention_design(gpu(), shape, qk_norm, pos, split_len, seed, group);
+        }
+    };
     // 1:1, heads of 128: 256 invocations; one split, three, and one split of 600
     // positions in two chunks (512 + 88).
     let mha = heads(4, 4, 128, 700);
     assert_eq!(width(mha), Some(256));
-    check_attention(mha, true, 200, 256, 70);
-    check_attention(mha, false, 599, 256, 71);
-    check_attention(mha, true, 599, 4096, 72);
+    check(mha, true, 200, 256, 70, false);
+    if every_design {
+        check(mha, false, 599, 256, 71, false);
+    }
+    check(mha, true, 599, 4096, 72, false);
     // 7:1 (Pocket's ratio), heads of 128: 128 invocations, chunks of 256.
     let qwen = heads(14, 2, 128, 1100);
     assert_eq!(width(qwen), Some(128));
-    check_attention(qwen, true, 255, 256, 73);
-    check_attention(qwen, true, 256, 256, 74);
-    check_attention(qwen, false, 1099, 256, 75);
-    check_attention(qwen, true, 1099, 1024, 76);
+    check(qwen, true, 255, 256, 73, true);
+    check(qwen, true, 256, 256, 74, true);
+    check(qwen, false, 1099, 256, 75, false);
+    check(qwen, true, 1099, 1024, 76, false);
     assert_eq!(width(POCKET_HEADS), Some(128));
     // 16:1, heads of 64: 64 invocations, chunks of 128 (a 256-position split is 2).
     let wide = heads(16, 1, 64, 600);
     assert_eq!(width(wide), Some(64));
-    check_attention(wide, true, 100, 256, 77);
-    check_attention(wide, true, 599, 256, 78);
+    check(wide, true, 100, 256, 77, false);
+    check(wide, true, 599, 256, 78, false);
 }

@@ -4,6 +4,10 @@
 //! with f64 sums on the CPU.
 //! Tolerance: max abs err ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K) (f32 accumulation of K
 //! products of magnitude ≤ 1); a wrong code, param, row or epilogue is off by ≥ 1e-2.
+//!
+//! Tiers (docs/TESTING.md): the default tier runs every case in the designs the device
+//! profiles run, and every design and layout once (on the first test's shapes); the long
+//! tier runs every case in every layout (each a new lavapipe compile).
 
 mod gpu_common;
 
@@ -20,14 +24,29 @@ use pocketrt::gpu::kernels::gemv_q4::{
 use pocketrt::gpu::kernels::{grid, run};
 use pocketrt::quant::Q4Tensor;
 
+/// Which kernel designs a case runs in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layouts {
+    /// The designs the device profiles run (default tier): the GPU rows variant in the
+    /// `gpu` profile's layout (and in f16), the subgroup slots of `gpu-subgroups`, the
+    /// row-major texture and tiles variants in their default layouts.
+    Profiles,
+    /// Every design of [`kernels`] (the long tier; the default tier runs one case so).
+    Every,
+}
+
 /// Every kernel design: the GPU rows variant in several layouts (lanes per slot, slots,
 /// rows per slot; tree and subgroup reductions), and the CPU adapters' rows variants
 /// (row-major texture, tiles) in their default layouts and in layouts with other
-/// workgroup widths and rows per invocation.
-fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
+/// workgroup widths and rows per invocation; only the profiles' designs with
+/// [`Layouts::Profiles`] (each list's first entry is the profile's).
+fn kernels(spec: GemvSpec, layouts: Layouts) -> Vec<(String, GemvQ4)> {
     let ctx = gpu();
     let mut out = vec![];
-    for (tpr, slots, rps) in [(16, 8, 2), (32, 4, 1), (4, 2, 3), (1, 64, 8), (64, 1, 5)] {
+    let every = layouts == Layouts::Every;
+    let pick = |n: usize| if every { n } else { 1 };
+    let gpu_layouts = [(16, 8, 2), (32, 4, 1), (4, 2, 3), (1, 64, 8), (64, 1, 5)];
+    for (tpr, slots, rps) in gpu_layouts.into_iter().take(pick(5)) {
         let g = GpuRows {
             tpr,
             slots,
@@ -40,7 +59,7 @@ fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
     }
     // The subgroup reduction where a slot is one subgroup of the test device (lavapipe: 8).
     if let Some(width) = ctx.profile.subgroup_size {
-        for rps in [1, 2, 7] {
+        for rps in [2, 1, 7].into_iter().take(pick(3)) {
             let g = GpuRows {
                 tpr: width,
                 slots: 128 / width,
@@ -62,16 +81,19 @@ fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
             reduce: SlotReduce::Tree,
             f16: true,
         };
-        let mut layouts = vec![tree, GpuRows { rps: 5, ..tree }];
-        if let Some(width) = ctx.profile.subgroup_size {
-            layouts.push(GpuRows {
+        let mut f16_layouts = vec![tree];
+        if every {
+            f16_layouts.push(GpuRows { rps: 5, ..tree });
+        }
+        if let (Some(width), true) = (ctx.profile.subgroup_size, every) {
+            f16_layouts.push(GpuRows {
                 tpr: width,
                 slots: 128 / width,
                 reduce: SlotReduce::Subgroup,
                 ..tree
             });
         }
-        for g in layouts {
+        for g in f16_layouts {
             let k = GemvQ4::new(ctx, GemvVariant::GpuRows(g), spec).unwrap();
             out.push((format!("{g:?}"), k));
         }
@@ -83,11 +105,12 @@ fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
     // subgroups (lavapipe's), the 4-wide one invocation by invocation.
     let k = GemvQ4::new(ctx, GemvVariant::RowsFromTexture, spec);
     out.push(("from row-major texture".to_string(), k.unwrap()));
-    for layout in [
+    let row_major = [
         default,
         RowsLayout { wg: 64, rows: 4 },
         RowsLayout { wg: 8, rows: 3 },
-    ] {
+    ];
+    for layout in row_major.into_iter().take(pick(3)) {
         let k = GemvQ4::with_layout(ctx, GemvVariant::RowsFromTexture, spec, layout);
         out.push((format!("{layout:?} from row-major texture"), k.unwrap()));
     }
@@ -96,7 +119,7 @@ fn kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
         RowsLayout { wg: 8, rows: 3 },
         RowsLayout { wg: 4, rows: 3 },
     ];
-    for layout in tiles {
+    for layout in tiles.into_iter().take(pick(3)) {
         let k = GemvQ4::with_layout(ctx, GemvVariant::RowsFromTiles, spec, layout).unwrap();
         let expected = match (layout.wg, ctx.profile.subgroup_size) {
             (8, Some(8)) => XLoads::Subgroup,
@@ -209,12 +232,12 @@ fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> Outcome {
 
 const EPS: f32 = 1e-6;
 
-fn check(name: &str, c: Case, seed: u64) {
-    check_adding(name, c, 0, seed);
+fn check(name: &str, c: Case, seed: u64, layouts: Layouts) {
+    check_adding(name, c, 0, seed, layouts);
 }
 
 /// [`check`] with `add_parts` partial vectors added to x (and the sum stored).
-fn check_adding(name: &str, c: Case, add_parts: usize, seed: u64) {
+fn check_adding(name: &str, c: Case, add_parts: usize, seed: u64, layouts: Layouts) {
     let spec = GemvSpec {
         n: c.n,
         k: c.k,
@@ -223,7 +246,7 @@ fn check_adding(name: &str, c: Case, add_parts: usize, seed: u64) {
         norm_eps: c.norm.then_some(EPS),
         add_parts,
     };
-    for (design, kernel) in kernels(spec) {
+    for (design, kernel) in kernels(spec, layouts) {
         let r = run_case(&kernel, &c, seed);
         let what = format!("{name} {design}");
         let rel = if design.contains("f16: true") {
@@ -239,6 +262,10 @@ fn check_adding(name: &str, c: Case, add_parts: usize, seed: u64) {
 
 #[test]
 fn gemv_matches_reference_when_rows_are_not_a_multiple_of_the_workgroup() {
+    gemv_matches_reference_when_rows_are_not_a_multiple_of_the_workgroup_in(Layouts::Every);
+}
+
+fn gemv_matches_reference_when_rows_are_not_a_multiple_of_the_workgroup_in(layouts: Layouts) {
     let c = Case {
         n: 37,
         k: 896,
@@ -246,7 +273,7 @@ fn gemv_matches_reference_when_rows_are_not_a_multiple_of_the_workgroup() {
         bias: false,
         norm: false,
     };
-    check("37 x 896", c, 1);
+    check("37 x 896", c, 1, layouts);
     let c = Case {
         n: 300,
         k: 640,
@@ -254,11 +281,15 @@ fn gemv_matches_reference_when_rows_are_not_a_multiple_of_the_workgroup() {
         bias: false,
         norm: false,
     };
-    check("300 x 640", c, 2);
+    check("300 x 640", c, 2, layouts);
 }
 
 #[test]
 fn gemv_matches_reference_with_k_64() {
+    gemv_matches_reference_with_k_64_in(Layouts::Profiles);
+}
+
+fn gemv_matches_reference_with_k_64_in(layouts: Layouts) {
     check(
         "259 x 64",
         Case {
@@ -269,11 +300,16 @@ fn gemv_matches_reference_with_k_64() {
             norm: false,
         },
         3,
+        layouts,
     );
 }
 
 #[test]
 fn gemv_bias_and_residual_add_epilogues_match_reference() {
+    gemv_bias_and_residual_add_epilogues_match_reference_in(Layouts::Profiles);
+}
+
+fn gemv_bias_and_residual_add_epilogues_match_reference_in(layouts: Layouts) {
     check(
         "bias 70 x 128",
         Case {
@@ -284,6 +320,7 @@ fn gemv_bias_and_residual_add_epilogues_match_reference() {
             norm: false,
         },
         4,
+        layouts,
     );
     check(
         "add 70 x 192",
@@ -295,6 +332,7 @@ fn gemv_bias_and_residual_add_epilogues_match_reference() {
             norm: false,
         },
         5,
+        layouts,
     );
     check(
         "add+bias 33 x 64",
@@ -306,11 +344,16 @@ fn gemv_bias_and_residual_add_epilogues_match_reference() {
             norm: false,
         },
         6,
+        layouts,
     );
 }
 
 #[test]
 fn gemv_fused_gate_up_swiglu_matches_reference() {
+    gemv_fused_gate_up_swiglu_matches_reference_in(Layouts::Profiles);
+}
+
+fn gemv_fused_gate_up_swiglu_matches_reference_in(layouts: Layouts) {
     check(
         "swiglu 50 x 192",
         Case {
@@ -321,6 +364,7 @@ fn gemv_fused_gate_up_swiglu_matches_reference() {
             norm: false,
         },
         7,
+        layouts,
     );
     check(
         "swiglu+bias 300 x 64",
@@ -332,6 +376,7 @@ fn gemv_fused_gate_up_swiglu_matches_reference() {
             norm: false,
         },
         8,
+        layouts,
     );
     // K 1,280: 20 groups, four per qparams texel in the tile order.
     check(
@@ -344,11 +389,16 @@ fn gemv_fused_gate_up_swiglu_matches_reference() {
             norm: false,
         },
         9,
+        layouts,
     );
 }
 
 #[test]
 fn gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference() {
+    gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference_in(Layouts::Profiles);
+}
+
+fn gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference_in(layouts: Layouts) {
     let ctx = gpu();
     let n = 151_936;
     let spec = GemvSpec::new(n, 64, Epilogue::Store);
@@ -372,6 +422,7 @@ fn gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference() {
             norm: false,
         },
         9,
+        layouts,
     );
 }
 
@@ -393,6 +444,10 @@ fn gemv_rejects_k_not_a_multiple_of_64() {
 
 #[test]
 fn gemv_with_fused_rmsnorm_matches_norm_then_gemv_for_every_epilogue() {
+    gemv_with_fused_rmsnorm_matches_norm_then_gemv_for_every_epilogue_in(Layouts::Profiles);
+}
+
+fn gemv_with_fused_rmsnorm_matches_norm_then_gemv_for_every_epilogue_in(layouts: Layouts) {
     for (i, (n, k, epilogue, bias)) in [
         (1152, 896, Epilogue::Store, false),
         (70, 128, Epilogue::Store, true),
@@ -409,12 +464,21 @@ fn gemv_with_fused_rmsnorm_matches_norm_then_gemv_for_every_epilogue() {
             bias,
             norm: true,
         };
-        check(&format!("norm {epilogue:?} {n} x {k}"), c, 20 + i as u64);
+        check(
+            &format!("norm {epilogue:?} {n} x {k}"),
+            c,
+            20 + i as u64,
+            layouts,
+        );
     }
 }
 
 #[test]
 fn gemv_adding_parts_to_x_matches_reference_and_stores_the_sum() {
+    gemv_adding_parts_to_x_matches_reference_and_stores_the_sum_in(Layouts::Profiles);
+}
+
+fn gemv_adding_parts_to_x_matches_reference_and_stores_the_sum_in(layouts: Layouts) {
     // Pocket's gate/up (x = h + 14 heads' parts, norm, SwiGLU) and smaller shapes with
     // every epilogue; each in every variant and layout.
     for (i, (n, k, epilogue, norm, add)) in [
@@ -434,12 +498,16 @@ fn gemv_adding_parts_to_x_matches_reference_and_stores_the_sum() {
             norm,
         };
         let name = format!("+{add} parts {epilogue:?} norm={norm} {n} x {k}");
-        check_adding(&name, c, add, 40 + i as u64);
+        check_adding(&name, c, add, 40 + i as u64, layouts);
     }
 }
 
 #[test]
 fn gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage() {
+    gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage_in(Layouts::Profiles);
+}
+
+fn gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage_in(layouts: Layouts) {
     // 16,448 f32 = 65,792 bytes: over WebGPU's default 64 KiB uniform binding.
     let k = 16_448;
     assert!(4 * k as u64 > gpu().limits.max_uniform_buffer_binding_size);
@@ -450,7 +518,7 @@ fn gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage() {
         bias: false,
         norm: true,
     };
-    check("40 x 16448", c, 30);
+    check("40 x 16448", c, 30, layouts);
 }
 
 /// The tile repack (shaders/soft/q4_tile.wgsl) puts every texel where `TileLayout::texel` says,
@@ -510,6 +578,10 @@ fn q4_tile_repack_places_every_texel_as_the_layout_says() {
 /// GPU design, a 1-D grid.
 #[test]
 fn gemv_on_the_pocket_head_shape_matches_reference() {
+    gemv_on_the_pocket_head_shape_matches_reference_in(Layouts::Profiles);
+}
+
+fn gemv_on_the_pocket_head_shape_matches_reference_in(layouts: Layouts) {
     let g = GpuRows {
         tpr: 16,
         slots: 8,
@@ -530,5 +602,21 @@ fn gemv_on_the_pocket_head_shape_matches_reference() {
             norm: true,
         },
         11,
+        layouts,
     );
+}
+
+/// Every case above in every design and layout (the default tier runs each layout once,
+/// on the first test's cases).
+#[test]
+#[ignore = "long tier: every GEMV layout on every case"]
+fn every_case_in_every_layout_long() {
+    gemv_matches_reference_with_k_64_in(Layouts::Every);
+    gemv_bias_and_residual_add_epilogues_match_reference_in(Layouts::Every);
+    gemv_fused_gate_up_swiglu_matches_reference_in(Layouts::Every);
+    gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference_in(Layouts::Every);
+    gemv_with_fused_rmsnorm_matches_norm_then_gemv_for_every_epilogue_in(Layouts::Every);
+    gemv_adding_parts_to_x_matches_reference_and_stores_the_sum_in(Layouts::Every);
+    gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage_in(Layouts::Every);
+    gemv_on_the_pocket_head_shape_matches_reference_in(Layouts::Every);
 }

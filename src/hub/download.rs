@@ -17,11 +17,27 @@ pub struct Progress<'a> {
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
+        .tls_config(tls())
         .timeout_connect(Some(Duration::from_secs(20)))
         .timeout_recv_response(Some(Duration::from_secs(60)))
         .http_status_as_error(false)
         .build()
         .into()
+}
+
+/// TLS as Cargo.toml builds it for this platform: rustls with Mozilla's roots (ureq's
+/// default) on Linux, the platform's TLS and certificate store on macOS and Windows.
+fn tls() -> ureq::tls::TlsConfig {
+    use ureq::tls::TlsConfig;
+    if cfg!(any(target_os = "macos", target_os = "ios", windows)) {
+        use ureq::tls::{RootCerts, TlsProvider};
+        TlsConfig::builder()
+            .provider(TlsProvider::NativeTls)
+            .root_certs(RootCerts::PlatformVerifier)
+            .build()
+    } else {
+        TlsConfig::default()
+    }
 }
 
 /// The error for a hub that cannot be reached, saying how to do without it.

@@ -44,9 +44,10 @@ let failed = 0;
 try {
   for (const [name, fn] of Object.entries(tests)) {
     if (only && !name.includes(only)) continue;
-    // Benches and long measurements run only when named (`scripts/test-web bench`,
-    // `scripts/test-web long_`).
-    if ((name.startsWith('bench_') || name.startsWith('long_')) && !only) continue;
+    // Benches run only when named (`scripts/test-web bench`); the long tier's cases
+    // when named (`scripts/test-web long_`) or with POCKETRT_WEB_LONG=1 (scripts/test --long).
+    if (name.startsWith('bench_') && !only) continue;
+    if (name.startsWith('long_') && !only && process.env.POCKETRT_WEB_LONG !== '1') continue;
     const context = await browser.newContext();
     const page = await context.newPage();
     const logs = [];

@@ -1,0 +1,63 @@
+# Sourced by scripts/test: named phases with their wall times, and the table of them
+# printed when the script exits (also when a phase fails: the failed phase is marked).
+#
+#   phase NAME       ends the running phase (if any) and starts NAME
+#   phase_rows FILE  adds FILE's rows (NAME<TAB>SECONDS<TAB>STATUS) under the running
+#                    phase, indented (scripts/run-test-binaries writes one per binary)
+#   phase_table      prints the table (the EXIT trap calls it)
+#
+# The table also goes to $PHASE_TABLE (default target/test-phases.txt).
+
+phase_names=()
+phase_secs=()
+phase_status=()
+phase_current=""
+phase_started=0
+phase_run_started=$EPOCHSECONDS
+
+phase_end() {
+    if [ -n "$phase_current" ]; then
+        phase_names+=("$phase_current")
+        phase_secs+=($((EPOCHSECONDS - phase_started)))
+        phase_status+=("${1:-ok}")
+        phase_current=""
+    fi
+}
+
+phase() {
+    phase_end
+    phase_current=$1
+    phase_started=$EPOCHSECONDS
+    printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"
+}
+
+phase_rows() {
+    local name secs status
+    [ -f "$1" ] || return 0
+    while IFS=$'\t' read -r name secs status; do
+        phase_names+=("  $name")
+        phase_secs+=("$secs")
+        phase_status+=("$status")
+    done <"$1"
+}
+
+phase_fmt() {
+    printf '%d:%02d' $(($1 / 60)) $(($1 % 60))
+}
+
+phase_table() {
+    local rc=$? i out="${PHASE_TABLE:-${CARGO_TARGET_DIR:-target}/test-phases.txt}"
+    [ "$rc" = 0 ] && phase_end ok || phase_end "FAILED (exit $rc)"
+    mkdir -p "$(dirname "$out")"
+    {
+        printf '\n%-48s %8s  %s\n' phase "m:ss" status
+        for i in "${!phase_names[@]}"; do
+            printf '%-48s %8s  %s\n' "${phase_names[$i]}" "$(phase_fmt "${phase_secs[$i]}")" \
+                "${phase_status[$i]}"
+        done
+        printf '%-48s %8s  %s\n' "total (wall)" "$(phase_fmt $((EPOCHSECONDS - phase_run_started)))" \
+            "$([ "$rc" = 0 ] && echo ok || echo FAILED)"
+    } | tee "$out.partial"
+    mv "$out.partial" "$out" 2>/dev/null || true
+    return "$rc"
+}
