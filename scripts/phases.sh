@@ -4,7 +4,8 @@
 #   phase NAME       ends the running phase (if any) and starts NAME
 #   phase_rows FILE  adds FILE's rows (NAME<TAB>SECONDS<TAB>STATUS) under the running
 #                    phase, indented (scripts/run-test-binaries writes one per binary)
-#   phase_table      prints the table (the EXIT trap calls it)
+#   phase_table [RC] prints the table, the run marked failed unless RC (default: the last
+#                    command's status) is 0; returns RC (the EXIT trap calls it)
 #
 # The table also goes to $PHASE_TABLE (default target/test-phases.txt).
 
@@ -46,7 +47,7 @@ phase_fmt() {
 }
 
 phase_table() {
-    local rc=$? i out="${PHASE_TABLE:-${CARGO_TARGET_DIR:-target}/test-phases.txt}"
+    local rc=${1:-$?} i out="${PHASE_TABLE:-${CARGO_TARGET_DIR:-target}/test-phases.txt}"
     [ "$rc" = 0 ] && phase_end ok || phase_end "FAILED (exit $rc)"
     mkdir -p "$(dirname "$out")"
     {
