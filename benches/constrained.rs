@@ -8,7 +8,8 @@
 //! GPU), and the real Qwen2.5-Coder-0.5B GGUF on the CPU backend. Prints one JSON object.
 //!
 //! Run: `cargo bench --bench constrained -- [CODER_GGUF] [-n TOKENS]` (default:
-//! $POCKETRT_CODER_GGUF, 48 tokens).
+//! $POCKETRT_CODER_GGUF, 48 tokens). Without `--bench` (`cargo test --all-targets` runs
+//! benches that way) it is a smoke run of 6 tokens.
 
 use pocketrt::constrain::{Constraint, Grammar};
 use pocketrt::cpu::WeightMode;
@@ -111,8 +112,10 @@ fn bench(name: &str, session: &mut Session, n: usize) -> Json {
 }
 
 fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
-    let (mut coder, mut n) = (std::env::var("POCKETRT_CODER_GGUF").ok(), 48);
+    let n_default = if full { 48 } else { 6 };
+    let (mut coder, mut n) = (std::env::var("POCKETRT_CODER_GGUF").ok(), n_default);
     while let Some(a) = args.next() {
         match a.as_str() {
             "-n" => {

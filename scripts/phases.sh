@@ -16,13 +16,24 @@ phase_current=""
 phase_started=0
 phase_run_started=$EPOCHSECONDS
 
+# The running phase's rows (phase_rows), listed under it when it ends.
+phase_row_lines=()
+
 phase_end() {
+    local row name secs status
     if [ -n "$phase_current" ]; then
         phase_names+=("$phase_current")
         phase_secs+=($((EPOCHSECONDS - phase_started)))
         phase_status+=("${1:-ok}")
         phase_current=""
     fi
+    for row in "${phase_row_lines[@]}"; do
+        IFS=$'\t' read -r name secs status <<<"$row"
+        phase_names+=("  $name")
+        phase_secs+=("$secs")
+        phase_status+=("$status")
+    done
+    phase_row_lines=()
 }
 
 phase() {
@@ -33,12 +44,10 @@ phase() {
 }
 
 phase_rows() {
-    local name secs status
+    local row
     [ -f "$1" ] || return 0
-    while IFS=$'\t' read -r name secs status; do
-        phase_names+=("  $name")
-        phase_secs+=("$secs")
-        phase_status+=("$status")
+    while IFS= read -r row; do
+        phase_row_lines+=("$row")
     done <"$1"
 }
 
