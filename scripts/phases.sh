@@ -2,8 +2,9 @@
 # printed when the script exits (also when a phase fails: the failed phase is marked).
 #
 #   phase NAME       ends the running phase (if any) and starts NAME
-#   phase_rows FILE  adds FILE's rows (NAME<TAB>SECONDS<TAB>STATUS) under the running
-#                    phase, indented (scripts/run-test-binaries writes one per binary)
+#   phase_rows FILE CMD...  runs CMD, then adds FILE's rows (NAME<TAB>SECONDS<TAB>STATUS,
+#                    written by CMD: scripts/run-test-binaries one per binary) under the
+#                    running phase, indented; returns CMD's status
 #   phase_table [RC] prints the table, the run marked failed unless RC (default: the last
 #                    command's status) is 0; returns RC (the EXIT trap calls it)
 #
@@ -19,19 +20,22 @@ phase_run_started=$EPOCHSECONDS
 # The running phase's rows (phase_rows), listed under it when it ends.
 phase_row_lines=()
 
+# phase_add NAME SECONDS STATUS: a line of the table.
+phase_add() {
+    phase_names+=("$1")
+    phase_secs+=("$2")
+    phase_status+=("$3")
+}
+
 phase_end() {
     local row name secs status
     if [ -n "$phase_current" ]; then
-        phase_names+=("$phase_current")
-        phase_secs+=($((EPOCHSECONDS - phase_started)))
-        phase_status+=("${1:-ok}")
+        phase_add "$phase_current" $((EPOCHSECONDS - phase_started)) "${1:-ok}"
         phase_current=""
     fi
     for row in "${phase_row_lines[@]}"; do
         IFS=$'\t' read -r name secs status <<<"$row"
-        phase_names+=("  $name")
-        phase_secs+=("$secs")
-        phase_status+=("$status")
+        phase_add "  $name" "$secs" "$status"
     done
     phase_row_lines=()
 }
@@ -44,11 +48,15 @@ phase() {
 }
 
 phase_rows() {
-    local row
-    [ -f "$1" ] || return 0
-    while IFS= read -r row; do
-        phase_row_lines+=("$row")
-    done <"$1"
+    local file=$1 row status=0
+    shift
+    "$@" || status=$?
+    if [ -f "$file" ]; then
+        while IFS= read -r row; do
+            phase_row_lines+=("$row")
+        done <"$file"
+    fi
+    return $status
 }
 
 phase_fmt() {
