@@ -7,7 +7,10 @@
 //! shapes on both before any weight is read, loads only the faster, and remembers the
 //! choice (see `probe.rs`). The description says which and why.
 
+mod kv;
 pub mod probe;
+
+pub use kv::{cpu_rows_tag, gpu_rows_tag, layout as kv_layout_of};
 
 use crate::cpu::fast::{FastModel, Logits, Precision};
 use crate::cpu::{KvCache, Model, WeightMode};
@@ -64,6 +67,8 @@ pub struct Engine {
     context: usize,
     pos: usize,
     description: String,
+    /// [`crate::session::model_fingerprint`] of the source it was loaded from.
+    model_id: String,
 }
 
 impl Engine {
@@ -81,8 +86,20 @@ impl Engine {
     /// Load `src` with `context` positions, or (`None`) the largest context the memory
     /// planner fits into `budget` bytes on the GPU (on the CPU: up to 4,096). A plan that
     /// does not fit fails before anything is allocated on the device.
-    #[cfg_attr(target_arch = "wasm32", allow(unused_variables))]
     pub fn load_planned(
+        src: &mut dyn ModelSource,
+        backend: Backend,
+        weights: WeightMode,
+        context: Option<usize>,
+        budget: u64,
+    ) -> Result<Engine> {
+        let mut engine = Self::load_on(src, backend, weights, context, budget)?;
+        engine.model_id = crate::session::model_fingerprint(src);
+        Ok(engine)
+    }
+
+    #[cfg_attr(target_arch = "wasm32", allow(unused_variables))]
+    fn load_on(
         src: &mut dyn ModelSource,
         backend: Backend,
         weights: WeightMode,
@@ -169,7 +186,9 @@ impl Engine {
     ) -> Result<Engine> {
         let config = src.config().clone();
         let (model, description) = Self::load_gpu(ctx, src, context)?;
-        Ok(Engine::new(Inner::Gpu(model), config, context, description))
+        let mut engine = Engine::new(Inner::Gpu(model), config, context, description);
+        engine.model_id = crate::session::model_fingerprint(src);
+        Ok(engine)
     }
 
     fn new(inner: Inner, config: ModelConfig, context: usize, description: String) -> Engine {
@@ -179,6 +198,7 @@ impl Engine {
             context,
             pos: 0,
             description,
+            model_id: String::new(),
         }
     }
 

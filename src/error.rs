@@ -129,6 +129,15 @@ pub enum Error {
 
     #[error("WebGPU is not available in this browser ({0}); use a browser with WebGPU (Safari 26, Chrome 113+)")]
     NoWebGpu(String),
+
+    /// A session snapshot that belongs to another model, tokenizer, format version or a
+    /// context too short for it (`src/session/`).
+    #[error("session snapshot {what}: {detail}")]
+    SessionMismatch { what: String, detail: String },
+
+    /// A session snapshot that is truncated or whose checksum fails.
+    #[error("session snapshot {what}: corrupt: {detail}")]
+    SessionCorrupt { what: String, detail: String },
 }
 
 impl Error {

@@ -156,6 +156,11 @@ pub struct Session {
     cached: Vec<u32>,
     messages: Vec<Message>,
     pub chat_options: ChatOptions,
+    /// The context policy of the last generation (a snapshot records it).
+    pub(crate) overflow: ContextOverflow,
+    /// The snapshot file this session last saved or restored, and what it holds.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) snapshot: Option<(std::path::PathBuf, crate::session::Saved)>,
 }
 
 /// Chat-template options for a reply: the generation prompt, and no thinking block
@@ -168,7 +173,7 @@ pub fn reply_options() -> ChatOptions {
     }
 }
 
-fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+pub(crate) fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
@@ -185,6 +190,9 @@ impl Session {
             cached: Vec::new(),
             messages: Vec::new(),
             chat_options: reply_options(),
+            overflow: ContextOverflow::Error,
+            #[cfg(not(target_arch = "wasm32"))]
+            snapshot: None,
         }
     }
 
@@ -304,6 +312,7 @@ impl Session {
         mut on_token: impl FnMut(&Tokenizer, Token<'_>) -> bool,
     ) -> Result<(String, GenerateStats)> {
         let context = self.engine.context();
+        self.overflow = opts.overflow;
         let tokens = opts.window(tokens, context);
         let reused = Generation::check(&tokens, opts, context, &self.cached)?;
         let mut gen = Generation::new(opts, &self.eos, context, tokens.len(), reused)?;
@@ -331,8 +340,14 @@ impl Session {
 }
 
 impl Session {
+    /// The engine, the tokens its cache holds and the chat, to change together (a
+    /// snapshot's restore, `crate::session`).
+    pub(crate) fn parts_mut(&mut self) -> (&mut Engine, &mut Vec<u32>, &mut Vec<Message>) {
+        (&mut self.engine, &mut self.cached, &mut self.messages)
+    }
+
     /// Keep the first `keep` cached tokens and run `tokens` after them.
-    fn keep_and_feed(&mut self, keep: usize, tokens: &[u32]) -> Result<()> {
+    pub(crate) fn keep_and_feed(&mut self, keep: usize, tokens: &[u32]) -> Result<()> {
         self.engine.rewind(keep);
         self.cached.truncate(keep);
         self.engine.feed_all(tokens)?;

@@ -54,6 +54,7 @@ pub mod quant;
 pub mod sampler;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod server;
+pub mod session;
 pub mod synth;
 pub mod tokenizer;
 #[cfg(target_arch = "wasm32")]

@@ -268,6 +268,10 @@ impl ModelSource for SynthSource {
         &self.config
     }
 
+    fn identity(&self) -> Vec<u8> {
+        self.seed.to_le_bytes().to_vec()
+    }
+
     fn tensors(&self) -> &[SourceTensor] {
         &self.tensors
     }

@@ -108,6 +108,11 @@ impl std::error::Error for ApiError {}
 /// must be reloaded (`Session::reload`); a server answers 503 meanwhile.
 pub const GPU_LOST: &str = "gpu_lost";
 
+/// The codes of a session snapshot that belongs elsewhere or is damaged
+/// ([`crate::Error::SessionMismatch`], [`crate::Error::SessionCorrupt`]).
+pub const SESSION_MISMATCH: &str = "session_mismatch";
+pub const SESSION_CORRUPT: &str = "session_corrupt";
+
 /// An engine error met while running a request: context errors and bad arguments are
 /// the request's fault, the rest the server's.
 impl From<crate::Error> for ApiError {
@@ -122,6 +127,18 @@ impl From<crate::Error> for ApiError {
             crate::Error::ChatTemplate(m) => {
                 ApiError::new("invalid_request_error", Some("messages"), None, m)
             }
+            e @ crate::Error::SessionMismatch { .. } => ApiError::new(
+                "invalid_request_error",
+                None,
+                Some(SESSION_MISMATCH),
+                e.to_string(),
+            ),
+            e @ crate::Error::SessionCorrupt { .. } => ApiError::new(
+                "invalid_request_error",
+                None,
+                Some(SESSION_CORRUPT),
+                e.to_string(),
+            ),
             e @ crate::Error::GpuLost(_) => {
                 ApiError::new("server_error", None, Some(GPU_LOST), e.to_string())
             }

@@ -125,6 +125,14 @@ impl ModelSource for MemorySource {
     fn container(&self) -> String {
         "memory".into()
     }
+
+    /// The first values of every tensor, in name order.
+    fn identity(&self) -> Vec<u8> {
+        let mut names: Vec<&String> = self.data.keys().collect();
+        names.sort();
+        let first = |n: &&String| self.data[*n].iter().take(64).flat_map(|v| v.to_le_bytes());
+        names.iter().flat_map(first).collect()
+    }
 }
 
 /// SplitMix64: a tiny, well-mixed PRNG (deterministic test data without a dependency).

@@ -106,6 +106,47 @@ impl KvCache {
     pub fn clear(&mut self) {
         self.len = 0;
     }
+
+    /// The K and V rows of positions `start..start + count` (held ones), per layer K then
+    /// V, each `[position][kv_dim]` little-endian f32: a session snapshot's rows.
+    pub fn rows(&self, start: usize, count: usize) -> Vec<u8> {
+        let end = (start + count).min(self.len);
+        let (a, b) = (start.min(end) * self.kv_dim, end * self.kv_dim);
+        let planes = self.keys.iter().zip(&self.values);
+        let planes = planes.flat_map(|(k, v)| [&k[a..b], &v[a..b]]);
+        planes
+            .flat_map(|p| bytemuck::cast_slice::<f32, u8>(p))
+            .copied()
+            .collect()
+    }
+
+    /// Write `count` positions of rows laid out as [`KvCache::rows`] at `start` (at most
+    /// the positions held); the cache then holds `start + count`.
+    pub fn write_rows(&mut self, start: usize, count: usize, rows: &[u8]) -> Result<()> {
+        let plane = count * self.kv_dim * 4;
+        if start > self.len
+            || start + count > self.capacity
+            || rows.len() != plane * 2 * self.keys.len()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{} bytes of KV rows for {count} positions at {start} do not fit a cache of \
+                 {} positions holding {}",
+                rows.len(),
+                self.capacity,
+                self.len
+            )));
+        }
+        let (a, b) = (start * self.kv_dim, (start + count) * self.kv_dim);
+        let planes = self.keys.iter_mut().zip(self.values.iter_mut());
+        let planes = planes.flat_map(|(k, v)| [&mut k[a..b], &mut v[a..b]]);
+        for (dst, src) in planes.zip(rows.chunks_exact(plane)) {
+            for (d, s) in dst.iter_mut().zip(src.chunks_exact(4)) {
+                *d = f32::from_le_bytes(s.try_into().unwrap());
+            }
+        }
+        self.len = start + count;
+        Ok(())
+    }
 }
 
 impl Model {

@@ -48,6 +48,10 @@ impl ModelSource for PackageSource {
     fn config(&self) -> &ModelConfig {
         &self.manifest().config
     }
+    fn identity(&self) -> Vec<u8> {
+        let shards = self.manifest().shards.iter();
+        shards.flat_map(|s| s.sha256.bytes()).collect()
+    }
     fn tensors(&self) -> &[SourceTensor] {
         &self.tensors
     }

@@ -33,6 +33,13 @@ pub trait ModelSource {
     fn chat_template(&self) -> Option<String>;
     /// A short name of the container ("gguf v3", "safetensors", "pocket package").
     fn container(&self) -> String;
+    /// Bytes that tell this model's weights apart from another's of the same shapes (a
+    /// package's shard hashes, a synthetic model's seed), for the identity a session
+    /// snapshot records ([`crate::session::model_fingerprint`], which adds the config and
+    /// the tensor list). Empty where the source has nothing cheap to add.
+    fn identity(&self) -> Vec<u8> {
+        Vec::new()
+    }
 }
 
 /// Open a model by path: a GGUF file, an HF folder (config.json + safetensors) or a pocket

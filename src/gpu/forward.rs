@@ -32,6 +32,7 @@ mod pipeline;
 mod prefill;
 mod record;
 mod select;
+mod snapshot;
 pub use select::Candidates;
 mod step;
 pub use pipeline::MAX_IN_FLIGHT;

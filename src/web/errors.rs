@@ -31,6 +31,8 @@ pub fn code(e: &Error) -> &'static str {
         Error::GpuLost(_) => "GPU_LOST",
         Error::Quota { .. } => "QUOTA",
         Error::NotCached { .. } => "NOT_CACHED",
+        Error::SessionMismatch { .. } => "SESSION_MISMATCH",
+        Error::SessionCorrupt { .. } => "SESSION_CORRUPT",
     }
 }
 

@@ -1,0 +1,100 @@
+//! The engine's KV rows in and out, for session snapshots (`crate::session`): what the
+//! backend stores, bit for bit, and the string that says where such rows are valid.
+
+use super::{Engine, Inner};
+use crate::cpu::Weight;
+use crate::error::{Error, Result};
+use crate::session::{KvLayout, RowKind};
+
+/// Where the fast CPU backend's rows are valid: every kernel sums in one order (native
+/// and wasm alike), so only the precision of matrix inputs matters.
+pub fn cpu_rows_tag(precision: crate::cpu::fast::Precision) -> String {
+    format!("cpu/{}", precision.name())
+}
+
+/// Where a GPU model's f16 rows are valid: its profile (the kernels that wrote them) on
+/// its adapter.
+pub fn gpu_rows_tag(ctx: &crate::gpu::GpuContext) -> String {
+    format!("gpu/{}/{}", ctx.profile.name, ctx.adapter_label())
+}
+
+/// The layout of `config`'s rows stored as `rows`.
+pub fn layout(config: &crate::ModelConfig, rows: RowKind) -> KvLayout {
+    KvLayout {
+        rows,
+        layers: config.n_layers,
+        kv_heads: config.n_kv_heads,
+        head_dim: config.head_dim,
+    }
+}
+
+impl Engine {
+    /// Hex SHA-256 identity of the loaded model ([`crate::session::model_fingerprint`]).
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    /// How this backend stores its KV rows.
+    pub fn kv_layout(&self) -> KvLayout {
+        let rows = match &self.inner {
+            Inner::Reference { .. } | Inner::Cpu { .. } => RowKind::F32,
+            #[cfg(not(target_arch = "wasm32"))]
+            Inner::Gpu(_) => RowKind::F16Heads,
+        };
+        layout(&self.config, rows)
+    }
+
+    /// Where this backend's rows are valid (a snapshot's `backend`).
+    pub fn kv_rows_tag(&self) -> String {
+        match &self.inner {
+            Inner::Reference { model, .. } => {
+                let q4 = matches!(model.weights.token_embd, Weight::Q4(_));
+                format!("reference/{}", if q4 { "q4" } else { "f32" })
+            }
+            Inner::Cpu { model, .. } => cpu_rows_tag(model.precision()),
+            #[cfg(not(target_arch = "wasm32"))]
+            Inner::Gpu(model) => gpu_rows_tag(model.gpu_context()),
+        }
+    }
+
+    /// The KV rows of positions `start..start + count` (held ones), in
+    /// [`Engine::kv_layout`]'s order.
+    pub fn read_kv(&self, start: usize, count: usize) -> Result<Vec<u8>> {
+        if start + count > self.pos {
+            return Err(Error::InvalidArgument(format!(
+                "KV rows {start}..{} past the {} positions held",
+                start + count,
+                self.pos
+            )));
+        }
+        match &self.inner {
+            Inner::Reference { cache, .. } | Inner::Cpu { cache, .. } => {
+                Ok(cache.rows(start, count))
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            Inner::Gpu(model) => model.read_kv(start, count),
+        }
+    }
+
+    /// Write rows read by [`Engine::read_kv`] (of this backend) at `start` (at most the
+    /// positions held): the engine then holds `start + count` positions, as if it had
+    /// run their tokens.
+    pub fn write_kv(&mut self, start: usize, count: usize, rows: &[u8]) -> Result<()> {
+        if start > self.pos || start + count > self.context {
+            return Err(Error::ContextTooLong {
+                position: start + count,
+                context: self.context,
+            });
+        }
+        match &mut self.inner {
+            Inner::Reference { cache, .. } | Inner::Cpu { cache, .. } => {
+                cache.truncate(start);
+                cache.write_rows(start, count, rows)?;
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            Inner::Gpu(model) => model.write_kv(start, count, rows)?,
+        }
+        self.pos = start + count;
+        Ok(())
+    }
+}
