@@ -2,8 +2,11 @@
 //! test adapter: a request that extends the cached tokens processes only the new ones
 //! (batched prefill where the profile has it, then decode), one that diverges rewinds to
 //! the common prefix and overwrites the rest; each continuation equals a fresh run of the
-//! whole request on the CPU oracle (Q4 weights), greedy token for token.
+//! whole request on the CPU oracle (Q4 weights), greedy token for token. Session snapshots
+//! of a GPU session (f16 rows, `pocketrt::session`) restore into a fresh GPU session that
+//! continues exactly as the uninterrupted one, and into the CPU backend by a prefill.
 
+mod api_common;
 mod gpu_common;
 
 use gpu_common::{profiles, Rng};
@@ -255,4 +258,71 @@ fn awaited_prompt_feeding_keeps_at_most_max_in_flight_queued() {
     let (_, after) = chunked.decode_with_logits(7, n).unwrap();
     let rel = gpu_common::logits_rel(ctx.profile.shader_f16);
     gpu_common::assert_close("awaited prefill", &after, &want, rel, 1e-4);
+}
+
+/// A chat session on `engine` with the API fixtures' tokenizer and template.
+fn chat_session(engine: Engine) -> pocketrt::generate::Session {
+    let template = pocketrt::tokenizer::ChatTemplate::new(api_common::TEMPLATE).unwrap();
+    pocketrt::generate::Session::new(engine, api_common::tokenizer(), Some(template))
+}
+
+fn gpu_chat_session() -> pocketrt::generate::Session {
+    let mut src = api_common::weights(api_common::config(), 0.5).unwrap();
+    chat_session(
+        Engine::load_on_gpu(gpu_common::gpu().clone(), &mut src, api_common::CONTEXT).unwrap(),
+    )
+}
+
+#[test]
+fn a_gpu_snapshot_restores_its_f16_rows_and_continues_like_the_uninterrupted_session() {
+    use pocketrt::generate::GenerateOptions;
+    use pocketrt::sampler::SamplerConfig;
+    use pocketrt::session::{RestoreOptions, RowKind};
+    let path = std::env::temp_dir().join(format!("pocketrt-gpu-{}.snap", std::process::id()));
+    let greedy = GenerateOptions {
+        max_tokens: 8,
+        ..Default::default()
+    };
+    // Drawn on the GPU, pipelined (top-k within the GPU's).
+    let sampled = GenerateOptions {
+        max_tokens: 8,
+        sampler: SamplerConfig {
+            temperature: 0.9,
+            top_k: 20,
+            seed: 5,
+            ..SamplerConfig::greedy()
+        },
+        ..Default::default()
+    };
+    let mut a = gpu_chat_session();
+    assert_eq!(a.engine().kv_layout().rows, RowKind::F16Heads);
+    a.chat("Name a colour.", &greedy, |_| true).unwrap();
+    let saved = a.save(&path).unwrap();
+    let per = a.engine().kv_layout().bytes_per_position();
+    assert!(saved.file_bytes as usize > a.cached_tokens() * per);
+    let want = a.chat("More?", &greedy, |_| true).unwrap();
+    let want_sampled = a.chat("Again.", &sampled, |_| true).unwrap();
+
+    let mut b = gpu_chat_session();
+    let r = b.restore(&path, RestoreOptions::default()).unwrap();
+    assert_eq!((r.prefilled, r.restored), (None, saved.tokens));
+    let got = b.chat("More?", &greedy, |_| true).unwrap();
+    assert_eq!(
+        (&got.0, got.1.reused_tokens),
+        (&want.0, want.1.reused_tokens)
+    );
+    let got = b.chat("Again.", &sampled, |_| true).unwrap();
+    assert_eq!(
+        (&got.0, got.1.reused_tokens),
+        (&want_sampled.0, want_sampled.1.reused_tokens)
+    );
+
+    // On the CPU backend the f16 rows are not its own: its tokens are prefilled.
+    let mut src = api_common::weights(api_common::config(), 0.5).unwrap();
+    let cpu = Engine::load(&mut src, Backend::Cpu, WeightMode::Q4, 256).unwrap();
+    let mut c = chat_session(cpu);
+    let r = c.restore(&path, RestoreOptions::default()).unwrap();
+    let why = r.prefilled.unwrap();
+    assert!(why.contains("gpu/") && why.contains("cpu/int8"), "{why}");
+    assert_eq!(r.tokens, saved.tokens);
 }

@@ -17,6 +17,7 @@
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 pub const MAGIC: [u8; 8] = *b"PKRTSESS";
 /// The format version this build writes and reads.
@@ -58,6 +59,15 @@ impl KvLayout {
         2 * self.layers * self.kv_heads * self.head_dim * element
     }
 
+    /// Contiguous runs a span of positions is stored in: one per layer and K/V plane
+    /// (f32 rows), or per layer, plane and KV head (the GPU's).
+    pub fn runs(&self) -> usize {
+        match self.rows {
+            RowKind::F32 => 2 * self.layers,
+            RowKind::F16Heads => 2 * self.layers * self.kv_heads,
+        }
+    }
+
     /// Bytes of `count` positions (checked: a hostile count is an error, not a wrap).
     pub fn bytes_for(&self, count: usize) -> Option<usize> {
         count.checked_mul(self.bytes_per_position())
@@ -94,8 +104,18 @@ pub struct Snapshot {
     /// Why the rows cannot be used although the tokens can (a rows checksum failed).
     pub rows_corrupt: Option<String>,
     data: Vec<u8>,
-    /// Disjoint, in order, covering `0..tokens.len()`: (start, count, offset in `data`).
-    segments: Vec<(usize, usize, usize)>,
+    /// Disjoint, in order, covering `0..tokens.len()`.
+    segments: Vec<Segment>,
+}
+
+/// Positions of a record still in the history: the first `count` of the `stored` whose
+/// rows start at `offset` (a later record that starts inside it cuts it short).
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    start: usize,
+    count: usize,
+    stored: usize,
+    offset: usize,
 }
 
 fn crc(parts: &[&[u8]]) -> u32 {
@@ -228,7 +248,7 @@ impl Snapshot {
         }
         let per_position = header.layout.bytes_per_position();
         let mut tokens = Vec::new();
-        let mut segments: Vec<(usize, usize, usize)> = Vec::new();
+        let mut segments: Vec<Segment> = Vec::new();
         let (mut meta, mut rows_corrupt) = (None, None);
         while r.at < data.len() {
             let tag: [u8; 4] = r.take(4, "a record's tag")?.try_into().unwrap();
@@ -290,11 +310,16 @@ impl Snapshot {
                             .chunks_exact(4)
                             .map(|b| u32::from_le_bytes(b.try_into().unwrap())),
                     );
-                    segments.retain(|&(s, _, _)| s < start);
+                    segments.retain(|s| s.start < start);
                     if let Some(last) = segments.last_mut() {
-                        last.1 = last.1.min(start - last.0);
+                        last.count = last.count.min(start - last.start);
                     }
-                    segments.push((start, count, offset));
+                    segments.push(Segment {
+                        start,
+                        count,
+                        stored: count,
+                        offset,
+                    });
                 }
                 TAG_META => {
                     let (json, ok) = r.checked(payload.saturating_sub(4), "the meta record")?;
@@ -314,7 +339,7 @@ impl Snapshot {
                 return Err(r.corrupt(format!("a record's length ends at {end}, not {}", r.at)));
             }
         }
-        segments.retain(|&(_, count, _)| count > 0);
+        segments.retain(|s| s.count > 0);
         Ok(Snapshot {
             header,
             tokens,
@@ -325,13 +350,23 @@ impl Snapshot {
         })
     }
 
-    /// The rows of every position, as runs `(start, count, bytes)` in order: what a
-    /// backend writes into its cache to hold the history again.
-    pub fn rows(&self) -> impl Iterator<Item = (usize, usize, &[u8])> + '_ {
-        let per = self.header.layout.bytes_per_position();
-        self.segments
-            .iter()
-            .map(move |&(s, c, o)| (s, c, &self.data[o..o + c * per]))
+    /// The rows of every position, as spans `(start, count, rows)` in order, each laid
+    /// out as a record stores `count` positions: what a backend writes into its cache to
+    /// hold the history again.
+    pub fn rows(&self) -> impl Iterator<Item = (usize, usize, Cow<'_, [u8]>)> + '_ {
+        let layout = self.header.layout;
+        let run = layout.bytes_per_position() / layout.runs();
+        self.segments.iter().map(move |s| {
+            let stored = &self.data[s.offset..s.offset + s.stored * run * layout.runs()];
+            let rows = if s.count == s.stored {
+                Cow::Borrowed(stored)
+            } else {
+                // Each run keeps its first `count` positions.
+                let runs = stored.chunks_exact(s.stored * run);
+                Cow::Owned(runs.flat_map(|r| &r[..s.count * run]).copied().collect())
+            };
+            (s.start, s.count, rows)
+        })
     }
 
     /// Bytes of the file.

@@ -168,7 +168,7 @@ impl Session {
                 engine.rewind(0);
                 cached.clear();
                 for (start, count, rows) in snapshot.rows() {
-                    engine.write_kv(start, count, rows)?;
+                    engine.write_kv(start, count, &rows)?;
                 }
                 *cached = tokens.clone();
                 tokens.len()
