@@ -366,3 +366,132 @@ fn chat_longer_than_its_context_drops_the_oldest_turns_and_goes_on() {
     assert_eq!(dropped, 3, "{err}");
     let _ = std::fs::remove_dir_all(&model);
 }
+
+/// `pocketrt run MODEL ARGS...`: (stdout without its last newline, stderr), asserting
+/// success.
+fn run_args(model: &std::path::Path, args: &[&str]) -> (String, String) {
+    let mut all: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), model.as_os_str()];
+    all.extend(args.iter().map(std::ffi::OsStr::new));
+    let o = pocketrt(&all);
+    let text = stdout(&o);
+    let text = text.strip_suffix('\n').unwrap_or(&text).to_string();
+    (text, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// The number after `key` in the line of `text` that has it (`prompt 9 tokens (8 reused`
+/// → key `tokens (`: 8).
+fn figure(text: &str, key: &str) -> usize {
+    let after = text
+        .split(key)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {key:?} in:\n{text}"));
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap_or_else(|_| panic!("{key:?}: {text}"))
+}
+
+/// `run --session F` twice: the second run restores what the first saved (its prompt
+/// and reply), its `-v` prompt line counts those tokens as reused, and its text goes on
+/// exactly as one uninterrupted run's does. A file that is not a snapshot, or a
+/// truncated one, is a clear error; one whose rows fail their checksum is prefilled
+/// from its tokens, and says so.
+#[test]
+fn run_with_a_session_file_restores_it_and_continues_like_one_run() {
+    let model = tiny_chat_package("session");
+    let file = model.join("run.session");
+    let f = file.to_str().unwrap();
+    let prompt = "Once upon a time";
+    // Letters only (a memoryless constraint: every step allows the same tokens), so that
+    // the text of the reply is its tokens again in the next prompt.
+    let common = ["--backend", "cpu", "--temp", "0", "--regex", "[a-z ]*"];
+    let with = |p: &str, extra: &[&str]| {
+        let mut args = vec!["-p", p];
+        args.extend(common);
+        args.extend(extra);
+        run_args(&model, &args)
+    };
+    let (first, err1) = with(prompt, &["-n", "12", "--session", f, "-v"]);
+    assert!(err1.contains("new (saved when done)"), "{err1}");
+    let saved = figure(&err1, ": saved ");
+    assert_eq!(saved, figure(&err1, "prompt ") + 11, "{err1}");
+    assert!(figure(&err1, "positions, ") > 0, "bytes written: {err1}");
+    let (second, err2) = with(
+        &format!("{prompt}{first}"),
+        &["-n", "12", "--session", f, "-v"],
+    );
+    assert_eq!(figure(&err2, "restored "), saved, "{err2}");
+    assert_eq!(figure(&err2, "tokens ("), saved, "reused: {err2}");
+    assert!(err2.contains(" ms"), "{err2}");
+    let (whole, _) = with(prompt, &["-n", "24"]);
+    println!("{first:?} + {second:?}\n{err2}");
+    assert_eq!(format!("{first}{second}"), whole, "{err2}");
+
+    // Damaged files: junk and a truncated snapshot are errors; flipped rows a prefill.
+    let bytes = std::fs::read(&file).unwrap();
+    let cases: [(&str, Vec<u8>, &str); 3] = [
+        (
+            "junk",
+            b"not a snapshot at all".to_vec(),
+            "not a pocketrt session snapshot",
+        ),
+        (
+            "cut",
+            bytes[..bytes.len() - 100].to_vec(),
+            "corrupt: truncated",
+        ),
+        (
+            "flip",
+            {
+                let mut b = bytes.clone();
+                let at = b.len() / 2;
+                b[at] ^= 0xff;
+                b
+            },
+            "prefilled its",
+        ),
+    ];
+    for (name, data, said) in cases {
+        let path = model.join(format!("{name}.session"));
+        std::fs::write(&path, data).unwrap();
+        let mut args: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), model.as_os_str()];
+        args.extend(["-p", prompt, "--session"].map(std::ffi::OsStr::new));
+        args.push(path.as_os_str());
+        args.extend(common.map(std::ffi::OsStr::new));
+        args.extend(["-n", "4"].map(std::ffi::OsStr::new));
+        let o = pocketrt(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(said), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+        assert_eq!(o.status.success(), name == "flip", "{name}: {err}");
+        if name != "flip" {
+            assert!(err.starts_with("error: session snapshot"), "{name}: {err}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&model);
+}
+
+/// `chat --session F` saves after every reply: a chat stopped after its first turn and
+/// started again restores the chat and its cache, and its second turn is the one a chat
+/// that never stopped gives, reusing as many tokens.
+#[test]
+fn chat_with_a_session_file_goes_on_after_a_restart_like_one_chat() {
+    let model = tiny_chat_package("chat-session");
+    let file = model.join("chat.session");
+    let common = ["-n", "8", "--temp", "0", "--backend", "cpu", "-v"];
+    let (one, err_one) = chat_piped(&model, &common, &[], "hello\nhow are you\n");
+    let mut args = common.to_vec();
+    args.extend(["--session", file.to_str().unwrap()]);
+    let (a, _) = chat_piped(&model, &args, &[], "hello\n");
+    let (b, err_b) = chat_piped(&model, &args, &[], "how are you\n");
+    assert!(err_b.contains("2 messages restored"), "{err_b}");
+    let first = a.strip_suffix("> \n").unwrap();
+    assert_eq!(format!("{first}{b}"), one, "{err_b}");
+    let reused = |err: &str| -> Vec<usize> {
+        err.lines()
+            .filter(|l| l.starts_with("prompt "))
+            .map(|l| figure(l, "tokens ("))
+            .collect()
+    };
+    assert_eq!(reused(&err_b), reused(&err_one)[1..], "{err_one}\n{err_b}");
+    assert!(reused(&err_b)[0] > 10, "{err_b}");
+    let _ = std::fs::remove_dir_all(&model);
+}

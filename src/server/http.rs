@@ -1,20 +1,23 @@
 //! The routes: the two generation endpoints (a JSON response, or Server-Sent Events as
 //! OpenAI sends them: `data: {chunk}\n\n` … `data: [DONE]\n\n`), `/v1/models`, `/health`,
-//! `/metrics`; the API key, CORS, the body limit and the per-request timeout; every
-//! error in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`) with its
-//! HTTP status; one log line per request.
+//! `/metrics`, the slot API (`GET /slots`, `POST /slots/{id}?action=...`: `slots.rs`);
+//! the API key, CORS, the body limit and the per-request timeout; every error in
+//! OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`) with its HTTP
+//! status; one log line per request.
 
+use super::slots::{self, SlotRequest};
 use super::worker::{Job, Msg, Request};
 use super::State;
 use crate::api::{ApiError, ChatCompletionRequest, CompletionRequest, ErrorBody};
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State as With};
+use axum::extract::{DefaultBodyLimit, Path, Query, State as With};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,6 +27,7 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 const CHAT: &str = "/v1/chat/completions";
 const COMPLETIONS: &str = "/v1/completions";
 const MODELS: &str = "/v1/models";
+const SLOTS: &str = "/slots";
 
 /// A generation response whose log line the model thread writes (with its tokens).
 #[derive(Clone, Copy)]
@@ -35,6 +39,8 @@ pub(super) fn router(state: Arc<State>) -> Router {
         .route(COMPLETIONS, post(completions))
         .route(MODELS, get(models))
         .route("/metrics", get(metrics))
+        .route(SLOTS, get(slot_list))
+        .route("/slots/{id}", post(slot_action))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     let app = Router::new()
         .merge(guarded)
@@ -73,7 +79,7 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
     )
 }
 
-fn api_error(kind: &str, code: &str, message: impl Into<String>) -> ApiError {
+pub(super) fn api_error(kind: &str, code: &str, message: impl Into<String>) -> ApiError {
     ApiError {
         error: ErrorBody {
             message: message.into(),
@@ -89,12 +95,14 @@ pub(super) fn unavailable(message: &str) -> ApiError {
     api_error("server_error", "unavailable", message)
 }
 
-/// An error response: its status from its code (503, 504, 404, 401, 413, 405) or type.
+/// An error response: its status from its code (503, 504, 404, 401, 413, 405, 501) or
+/// type.
 fn error_response(e: ApiError) -> Response {
     let status = match e.error.code.as_deref() {
         Some("unavailable") => StatusCode::SERVICE_UNAVAILABLE,
         Some("timeout") => StatusCode::GATEWAY_TIMEOUT,
-        Some("unknown_url") => StatusCode::NOT_FOUND,
+        Some("unknown_url" | "file_not_found") => StatusCode::NOT_FOUND,
+        Some("not_supported") => StatusCode::NOT_IMPLEMENTED,
         Some("invalid_api_key") => StatusCode::UNAUTHORIZED,
         Some("request_too_large") => StatusCode::PAYLOAD_TOO_LARGE,
         Some("method_not_allowed") => StatusCode::METHOD_NOT_ALLOWED,
@@ -156,6 +164,7 @@ fn route_label(path: &str) -> &'static str {
         MODELS => MODELS,
         "/health" => "/health",
         "/metrics" => "/metrics",
+        p if p == SLOTS || p.starts_with("/slots/") => SLOTS,
         _ => "other",
     }
 }
@@ -259,6 +268,31 @@ async fn completions(With(st): With<Arc<State>>, body: Result<Bytes, BytesReject
             let stream = req.params.stream == Some(true);
             generate(st, Request::Completion(req), COMPLETIONS, stream).await
         }
+        Err(e) => error_response(e),
+    }
+}
+
+/// `GET /slots`: each KV cache slot's id, context and the tokens it holds.
+async fn slot_list(With(st): With<Arc<State>>) -> Response {
+    generate(st, Request::Slot(SlotRequest::List), SLOTS, false).await
+}
+
+/// `POST /slots/{id}?action=save|restore|erase` (`slots.rs`): checked here, run on the
+/// model thread's queue; 501 without `--slot-save-path`, as llama.cpp answers.
+async fn slot_action(
+    With(st): With<Arc<State>>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if st.opts.slot_save_path.is_none() {
+        return error_response(slots::not_supported());
+    }
+    let action = query.get("action").map(String::as_str);
+    let parsed = body_text(body, st.opts.body_limit)
+        .and_then(|t| SlotRequest::parse(&id, action, &t, st.opts.parallel));
+    match parsed {
+        Ok(req) => generate(st, Request::Slot(req), SLOTS, false).await,
         Err(e) => error_response(e),
     }
 }

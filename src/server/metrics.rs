@@ -26,6 +26,12 @@ pub(super) struct Metrics {
     pub aborted: AtomicU64,
     /// The last generation's decode speed (f64 bits).
     pub last_tok_s: AtomicU64,
+    /// Slot API saves and restores that succeeded.
+    pub slot_saves: AtomicU64,
+    pub slot_restores: AtomicU64,
+    /// `--prefix-cache` snapshots written, and restored into a slot.
+    pub prefix_saves: AtomicU64,
+    pub prefix_restores: AtomicU64,
 }
 
 impl Metrics {
@@ -59,7 +65,7 @@ impl Metrics {
             );
         }
         let secs = |c: &AtomicU64| get(c) as f64 / 1e6;
-        let rows: [(&str, &str, &str, f64); 11] = [
+        let rows: [(&str, &str, &str, f64); 15] = [
             (
                 "prompt_tokens_total",
                 "counter",
@@ -125,6 +131,30 @@ impl Metrics {
                 "gauge",
                 "Decode speed of the last generation.",
                 f64::from_bits(get(&self.last_tok_s)),
+            ),
+            (
+                "slot_saves_total",
+                "counter",
+                "Slots saved to a file (POST /slots/{id}?action=save).",
+                get(&self.slot_saves) as f64,
+            ),
+            (
+                "slot_restores_total",
+                "counter",
+                "Slots restored from a file (POST /slots/{id}?action=restore).",
+                get(&self.slot_restores) as f64,
+            ),
+            (
+                "prefix_cache_saves_total",
+                "counter",
+                "System prefixes saved to the prefix cache.",
+                get(&self.prefix_saves) as f64,
+            ),
+            (
+                "prefix_cache_restores_total",
+                "counter",
+                "System prefixes restored from the prefix cache into a slot.",
+                get(&self.prefix_restores) as f64,
             ),
         ];
         for (name, kind, help, value) in rows {

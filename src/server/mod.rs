@@ -7,6 +7,11 @@
 //!   each runs through the one protocol module ([`crate::api`]) on a [`Session`], in the
 //!   KV cache slot (of `--parallel N`) that shares the longest prefix with it. A client
 //!   that goes away (or times out) stops its generation at the next token.
+//! - `slots.rs`: llama.cpp's slot API (`--slot-save-path DIR`: `GET /slots`,
+//!   `POST /slots/{id}?action=save|restore|erase`): a KV cache slot to a session
+//!   snapshot file and back ([`crate::session`]), as a job on the model thread's queue.
+//! - `prefix.rs`: `--prefix-cache DIR`: snapshots of long system prompts, kept across
+//!   restarts and restored into a slot that does not hold its request's system prefix.
 //! - `metrics.rs`: the Prometheus counters of `/metrics`.
 //!
 //! The socket is bound first and the model loaded after, so `/health` answers 503 while
@@ -15,11 +20,14 @@
 
 mod http;
 mod metrics;
+mod prefix;
+mod slots;
 mod worker;
 
 use crate::api::ApiError;
 use crate::error::{Error, Result};
 use crate::generate::Session;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -45,6 +53,13 @@ pub struct ServeOptions {
     pub model_name: String,
     /// Log more (the backend, each request's slot and prompt).
     pub verbose: bool,
+    /// `--slot-save-path`: the folder the slot API saves slots to and restores them from
+    /// (none: the slot API answers 501, as llama.cpp's does).
+    pub slot_save_path: Option<PathBuf>,
+    /// `--prefix-cache`: the folder of system-prompt snapshots (none: no prefix cache).
+    pub prefix_cache: Option<PathBuf>,
+    /// The shortest system prefix, in tokens, the prefix cache keeps.
+    pub prefix_cache_min_tokens: usize,
 }
 
 /// Loads the model (on the model thread, after the socket is bound): its session, and
@@ -116,6 +131,9 @@ pub fn serve(opts: ServeOptions, load: Loader) -> Result<()> {
         return Err(Error::InvalidArgument(
             "--parallel must be at least 1".into(),
         ));
+    }
+    for dir in opts.slot_save_path.iter().chain(&opts.prefix_cache) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -2,10 +2,12 @@
 //! came (a FIFO queue: fair, and nothing to tune), each in the KV cache slot whose tokens
 //! it continues with the longest shared prefix, or else in the least recently used slot
 //! (see [`Slots::route`]). A job reports back on its channel: started (the
-//! request was valid), the stream's chunks, the whole response, or an error.
+//! request was valid), the stream's chunks, the whole response, or an error. The slot
+//! API's actions (`slots.rs`) are jobs of the same queue.
 
 use super::metrics::Metrics;
-use super::{http, ModelInfo, State};
+use super::slots::SlotRequest;
+use super::{http, prefix, ModelInfo, State};
 use crate::api::{
     ApiError, ChatCompletionRequest, ChatRun, CompletionRequest, CompletionRun, Run, RunCore,
     GPU_LOST,
@@ -24,6 +26,7 @@ use tokio::sync::mpsc::UnboundedSender;
 pub(super) enum Request {
     Chat(ChatCompletionRequest),
     Completion(CompletionRequest),
+    Slot(SlotRequest),
 }
 
 /// What the model thread says about a job.
@@ -97,12 +100,15 @@ enum Built {
 }
 
 /// The session and its parked KV cache slots.
-struct Slots {
-    session: Session,
+pub(super) struct Slots {
+    pub session: Session,
     reopen: super::Reopen,
-    parked: Vec<SessionSlot>,
-    /// When each cache was last used: the session's, then the parked ones'.
-    used: Vec<u64>,
+    pub parked: Vec<SessionSlot>,
+    /// When each cache was last used: the session's, then the parked ones' (0: never).
+    pub used: Vec<u64>,
+    /// The slot id (`/slots/{id}`) of each cache, in the same order: a slot keeps its id
+    /// as its cache moves in and out of the session.
+    pub ids: Vec<usize>,
     clock: u64,
 }
 
@@ -139,8 +145,22 @@ impl Slots {
             reopen,
             parked,
             used: vec![0; parallel],
+            ids: (0..parallel).collect(),
             clock: 0,
         })
+    }
+
+    /// Where slot `id`'s cache is: 0 in the session, `i` in `parked[i - 1]`.
+    pub fn position(&self, id: usize) -> usize {
+        let at = self.ids.iter().position(|&i| i == id);
+        at.expect("slot ids are checked against --parallel")
+    }
+
+    /// Slot `id` was used now (the least recently used slot is the one evicted).
+    pub fn touch(&mut self, id: usize) {
+        self.clock += 1;
+        let at = self.position(id);
+        self.used[at] = self.clock;
     }
 
     /// Put the slot that suits `prompt` best ([`pick`]) into the session; returns the
@@ -152,6 +172,7 @@ impl Slots {
         if i > 0 {
             self.session.swap_slot(&mut self.parked[i - 1])?;
             self.used.swap(0, i);
+            self.ids.swap(0, i);
         }
         self.clock += 1;
         self.used[0] = self.clock;
@@ -172,30 +193,59 @@ impl Slots {
             Request::Completion(req) => {
                 CompletionRun::new(req, tokenizer, context).map(Built::Completion)
             }
+            Request::Slot(req) => {
+                let t0 = Instant::now();
+                let dir = state.opts.slot_save_path.as_deref();
+                let msg = match self.slot_request(req, dir, state) {
+                    Ok(doc) => {
+                        let ms = t0.elapsed().as_secs_f64() * 1e3;
+                        eprintln!("{} 200 {ms:.0} ms", req.label());
+                        Msg::Done(doc.to_string())
+                    }
+                    Err(e) => Msg::Failed(e),
+                };
+                let _ = job.reply.send(msg);
+                return;
+            }
         };
         match built {
-            Ok(Built::Chat(run)) => self.go(run, &job, state),
-            Ok(Built::Completion(run)) => self.go(run, &job, state),
+            Ok(Built::Chat(run)) => {
+                let system = match (&job.request, &state.opts.prefix_cache) {
+                    (Request::Chat(req), Some(_)) => prefix::system_prefix(
+                        req,
+                        &self.session,
+                        run.prompt(),
+                        state.opts.prefix_cache_min_tokens,
+                    ),
+                    _ => None,
+                };
+                self.go(run, &job, state, system)
+            }
+            Ok(Built::Completion(run)) => self.go(run, &job, state, None),
             Err(e) => {
                 let _ = job.reply.send(Msg::Failed(e));
             }
         }
     }
 
-    /// Run a valid request to its end, reporting on the job's channel.
-    fn go<R>(&mut self, run: R, job: &Job, state: &State)
+    /// Run a valid request to its end, reporting on the job's channel. `system`: the
+    /// prompt's first tokens are a system prefix the prefix cache keeps.
+    fn go<R>(&mut self, run: R, job: &Job, state: &State, system: Option<usize>)
     where
         R: Run,
         R::Chunk: Serialize,
         R::Response: Serialize,
     {
-        let prefix = match self.route(run.prompt()) {
+        let mut prefix = match self.route(run.prompt()) {
             Ok(p) => p,
             Err(e) => {
                 let _ = job.reply.send(Msg::Failed(e.into()));
                 return;
             }
         };
+        if let (Some(n), Some(dir)) = (system, &state.opts.prefix_cache) {
+            prefix = self.use_prefix(dir, run.prompt(), n, prefix, state);
+        }
         if state.opts.verbose {
             eprintln!(
                 "  {}: {} prompt tokens, {prefix} shared with its slot",

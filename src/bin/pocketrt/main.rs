@@ -6,6 +6,7 @@ mod gpu_check_kernels;
 mod request;
 mod run;
 mod serve;
+mod session;
 mod synth;
 
 use clap::{Parser, Subcommand};

@@ -2,6 +2,7 @@
 //! `pocketrt chat` (an interactive chat in the model's template, on stdin/stdout).
 
 use crate::request::{self, cli_error, print_chat, print_completion, SamplingArgs};
+use crate::session as snapshot;
 use indicatif::{ProgressBar, ProgressStyle};
 use pocketrt::api::{
     ApiError, ChatCompletionRequest, ChatMessage, ChatRun, CompletionRequest, CompletionRun,
@@ -75,6 +76,10 @@ pub struct RunArgs {
     /// Wrap the prompt in the model's chat template as a user message.
     #[arg(long)]
     pub chat: bool,
+    /// Keep the KV cache in this session file: restored first when it exists (a prompt
+    /// that begins with its tokens reuses them), saved when done.
+    #[arg(long, value_name = "FILE")]
+    pub session: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
 }
@@ -89,6 +94,10 @@ pub struct ChatArgs {
     /// Most tokens per reply.
     #[arg(short = 'n', long, default_value_t = 512)]
     pub max_tokens: usize,
+    /// Keep the chat in this session file: restored first when it exists (the chat goes
+    /// on where it stopped), saved after every reply.
+    #[arg(long, value_name = "FILE")]
+    pub session: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
 }
@@ -198,11 +207,17 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     let prompt_tokens = opened.tokenizer.encode(&text, true).len();
     let max_context = opened.src.config().max_context;
-    let context = a
-        .model
-        .context
-        .unwrap_or_else(|| (prompt_tokens + a.max_tokens).min(max_context));
+    // A saved session keeps the context it was written with, if that is larger.
+    let saved = a.session.as_deref().and_then(snapshot::saved_context);
+    let context = a.model.context.unwrap_or_else(|| {
+        (prompt_tokens + a.max_tokens)
+            .max(saved.unwrap_or(0))
+            .min(max_context)
+    });
     let mut session = session(&a.model, opened, Some(context))?;
+    if let Some(path) = &a.session {
+        snapshot::restore(&mut session, path, a.model.verbose)?;
+    }
     let params = a
         .sampling
         .params(&request::RUN, a.max_tokens)
@@ -229,6 +244,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     println!();
     print_stats(&stats, &session);
+    if let Some(path) = &a.session {
+        snapshot::save(&mut session, path, None, a.model.verbose)?;
+    }
     Ok(())
 }
 
@@ -342,8 +360,20 @@ pub fn chat(a: ChatArgs) -> Result<()> {
         .iter()
         .map(|s| ChatMessage::new(Role::System, s))
         .collect();
+    let mut restored = String::new();
+    if let Some(path) = &a.session {
+        if snapshot::restore(&mut session, path, a.model.verbose)? {
+            let mut saved = snapshot::history(&session);
+            if !history.is_empty() {
+                // --system replaces the saved chat's system message.
+                saved.retain(|m| m.role != Role::System);
+            }
+            history.extend(saved);
+            restored = format!(", {} messages restored", history.len());
+        }
+    }
     eprintln!(
-        "chat with {} ({} positions). /reset clears the chat, /quit or Ctrl-D ends it.",
+        "chat with {} ({} positions{restored}). /reset clears the chat, /quit or Ctrl-D ends it.",
         a.model.model,
         session.engine().context()
     );
@@ -379,6 +409,10 @@ pub fn chat(a: ChatArgs) -> Result<()> {
                         history.push(ChatMessage::new(Role::Assistant, r.text.trim()));
                         if a.model.verbose {
                             print_stats(&r.stats, &session);
+                        }
+                        if let Some(path) = &a.session {
+                            let v = a.model.verbose;
+                            snapshot::save(&mut session, path, Some(&history), v)?;
                         }
                     }
                     // The chat is unchanged: say why and go on.

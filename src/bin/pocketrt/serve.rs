@@ -4,6 +4,7 @@
 use crate::run::{open, session, ModelArgs};
 use pocketrt::server::{serve, Reopen, ServeOptions};
 use pocketrt::Result;
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(clap::Args)]
@@ -35,6 +36,18 @@ pub struct ServeArgs {
     /// The model id /v1/models reports (default: the model's file or folder name).
     #[arg(long)]
     pub alias: Option<String>,
+    /// Enable llama.cpp's slot API (`POST /slots/{id}?action=save|restore|erase` with
+    /// `{"filename": NAME}`): slots are saved to and restored from session snapshots in
+    /// DIR (created).
+    #[arg(long, value_name = "DIR")]
+    pub slot_save_path: Option<PathBuf>,
+    /// Keep snapshots of long system prompts in DIR (created), across restarts: a chat
+    /// whose system prompt was seen before starts from its snapshot instead of a prefill.
+    #[arg(long, value_name = "DIR")]
+    pub prefix_cache: Option<PathBuf>,
+    /// The shortest system prompt, in tokens, --prefix-cache keeps.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub prefix_cache_min_tokens: usize,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -62,6 +75,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
         body_limit: a.max_body_mb.saturating_mul(1 << 20),
         model_name,
         verbose: a.model.verbose,
+        slot_save_path: a.slot_save_path,
+        prefix_cache: a.prefix_cache,
+        prefix_cache_min_tokens: a.prefix_cache_min_tokens,
     };
     let model = a.model;
     serve(

@@ -1,0 +1,142 @@
+//! `--prefix-cache DIR`: snapshots of long system prompts, kept across restarts. A chat
+//! request whose system messages render to at least `--prefix-cache-min-tokens` tokens
+//! has a system prefix: the prompt's first tokens, as far as they equal the system
+//! messages rendered alone. Its snapshot is `DIR/prefix-HASH.session`, the hash of the
+//! model, the backend's KV rows and the prefix's tokens. Before the request runs in its
+//! slot ([`super::worker`]'s routing):
+//! - the snapshot exists and the slot holds less of the prefix: it is restored into the
+//!   slot (the request's `cached_tokens` counts it);
+//! - there is none and the slot holds no more of the prompt than the prefix: the slot
+//!   is brought to hold exactly the prefix (its missing tokens run, one decode step past
+//!   them, whose token is dropped) and saved.
+
+use super::worker::Slots;
+use super::State;
+use crate::api::{ChatCompletionRequest, Content, Role};
+use crate::engine::Engine;
+use crate::generate::{common_prefix, GenerateOptions, Session};
+use crate::session::RestoreOptions;
+use crate::tokenizer::{ChatOptions, Message};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+/// The system prefix of `req`, whose prompt is `prompt`: how many of the prompt's first
+/// tokens its leading system messages render to; `None` when fewer than `min` (or none).
+pub(super) fn system_prefix(
+    req: &ChatCompletionRequest,
+    session: &Session,
+    prompt: &[u32],
+    min: usize,
+) -> Option<usize> {
+    let template = session.template()?;
+    let system: Vec<Message> = req
+        .messages
+        .iter()
+        .take_while(|m| matches!(m.role, Role::System | Role::Developer))
+        .map(|m| {
+            let text = match &m.content {
+                Some(Content::Text(t)) => t.clone(),
+                Some(Content::Parts(parts)) => {
+                    let texts: Vec<&str> = parts.iter().filter_map(|p| p.text.as_deref()).collect();
+                    texts.join("\n")
+                }
+                None => String::new(),
+            };
+            Message::system(text)
+        })
+        .collect();
+    if system.is_empty() {
+        return None;
+    }
+    let opts = ChatOptions::default();
+    let text = template.render(&system, &opts).ok()?;
+    let tokens = session.tokenizer().encode(&text, true);
+    // Never the whole prompt: its last token is always run.
+    let n = common_prefix(&tokens, prompt).min(prompt.len().saturating_sub(1));
+    (n >= min.max(1)).then_some(n)
+}
+
+/// The snapshot file of `prefix` for `engine`'s model and KV rows.
+fn prefix_path(dir: &Path, engine: &Engine, prefix: &[u32]) -> PathBuf {
+    let mut h = Sha256::new();
+    h.update(engine.model_id().as_bytes());
+    h.update(b"\n");
+    h.update(engine.kv_rows_tag().as_bytes());
+    h.update(b"\n");
+    for t in prefix {
+        h.update(t.to_le_bytes());
+    }
+    let hex: String = h.finalize()[..12]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    dir.join(format!("prefix-{hex}.session"))
+}
+
+impl Slots {
+    /// Before a request of `prompt`, whose first `n` tokens are a system prefix, runs in
+    /// the session's slot (which shares `shared` tokens with it): restore the prefix's
+    /// snapshot from `dir`, or save one. Returns the tokens the slot shares with the
+    /// prompt now. A failure is logged and leaves the slot as it was (a snapshot that
+    /// cannot be restored is removed, to be saved again).
+    pub(super) fn use_prefix(
+        &mut self,
+        dir: &Path,
+        prompt: &[u32],
+        n: usize,
+        shared: usize,
+        state: &State,
+    ) -> usize {
+        let path = prefix_path(dir, self.session.engine(), &prompt[..n]);
+        let m = &state.metrics;
+        if path.is_file() {
+            if shared >= n {
+                return shared;
+            }
+            match self.session.restore(&path, RestoreOptions::default()) {
+                Ok(r) => {
+                    m.prefix_restores.fetch_add(1, Ordering::Relaxed);
+                    if state.opts.verbose {
+                        eprintln!(
+                            "  prefix cache: restored {} tokens from {} ({} bytes) in {:.1} ms",
+                            r.tokens,
+                            path.display(),
+                            r.file_bytes,
+                            r.seconds * 1e3
+                        );
+                    }
+                }
+                Err(e) => {
+                    eprintln!("pocketrt serve: prefix cache: {e}; removing it");
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        } else if shared <= n {
+            let opts = GenerateOptions {
+                max_tokens: 1,
+                ..GenerateOptions::default()
+            };
+            let session = &mut self.session;
+            let saved = session
+                .generate_tokens(&prompt[..n], &opts, |_, _| true)
+                .and_then(|_| session.save(&path));
+            match saved {
+                Ok(r) => {
+                    m.prefix_saves.fetch_add(1, Ordering::Relaxed);
+                    if state.opts.verbose {
+                        eprintln!(
+                            "  prefix cache: saved {} tokens to {} ({} bytes) in {:.1} ms",
+                            r.tokens,
+                            path.display(),
+                            r.file_bytes,
+                            r.seconds * 1e3
+                        );
+                    }
+                }
+                Err(e) => eprintln!("pocketrt serve: prefix cache: saving {n} tokens: {e}"),
+            }
+        }
+        common_prefix(self.session.cached(), prompt)
+    }
+}

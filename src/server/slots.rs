@@ -1,0 +1,319 @@
+//! llama.cpp's slot API, on `--slot-save-path DIR`: `GET /slots` lists the KV cache
+//! slots (of `--parallel N`), `POST /slots/{id}?action=save|restore|erase` with
+//! `{"filename": "NAME"}` saves a slot to `DIR/NAME` as a session snapshot
+//! ([`crate::session`]), restores one into it, or empties it; the responses are
+//! llama.cpp's (`n_saved` / `n_written`, `n_restored` / `n_read`, `n_erased`, `timings`).
+//! The route checks the request (the folder is configured, the slot exists, the name is a
+//! plain file name); the action runs as a job on the model thread's queue, after the
+//! requests before it. A slot that is not the session's cache is swapped in for it and
+//! back out.
+
+use super::http::api_error;
+use super::worker::Slots;
+use super::State;
+use crate::api::ApiError;
+use crate::generate::Session;
+use crate::session::RestoreOptions;
+use serde_json::{json, Value as Json};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+/// What a slot request asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum SlotRequest {
+    /// `GET /slots`.
+    List,
+    Save {
+        id: usize,
+        filename: String,
+    },
+    Restore {
+        id: usize,
+        filename: String,
+    },
+    Erase {
+        id: usize,
+    },
+}
+
+impl SlotRequest {
+    /// The request of `POST /slots/{id}?action=ACTION` with `body`, checked against
+    /// `slots` slots.
+    pub fn parse(
+        id: &str,
+        action: Option<&str>,
+        body: &str,
+        slots: usize,
+    ) -> Result<SlotRequest, ApiError> {
+        let id: usize = id.parse().ok().filter(|&i| i < slots).ok_or_else(|| {
+            ApiError::invalid(
+                "id_slot",
+                format!("Invalid slot ID {id:?}: this server has slots 0..{slots} (--parallel)"),
+            )
+        })?;
+        let filename = || -> Result<String, ApiError> {
+            let doc: Json = serde_json::from_str(body)
+                .map_err(|e| ApiError::malformed(format!("The request body is not JSON: {e}")))?;
+            let name = doc["filename"].as_str().ok_or_else(|| {
+                ApiError::invalid("filename", "the body needs a \"filename\" string")
+            })?;
+            check_filename(name)?;
+            Ok(name.to_string())
+        };
+        match action {
+            Some("save") => Ok(SlotRequest::Save {
+                id,
+                filename: filename()?,
+            }),
+            Some("restore") => Ok(SlotRequest::Restore {
+                id,
+                filename: filename()?,
+            }),
+            Some("erase") => Ok(SlotRequest::Erase { id }),
+            other => Err(ApiError::invalid(
+                "action",
+                format!("Invalid action {other:?}: save, restore or erase"),
+            )),
+        }
+    }
+
+    /// The path the worker logs it under.
+    pub fn label(&self) -> String {
+        match self {
+            SlotRequest::List => "GET /slots".into(),
+            SlotRequest::Save { id, .. } => format!("POST /slots/{id}?action=save"),
+            SlotRequest::Restore { id, .. } => format!("POST /slots/{id}?action=restore"),
+            SlotRequest::Erase { id } => format!("POST /slots/{id}?action=erase"),
+        }
+    }
+}
+
+/// A file name a client may give: one plain name inside the slot folder (no path
+/// separator, no `..`, no drive, no control character, not hidden), as llama.cpp's
+/// `fs_validate_filename` allows.
+pub(super) fn check_filename(name: &str) -> Result<(), ApiError> {
+    let bad = |why: &str| {
+        Err(ApiError::invalid(
+            "filename",
+            format!("Invalid filename {name:?}: {why}"),
+        ))
+    };
+    if name.is_empty() || name.len() > 255 {
+        return bad("a name of 1 to 255 bytes");
+    }
+    if name.contains(['/', '\\', ':']) {
+        return bad("a plain file name, without a path");
+    }
+    if name.contains("..") || name.starts_with('.') {
+        return bad("no \"..\" and no leading \".\"");
+    }
+    if name.chars().any(char::is_control) || name.trim() != name {
+        return bad("no control characters, no leading or trailing spaces");
+    }
+    Ok(())
+}
+
+/// `--slot-save-path` is not given: llama.cpp's answer (501).
+pub(super) fn not_supported() -> ApiError {
+    api_error(
+        "not_supported_error",
+        "not_supported",
+        "This server does not support the slot API: start it with --slot-save-path DIR",
+    )
+}
+
+impl Slots {
+    /// Answer a slot request (the route checked it) in the folder `dir`: its JSON.
+    pub(super) fn slot_request(
+        &mut self,
+        req: &SlotRequest,
+        dir: Option<&Path>,
+        state: &State,
+    ) -> Result<Json, ApiError> {
+        let m = &state.metrics;
+        let path =
+            |filename: &str| Ok::<_, ApiError>(dir.ok_or_else(not_supported)?.join(filename));
+        let done = match req {
+            SlotRequest::List => {
+                let context = self.session.engine().context();
+                let list: Vec<Json> = (0..self.ids.len())
+                    .map(|id| {
+                        let cached = self.slot_tokens(id);
+                        json!({"id": id, "n_ctx": context, "n_cached": cached})
+                    })
+                    .collect();
+                return Ok(Json::Array(list));
+            }
+            SlotRequest::Save { id, filename } => {
+                let path = path(filename)?;
+                let r = self.with_slot(*id, |s| s.save(&path))??;
+                m.slot_saves.fetch_add(1, Ordering::Relaxed);
+                if state.opts.verbose {
+                    eprintln!(
+                        "  slot {id}: saved {} tokens to {} ({} positions, {} bytes written, \
+                         file {} bytes{})",
+                        r.tokens,
+                        path.display(),
+                        r.positions,
+                        r.bytes_written,
+                        r.file_bytes,
+                        if r.rewrote { ", written anew" } else { "" }
+                    );
+                }
+                json!({
+                    "id_slot": id,
+                    "filename": filename,
+                    "n_saved": r.tokens,
+                    "n_written": r.bytes_written,
+                    "timings": {"save_ms": r.seconds * 1e3},
+                })
+            }
+            SlotRequest::Restore { id, filename } => {
+                let path = path(filename)?;
+                if !path.is_file() {
+                    return Err(api_error(
+                        "invalid_request_error",
+                        "file_not_found",
+                        format!("No slot file {filename:?} in the slot save path"),
+                    ));
+                }
+                // Strict: another model's or a damaged snapshot is an error
+                // (session_mismatch, session_corrupt), not a prefill.
+                let opts = RestoreOptions { fallback: false };
+                let r = self.with_slot(*id, |s| s.restore(&path, opts))??;
+                m.slot_restores.fetch_add(1, Ordering::Relaxed);
+                self.touch(*id);
+                if let Some(why) = &r.prefilled {
+                    eprintln!(
+                        "  slot {id}: {filename}: prefilled its {} tokens: {why}",
+                        r.tokens
+                    );
+                }
+                let mut doc = json!({
+                    "id_slot": id,
+                    "filename": filename,
+                    "n_restored": r.tokens,
+                    "n_read": r.file_bytes,
+                    "timings": {"restore_ms": r.seconds * 1e3},
+                });
+                if let Some(why) = r.prefilled {
+                    doc["prefilled"] = why.into();
+                }
+                doc
+            }
+            SlotRequest::Erase { id } => {
+                let erased = self.erase(*id).map_err(|e| match e {
+                    crate::Error::InvalidArgument(m) => api_error(
+                        "not_supported_error",
+                        "not_supported",
+                        format!("Erasing a slot needs a second KV cache: {m}"),
+                    ),
+                    e => e.into(),
+                })?;
+                json!({"id_slot": id, "n_erased": erased})
+            }
+        };
+        Ok(done)
+    }
+
+    /// Run `f` on the session holding slot `id`'s cache (swapped in, then back out).
+    pub(super) fn with_slot<T>(
+        &mut self,
+        id: usize,
+        f: impl FnOnce(&mut Session) -> T,
+    ) -> crate::Result<T> {
+        let at = self.position(id);
+        if at > 0 {
+            self.session.swap_slot(&mut self.parked[at - 1])?;
+        }
+        let out = f(&mut self.session);
+        if at > 0 {
+            self.session.swap_slot(&mut self.parked[at - 1])?;
+        }
+        Ok(out)
+    }
+
+    /// Empty slot `id` (a fresh cache in its place); the tokens it held.
+    fn erase(&mut self, id: usize) -> crate::Result<usize> {
+        let at = self.position(id);
+        let mut fresh = self.session.new_slot()?;
+        let held = self.slot_tokens(id);
+        if at == 0 {
+            self.session.swap_slot(&mut fresh)?;
+        } else {
+            self.parked[at - 1] = fresh;
+        }
+        self.used[at] = 0;
+        Ok(held)
+    }
+
+    /// Tokens slot `id` holds.
+    fn slot_tokens(&self, id: usize) -> usize {
+        match self.position(id) {
+            0 => self.session.cached_tokens(),
+            at => self.parked[at - 1].cached().len(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{check_filename, SlotRequest};
+
+    #[test]
+    fn slot_file_names_are_plain_names_in_the_folder() {
+        for ok in ["a.bin", "conv-1.session", "über chat", "x"] {
+            assert!(check_filename(ok).is_ok(), "{ok}");
+        }
+        let long = "a".repeat(256);
+        for bad in [
+            "",
+            "../x",
+            "..",
+            "a/b",
+            "a\\b",
+            "c:x",
+            ".hidden",
+            "a..b",
+            "a\nb",
+            " a",
+            long.as_str(),
+        ] {
+            let e = check_filename(bad).unwrap_err();
+            assert_eq!(e.error.param.as_deref(), Some("filename"), "{bad:?}");
+            assert_eq!(e.status(), 400);
+        }
+    }
+
+    #[test]
+    fn slot_requests_check_the_id_action_and_body() {
+        let body = r#"{"filename": "a.bin"}"#;
+        assert_eq!(
+            SlotRequest::parse("1", Some("save"), body, 2),
+            Ok(SlotRequest::Save {
+                id: 1,
+                filename: "a.bin".into()
+            })
+        );
+        assert_eq!(
+            SlotRequest::parse("0", Some("erase"), "", 1),
+            Ok(SlotRequest::Erase { id: 0 })
+        );
+        let param = |id, action, body| {
+            SlotRequest::parse(id, action, body, 2)
+                .unwrap_err()
+                .error
+                .param
+                .unwrap_or_default()
+        };
+        assert_eq!(param("2", Some("save"), body), "id_slot");
+        assert_eq!(param("x", Some("save"), body), "id_slot");
+        assert_eq!(param("0", Some("load"), body), "action");
+        assert_eq!(param("0", None, body), "action");
+        assert_eq!(param("0", Some("restore"), "{}"), "filename");
+        assert_eq!(
+            param("0", Some("restore"), r#"{"filename": "../a"}"#),
+            "filename"
+        );
+    }
+}
