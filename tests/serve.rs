@@ -320,6 +320,46 @@ fn serve_stops_cleanly_on_ctrl_c_ending_an_inflight_stream() {
     assert!(s.log().join("\n").contains("stopped"), "{:?}", s.log());
 }
 
+/// The slot API and the prefix cache across a restart (tests/serve/clients.py's
+/// `slots_save` on one server, `slots_restore` on the next, the same folders): a
+/// conversation's slot is saved; after the restart it is restored into a free slot and
+/// the next turn reuses all of it (`cached_tokens` and the reply as on the first
+/// server); the slot API's errors; the first request with a long system prompt on the
+/// restarted server starts from the prefix cache.
+#[test]
+fn serve_slots_and_the_prefix_cache_survive_a_restart() {
+    let root = std::env::temp_dir().join(format!("pocketrt-serve-slots-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (slots, prefixes) = (root.join("slots"), root.join("prefixes"));
+    let args = [
+        "--parallel",
+        "2",
+        "--slot-save-path",
+        slots.to_str().unwrap(),
+        "--prefix-cache",
+        prefixes.to_str().unwrap(),
+        "-v",
+    ];
+    for mode in ["slots_save", "slots_restore"] {
+        let s = tiny_server(&args);
+        s.client(
+            "python3",
+            "tests/serve/clients.py",
+            &[mode, slots.to_str().unwrap()],
+        );
+        let log = s.log().join("\n");
+        assert!(log.contains("/slots/"), "{log}");
+        println!(
+            "{}",
+            log.lines()
+                .filter(|l| l.contains("slot") || l.contains("prefix"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[test]
 fn serve_real_coder_gguf_on_the_cpu_backend() {
     let gguf = real_data::coder_gguf();

@@ -8,18 +8,39 @@
 //!   slot (the request's `cached_tokens` counts it);
 //! - there is none and the slot holds no more of the prompt than the prefix: the slot
 //!   is brought to hold exactly the prefix (its missing tokens run, one decode step past
-//!   them, whose token is dropped) and saved.
+//!   them, whose token is dropped) and saved. Those tokens were this request's work:
+//!   its usage and stats count them as prompt tokens processed, not cached ([`Primed`]).
 
 use super::worker::Slots;
 use super::State;
 use crate::api::{ChatCompletionRequest, Content, Role};
 use crate::engine::Engine;
-use crate::generate::{common_prefix, GenerateOptions, Session};
+use crate::generate::{common_prefix, GenerateOptions, GenerateStats, Session};
 use crate::session::RestoreOptions;
 use crate::tokenizer::{ChatOptions, Message};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Prompt tokens a request's slot was brought to hold before it ran (to save its system
+/// prefix), and how long that took: processed for this request, not reused.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Primed {
+    tokens: usize,
+    seconds: f64,
+}
+
+impl Primed {
+    /// `stats` of the request with the primed tokens counted as processed.
+    pub fn apply(self, stats: &GenerateStats) -> GenerateStats {
+        let mut s = stats.clone();
+        let moved = self.tokens.min(s.reused_tokens);
+        s.reused_tokens -= moved;
+        s.prompt_seconds += self.seconds;
+        s
+    }
+}
 
 /// The system prefix of `req`, whose prompt is `prompt`: how many of the prompt's first
 /// tokens its leading system messages render to; `None` when fewer than `min` (or none).
@@ -78,8 +99,9 @@ impl Slots {
     /// Before a request of `prompt`, whose first `n` tokens are a system prefix, runs in
     /// the session's slot (which shares `shared` tokens with it): restore the prefix's
     /// snapshot from `dir`, or save one. Returns the tokens the slot shares with the
-    /// prompt now. A failure is logged and leaves the slot as it was (a snapshot that
-    /// cannot be restored is removed, to be saved again).
+    /// prompt now, and those it ran to get there. A failure is logged and leaves the
+    /// request to run as it would have (a snapshot that cannot be restored is removed,
+    /// to be saved again).
     pub(super) fn use_prefix(
         &mut self,
         dir: &Path,
@@ -87,12 +109,13 @@ impl Slots {
         n: usize,
         shared: usize,
         state: &State,
-    ) -> usize {
+    ) -> (usize, Primed) {
         let path = prefix_path(dir, self.session.engine(), &prompt[..n]);
         let m = &state.metrics;
+        let mut primed = Primed::default();
         if path.is_file() {
             if shared >= n {
-                return shared;
+                return (shared, primed);
             }
             match self.session.restore(&path, RestoreOptions::default()) {
                 Ok(r) => {
@@ -117,11 +140,14 @@ impl Slots {
                 max_tokens: 1,
                 ..GenerateOptions::default()
             };
+            let t = Instant::now();
             let session = &mut self.session;
-            let saved = session
-                .generate_tokens(&prompt[..n], &opts, |_, _| true)
-                .and_then(|_| session.save(&path));
-            match saved {
+            let ran = session.generate_tokens(&prompt[..n], &opts, |_, _| true);
+            primed = Primed {
+                tokens: common_prefix(session.cached(), prompt).saturating_sub(shared),
+                seconds: t.elapsed().as_secs_f64(),
+            };
+            match ran.and_then(|_| session.save(&path)) {
                 Ok(r) => {
                     m.prefix_saves.fetch_add(1, Ordering::Relaxed);
                     if state.opts.verbose {
@@ -137,6 +163,6 @@ impl Slots {
                 Err(e) => eprintln!("pocketrt serve: prefix cache: saving {n} tokens: {e}"),
             }
         }
-        common_prefix(self.session.cached(), prompt)
+        (common_prefix(self.session.cached(), prompt), primed)
     }
 }

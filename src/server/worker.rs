@@ -6,8 +6,9 @@
 //! API's actions (`slots.rs`) are jobs of the same queue.
 
 use super::metrics::Metrics;
+use super::prefix::{self, Primed};
 use super::slots::SlotRequest;
-use super::{http, prefix, ModelInfo, State};
+use super::{http, ModelInfo, State};
 use crate::api::{
     ApiError, ChatCompletionRequest, ChatRun, CompletionRequest, CompletionRun, Run, RunCore,
     GPU_LOST,
@@ -243,8 +244,9 @@ impl Slots {
                 return;
             }
         };
+        let mut primed = Primed::default();
         if let (Some(n), Some(dir)) = (system, &state.opts.prefix_cache) {
-            prefix = self.use_prefix(dir, run.prompt(), n, prefix, state);
+            (prefix, primed) = self.use_prefix(dir, run.prompt(), n, prefix, state);
         }
         if state.opts.verbose {
             eprintln!(
@@ -260,6 +262,7 @@ impl Slots {
             job,
             state,
             first: false,
+            primed,
         };
         let mut aborted = false;
         let result = self.session.drive(watched, |chunk| {
@@ -271,6 +274,7 @@ impl Slots {
         let gone = aborted || job.reply.is_closed();
         match result {
             Ok((response, stats)) => {
+                let stats = primed.apply(&stats);
                 let _ = job.reply.send(Msg::Done(json(&response)));
                 log(job, &stats, ended, gone);
                 record(&state.metrics, &stats, gone);
@@ -368,6 +372,8 @@ struct Watched<'a, R> {
     state: &'a State,
     /// A token has come (the time to the first one is recorded).
     first: bool,
+    /// Prompt tokens run before the request to save its system prefix.
+    primed: Primed,
 }
 
 impl<R> Watched<'_, R> {
@@ -407,7 +413,7 @@ impl<R: Run> Run for Watched<'_, R> {
     }
 
     fn finish(&mut self, stats: &GenerateStats) -> (Vec<R::Chunk>, R::Response) {
-        self.run.finish(stats)
+        self.run.finish(&self.primed.apply(stats))
     }
 }
 

@@ -2,12 +2,14 @@
 starts the server on the tiny fixture model and runs this).
 
     python3 tests/serve/clients.py BASE_URL API_KEY fixture|parallel|coder
+    python3 tests/serve/clients.py BASE_URL API_KEY slots_save|slots_restore SLOT_DIR
 
 Every check raises on a mismatch (the exit code fails the Rust test); the figures it
 measured are printed as one JSON line prefixed `figures:`.
 """
 
 import json
+import os
 import re
 import socket
 import sys
@@ -173,6 +175,12 @@ def fixture():
     e = error_of(lambda: chat("x", max_tokens=10**9))
     check(e.status_code == 400 and "1024" in e.body["message"], f"400 absurd max_tokens: {e.body}")
 
+    # The slot API without --slot-save-path: llama.cpp's 501.
+    status, body = raw("POST", "/slots/0?action=save", b'{"filename": "a.session"}')
+    err = json.loads(body)["error"]
+    check(status == 501 and err["type"] == "not_supported_error" and "--slot-save-path" in err["message"],
+          f"501 without a slot save path: {status} {body}")
+
     # Ten ways a request goes away: the generation stops, the server answers the next one.
     disconnect()
     check(chat("Hello there").choices[0].message.content == text, "serves after disconnects")
@@ -252,5 +260,128 @@ def coder():
     figures["coder_reply"] = text
 
 
-{"fixture": fixture, "parallel": parallel, "coder": coder}[MODE]()
+# The conversation saved in a slot and continued after a restart; the long system
+# prompt the prefix cache keeps (byte-level tokens: ~330 of them, over the 256 minimum).
+CONVERSATION = user("conversation to keep " * 4)
+SYSTEM = "You are a careful assistant. " * 12
+
+
+def slot_api(method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    status, text = raw(method, path, data)
+    return status, json.loads(text)
+
+
+def slots():
+    status, listed = slot_api("GET", "/slots")
+    check(status == 200 and len(listed) == 2, f"GET /slots: {status} {listed}")
+    return {s["id"]: s["n_cached"] for s in listed}
+
+
+def next_turn(first_reply):
+    """The conversation's second turn after `first_reply` (greedy)."""
+    history = CONVERSATION + [{"role": "assistant", "content": first_reply}] + user("and then?")
+    return client.chat.completions.create(model="tiny", messages=history, temperature=0, max_tokens=8)
+
+
+def system_chat(question):
+    messages = [{"role": "system", "content": SYSTEM}] + user(question)
+    return client.chat.completions.create(model="tiny", messages=messages, temperature=0, max_tokens=4)
+
+
+def slots_save():
+    """On the first server: a conversation's slot saved; its next turn (the reference
+    for the restarted server); the slot API's errors; a long system prompt saved by the
+    prefix cache."""
+    slot_dir = sys.argv[4]
+    first = client.chat.completions.create(model="tiny", messages=CONVERSATION, temperature=0, max_tokens=12)
+    held = {i: n for i, n in slots().items() if n > 0}
+    check(len(held) == 1, f"one slot holds the conversation: {held}")
+    (slot, n_cached), = held.items()
+    t0 = time.time()
+    status, saved = slot_api("POST", f"/slots/{slot}?action=save", {"filename": "conv.session"})
+    figures["save_request_ms"] = round((time.time() - t0) * 1e3, 1)
+    check(status == 200 and saved["id_slot"] == slot and saved["filename"] == "conv.session"
+          and saved["n_saved"] == n_cached and saved["n_written"] == os.path.getsize(f"{slot_dir}/conv.session")
+          and saved["timings"]["save_ms"] >= 0, f"slot save: {status} {saved}")
+    figures["save"] = saved
+    second = next_turn(first.choices[0].message.content)
+    check(second.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens,
+          f"the next turn continues the slot: {second.usage}")
+
+    # Errors in OpenAI's shape: the file name, the slot id, the action, a missing, a
+    # damaged and a truncated file.
+    for name in ["../conv.session", "a/b", ".hidden", ""]:
+        status, e = slot_api("POST", f"/slots/{slot}?action=save", {"filename": name})
+        check(status == 400 and e["error"]["param"] == "filename", f"bad filename {name!r}: {status} {e}")
+    status, e = slot_api("POST", "/slots/7?action=save", {"filename": "x.session"})
+    check(status == 400 and e["error"]["param"] == "id_slot" and "0..2" in e["error"]["message"],
+          f"unknown slot: {status} {e}")
+    status, e = slot_api("POST", f"/slots/{slot}?action=load", {"filename": "x.session"})
+    check(status == 400 and e["error"]["param"] == "action", f"bad action: {status} {e}")
+    status, e = slot_api("POST", f"/slots/{slot}?action=restore", {"filename": "missing.session"})
+    check(status == 404 and e["error"]["code"] == "file_not_found", f"missing file: {status} {e}")
+    before = slots()
+    whole = open(f"{slot_dir}/conv.session", "rb").read()
+    def flipped(at):
+        return whole[:at] + bytes([whole[at] ^ 0xFF]) + whole[at + 1:]
+
+    damaged = [("header.session", flipped(20)), ("rows.session", flipped(len(whole) // 2)),
+               ("cut.session", whole[: len(whole) // 2])]
+    for name, data in damaged:
+        with open(f"{slot_dir}/{name}", "wb") as f:
+            f.write(data)
+        status, e = slot_api("POST", f"/slots/{slot}?action=restore", {"filename": name})
+        check(status == 400 and e["error"]["code"] == "session_corrupt" and e["error"]["type"] == "invalid_request_error",
+              f"damaged file {name}: {status} {e}")
+    check(slots() == before, f"failed restores leave the slots as they were: {slots()} vs {before}")
+
+    # The long system prompt: answered as usual, its prefix saved once.
+    a = system_chat("What is 2 + 2?")
+    check(metric("prefix_cache_saves_total") == 1, "the system prefix saved")
+    check(a.usage.prompt_tokens_details.cached_tokens < 256, f"saving is this request's work: {a.usage}")
+    check(metric("slot_saves_total") == 1, "slot saves counted")
+    with open(f"{slot_dir}/expected.json", "w") as f:
+        json.dump({"first": first.choices[0].message.content, "second": second.choices[0].message.content,
+                   "cached": second.usage.prompt_tokens_details.cached_tokens, "n_saved": saved["n_saved"],
+                   "system": a.choices[0].message.content}, f)
+
+
+def slots_restore():
+    """On the restarted server: the first request with the long system prompt starts from
+    the prefix cache; the saved slot restored into a free slot; the next turn reuses all
+    of it, exactly as on the first server."""
+    slot_dir = sys.argv[4]
+    expected = json.load(open(f"{slot_dir}/expected.json"))
+    b = system_chat("What is 2 + 2?")
+    cached = b.usage.prompt_tokens_details.cached_tokens
+    check(cached >= 256 and metric("prefix_cache_restores_total") == 1,
+          f"the restarted server's first request reuses the system prefix: {b.usage}")
+    check(b.choices[0].message.content == expected["system"], "the same reply after the prefix restore")
+    figures["prefix_cached_tokens"] = cached
+
+    free = [i for i, n in slots().items() if n == 0]
+    check(len(free) == 1, f"one slot free: {slots()}")
+    t0 = time.time()
+    status, restored = slot_api("POST", f"/slots/{free[0]}?action=restore", {"filename": "conv.session"})
+    figures["restore_request_ms"] = round((time.time() - t0) * 1e3, 1)
+    check(status == 200 and restored["id_slot"] == free[0] and restored["n_restored"] == expected["n_saved"]
+          and restored["n_read"] == os.path.getsize(f"{slot_dir}/conv.session")
+          and restored["timings"]["restore_ms"] >= 0, f"slot restore: {status} {restored}")
+    figures["restore"] = restored
+    check(slots()[free[0]] == expected["n_saved"], "the restored slot holds the conversation")
+    second = next_turn(expected["first"])
+    check(second.usage.prompt_tokens_details.cached_tokens == expected["cached"]
+          and second.choices[0].message.content == expected["second"],
+          f"the next turn after the restart: {second.usage} {second.choices[0].message.content!r} vs {expected}")
+    check(metric("slot_restores_total") == 1, "slot restores counted")
+
+    status, erased = slot_api("POST", f"/slots/{free[0]}?action=erase")
+    check(status == 200 and erased["id_slot"] == free[0] and erased["n_erased"] > expected["n_saved"],
+          f"slot erase: {status} {erased}")
+    check(slots()[free[0]] == 0, "the erased slot holds nothing")
+
+
+{"fixture": fixture, "parallel": parallel, "coder": coder, "slots_save": slots_save,
+ "slots_restore": slots_restore}[MODE]()
 print("figures:", json.dumps(figures), flush=True)
