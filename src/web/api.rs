@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::generate::{ContextOverflow, GenerateOptions};
 use crate::gpu::profile::{DeviceProfile, PROFILE_NAMES};
 use crate::sampler::SamplerConfig;
+use crate::tokenizer::Message;
 use js_sys::{Promise, Reflect};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -33,8 +34,8 @@ pub struct PocketModel {
     /// What `reload()` loads again: the model's name and the load's options.
     url: String,
     options: JsValue,
-    /// The token history of a reload that failed, for the next try.
-    kept: Rc<RefCell<Option<Vec<u32>>>>,
+    /// The token history and conversation of a reload that failed, for the next try.
+    kept: Rc<RefCell<Option<(Vec<u32>, Vec<Message>)>>>,
 }
 
 /// `options[key]`, when set (not undefined/null).
@@ -209,18 +210,20 @@ impl PocketModel {
         let (url, options) = (self.url.clone(), self.options.clone());
         future_to_promise(async move {
             let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
-            let history = match guard.take() {
+            let (history, messages) = match guard.take() {
                 Some(old) => {
                     let history = old.history().to_vec();
+                    let messages = old.messages.clone();
                     old.model.destroy();
-                    history
+                    (history, messages)
                 }
                 None => kept.borrow_mut().take().ok_or_else(unloaded)?,
             };
-            *kept.borrow_mut() = Some(history.clone());
+            *kept.borrow_mut() = Some((history.clone(), messages.clone()));
             super::device::forget();
             let (mut fresh, r) = open(&url, &options).await.map_err(to_js)?;
             fresh.refill(&history).await.map_err(to_js)?;
+            fresh.messages = messages;
             kept.borrow_mut().take();
             *guard = Some(fresh);
             *report.borrow_mut() = r;
@@ -281,6 +284,7 @@ impl PocketModel {
             let opts = generate_options(&options).map_err(to_js)?;
             let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
             let s = guard.as_mut().ok_or_else(unloaded)?;
+            s.messages.clear(); // a plain generation: no chat to keep
             s.begin(&tokens, &opts).await.map_err(to_js)?;
             Ok(JsValue::UNDEFINED)
         })
@@ -343,6 +347,59 @@ impl PocketModel {
         })
     }
 
+    /// What brings the session snapshot `id` (a file of `fileBytes` now; undefined: no
+    /// file) up to date: `{ data: Uint8Array, rewrite, at, tokens, positions, fileBytes }`
+    /// — write `data` at `at` (on `rewrite`, as the whole file), the file then has
+    /// `fileBytes` (`snapshot.rs`). `web/src/sessions.js` stores it.
+    // The RefCell guard held across the GPU readback is the one-call-at-a-time lock.
+    #[allow(clippy::await_holding_refcell_ref)]
+    #[wasm_bindgen(js_name = snapshotSave)]
+    pub fn snapshot_save(&self, id: String, file_bytes: Option<f64>) -> Promise {
+        let session = self.session.clone();
+        future_to_promise(async move {
+            let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
+            let s = guard.as_mut().ok_or_else(unloaded)?;
+            let size = file_bytes.map(|b| b as u64);
+            let d = s.save_delta(&id, size).await.map_err(to_js)?;
+            let out = js_sys::Object::new();
+            let set = |k: &str, v: JsValue| Reflect::set(&out, &k.into(), &v).map(drop);
+            set("data", js_sys::Uint8Array::from(&d.data[..]).into())?;
+            set("rewrite", d.rewrite.into())?;
+            set("at", (d.at as f64).into())?;
+            set("tokens", (d.tokens as f64).into())?;
+            set("positions", (d.positions as f64).into())?;
+            set("fileBytes", (d.file_bytes as f64).into())?;
+            Ok(out.into())
+        })
+    }
+
+    /// Restore the session snapshot `id` from its file's bytes: `{ tokens, restored,
+    /// prefilled, recovered, messages, fileBytes }` (`snapshot.rs`); a bad snapshot
+    /// rejects with code `SESSION_MISMATCH` or `SESSION_CORRUPT` (`fallback`: a prefill
+    /// of its tokens where that can help).
+    // The RefCell guard held across the GPU await is the one-call-at-a-time lock.
+    #[allow(clippy::await_holding_refcell_ref)]
+    #[wasm_bindgen(js_name = snapshotRestore)]
+    pub fn snapshot_restore(&self, id: String, data: Vec<u8>, fallback: bool) -> Promise {
+        let session = self.session.clone();
+        future_to_promise(async move {
+            let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
+            let s = guard.as_mut().ok_or_else(unloaded)?;
+            let r = s.restore(&id, data, fallback).await.map_err(to_js)?;
+            Ok(to_value(&r))
+        })
+    }
+
+    /// The file of snapshot `id` changed outside a save (deleted, imported): the next
+    /// save writes it whole.
+    #[wasm_bindgen(js_name = snapshotForget)]
+    pub fn snapshot_forget(&self, id: String) -> Result<(), JsValue> {
+        self.with(|s| {
+            s.forget_snapshot(&id);
+            Ok(())
+        })
+    }
+
     /// End the running generation.
     pub fn stop(&self) -> Result<(), JsValue> {
         self.with(|s| {
@@ -385,7 +442,7 @@ async fn open(url: &str, options: &JsValue) -> Result<(WebSession, LoadReport)> 
     let overflow = context_overflow(options)?;
     let mut l = loader::load(url, opts).await?;
     l.report.threads = crate::cpu::fast::threads();
-    let mut session = WebSession::new(l.model, l.tokenizer, l.template);
+    let mut session = WebSession::new(l.model, l.tokenizer, l.template, l.model_id);
     session.context_overflow = overflow;
     Ok((session, l.report))
 }

@@ -5,11 +5,12 @@
 //! bytes the native runtime would send.
 
 use super::session::WebSession;
+use super::snapshot::{chat_message, reply_message};
 use crate::api::{ApiError, ChatCompletionRequest, ChatRun, CompletionRequest, CompletionRun, Run};
 use crate::error::Result;
 use crate::generate::GenerateStats;
 use crate::sampler::TokenLogprobs;
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{Message, Tokenizer};
 use serde::Serialize;
 use std::collections::VecDeque;
 
@@ -79,6 +80,9 @@ pub struct Completion {
     run: Box<dyn JsonRun>,
     pending: VecDeque<String>,
     response: Option<String>,
+    /// A chat request's messages: with the reply, the session's conversation once it
+    /// is answered (`None`: a text completion, after which there is none).
+    chat: Option<Vec<Message>>,
 }
 
 /// Why a request failed: its own fault (OpenAI's shape) or the engine's.
@@ -109,21 +113,24 @@ impl WebSession {
     ) -> std::result::Result<(), Failure> {
         self.completion = None;
         let context = self.model.context();
-        let run: Box<dyn JsonRun> = match endpoint {
+        let (run, chat): (Box<dyn JsonRun>, _) = match endpoint {
             Endpoint::Chat => {
                 let mut req = ChatCompletionRequest::from_json(request)?;
                 req.params
                     .context_overflow
                     .get_or_insert(self.context_overflow);
                 let template = self.template().map_err(ApiError::from)?;
-                Box::new(ChatRun::new(&req, &self.tokenizer, template, context)?)
+                let run = ChatRun::new(&req, &self.tokenizer, template, context)?;
+                let messages = req.messages.iter().map(chat_message).collect();
+                (Box::new(run), Some(messages))
             }
             Endpoint::Text => {
                 let mut req = CompletionRequest::from_json(request)?;
                 req.params
                     .context_overflow
                     .get_or_insert(self.context_overflow);
-                Box::new(CompletionRun::new(&req, &self.tokenizer, context)?)
+                let run = CompletionRun::new(&req, &self.tokenizer, context)?;
+                (Box::new(run), None)
             }
         };
         let (prompt, options) = (run.prompt().to_vec(), run.options().clone());
@@ -132,6 +139,7 @@ impl WebSession {
             pending: run.first_chunk().into_iter().collect(),
             run,
             response: None,
+            chat,
         });
         Ok(())
     }
@@ -186,13 +194,19 @@ impl WebSession {
         }
     }
 
-    /// The generation ended: queue the last chunks and keep the response.
+    /// The generation ended: queue the last chunks, keep the response, and the
+    /// conversation (a chat's messages and its reply).
     fn completion_end(&mut self) {
         let stats = self.stats();
         if let (Some(c), Some(stats)) = (&mut self.completion, stats) {
             if c.response.is_none() {
                 let (chunks, response) = c.run.finish(&stats);
                 c.pending.extend(chunks);
+                let mut messages = c.chat.take().unwrap_or_default();
+                if !messages.is_empty() {
+                    messages.extend(reply_message(&response));
+                }
+                self.messages = messages;
                 c.response = Some(response);
             }
         }

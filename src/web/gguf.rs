@@ -19,6 +19,7 @@ use super::device::{gpu_for, require_webgpu};
 use super::fetch::{self, Body};
 use super::loader::{requested_context, LoadOptions, Loaded, Progress};
 use super::model::WebModel;
+use super::snapshot::Identity;
 use crate::error::{Error, Result};
 use crate::format::gguf_stream::{header_from_prefix, GgufStream};
 use crate::format::package::SHARD_MAX;
@@ -153,6 +154,8 @@ pub async fn load(url: &str, progress: Progress<'_>, mut record: Record) -> Resu
         .map(ChatTemplate::new)
         .transpose()?;
     let config = stream.config().clone();
+    let total = load.layout.and_then(|l| l.total);
+    let model_id = Identity::of_gguf(stream.gguf().version, &config, stream.tensors(), total);
     let model = GpuModel::with_weights(ctx, config, weights.finish()?, context)?;
     load.progress.emit("ready", None);
     {
@@ -166,6 +169,7 @@ pub async fn load(url: &str, progress: Progress<'_>, mut record: Record) -> Resu
         tokenizer,
         template,
         report: load.progress.report.into_inner(),
+        model_id: model_id.fingerprint(),
     })
 }
 

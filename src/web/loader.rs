@@ -12,6 +12,7 @@ use super::cache::{OverQuota, Record};
 use super::fetch::{self, check_abort};
 use super::locator::Locator;
 use super::model::WebModel;
+use super::snapshot::Identity;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Manifest, ShardReader, MANIFEST_FILE};
@@ -62,6 +63,8 @@ pub struct Loaded {
     pub tokenizer: Tokenizer,
     pub template: Option<ChatTemplate>,
     pub report: LoadReport,
+    /// Hex SHA-256 identity of the model (a session snapshot's `model`).
+    pub model_id: String,
 }
 
 /// How the load went (reported to JS).
@@ -328,6 +331,7 @@ pub async fn load(name: &str, opts: LoadOptions) -> Result<Loaded> {
         tokenizer,
         template,
         report,
+        model_id: Identity::of_package(&manifest).fingerprint(),
     })
 }
 

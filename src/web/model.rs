@@ -3,11 +3,12 @@
 
 use crate::cpu::fast::{FastModel, Logits};
 use crate::cpu::KvCache;
-use crate::engine::choose;
-use crate::error::Result;
+use crate::engine::{choose, cpu_rows_tag, gpu_rows_tag, kv_layout_of};
+use crate::error::{Error, Result};
 use crate::gpu::kernels::topk::TOPK_MAX;
 use crate::gpu::GpuModel;
 use crate::sampler::Sampler;
+use crate::session::{KvLayout, RowKind};
 use crate::ModelConfig;
 
 /// A loaded model on the backend that runs it.
@@ -90,6 +91,62 @@ impl WebModel {
             WebModel::Cpu { model, cache } => {
                 cache.truncate(pos);
                 choose(&model.forward(token, cache)?, need.is_none(), sampler)
+            }
+        }
+    }
+
+    /// How this backend stores its KV rows (a session snapshot's layout).
+    pub fn kv_layout(&self) -> KvLayout {
+        let rows = match self {
+            WebModel::Gpu(_) => RowKind::F16Heads,
+            WebModel::Cpu { .. } => RowKind::F32,
+        };
+        kv_layout_of(self.config(), rows)
+    }
+
+    /// Where this backend's rows are valid (a snapshot's `backend`): the GPU profile on
+    /// its adapter, or the CPU backend's precision.
+    pub fn kv_rows_tag(&self) -> String {
+        match self {
+            WebModel::Gpu(m) => gpu_rows_tag(m.gpu_context()),
+            WebModel::Cpu { model, .. } => cpu_rows_tag(model.precision()),
+        }
+    }
+
+    /// The KV rows of positions `start..start + count` (`held`: the positions the
+    /// cache holds), in [`WebModel::kv_layout`]'s order.
+    pub async fn read_kv(&self, start: usize, count: usize, held: usize) -> Result<Vec<u8>> {
+        let cpu_held = match self {
+            WebModel::Cpu { cache, .. } => cache.len(),
+            WebModel::Gpu(_) => held,
+        };
+        if start + count > held.min(cpu_held) {
+            return Err(Error::InvalidArgument(format!(
+                "KV rows {start}..{} past the {held} positions held",
+                start + count
+            )));
+        }
+        match self {
+            WebModel::Gpu(m) => m.read_kv_async(start, count).await,
+            WebModel::Cpu { cache, .. } => Ok(cache.rows(start, count)),
+        }
+    }
+
+    /// Write rows read by [`WebModel::read_kv`] (of this backend) at `start`: the cache
+    /// then holds `start + count` positions, as if it had run their tokens.
+    pub fn write_kv(&mut self, start: usize, count: usize, rows: &[u8]) -> Result<()> {
+        let context = self.context();
+        if start + count > context {
+            return Err(Error::ContextTooLong {
+                position: start + count,
+                context,
+            });
+        }
+        match self {
+            WebModel::Gpu(m) => m.write_kv(start, count, rows),
+            WebModel::Cpu { cache, .. } => {
+                cache.truncate(start);
+                cache.write_rows(start, count, rows)
             }
         }
     }

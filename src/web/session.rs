@@ -8,9 +8,10 @@ use super::completion::Completion;
 use super::model::WebModel;
 use crate::api::ContextPolicy;
 use crate::error::{Error, Result};
-use crate::generate::{FinishReason, GenerateOptions, GenerateStats, Generation};
+use crate::generate::{common_prefix, FinishReason, GenerateOptions, GenerateStats, Generation};
 use crate::sampler::TokenLogprobs;
-use crate::tokenizer::{ChatTemplate, Tokenizer};
+use crate::session::Saved;
+use crate::tokenizer::{ChatTemplate, Message, Tokenizer};
 
 /// A loaded model, its tokenizer, and the generation in progress.
 pub struct WebSession {
@@ -26,6 +27,16 @@ pub struct WebSession {
     pub(super) completion: Option<Completion>,
     /// The context policy of requests that set none (load option `contextOverflow`).
     pub context_overflow: ContextPolicy,
+    /// Hex SHA-256 identity of the loaded model (`crate::session::model_fingerprint`).
+    pub model_id: String,
+    /// The conversation the cache holds: the last chat request's messages and its reply
+    /// (empty after a plain generation); a snapshot's `meta` (`snapshot.rs`).
+    pub messages: Vec<Message>,
+    /// The tokenizer's vocabulary hash, computed at the first snapshot.
+    pub(super) tokenizer_id: Option<String>,
+    /// The snapshots last saved or restored (id, what its file holds; the newest last,
+    /// at most `snapshot::TRACKED`): the next save of one appends only what changed.
+    pub(super) snapshots: Vec<(String, Saved)>,
 }
 
 struct Active {
@@ -62,7 +73,12 @@ fn finish_name(f: FinishReason) -> &'static str {
 }
 
 impl WebSession {
-    pub fn new(model: WebModel, tokenizer: Tokenizer, template: Option<ChatTemplate>) -> Self {
+    pub fn new(
+        model: WebModel,
+        tokenizer: Tokenizer,
+        template: Option<ChatTemplate>,
+        model_id: String,
+    ) -> Self {
         let mut eos = model.config().eos_token_ids.clone();
         eos.extend_from_slice(tokenizer.eos_ids());
         WebSession {
@@ -75,6 +91,10 @@ impl WebSession {
             last_stats: None,
             completion: None,
             context_overflow: ContextPolicy::Error,
+            model_id,
+            messages: Vec::new(),
+            tokenizer_id: None,
+            snapshots: Vec::new(),
         }
     }
 
@@ -159,13 +179,32 @@ impl WebSession {
         &self.cached
     }
 
-    /// Fill the KV cache of a freshly loaded model with `history` (a reload after a lost
-    /// device: the conversation goes on without processing its prompt again).
+    /// Make the KV cache hold `history`, running only what it does not hold already
+    /// (its cached prefix is kept): a reload after a lost device (a fresh model, the
+    /// conversation goes on without its prompt processed again), or a snapshot restored
+    /// by a prefill of its tokens.
     pub async fn refill(&mut self, history: &[u32]) -> Result<()> {
         self.active = None;
+        let keep = common_prefix(&self.cached, history);
+        self.cached.truncate(keep);
+        if history.len() > keep {
+            self.model.feed_all(&history[keep..], keep).await?;
+        }
+        self.cached = history.to_vec();
+        Ok(())
+    }
+
+    /// Make the KV cache hold `history` from rows a snapshot kept (`runs`: start,
+    /// count, bytes, in order from position 0): nothing runs through the model.
+    pub(super) fn write_history<R: AsRef<[u8]>>(
+        &mut self,
+        history: &[u32],
+        runs: impl Iterator<Item = (usize, usize, R)>,
+    ) -> Result<()> {
+        self.active = None;
         self.cached.clear();
-        if !history.is_empty() {
-            self.model.feed_all(history, 0).await?;
+        for (start, count, rows) in runs {
+            self.model.write_kv(start, count, rows.as_ref())?;
         }
         self.cached = history.to_vec();
         Ok(())

@@ -22,7 +22,8 @@ export function apiError(e) {
  * `create(request, { signal })` of one endpoint (`kind`: "chat" or "text") on a runner:
  * `begin(requestJson, kind)` (a Promise, resolved once the prompt is processed),
  * `next()` (a Promise of the next chunk's JSON, or null at the end), `result()` (the
- * whole response's JSON) and `stop()`.
+ * whole response's JSON), `stop()`, and optionally `done()` (awaited once the reply is
+ * complete, before the stream ends or the response returns).
  */
 export function endpoint(runner, kind) {
   return {
@@ -62,6 +63,7 @@ async function* stream(runner, signal) {
       const chunk = await runner.next();
       if (chunk == null) {
         done = true;
+        await runner.done?.(); // the reply is complete (autoSave)
         return;
       }
       yield JSON.parse(chunk);

@@ -1,10 +1,13 @@
 // Types of the pocketrt npm package.
 import type { ChatCompletions, Completions } from './completions.js';
+import type { AutoSaveEvent, SessionRestoreResult, Sessions } from './sessions.js';
 export type * from './completions.js';
+export type * from './sessions.js';
 
 /** Error codes: NO_WEBGPU, NETWORK, BAD_MANIFEST, BAD_MODEL, SHARD_HASH, SHARD_SIZE,
  * UNSUPPORTED, TOKENIZER, CHAT_TEMPLATE, INVALID_ARGUMENT, GPU, GPU_LIMITS, GPU_LOST,
- * CONTEXT_FULL, QUOTA, NOT_CACHED, ABORTED, BUSY, UNLOADED, WORKER, INTERNAL. */
+ * CONTEXT_FULL, QUOTA, NOT_CACHED, SESSION_MISMATCH, SESSION_CORRUPT, SESSION_NOT_FOUND,
+ * IO, ABORTED, BUSY, UNLOADED, WORKER, INTERNAL. */
 export interface PocketError extends Error {
   code: string;
 }
@@ -76,6 +79,16 @@ export interface LoadOptions {
   onDeviceLost?: (event: DeviceLostEvent) => void;
   /** true: reload as soon as the device is lost (`event.reload` is that Promise). */
   autoReload?: boolean;
+  /** A session id: `sessions.save(id)` after every completed reply (chat.completions,
+   * completions, generate; streaming or not), before the stream ends. */
+  autoSave?: string;
+  /** Each autoSave's report, or its error (a failed save does not fail the reply). */
+  onAutoSave?: (event: AutoSaveEvent) => void;
+  /** A session id (or `{ id, fallback }`) restored before the load resolves: the
+   * conversation is ready with no prefill, `model.restored` says what was restored (null:
+   * nothing is saved as `id`). A bad snapshot fails the load (SESSION_MISMATCH,
+   * SESSION_CORRUPT). */
+  restore?: string | { id: string; fallback?: boolean };
 }
 
 export interface DeviceLostEvent {
@@ -167,6 +180,8 @@ export interface CacheUsage {
   quota: number | null;
   /** Bytes of the cached models' shards. */
   models: number;
+  /** Bytes of the session snapshots (`model.sessions`). */
+  sessions: number;
 }
 
 /** The models pocketrt keeps in Cache Storage (one per origin). `url`: a model as given to
@@ -174,7 +189,9 @@ export interface CacheUsage {
 export interface PocketCache {
   list(): Promise<CachedModel[]>;
   has(url: string | URL, base?: string): Promise<boolean>;
+  /** Remove the model's files and its session snapshots. */
   delete(url: string | URL, base?: string): Promise<boolean>;
+  /** Remove everything, session snapshots too. */
   clear(): Promise<boolean>;
   usage(): Promise<CacheUsage>;
 }
@@ -255,6 +272,10 @@ export declare class Pocket {
   };
   /** OpenAI's (legacy) `completions.create`: text or token ids continued. */
   readonly completions: Completions;
+  /** Session snapshots: the conversation saved and restored across reloads. */
+  readonly sessions: Sessions;
+  /** What the `restore` load option restored (null: nothing was saved as its id). */
+  readonly restored: SessionRestoreResult | null;
   generate(prompt: string | ArrayLike<number>, options?: GenerateOptions): AsyncGenerator<string>;
   generateTokens(prompt: string | ArrayLike<number>, options?: GenerateOptions): Promise<number[]>;
   stats(): GenerateStats | null;
@@ -277,6 +298,8 @@ export declare class RemoteModel {
     completions: ChatCompletions;
   };
   readonly completions: Completions;
+  readonly sessions: Sessions;
+  readonly restored: SessionRestoreResult | null;
   generate(prompt: string | number[], options?: GenerateOptions): AsyncGenerator<string>;
   encode(text: string): Promise<number[]>;
   stats(): Promise<GenerateStats | null>;
@@ -292,6 +315,8 @@ export declare class PocketWorker {
   readonly cache: PocketCache;
   /** The last load's `onDeviceLost` (called with `reloading` instead of `reload`). */
   onDeviceLost?: (event: DeviceLostEvent) => void;
+  /** The last load's `onAutoSave`. */
+  onAutoSave?: (event: AutoSaveEvent) => void;
   load(url: string | URL, options?: Omit<LoadOptions, 'wasmUrl'>): Promise<RemoteModel>;
   terminate(): void;
 }

@@ -6,6 +6,7 @@ import * as single from './pocketrt.js';
 import { plannedThreads } from './threads.js';
 import { relaxedSimdSupported } from './simd.js';
 import { endpoint } from './completions.js';
+import { Sessions, deleteSessions, sessionBytes } from './sessions.js';
 
 let singleReady = null;
 let threadedReady = null;
@@ -130,20 +131,34 @@ export const cache = {
   async has(url, base) {
     return (await glue()).cacheHas(await modelName(url, base)).catch((e) => Promise.reject(coded(e)));
   },
-  /** Remove the model's files; whether it was cached. */
+  /** Remove the model's files and its session snapshots; whether it was cached. */
   async delete(url, base) {
-    return (await glue()).cacheDelete(await modelName(url, base)).catch((e) => Promise.reject(coded(e)));
+    const name = await modelName(url, base);
+    try {
+      await deleteSessions(name);
+      return await (await glue()).cacheDelete(name);
+    } catch (e) {
+      throw coded(e);
+    }
   },
-  /** Remove everything pocketrt cached; whether there was anything. */
+  /** Remove everything pocketrt cached (session snapshots too); whether there was
+   * anything. */
   async clear() {
-    return (await glue()).cacheClear().catch((e) => Promise.reject(coded(e)));
+    try {
+      const sessions = await deleteSessions(null);
+      return (await (await glue()).cacheClear()) || sessions;
+    } catch (e) {
+      throw coded(e);
+    }
   },
-  /** { usage, quota } of this origin (navigator.storage.estimate(); null where unknown)
-   * and `models`: bytes of the cached models' shards. */
+  /** { usage, quota } of this origin (navigator.storage.estimate(); null where unknown),
+   * `models`: bytes of the cached models' shards, and `sessions`: bytes of the session
+   * snapshots (`model.sessions`). */
   async usage() {
     const e = (await globalThis.navigator?.storage?.estimate?.()) ?? {};
     const models = (await this.list()).reduce((n, m) => n + m.bytes, 0);
-    return { usage: e.usage ?? null, quota: e.quota ?? null, models };
+    const sessions = await sessionBytes().catch((err) => Promise.reject(coded(err)));
+    return { usage: e.usage ?? null, quota: e.quota ?? null, models, sessions };
   },
 };
 
@@ -165,6 +180,21 @@ function wasmOptions(options) {
   };
 }
 
+/** `id` checked as a session id (a non-empty string). */
+function sessionId(id, what) {
+  if (typeof id !== 'string' || id === '') {
+    throw pocketError(`${what} must be a session id (a non-empty string), got ${JSON.stringify(id)}`, 'INVALID_ARGUMENT');
+  }
+  return id;
+}
+
+/** The `restore` load option: an id, or `{ id, fallback }`; null when not given. */
+function restoreOption(restore) {
+  if (restore === undefined || restore === null) return null;
+  if (typeof restore === 'string') return { id: sessionId(restore, 'restore'), fallback: false };
+  return { id: sessionId(restore?.id, 'restore.id'), fallback: !!restore.fallback };
+}
+
 /** Whether a load is on `auto` with WebGPU present and threads possible for a CPU
  * decision (which the single-threaded build would run on one thread). */
 function autoMayThread(options) {
@@ -178,26 +208,40 @@ export class Pocket {
   #onDeviceLost;
   #autoReload;
   #chosen;
+  #autoSave;
+  #onAutoSave;
 
   /** The models kept in Cache Storage (see `cache`). */
   static cache = cache;
 
   /** `chosen`: the backend decided before the load (`chooseBackend`), whose reason and
    * GPU candidate `info` reports. */
-  constructor(inner, threadsReason, persisted = null, options = {}, chosen = null) {
+  constructor(inner, threadsReason, persisted = null, options = {}, chosen = null, name = '') {
     this.#inner = inner;
     this.#chosen = chosen;
     this.#threadsReason = threadsReason;
     this.#persisted = persisted;
     this.#onDeviceLost = options.onDeviceLost;
     this.#autoReload = !!options.autoReload;
+    this.#autoSave = options.autoSave ?? null;
+    this.#onAutoSave = options.onAutoSave;
     this.#watch();
+    /** Session snapshots of this model (sessions.js): `save(id)`, `restore(id, {
+     * fallback })`, `list()`, `delete(id)`, `export(id)`, `import(id, bytes)`. */
+    this.sessions = new Sessions(name, {
+      save: (id, size) => inner.snapshotSave(id, size),
+      restore: (id, bytes, fallback) => inner.snapshotRestore(id, bytes, fallback),
+      forget: (id) => inner.snapshotForget(id),
+    });
+    /** What `restore` (load option) restored: `sessions.restore`'s result, or null. */
+    this.restored = null;
     // OpenAI's API (completions.js) on the wasm session's completion runner.
     const runner = {
       begin: (json, kind) => inner.completionBegin(json, kind),
       next: () => inner.completionNext(),
       result: () => inner.completionResult(),
       stop: () => inner.stop(),
+      done: () => this.#replied(),
     };
     /** `chat.completions.create(request, { signal })`; called as a function,
      * `chat(messages, options)` streams the reply's text (the older convenience). */
@@ -232,7 +276,13 @@ export class Pocket {
    * `info.persisted`), onDeviceLost({ reason, message, reload }) (the WebGPU device was
    * lost — the call in flight fails with GPU_LOST —; `reload` is the Promise of the
    * automatic reload with `autoReload: true`, else undefined: call `reload()`),
-   * autoReload (true: reload as soon as the device is lost).
+   * autoReload (true: reload as soon as the device is lost), autoSave (a session id:
+   * `sessions.save(id)` after every completed reply — chat.completions.create,
+   * completions.create, generate —; `onAutoSave({ id, report })` or `({ id, error })`
+   * after each), restore (a session id, or `{ id, fallback }`: `sessions.restore` before
+   * the load resolves, the conversation then ready with no prefill; `model.restored` is
+   * its result, null when nothing is saved as `id`; a bad snapshot fails the load with
+   * SESSION_MISMATCH / SESSION_CORRUPT).
    */
   static async load(url, options = {}) {
     if (options.backend === 'webgpu' && !hasWebGPU()) {
@@ -255,10 +305,37 @@ export class Pocket {
       const chosen = decide ? await run.wasm.chooseBackend(target, wasmOptions(options)) : null;
       const opts = chosen ? { ...options, backend: chosen.backend } : options;
       if (chosen) run = await initPocket(opts.wasmUrl, opts);
+      const restore = restoreOption(options.restore);
+      if (options.autoSave !== undefined && options.autoSave !== null) sessionId(options.autoSave, 'autoSave');
       const inner = await run.wasm.PocketModel.load(target, wasmOptions(opts));
-      return new Pocket(inner, run.threadsReason, persisted, opts, chosen);
+      const model = new Pocket(inner, run.threadsReason, persisted, opts, chosen, target);
+      if (restore) {
+        try {
+          model.restored = await model.sessions.restoreIfSaved(restore.id, restore);
+        } catch (e) {
+          model.unload();
+          throw e;
+        }
+      }
+      return model;
     } catch (e) {
       throw coded(e);
+    }
+  }
+
+  /** After a completed reply: save the conversation as the `autoSave` id. A failed save
+   * does not fail the reply: `onAutoSave({ id, error })` is told (`{ id, report }` when
+   * it worked). */
+  async #replied() {
+    const id = this.#autoSave;
+    if (!id) return;
+    try {
+      const report = await this.sessions.save(id);
+      this.#onAutoSave?.({ id, report });
+    } catch (e) {
+      const error = coded(e);
+      if (this.#onAutoSave) this.#onAutoSave({ id, error });
+      else console.warn(`pocketrt: autoSave of session "${id}" failed: ${error.message}`);
     }
   }
 
@@ -402,6 +479,7 @@ export class Pocket {
         options.onToken?.(piece);
         if (piece.text) yield piece.text;
       }
+      if (done) await this.#replied();
     } catch (e) {
       throw coded(e);
     } finally {

@@ -26,6 +26,7 @@ export class PocketWorker {
     };
     worker.onmessage = (e) => {
       if (e.data.type === 'device-lost') this.onDeviceLost?.(e.data.info);
+      else if (e.data.type === 'autosave') this.onAutoSave?.(autoSaveEvent(e.data.event));
       else this.handlers.get(e.data.id)?.(e.data);
     };
     worker.onerror = (e) => {
@@ -64,16 +65,19 @@ export class PocketWorker {
   /** Load a model in the worker; options as `Pocket.load` (functions other than onProgress are not sent;
    * `persist` is asked here: Workers have no `navigator.storage.persist`). */
   async load(url, options = {}) {
-    const { onProgress, signal, persist, onDeviceLost, ...rest } = options;
+    const { onProgress, signal, persist, onDeviceLost, onAutoSave, ...rest } = options;
     this.onDeviceLost = onDeviceLost;
+    this.onAutoSave = onAutoSave;
     const persisted = persist ? await requestPersist() : null;
     // Resolved in the worker against this page's URL (hub ids stay as they are).
     const page = globalThis.location?.href;
-    const info = await this.call('load', { url: String(url), options: { ...rest, baseUrl: page } }, {
+    const { info, restored } = await this.call('load', { url: String(url), options: { ...rest, baseUrl: page } }, {
       signal,
       onEvent: (m) => m.type === 'progress' && onProgress?.(m.event),
     });
-    return new RemoteModel(this, { ...info, persisted });
+    const model = new RemoteModel(this, { ...info, persisted });
+    model.restored = restored;
+    return model;
   }
 
   terminate() {
@@ -90,6 +94,18 @@ export class RemoteModel {
       completions: { create: (request, options) => this.#create('chat', request, options) },
     });
     this.completions = { create: (request, options) => this.#create('text', request, options) };
+    /** `Pocket.sessions` in the worker (the page's OPFS and Cache Storage too). */
+    const call = (method, ...args) => worker.call('sessions', { method, args });
+    this.sessions = {
+      save: (id) => call('save', id),
+      restore: (id, options) => call('restore', id, options),
+      list: () => call('list'),
+      delete: (id) => call('delete', id),
+      export: (id) => call('export', id),
+      import: (id, bytes) => call('import', id, bytes),
+    };
+    /** What the `restore` load option restored (null: nothing saved). */
+    this.restored = null;
   }
 
   /** The backend that runs the model ("webgpu" or "cpu") and why. */
@@ -203,6 +219,11 @@ export class RemoteModel {
       }
     }
   }
+}
+
+/** An autoSave event from the worker, its error an `Error` with its `code` again. */
+function autoSaveEvent(event) {
+  return event.error ? { ...event, error: coded(event.error.message, event.error.code) } : event;
 }
 
 /** Start a PocketWorker (the demo's way to keep the page responsive). */

@@ -4,6 +4,8 @@ import { Pocket, pocketError } from './pocket.js';
 
 let model = null;
 const controllers = new Map();
+/** What `model.sessions` offers through op "sessions". */
+const SESSION_METHODS = ['save', 'restore', 'list', 'delete', 'export', 'import'];
 
 function reply(id, type, fields = {}) {
   self.postMessage({ id, type, ...fields });
@@ -35,8 +37,14 @@ async function handle(msg) {
         // Told to the page as a message of its own (the load's call is over by then).
         onDeviceLost: ({ reason, message, reload }) =>
           self.postMessage({ type: 'device-lost', info: { reason, message, reloading: !!reload } }),
+        // Each autoSave, told to the page as a message of its own.
+        onAutoSave: ({ id: session, report, error }) =>
+          self.postMessage({
+            type: 'autosave',
+            event: { id: session, report, error: error && { message: error.message, code: error.code } },
+          }),
       });
-      reply(id, 'result', { value: model.info });
+      reply(id, 'result', { value: { info: model.info, restored: model.restored } });
     } else if (op === 'cache') {
       reply(id, 'result', { value: await Pocket.cache[msg.method](msg.url, msg.base) });
     } else if (!model) {
@@ -57,6 +65,9 @@ async function handle(msg) {
       } else {
         reply(id, 'result', { value: out });
       }
+    } else if (op === 'sessions') {
+      if (!SESSION_METHODS.includes(msg.method)) throw pocketError(`unknown sessions method ${msg.method}`, 'INVALID_ARGUMENT');
+      reply(id, 'result', { value: await model.sessions[msg.method](...msg.args) });
     } else if (op === 'stats') {
       reply(id, 'result', { value: model.stats() });
     } else if (op === 'encode') {

@@ -22,6 +22,11 @@ import Pocket, {
   type ProfileDetail,
   type ProfileName,
   type RemoteModel,
+  type AutoSaveEvent,
+  type SessionInfo,
+  type SessionMessage,
+  type SessionRestoreResult,
+  type SessionSaveReport,
   type TokenPiece,
 } from '../../src/pocket.js';
 
@@ -75,18 +80,36 @@ export async function page(out: { textContent: string | null }): Promise<void> {
   const where: 'cache' | 'network' | 'cache and network' = model.info.source;
   const failedPuts: string[] = model.info.cacheErrors;
   console.log(where, failedPuts, model.info.filesFromCache, model.info.persisted ?? 'unasked', model.info.uncached);
+  const saved: SessionSaveReport = await model.sessions.save('chat');
+  const back: SessionRestoreResult = await model.sessions.restore('chat', { fallback: true });
+  const chatBack: SessionMessage[] = back.messages;
+  const kept: SessionInfo[] = await model.sessions.list();
+  const bytes: Uint8Array | null = await model.sessions.export('chat');
+  if (bytes) await model.sessions.import('copy', bytes);
+  console.log(saved.positions, saved.rewrote, back.prefilled ?? back.recovered, chatBack[0]?.content, kept[0]?.tokens);
+  console.log(await model.sessions.delete('copy'), model.restored?.tokens);
+  const resumed: Pocket = await Pocket.load('/models/pocket/', {
+    autoSave: 'chat',
+    restore: { id: 'chat', fallback: true },
+    onAutoSave: (e: AutoSaveEvent) => console.log(e.id, e.report?.seconds, e.error?.code),
+  });
+  console.log(resumed.restored?.messages.length, (await Pocket.load('/m/', { restore: 'chat' })).restored);
   model.unload();
   const listed: CachedModel[] = await Pocket.cache.list();
   const sizes: number[] = listed.filter((m) => m.complete && m.shards === m.shardsExpected).map((m) => m.bytes);
   const usage: CacheUsage = await cache.usage();
   const gone: boolean = (await cache.has('/models/pocket/')) && (await cache.delete(new URL('https://example.com/m/')));
-  console.log(sizes, usage.quota ?? 0, usage.models, gone, await Pocket.cache.clear(), listed[0]?.lastUsed);
+  console.log(sizes, usage.quota ?? 0, usage.models + usage.sessions, gone, await Pocket.cache.clear(), listed[0]?.lastUsed);
 
   const worker = createWorker();
   const remote: RemoteModel = await worker.load('/models/pocket/', { files: { 'manifest.json': 'blob:x' } });
   for await (const piece of remote.chat(messages, { maxTokens: 8 })) out.textContent += piece;
   console.log(await remote.encode('x'), (await remote.stats())?.generatedTokens, remote.threads);
   await remote.reload();
+  const remoteSaved: SessionSaveReport = await remote.sessions.save('chat');
+  const remoteBack: SessionRestoreResult = await remote.sessions.restore('chat');
+  console.log(remoteSaved.bytes, remoteBack.tokens, remote.restored?.id, (await remote.sessions.list()).length);
+  worker.onAutoSave = (ev) => console.log(ev.report?.bytesWritten);
   console.log(hooked, await remote.destroyDeviceForTesting());
   console.log((await worker.cache.list()).length, (await worker.cache.usage()).usage, remote.info.source);
   worker.onDeviceLost = (e) => console.log(e.reloading);
