@@ -71,7 +71,8 @@ enum Command {
     /// Chat with a model in its chat template (reads stdin line by line).
     Chat(run::ChatArgs),
     /// Serve the model over HTTP with the OpenAI API (`/v1/chat/completions`,
-    /// `/v1/completions`, `/v1/models`), plus `/health` and `/metrics`.
+    /// `/v1/completions`, `/v1/models`), plus `/health`, `/metrics` and llama.cpp's slot
+    /// API (`/slots`, with --slot-save-path).
     Serve(serve::ServeArgs),
     /// List the GPU adapters wgpu finds (names for --adapter).
     Adapters,

@@ -52,7 +52,8 @@ pub struct ModelArgs {
     #[arg(long, value_enum, default_value = "q4")]
     pub weights: Weights,
     /// KV cache positions (default: run: prompt + -n; chat: the largest context that fits
-    /// the memory budget on the GPU, 4096 on the CPU).
+    /// the memory budget on the GPU, 4096 on the CPU; with --session FILE, run: at least
+    /// FILE's, chat: FILE's).
     #[arg(long)]
     pub context: Option<usize>,
     /// GPU memory budget in MiB (default: sized for a tablet).
@@ -354,7 +355,9 @@ pub fn chat(a: ChatArgs) -> Result<()> {
             a.model.model
         )));
     }
-    let mut session = session(&a.model, opened, a.model.context)?;
+    // A saved chat keeps the context it was written with, unless --context says.
+    let saved = a.session.as_deref().and_then(snapshot::saved_context);
+    let mut session = session(&a.model, opened, a.model.context.or(saved))?;
     let mut history: Vec<ChatMessage> = a
         .system
         .iter()
