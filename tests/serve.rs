@@ -2,7 +2,8 @@
 //! (tests/requirements.txt) and npm `openai` (web/package.json), on the tiny Qwen3-shaped
 //! fixture model (the API fixtures' shape, tokenizer and real Qwen3 template) and on the
 //! real Qwen2.5-Coder GGUF. The client scripts are tests/serve/clients.{py,mjs}. Also:
-//! CORS preflight, the log lines, `--parallel` that does not fit, and Ctrl-C.
+//! CORS preflight, the log lines, `--parallel` that does not fit, Ctrl-C, and the slot
+//! API and prefix cache across a restart.
 
 #[path = "api_common/mod.rs"]
 mod api_common;
