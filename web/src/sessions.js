@@ -336,7 +336,7 @@ export class Sessions {
   /** Save the conversation as `id`: the positions added since its last save (a whole
    * file the first time). `{ id, tokens, positions, bytesWritten, bytes, rewrote,
    * seconds }`. */
-  save(id) {
+  async save(id) {
     fileName(id);
     return serial(async () => {
       const t0 = now();
@@ -382,7 +382,7 @@ export class Sessions {
   }
 
   /** This model's snapshots: `[{ id, bytes, tokens, savedAt }]`, the newest first. */
-  list() {
+  async list() {
     return serial(async () => {
       const seen = new Map();
       for (const s of [...(await cacheStore.list(this.#key)), ...(await opfs.list(this.#key))]) seen.set(s.id, s);
@@ -391,7 +391,7 @@ export class Sessions {
   }
 
   /** Remove the snapshot `id`; whether there was one. */
-  delete(id) {
+  async delete(id) {
     fileName(id);
     return serial(async () => {
       forget(this.#engine, id);
@@ -403,14 +403,14 @@ export class Sessions {
 
   /** The snapshot file `id` (a Uint8Array; null when there is none): to download, or
    * `import` elsewhere. */
-  export(id) {
+  async export(id) {
     fileName(id);
     return serial(() => readAny(this.#key, id));
   }
 
   /** Store `bytes` (an exported snapshot) as `id`, replacing what was saved so; it is
    * checked when restored. */
-  import(id, bytes) {
+  async import(id, bytes) {
     fileName(id);
     const data = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
     return serial(async () => {

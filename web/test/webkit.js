@@ -4,6 +4,9 @@
 // - `backend: "auto"` without WebGPU loads the tiny fixture on the CPU backend and says why;
 // - a second load reads every shard from Cache Storage;
 // - the greedy tokens equal the native engine's CPU tokens (examples/web_fixture.rs);
+// - a session snapshot saved and restored on the CPU backend continues the chat as the
+//   uninterrupted session does, with no prefill (OPFS, or Cache Storage where OPFS cannot
+//   be written from a page);
 // - the demo loads the model and shows the CPU backend;
 // - threadSupport() reports what WebKit offers (printed).
 // Fails — never skips — when WebKitWebDriver or MiniBrowser is missing.
@@ -108,6 +111,44 @@ try {
   assert.equal(r.second.shardsFetched, 0);
   assert.deepEqual(r.tokens, want.cpu_tokens, `WebKit's tokens equal native (${want.cpu_engine})`);
   console.log(`ok   webkit: cached load, ${r.tokens.length} tokens equal native: ${JSON.stringify(r.text)}`);
+
+  // Session snapshots on the CPU backend: a chat saved, the model loaded again with
+  // `restore`, the next reply equal to the uninterrupted one with the history cached.
+  const snap = await run(
+    `const done = arguments[0];
+     (async () => {
+       const { Pocket } = await import('/pkg/pocket.js');
+       const turn = async (m, messages) => {
+         const r = await m.chat.completions.create({ messages, max_tokens: 6, temperature: 0, logprobs: true });
+         return { content: r.choices[0].message.content, cached: r.usage.prompt_tokens_details?.cached_tokens,
+                  tokens: r.choices[0].logprobs.content.map((t) => [t.token, t.logprob]) };
+       };
+       const u1 = { role: 'user', content: 'Hello, pocket!' };
+       const m = await Pocket.load('/models/tiny/', { cache: false });
+       const a1 = await turn(m, [u1]);
+       const saved = await m.sessions.save('webkit');
+       const next = [u1, { role: 'assistant', content: a1.content }, { role: 'user', content: 'And then?' }];
+       const want = await turn(m, next);
+       m.unload();
+       const back = await Pocket.load('/models/tiny/', { cache: false, restore: 'webkit' });
+       const got = await turn(back, back.restored.messages.concat([next[2]]));
+       const proto = globalThis.FileSystemFileHandle?.prototype ?? {};
+       const store = navigator.storage?.getDirectory && 'createWritable' in proto ? 'OPFS' : 'Cache Storage';
+       const list = await back.sessions.list();
+       back.unload();
+       await Pocket.cache.delete('/models/tiny/');
+       return { saved, restored: back.restored, want, got, store, list, backend: back.info.backend };
+     })().then(done, (e) => done({ error: String(e.code) + ' ' + e.message }));`,
+  );
+  assert.ok(!snap.error, `WebKit session snapshot failed: ${snap.error}`);
+  assert.equal(snap.backend, 'cpu');
+  assert.equal(snap.restored.prefilled, null, `the CPU rows are restored: ${snap.restored.prefilled}`);
+  assert.equal(snap.restored.tokens, snap.saved.tokens);
+  assert.equal(snap.got.cached, snap.restored.tokens, 'the history is in the KV cache (no prefill)');
+  assert.deepEqual(snap.got.tokens, snap.want.tokens, 'the reply after a restore equals the uninterrupted one');
+  assert.deepEqual(snap.list.map((x) => x.id), ['webkit']);
+  console.log(`ok   webkit session snapshot (${snap.store}): ${snap.restored.tokens} tokens, ${snap.restored.bytes} B, ` +
+    `saved in ${(snap.saved.seconds * 1000).toFixed(1)} ms, restored in ${(snap.restored.seconds * 1000).toFixed(1)} ms`);
 
   await command(base, 'POST', `${s}/url`, { url: `${server.url}/demo/?model=/models/tiny/` });
   const demo = await run(
