@@ -192,4 +192,34 @@ fn main() {
         put("openai_request", &format!("grammar-{name}"), &request(&req));
     }
     fs::remove_dir_all(&tmp).unwrap();
+    session_seeds();
+}
+
+/// Session snapshots: records appended, a rollback, the chat; in both row layouts.
+fn session_seeds() {
+    use pocketrt::session::{encode_header, encode_kv, encode_meta, Header, KvLayout, RowKind};
+    for (name, rows) in [("f32", RowKind::F32), ("f16", RowKind::F16Heads)] {
+        let layout = KvLayout {
+            rows,
+            layers: 1,
+            kv_heads: 2,
+            head_dim: 2,
+        };
+        let header = Header {
+            format: pocketrt::session::FORMAT.into(),
+            model: "a".repeat(64),
+            tokenizer: "b".repeat(64),
+            backend: "cpu/int8".into(),
+            layout,
+            context: 64,
+            sliding_window_keep: None,
+        };
+        let per = layout.bytes_per_position();
+        let rows = |n: usize, seed: u8| -> Vec<u8> { (0..n * per).map(|i| i as u8 ^ seed).collect() };
+        let mut f = encode_header(&header);
+        f.extend(encode_kv(0, &[1, 2, 3], &rows(3, 0)));
+        f.extend(encode_meta(r#"[{"role":"user","content":"hi"}]"#));
+        f.extend(encode_kv(2, &[9, 8], &rows(2, 7)));
+        put("session_snapshot", name, &f);
+    }
 }
