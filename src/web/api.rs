@@ -35,8 +35,11 @@ pub struct PocketModel {
     url: String,
     options: JsValue,
     /// The token history and conversation of a reload that failed, for the next try.
-    kept: Rc<RefCell<Option<(Vec<u32>, Vec<Message>)>>>,
+    kept: Rc<RefCell<Option<Kept>>>,
 }
+
+/// What a reload carries to the new session: the tokens the cache held, the chat.
+type Kept = (Vec<u32>, Vec<Message>);
 
 /// `options[key]`, when set (not undefined/null).
 fn opt(options: &JsValue, key: &str) -> Option<JsValue> {
