@@ -1,5 +1,7 @@
 // The pocketrt demo: load a model in a Worker (the page never blocks) and chat with it
-// through the OpenAI-shaped API (`chat.completions.create`, streamed).
+// through the OpenAI-shaped API (`chat.completions.create`, streamed). The chat is saved
+// after every reply (`autoSave`) and restored when the page loads the model again
+// (`restore`: the history back in the KV cache, no prefill); "New chat" deletes it.
 import { createWorker, hasWebGPU, threadSupport } from '../pkg/pocket.js';
 
 const $ = (id) => document.getElementById(id);
@@ -10,6 +12,8 @@ let worker = null;
 let model = null;
 let messages = [];
 let stopper = null;
+/** The session snapshot the demo keeps its chat in (per model). */
+const SESSION = 'demo';
 
 function showError(e) {
   $('error').hidden = false;
@@ -35,7 +39,15 @@ async function load(url, options = {}) {
     const backend = params.get('backend') ?? $('backend-choice').value;
     // ?profile=gpu|lavapipe|swiftshader forces the WebGPU device profile.
     const profile = params.get('profile') ?? undefined;
-    model = await worker.load(url, { ...options, backend, profile, onProgress: progress });
+    const opts = { ...options, backend, profile, onProgress: progress, autoSave: SESSION };
+    try {
+      model = await worker.load(url, { ...opts, restore: SESSION });
+    } catch (e) {
+      if (!e.code?.startsWith('SESSION_')) throw e;
+      // A snapshot this model cannot take (another model or version): start afresh.
+      model = await worker.load(url, opts);
+      await model.sessions.delete(SESSION);
+    }
     const i = model.info;
     const how = i.profileDetail?.forced ? 'forced' : 'detected';
     const prof = i.profile ? `, profile ${i.profile} (${how})` : '';
@@ -48,6 +60,7 @@ async function load(url, options = {}) {
     $('chat').hidden = false;
     messages = [];
     $('messages').replaceChildren();
+    redraw(model.restored);
     document.body.dataset.state = 'ready';
   } catch (e) {
     showError(e);
@@ -55,6 +68,26 @@ async function load(url, options = {}) {
   } finally {
     $('load').disabled = false;
   }
+}
+
+/** The chat a restored snapshot kept: its system prompt into the settings, each message
+ * as a bubble. */
+function redraw(restored) {
+  for (const m of restored?.messages ?? []) {
+    if (m.role === 'system') {
+      $('system').value = m.content;
+      continue;
+    }
+    messages.push({ role: m.role, content: m.content });
+    if (m.role === 'assistant') {
+      const out = replyBubble();
+      if (m.reasoning_content) out.reasoning(m.reasoning_content);
+      out.content(m.content);
+    } else {
+      bubble(m.role, m.content);
+    }
+  }
+  if (restored) $('phase').textContent += `; chat restored (${restored.tokens} tokens, ${restored.prefilled ? 'prefilled' : 'no prefill'})`;
 }
 
 function bubble(role, text) {
@@ -159,6 +192,7 @@ function reset() {
   messages = [];
   $('messages').replaceChildren();
   $('speed').textContent = '';
+  model?.sessions.delete(SESSION).catch(showError);
 }
 
 if (!hasWebGPU()) {

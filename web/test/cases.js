@@ -457,6 +457,15 @@ export const tests = {
     await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
     assert.match(await page.textContent('#speed'), /^\d+ tokens, [\d.]+ tokens\/s$/);
     assert.equal(await page.locator('.msg').count(), 6);
+    // The chat was saved after the reply (autoSave): a reload shows it again, its
+    // history restored into the KV cache (no request runs: no kernel compiles).
+    const texts = () => page.locator('.msg').allTextContents();
+    const shown = await texts();
+    await page.reload();
+    await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
+    assert.match(await page.textContent('#phase'), /; chat restored \(\d+ tokens, no prefill\)$/);
+    assert.deepEqual(await texts(), shown, 'the reloaded demo shows the chat it had');
+    assert.equal(await page.inputValue('#system'), 'Answer in one word.');
     await page.click('#reset');
     assert.equal(await page.locator('.msg').count(), 0, 'a new chat starts empty');
   },
