@@ -57,7 +57,9 @@ fn parse() -> Result<Args, String> {
         }
     }
     if a.tokens < 2 || a.reply == 0 {
-        return Err("usage: session_restore [-t TOKENS ≥ 2] [-r REPLY ≥ 1] [--backend cpu|gpu|both]".into());
+        return Err(
+            "usage: session_restore [-t TOKENS ≥ 2] [-r REPLY ≥ 1] [--backend cpu|gpu|both]".into(),
+        );
     }
     Ok(a)
 }
@@ -85,7 +87,9 @@ fn secs(t: Instant) -> f64 {
 
 fn run(a: &Args, backend: Backend) -> pocketrt::Result<serde_json::Value> {
     let mut s = session(a, backend)?;
-    let history: Vec<u32> = (0..a.tokens as u64).map(|i| (i * 2_654_435_761 % 256) as u32).collect();
+    let history: Vec<u32> = (0..a.tokens as u64)
+        .map(|i| (i * 2_654_435_761 % 256) as u32)
+        .collect();
     let path = std::env::temp_dir().join(format!("pocketrt-bench-{}.snap", std::process::id()));
     let t = Instant::now();
     s.generate(&history, &greedy(1), |_| true)?;

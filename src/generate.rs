@@ -253,6 +253,18 @@ impl Session {
         &self.messages
     }
 
+    /// Replace the chat (what a snapshot saves with the cache): a front end that drives
+    /// requests itself ([`Session::drive`]) keeps its conversation here.
+    pub fn set_messages(&mut self, messages: Vec<Message>) {
+        self.messages = messages;
+    }
+
+    /// Keep only the first `keep` tokens of the cache (0: empty it; the memory stays).
+    pub fn rewind(&mut self, keep: usize) {
+        self.engine.rewind(keep);
+        self.cached.truncate(keep);
+    }
+
     /// Forget the chat but its system message (the cache is reused as far as the next
     /// request allows).
     pub fn reset_chat(&mut self) {

@@ -257,3 +257,35 @@ fn corrupt_rows_or_another_model_fall_back_to_a_prefill_when_asked() {
     assert!(r.prefilled.unwrap().contains("another model"));
     assert_eq!((other.cached(), r.restored), (&history[..], 0));
 }
+
+#[test]
+fn a_save_cut_short_restores_the_saves_before_it_when_asked() {
+    let path = tmp("cut.snap");
+    let mut a = session(Backend::Cpu);
+    chat(&mut a, "Name a colour.", &greedy(8));
+    let first = a.save(&path).unwrap();
+    let history = a.cached().to_vec();
+    chat(&mut a, "And a fruit?", &greedy(8));
+    let second = a.save(&path).unwrap();
+    assert!(!second.rewrote);
+    // The second save killed halfway through its append.
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(
+        &path,
+        &bytes[..(first.file_bytes + second.bytes_written / 2) as usize],
+    )
+    .unwrap();
+    let e = restore(&mut busy(), &path, false).unwrap_err();
+    assert!(
+        matches!(e, Error::SessionCorrupt { .. }) && e.to_string().contains("truncated"),
+        "{e}"
+    );
+    let mut b = session(Backend::Cpu);
+    let r = restore(&mut b, &path, true).unwrap();
+    assert_eq!((r.prefilled, r.restored), (None, history.len()));
+    assert!(r.dropped.unwrap().contains("incomplete record"));
+    assert_eq!(b.cached(), &history[..]);
+    // The next save writes the file anew (not after the torn record).
+    assert!(b.save(&path).unwrap().rewrote);
+    assert!(restore(&mut session(Backend::Cpu), &path, false).is_ok());
+}

@@ -115,7 +115,7 @@ impl KvCache {
         let planes = self.keys.iter().zip(&self.values);
         let planes = planes.flat_map(|(k, v)| [&k[a..b], &v[a..b]]);
         planes
-            .flat_map(|p| bytemuck::cast_slice::<f32, u8>(p))
+            .flat_map(bytemuck::cast_slice::<f32, u8>)
             .copied()
             .collect()
     }

@@ -202,14 +202,7 @@ impl Slots {
                 doc
             }
             SlotRequest::Erase { id } => {
-                let erased = self.erase(*id).map_err(|e| match e {
-                    crate::Error::InvalidArgument(m) => api_error(
-                        "not_supported_error",
-                        "not_supported",
-                        format!("Erasing a slot needs a second KV cache: {m}"),
-                    ),
-                    e => e.into(),
-                })?;
+                let erased = self.erase(*id)?;
                 json!({"id_slot": id, "n_erased": erased})
             }
         };
@@ -233,16 +226,11 @@ impl Slots {
         Ok(out)
     }
 
-    /// Empty slot `id` (a fresh cache in its place); the tokens it held.
+    /// Empty slot `id` (its cache keeps its memory); the tokens it held.
     fn erase(&mut self, id: usize) -> crate::Result<usize> {
-        let at = self.position(id);
-        let mut fresh = self.session.new_slot()?;
         let held = self.slot_tokens(id);
-        if at == 0 {
-            self.session.swap_slot(&mut fresh)?;
-        } else {
-            self.parked[at - 1] = fresh;
-        }
+        self.with_slot(id, |s| s.rewind(0))?;
+        let at = self.position(id);
         self.used[at] = 0;
         Ok(held)
     }

@@ -103,6 +103,9 @@ pub struct Snapshot {
     pub meta: Option<String>,
     /// Why the rows cannot be used although the tokens can (a rows checksum failed).
     pub rows_corrupt: Option<String>,
+    /// The file ends inside a record (a save cut short): what is missing. The records
+    /// before it are read (a restore uses them only when asked to fall back).
+    pub truncated: Option<String>,
     data: Vec<u8>,
     /// Disjoint, in order, covering `0..tokens.len()`.
     segments: Vec<Segment>,
@@ -199,16 +202,53 @@ impl<'a> Reader<'a> {
         Ok(u32::from_le_bytes(self.take(4, part)?.try_into().unwrap()))
     }
 
-    fn u64(&mut self, part: &str) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8, part)?.try_into().unwrap()))
-    }
-
     /// `bytes` then its CRC-32; false when the checksum fails.
     fn checked(&mut self, n: usize, part: &str) -> Result<(&'a [u8], bool)> {
         let bytes = self.take(n, part)?;
         let sum = self.u32(part)?;
         Ok((bytes, crc(&[bytes]) == sum))
     }
+}
+
+impl Header {
+    /// The header at the start of a snapshot file's bytes (`data` may be just its
+    /// beginning), checked as [`Snapshot::parse`] checks it; and where the records begin.
+    pub fn read(data: &[u8], what: &str) -> Result<(Header, usize)> {
+        let mut r = Reader { data, at: 0, what };
+        let header = read_header(&mut r)?;
+        Ok((header, r.at))
+    }
+}
+
+fn read_header(r: &mut Reader<'_>) -> Result<Header> {
+    let what = r.what;
+    if r.take(8, "the magic")? != MAGIC {
+        return Err(Error::SessionMismatch {
+            what: what.into(),
+            detail: "not a pocketrt session snapshot (bad magic)".into(),
+        });
+    }
+    let version = r.u32("the version")?;
+    if version != VERSION {
+        return Err(Error::SessionMismatch {
+            what: what.into(),
+            detail: format!("format version {version}; this pocketrt reads version {VERSION}"),
+        });
+    }
+    let len = r.u32("the header length")? as usize;
+    if len > MAX_JSON {
+        return Err(r.corrupt(format!("a header of {len} bytes")));
+    }
+    let (json, ok) = r.checked(len, "the header")?;
+    if !ok {
+        return Err(r.corrupt("the header's checksum fails"));
+    }
+    let header: Header =
+        serde_json::from_slice(json).map_err(|e| r.corrupt(format!("the header: {e}")))?;
+    if header.format != FORMAT {
+        return Err(r.corrupt(format!("the header's format is {:?}", header.format)));
+    }
+    Ok(header)
 }
 
 impl Snapshot {
@@ -220,49 +260,31 @@ impl Snapshot {
             at: 0,
             what,
         };
-        if r.take(8, "the magic")? != MAGIC {
-            return Err(Error::SessionMismatch {
-                what: what.into(),
-                detail: "not a pocketrt session snapshot (bad magic)".into(),
-            });
-        }
-        let version = r.u32("the version")?;
-        if version != VERSION {
-            return Err(Error::SessionMismatch {
-                what: what.into(),
-                detail: format!("format version {version}; this pocketrt reads version {VERSION}"),
-            });
-        }
-        let len = r.u32("the header length")? as usize;
-        if len > MAX_JSON {
-            return Err(r.corrupt(format!("a header of {len} bytes")));
-        }
-        let (json, ok) = r.checked(len, "the header")?;
-        if !ok {
-            return Err(r.corrupt("the header's checksum fails"));
-        }
-        let header: Header =
-            serde_json::from_slice(json).map_err(|e| r.corrupt(format!("the header: {e}")))?;
-        if header.format != FORMAT {
-            return Err(r.corrupt(format!("the header's format is {:?}", header.format)));
-        }
+        let header = read_header(&mut r)?;
         let per_position = header.layout.bytes_per_position();
         let mut tokens = Vec::new();
         let mut segments: Vec<Segment> = Vec::new();
-        let (mut meta, mut rows_corrupt) = (None, None);
+        let (mut meta, mut rows_corrupt, mut truncated) = (None, None, None);
         while r.at < data.len() {
-            let tag: [u8; 4] = r.take(4, "a record's tag")?.try_into().unwrap();
-            let payload = r.u64("a record's length")?;
-            let payload = usize::try_from(payload)
-                .ok()
-                .filter(|&p| p <= data.len() - r.at)
-                .ok_or_else(|| {
-                    r.corrupt(format!(
-                        "truncated: a record of {payload} bytes at offset {}, the file has {}",
-                        r.at,
-                        data.len()
-                    ))
-                })?;
+            let at = r.at;
+            let framed = data.len() - at >= 12;
+            let tag: [u8; 4] = data[at..(at + 4).min(data.len())]
+                .try_into()
+                .unwrap_or([0; 4]);
+            let payload =
+                framed.then(|| u64::from_le_bytes(data[at + 4..at + 12].try_into().unwrap()));
+            let payload = payload
+                .and_then(|p| usize::try_from(p).ok())
+                .filter(|&p| p <= data.len() - at - 12);
+            let Some(payload) = payload else {
+                // A save cut short: the records before it stand.
+                truncated = Some(format!(
+                    "truncated: its last {} bytes (from offset {at}) are an incomplete record",
+                    data.len() - at
+                ));
+                break;
+            };
+            r.at = at + 12;
             let end = r.at + payload;
             match tag {
                 TAG_KV => {
@@ -345,6 +367,7 @@ impl Snapshot {
             tokens,
             meta,
             rows_corrupt,
+            truncated,
             data,
             segments,
         })

@@ -1,7 +1,7 @@
 //! [`Session::save`] and [`Session::restore`]: snapshots in files.
 
 use super::format::{encode_header, encode_kv, encode_meta, Header, Snapshot, FORMAT};
-use super::save::{Compat, SavePlan, Saved};
+use super::save::{Compat, Restore, SavePlan, Saved};
 use crate::error::{Error, Result};
 use crate::generate::{common_prefix, ContextOverflow, Session};
 use crate::tokenizer::Message;
@@ -44,6 +44,9 @@ pub struct Restored {
     /// Why its tokens were prefilled instead (another backend; or with
     /// [`RestoreOptions::fallback`], another model or corrupt rows).
     pub prefilled: Option<String>,
+    /// With [`RestoreOptions::fallback`]: what of the file was left out (its last save,
+    /// cut short); the saves before it were restored.
+    pub dropped: Option<String>,
     /// The snapshot's context policy.
     pub overflow: ContextOverflow,
     pub file_bytes: u64,
@@ -155,11 +158,9 @@ impl Session {
             })?,
             None => Vec::new(),
         };
-        let prefilled = match compat {
-            Compat::Rows => None,
-            Compat::Prefill(why) => Some(why),
-            Compat::Fallback(e) if opts.fallback => Some(e.to_string()),
-            Compat::Fallback(e) => return Err(e),
+        let (prefilled, dropped) = match compat.decide(&snapshot, &ours, opts.fallback)? {
+            Restore::Rows { note } => (None, note),
+            Restore::Prefill { why } => (Some(why), None),
         };
         let tokens = snapshot.tokens.clone();
         let restored = match &prefilled {
@@ -187,12 +188,14 @@ impl Session {
         let file_bytes = snapshot.file_bytes() as u64;
         // A file of this backend's rows takes the next save's appends; another is
         // written anew.
-        let same = prefilled.is_none() && snapshot.header == self.snapshot_header();
+        let same =
+            prefilled.is_none() && dropped.is_none() && snapshot.header == self.snapshot_header();
         self.snapshot = same.then(|| (path.to_path_buf(), Saved::of(&snapshot)));
         Ok(Restored {
             tokens: tokens.len(),
             restored,
             prefilled,
+            dropped,
             overflow: self.overflow,
             file_bytes,
             seconds: t.elapsed().as_secs_f64(),

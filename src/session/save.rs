@@ -108,7 +108,13 @@ impl Compat {
                 detail: detail.clone(),
             }));
         }
-        if theirs.backend != ours.backend || theirs.layout != ours.layout {
+        if let Some(detail) = &snapshot.truncated {
+            return Ok(Compat::Fallback(Error::SessionCorrupt {
+                what: what.into(),
+                detail: detail.clone(),
+            }));
+        }
+        if !Self::own_rows(theirs, ours) {
             return Ok(Compat::Prefill(format!(
                 "its KV rows were written by {} ({:?}), this session runs {} ({:?})",
                 theirs.backend, theirs.layout.rows, ours.backend, ours.layout.rows
@@ -116,4 +122,39 @@ impl Compat {
         }
         Ok(Compat::Rows)
     }
+
+    fn own_rows(theirs: &Header, ours: &Header) -> bool {
+        theirs.model == ours.model && theirs.backend == ours.backend && theirs.layout == ours.layout
+    }
+
+    /// What a restore does: `Ok(None)` write the rows, `Ok(Some(why))` prefill the
+    /// tokens (`why` for the report), or the error. With `fallback`, a snapshot whose last
+    /// save was cut short restores the rows of the saves before it (this backend's), and
+    /// another model's or damaged rows are prefilled.
+    pub fn decide(self, snapshot: &Snapshot, ours: &Header, fallback: bool) -> Result<Restore> {
+        match self {
+            Compat::Rows => Ok(Restore::Rows { note: None }),
+            Compat::Prefill(why) => Ok(Restore::Prefill { why }),
+            Compat::Fallback(e) if !fallback => Err(e),
+            Compat::Fallback(e) => {
+                let rows =
+                    snapshot.rows_corrupt.is_none() && Self::own_rows(&snapshot.header, ours);
+                Ok(match rows {
+                    true => Restore::Rows {
+                        note: Some(e.to_string()),
+                    },
+                    false => Restore::Prefill { why: e.to_string() },
+                })
+            }
+        }
+    }
+}
+
+/// What a restore does ([`Compat::decide`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Restore {
+    /// Write the snapshot's rows; `note`: what was left out (a save cut short).
+    Rows { note: Option<String> },
+    /// Prefill its tokens, for this reason.
+    Prefill { why: String },
 }

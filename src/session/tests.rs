@@ -28,15 +28,21 @@ fn rows(start: usize, count: usize) -> Vec<u8> {
         .collect()
 }
 
-/// A file: 5 positions, 3 more, a rollback to 6 with 4 new ones, then the chat.
+/// A file's parts: the header; 5 positions, 3 more, the chat, a rollback to 6 with 4
+/// new ones, the chat.
+fn parts() -> Vec<Vec<u8>> {
+    vec![
+        encode_header(&header()),
+        encode_kv(0, &[1, 2, 3, 4, 5], &rows(0, 5)),
+        encode_kv(5, &[6, 7, 8], &rows(5, 3)),
+        encode_meta("[\"first\"]"),
+        encode_kv(6, &[17, 18, 19, 20], &rows(100, 4)),
+        encode_meta("[\"second\"]"),
+    ]
+}
+
 fn file() -> Vec<u8> {
-    let mut f = encode_header(&header());
-    f.extend(encode_kv(0, &[1, 2, 3, 4, 5], &rows(0, 5)));
-    f.extend(encode_kv(5, &[6, 7, 8], &rows(5, 3)));
-    f.extend(encode_meta("[\"first\"]"));
-    f.extend(encode_kv(6, &[17, 18, 19, 20], &rows(100, 4)));
-    f.extend(encode_meta("[\"second\"]"));
-    f
+    parts().concat()
 }
 
 #[test]
@@ -106,16 +112,41 @@ fn is_corrupt(e: &Error) -> bool {
 }
 
 #[test]
-fn every_truncation_is_a_typed_error() {
+fn every_truncation_is_a_typed_error_or_a_cut_save_the_restore_refuses() {
     let f = file();
+    // Where each part ends.
+    let ends: Vec<usize> = parts()
+        .iter()
+        .scan(0, |at, p| {
+            *at += p.len();
+            Some(*at)
+        })
+        .collect();
+    let header_len = ends[0];
     for len in 0..f.len() {
         match Snapshot::parse(f[..len].to_vec(), "cut") {
-            Err(e) if is_corrupt(&e) || len >= 8 && matches!(e, Error::SessionMismatch { .. }) => {
-                assert!(e.to_string().contains("cut"), "{e}")
+            Err(e) => {
+                assert!(len < header_len, "{len} bytes: {e}");
+                assert!(
+                    is_corrupt(&e) || matches!(e, Error::SessionMismatch { .. }),
+                    "{e}"
+                );
+                assert!(e.to_string().contains("cut"), "{e}");
             }
             // Cut between records: a shorter, valid history (a save that never ran).
-            Ok(s) => assert!(s.tokens.len() < 10 || s.meta.as_deref() == Some("[\"first\"]")),
-            Err(e) => panic!("{len} bytes: {e}"),
+            Ok(s) if ends.contains(&len) => assert!(s.truncated.is_none()),
+            // Cut inside one: the records before it, and what a restore refuses unasked.
+            Ok(s) => {
+                assert!(s.truncated.as_ref().unwrap().contains("truncated"), "{len}");
+                let e = match Compat::check(&s, &header(), 64, "cut").unwrap() {
+                    Compat::Fallback(e) => e,
+                    other => panic!("{len}: {other:?}"),
+                };
+                assert!(is_corrupt(&e), "{e}");
+                let fallback = Compat::check(&s, &header(), 64, "cut").unwrap();
+                let plan = fallback.decide(&s, &header(), true).unwrap();
+                assert!(matches!(plan, Restore::Rows { note: Some(_) }), "{plan:?}");
+            }
         }
     }
 }
@@ -130,6 +161,8 @@ fn every_damaged_byte_is_caught() {
         match Snapshot::parse(bad, "x") {
             Err(Error::SessionCorrupt { .. } | Error::SessionMismatch { .. }) => {}
             Err(e) => panic!("byte {at}: {e}"),
+            // A length now past the end reads as a save cut short.
+            Ok(s) if s.truncated.is_some() => {}
             // Only a rows byte leaves the tokens readable, and says so.
             Ok(s) => {
                 assert_eq!(s.tokens, good.tokens, "byte {at}");
@@ -191,7 +224,8 @@ fn hostile_lengths_allocate_nothing() {
     let mut f = encode_header(&header());
     f.extend_from_slice(b"KV01");
     f.extend_from_slice(&u64::MAX.to_le_bytes());
-    assert!(is_corrupt(&Snapshot::parse(f, "x").unwrap_err()));
+    // Past the end: read as a save cut short, which a restore refuses unasked.
+    assert!(Snapshot::parse(f, "x").unwrap().truncated.is_some());
     let mut f = encode_header(&header());
     let mut rec = encode_kv(0, &[1], &rows(0, 1));
     rec[16..20].copy_from_slice(&u32::MAX.to_le_bytes()); // count

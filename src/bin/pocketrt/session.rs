@@ -6,10 +6,10 @@
 
 use pocketrt::api::{ChatMessage, Role};
 use pocketrt::generate::Session;
-use pocketrt::session::{encode_meta, Header, RestoreOptions, MAGIC};
+use pocketrt::session::{Header, RestoreOptions};
 use pocketrt::tokenizer::Message;
-use pocketrt::{Error, Result};
-use std::io::{Read, Write};
+use pocketrt::Result;
+use std::io::Read;
 use std::path::Path;
 
 /// Restore `path` into `session` if the file exists (false: a new session).
@@ -26,6 +26,12 @@ pub fn restore(session: &mut Session, path: &Path, verbose: bool) -> Result<bool
             "session {}: prefilled its {} tokens instead of restoring their KV rows: {why}",
             path.display(),
             r.tokens
+        );
+    }
+    if let Some(what) = &r.dropped {
+        eprintln!(
+            "session {}: its last save was cut short, restored the saves before it ({what})",
+            path.display()
         );
     }
     if verbose {
@@ -48,22 +54,11 @@ pub fn save(
     chat: Option<&[ChatMessage]>,
     verbose: bool,
 ) -> Result<()> {
-    let r = session.save(path)?;
-    let mut meta = 0;
     if let Some(history) = chat {
-        // The chat goes in as a meta record of its own after the session's (the last
-        // one wins): `Session` takes its messages from its own `chat`, not from the
-        // driven requests this command makes.
-        let messages: Vec<Message> = history.iter().map(template_message).collect();
-        let json = serde_json::to_string(&messages).expect("messages serialize");
-        let record = encode_meta(&json);
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
-        f.write_all(&record).map_err(|e| Error::io(path, e))?;
-        meta = record.len();
+        // `chat` drives its requests itself: the session keeps the chat they make.
+        session.set_messages(history.iter().map(template_message).collect());
     }
+    let r = session.save(path)?;
     if verbose {
         eprintln!(
             "session {}: saved {} tokens ({} positions, {} bytes written{}; file {} bytes) \
@@ -71,9 +66,9 @@ pub fn save(
             path.display(),
             r.tokens,
             r.positions,
-            r.bytes_written + meta as u64,
+            r.bytes_written,
             if r.rewrote { ", anew" } else { "" },
-            r.file_bytes + meta as u64,
+            r.file_bytes,
             r.seconds * 1e3
         );
     }
@@ -104,16 +99,9 @@ fn template_message(m: &ChatMessage) -> Message {
 
 /// The context the snapshot at `path` was saved with (its header), if it is one.
 pub fn saved_context(path: &Path) -> Option<usize> {
-    let mut f = std::fs::File::open(path).ok()?;
-    let mut head = [0u8; 16];
-    f.read_exact(&mut head).ok()?;
-    if head[..8] != MAGIC {
-        return None;
-    }
-    let len = u32::from_le_bytes(head[12..16].try_into().ok()?) as usize;
-    let mut json = vec![0; len.min(1 << 20)];
-    f.read_exact(&mut json).ok()?;
-    serde_json::from_slice::<Header>(&json)
-        .ok()
-        .map(|h| h.context)
+    let mut head = Vec::new();
+    let f = std::fs::File::open(path).ok()?;
+    f.take(1 << 20).read_to_end(&mut head).ok()?;
+    let (header, _) = Header::read(&head, &path.display().to_string()).ok()?;
+    Some(header.context)
 }
