@@ -351,9 +351,10 @@ impl PocketModel {
     }
 
     /// What brings the session snapshot `id` (a file of `fileBytes` now; undefined: no
-    /// file) up to date: `{ data: Uint8Array, rewrite, at, tokens, positions, fileBytes }`
-    /// — write `data` at `at` (on `rewrite`, as the whole file), the file then has
-    /// `fileBytes` (`snapshot.rs`). `web/src/sessions.js` stores it.
+    /// file) up to date: `{ parts: Uint8Array[], rewrite, at, tokens, positions,
+    /// fileBytes }` — write the parts, in order, at `at` (on `rewrite`, as the whole
+    /// file), the file then has `fileBytes` (`snapshot.rs`). `web/src/sessions.js` stores
+    /// it.
     // The RefCell guard held across the GPU readback is the one-call-at-a-time lock.
     #[allow(clippy::await_holding_refcell_ref)]
     #[wasm_bindgen(js_name = snapshotSave)]
@@ -366,7 +367,11 @@ impl PocketModel {
             let d = s.save_delta(&id, size).await.map_err(to_js)?;
             let out = js_sys::Object::new();
             let set = |k: &str, v: JsValue| Reflect::set(&out, &k.into(), &v).map(drop);
-            set("data", js_sys::Uint8Array::from(&d.data[..]).into())?;
+            let parts = js_sys::Array::new();
+            for part in &d.parts {
+                parts.push(&js_sys::Uint8Array::from(&part[..]));
+            }
+            set("parts", parts.into())?;
             set("rewrite", d.rewrite.into())?;
             set("at", (d.at as f64).into())?;
             set("tokens", (d.tokens as f64).into())?;

@@ -113,12 +113,14 @@ impl ModelSource for Identity {
 
 /// What a save hands JavaScript: the bytes to write and where.
 pub struct Delta {
-    /// A record of the new positions and the chat (append at `at`), or the whole file.
-    pub data: Vec<u8>,
-    /// `data` is the whole file (first save, another header or id, a file changed
+    /// The bytes, in parts (the header on a rewrite, the record of the new positions,
+    /// the chat: not joined, which would copy the rows once more in wasm memory): to
+    /// append at `at`, or the whole file.
+    pub parts: Vec<Vec<u8>>,
+    /// `parts` are the whole file (first save, another header or id, a file changed
     /// behind the session's back, or rollbacks compacted).
     pub rewrite: bool,
-    /// Where `data` goes: the file's length before this save (0 on a rewrite).
+    /// Where `parts` go: the file's length before this save (0 on a rewrite).
     pub at: u64,
     /// Tokens of the history the file now restores to.
     pub tokens: usize,
@@ -259,19 +261,23 @@ impl WebSession {
             .filter(|s| Some(s.file_bytes) == file_bytes);
         let history = self.history().to_vec();
         let plan = Saved::plan(saved, &header, &history);
-        let (start, at, mut data) = match plan {
-            SavePlan::Append { start } => (start, saved.map_or(0, |s| s.file_bytes), Vec::new()),
-            SavePlan::Rewrite => (0, 0, encode_header(&header)),
+        let (start, at, head) = match plan {
+            SavePlan::Append { start } => (start, saved.map_or(0, |s| s.file_bytes), None),
+            SavePlan::Rewrite => (0, 0, Some(encode_header(&header))),
         };
         let tokens = &history[start..];
         let rows = self
             .model
             .read_kv(start, tokens.len(), history.len())
             .await?;
-        data.extend(encode_kv(start, tokens, &rows));
+        let record = encode_kv(start, tokens, &rows);
+        drop(rows);
         let messages = serde_json::to_string(&self.messages).expect("messages serialize");
-        data.extend(encode_meta(&messages));
-        let file_bytes = at + data.len() as u64;
+        let parts: Vec<Vec<u8>> = head
+            .into_iter()
+            .chain([record, encode_meta(&messages)])
+            .collect();
+        let file_bytes = at + parts.iter().map(|p| p.len() as u64).sum::<u64>();
         let positions = tokens.len();
         let now = Saved {
             header,
@@ -280,7 +286,7 @@ impl WebSession {
         };
         self.track(id, Some(now));
         Ok(Delta {
-            data,
+            parts,
             rewrite: plan == SavePlan::Rewrite,
             at,
             tokens: history.len(),

@@ -116,30 +116,27 @@ const opfs = {
     const blobs = await Promise.all(files.map((f) => f.getFile()));
     return new Uint8Array(await new Blob(blobs).arrayBuffer());
   },
-  /** Write `bytes` at `at` (the snapshot's size: an append, as a part file of its own),
-   * or (`at` null) as the whole snapshot: its parts removed (the newest first: what is
-   * left is an older snapshot), then the file replaced. */
-  async write(key, id, bytes, at, info) {
+  /** Write `chunks` (Uint8Arrays, in order) at `at` (the snapshot's size: an append, as
+   * a part file of its own), or (`at` null) as the whole snapshot: its parts removed (the
+   * newest first: what is left is an older snapshot), then the file replaced. */
+  async write(key, id, chunks, at, info) {
     const dir = await this.dir(key, true);
     const files = await this.files(dir, id);
     if (at !== null && files.length - 1 >= MAX_PARTS) {
       const old = await this.read(key, id);
-      const whole = new Uint8Array(at + bytes.length);
-      whole.set(old.subarray(0, at));
-      whole.set(bytes, at);
-      return this.write(key, id, whole, null, info);
+      return this.write(key, id, [old.subarray(0, at), ...chunks], null, info);
     }
     const base = fileName(id) + SNAP;
     if (at === null) {
       for (const f of files.slice(1).reverse()) await dir.removeEntry(f.name);
-      await writeFile(await dir.getFileHandle(base, { create: true }), bytes);
+      await writeFile(await dir.getFileHandle(base, { create: true }), chunks);
     } else {
       if (!files.length) throw coded(`session "${id}" has no file to append to`, 'IO');
       const last = files.length > 1 ? Number(files.at(-1).name.slice(base.length + 1)) : 0;
-      await writeFile(await dir.getFileHandle(`${base}.${last + 1}`, { create: true }), bytes);
+      await writeFile(await dir.getFileHandle(`${base}.${last + 1}`, { create: true }), chunks);
     }
     const meta = await dir.getFileHandle(fileName(id) + INFO, { create: true });
-    await writeFile(meta, new TextEncoder().encode(JSON.stringify(info)));
+    await writeFile(meta, [new TextEncoder().encode(JSON.stringify(info))]);
   },
   async list(key) {
     const dir = await this.dir(key, false);
@@ -207,14 +204,14 @@ async function fileIn(dir, name) {
   }
 }
 
-/** Write `bytes` as a file's whole content: a `createWritable()` swap file committed on
- * close (atomic: a tab killed meanwhile leaves the old content), else (a Worker of a
- * browser without it) a sync access handle. */
-async function writeFile(handle, bytes) {
+/** Write `chunks` (in order) as a file's whole content: a `createWritable()` swap file
+ * committed on close (atomic: a tab killed meanwhile leaves the old content), else (a
+ * Worker of a browser without it) a sync access handle. */
+async function writeFile(handle, chunks) {
   if (typeof handle.createWritable === 'function') {
     const w = await handle.createWritable();
     try {
-      await w.write(bytes);
+      for (const c of chunks) await w.write(c);
       await w.close();
     } catch (e) {
       await w.abort().catch(() => {});
@@ -225,12 +222,27 @@ async function writeFile(handle, bytes) {
   const h = await handle.createSyncAccessHandle();
   try {
     h.truncate(0);
-    const written = h.write(bytes, { at: 0 });
-    if (written !== bytes.length) throw coded(`wrote ${written} of ${bytes.length} bytes`, 'IO');
+    let at = 0;
+    for (const c of chunks) {
+      const written = h.write(c, { at });
+      if (written !== c.length) throw coded(`wrote ${written} of ${c.length} bytes`, 'IO');
+      at += written;
+    }
     h.flush();
   } finally {
     h.close();
   }
+}
+
+/** `chunks` joined into one array. */
+function join(chunks) {
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
 }
 
 // --- Cache Storage (where OPFS cannot be written) --------------------------------------
@@ -256,14 +268,9 @@ const cacheStore = {
     const r = await this.response(key, id);
     return r ? new Uint8Array(await r.arrayBuffer()) : null;
   },
-  async write(key, id, bytes, at, info) {
-    let whole = bytes;
-    if (at !== null) {
-      const old = (await this.read(key, id)) ?? new Uint8Array(0);
-      whole = new Uint8Array(at + bytes.length);
-      whole.set(old.subarray(0, at));
-      whole.set(bytes, at);
-    }
+  async write(key, id, chunks, at, info) {
+    const old = at === null ? [] : [((await this.read(key, id)) ?? new Uint8Array(0)).subarray(0, at)];
+    const whole = join([...old, ...chunks]);
     const headers = {
       'content-type': 'application/octet-stream',
       'x-pocketrt-bytes': String(whole.length),
@@ -380,7 +387,7 @@ export class Sessions {
       const size = await store.size(this.#key, id);
       const d = await this.#engine.save(id, size ?? undefined);
       try {
-        await store.write(this.#key, id, d.data, d.rewrite ? null : d.at, { tokens: d.tokens, savedAt: Date.now() });
+        await store.write(this.#key, id, d.parts, d.rewrite ? null : d.at, { tokens: d.tokens, savedAt: Date.now() });
       } catch (e) {
         forget(this.#engine, id);
         throw coded(`saving session "${id}" failed: ${e?.message ?? e}`, e?.name === 'QuotaExceededError' ? 'QUOTA' : 'IO');
@@ -390,7 +397,7 @@ export class Sessions {
         id,
         tokens: d.tokens,
         positions: d.positions,
-        bytesWritten: d.data.length,
+        bytesWritten: d.parts.reduce((n, p) => n + p.length, 0),
         bytes: d.fileBytes,
         rewrote: d.rewrite,
         seconds: (now() - t0) / 1000,
@@ -452,7 +459,7 @@ export class Sessions {
     return serial(async () => {
       forget(this.#engine, id);
       const [store, other] = writer();
-      await store.write(this.#key, id, data, null, { tokens: null, savedAt: Date.now() });
+      await store.write(this.#key, id, [data], null, { tokens: null, savedAt: Date.now() });
       await other.remove(this.#key, id).catch(() => {});
     });
   }

@@ -124,6 +124,24 @@ function helpers() {
     const badId = await window.failure(m.sessions.save(''));
     return { first, res, chat, load, loadFallback, badId };
   }
+  // 70 saves of one snapshot (each after the first a part file of its own in OPFS; past
+  // 64 parts one is written whole again), then its files and a restore.
+  async function manySaves(m) {
+    const reports = [];
+    for (let i = 0; i < 70; i++) {
+      if (i % 10 === 9) await window.turn(m, [window.say(`Turn ${i}.`)], { max_tokens: 2 });
+      reports.push(await m.sessions.save('many'));
+    }
+    const root = await (await navigator.storage.getDirectory()).getDirectoryHandle('pocketrt-sessions');
+    const files = [];
+    for await (const [, dir] of root.entries()) {
+      for await (const name of dir.keys()) if (name.startsWith('many.snap')) files.push(name);
+    }
+    const back = await m.sessions.restore('many');
+    const last = reports.at(-1);
+    return { files: files.length, rewrote: reports.filter((r) => r.rewrote).length, last, back };
+  }
+  window.manySaves = manySaves;
   // A failure as { code, message } (to assert on in node).
   window.failure = async (p) => {
     try {
@@ -267,10 +285,11 @@ export const tests = {
         const foreign = await m.sessions.restore(`cmp-${other}`);
         const fourth = await window.turn(m, foreign.messages.concat([window.say('And then?')]), { max_tokens: 2 });
         const bad = await window.badSnapshots(m, backend);
+        const many = backend === 'cpu' ? await window.manySaves(m) : null;
         const list = await m.sessions.list();
         const missing = await window.failure(m.sessions.restore('never-saved'));
         m.unload();
-        out[backend] = { restored, greedy, seeded, auto, third, foreign, fourth, bad, list, missing };
+        out[backend] = { restored, greedy, seeded, auto, third, foreign, fourth, bad, many, list, missing };
       }
       const none = await window.Pocket.load('/models/tiny/', { backend: 'cpu', cache: false, restore: 'never-saved' });
       out.noneRestored = none.restored;
@@ -307,6 +326,13 @@ export const tests = {
       assert.equal(a.foreign.restored, 0);
       assert.equal(cached(a.fourth), a.foreign.tokens, `${backend}: a prefilled history is in the cache`);
       checkBadSnapshots(backend, a.bad);
+      if (a.many) {
+        assert.equal(a.many.rewrote, 1, 'one snapshot file, appended 69 times');
+        assert.ok(a.many.files >= 2 && a.many.files <= 10, `past 64 parts it was written whole again: ${a.many.files} files`);
+        assert.equal(a.many.back.bytes, a.many.last.bytes);
+        assert.equal(a.many.back.tokens, a.many.last.tokens);
+        assert.equal(a.many.back.prefilled, null);
+      }
       const ids = a.list.map((s) => s.id).sort();
       assert.ok(['auto-cpu', 'auto-webgpu', 'cmp-cpu', 'cmp-webgpu', 'worker'].every((id) => ids.includes(id)), ids.join());
       assert.ok(a.list.every((s) => s.bytes > 0 && s.savedAt > 0), JSON.stringify(a.list));
