@@ -382,7 +382,7 @@ impl PocketModel {
     }
 
     /// Restore the session snapshot `id` from its file's bytes: `{ tokens, restored,
-    /// prefilled, recovered, messages, fileBytes }` (`snapshot.rs`); a bad snapshot
+    /// prefilled, dropped, messages, fileBytes }` (`snapshot.rs`); a bad snapshot
     /// rejects with code `SESSION_MISMATCH` or `SESSION_CORRUPT` (`fallback`: a prefill
     /// of its tokens where that can help).
     // The RefCell guard held across the GPU await is the one-call-at-a-time lock.

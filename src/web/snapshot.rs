@@ -15,7 +15,7 @@ use crate::format::source::{ModelSource, SourceTensor};
 use crate::quant::{MergeStats, Q4Tensor};
 use crate::session::{
     encode_header, encode_kv, encode_meta, model_fingerprint, tokenizer_fingerprint, Compat,
-    Header, SavePlan, Saved, Snapshot, FORMAT,
+    Header, Restore, SavePlan, Saved, Snapshot, FORMAT,
 };
 use crate::tokenizer::Message;
 use serde::Serialize;
@@ -142,37 +142,13 @@ pub struct Restored {
     /// Why its tokens were prefilled instead (rows of another backend, profile or
     /// adapter; with `fallback`, another model or rows failing their checksum).
     pub prefilled: Option<String>,
-    /// With `fallback`: why the end of the file was dropped (a save cut short leaves an
-    /// incomplete last record; the saves before it are restored).
-    pub recovered: Option<String>,
+    /// With `fallback`: what of the file was left out (its last save, cut short: a tab
+    /// killed while it wrote); the saves before it were restored.
+    pub dropped: Option<String>,
     /// The conversation saved with it (the last chat request's messages and reply).
     pub messages: Vec<Message>,
     /// Bytes of the snapshot read.
     pub file_bytes: u64,
-}
-
-/// Bytes of `data` up to the end of its last whole record, the header's end at least
-/// (0 when the header itself is cut): what a save cut short (a tab killed while it
-/// appended) leaves readable. Only the framing is read here (`format.rs`: magic 8,
-/// version 4, header length 4, header, CRC 4; then records of tag 4, length 8, payload);
-/// `Snapshot::parse` checks the rest.
-fn whole_records(data: &[u8]) -> usize {
-    let Some(header) = data.get(12..16) else {
-        return 0;
-    };
-    let header = u32::from_le_bytes(header.try_into().unwrap()) as u64;
-    let mut end = 20 + header;
-    if end > data.len() as u64 {
-        return 0;
-    }
-    while let Some(len) = data.get(end as usize + 4..end as usize + 12) {
-        let len = u64::from_le_bytes(len.try_into().unwrap());
-        match (end + 12).checked_add(len) {
-            Some(next) if next <= data.len() as u64 => end = next,
-            _ => break,
-        }
-    }
-    end as usize
 }
 
 /// A request's message as the chat template saw it (the request was checked by
@@ -322,25 +298,10 @@ impl WebSession {
     /// version, or a history longer than the context: `SessionMismatch`; a truncated
     /// file or a failed checksum: `SessionCorrupt`; another model or corrupt rows too,
     /// unless `fallback` (then a prefill of its tokens; and a file whose last save was
-    /// cut short restores the saves before it). Nothing changes when it fails before
-    /// the cache is written.
-    pub async fn restore(
-        &mut self,
-        id: &str,
-        mut data: Vec<u8>,
-        fallback: bool,
-    ) -> Result<Restored> {
+    /// cut short restores the saves before it: `Compat::decide`, as natively). Nothing
+    /// changes when it fails before the cache is written.
+    pub async fn restore(&mut self, id: &str, data: Vec<u8>, fallback: bool) -> Result<Restored> {
         let what = format!("session snapshot {id:?}");
-        let whole = whole_records(&data);
-        let recovered = (fallback && whole > 0 && whole < data.len()).then(|| {
-            let why = format!(
-                "its last {} bytes are an incomplete record (a save cut short): the saves \
-                 before it were restored",
-                data.len() - whole
-            );
-            data.truncate(whole);
-            why
-        });
         let snapshot = Snapshot::parse(data, &what)?;
         let ours = self.snapshot_header();
         let compat = Compat::check(&snapshot, &ours, self.model.context(), &what)?;
@@ -351,11 +312,9 @@ impl WebSession {
             })?,
             None => Vec::new(),
         };
-        let prefilled = match compat {
-            Compat::Rows => None,
-            Compat::Prefill(why) => Some(why),
-            Compat::Fallback(e) if fallback => Some(e.to_string()),
-            Compat::Fallback(e) => return Err(e),
+        let (prefilled, dropped) = match compat.decide(&snapshot, &ours, fallback)? {
+            Restore::Rows { note } => (None, note),
+            Restore::Prefill { why } => (Some(why), None),
         };
         let tokens = snapshot.tokens.clone();
         let restored = match &prefilled {
@@ -371,13 +330,13 @@ impl WebSession {
         self.messages = messages.clone();
         // A file of this backend's rows, read whole, takes the next save's appends;
         // another is written anew.
-        let same = prefilled.is_none() && recovered.is_none() && snapshot.header == ours;
+        let same = prefilled.is_none() && dropped.is_none() && snapshot.header == ours;
         self.track(id, same.then(|| Saved::of(&snapshot)));
         Ok(Restored {
             tokens: tokens.len(),
             restored,
             prefilled,
-            recovered,
+            dropped,
             messages,
             file_bytes: snapshot.file_bytes() as u64,
         })

@@ -35,9 +35,9 @@ export interface SessionRestoreResult {
   /** Why its tokens were prefilled instead (rows of another backend or adapter; with
    * `fallback`, another model or rows failing their checksum), else null. */
   prefilled: string | null;
-  /** With `fallback`: why the end of the snapshot was dropped (a save cut short: the
+  /** With `fallback`: what of the snapshot was left out (its last save, cut short: the
    * saves before it are restored), else null. */
-  recovered: string | null;
+  dropped: string | null;
   /** The conversation saved with it: the last chat request's messages and its reply
    * (empty after a plain `generate`). */
   messages: SessionMessage[];

@@ -406,7 +406,7 @@ export class Sessions {
   }
 
   /** Restore the conversation saved as `id` (SESSION_NOT_FOUND when there is none):
-   * `{ id, tokens, restored, prefilled, recovered, messages, bytes, seconds }`. */
+   * `{ id, tokens, restored, prefilled, dropped, messages, bytes, seconds }`. */
   async restore(id, { fallback = false } = {}) {
     const r = await this.restoreIfSaved(id, { fallback });
     if (!r) throw coded(`no session snapshot "${id}" is saved for this model`, 'SESSION_NOT_FOUND');

@@ -162,7 +162,7 @@ function checkBadSnapshots(backend, bad) {
   };
   is(res.truncated.plain, 'SESSION_CORRUPT', /truncated/, 'truncated');
   const t = res.truncated.fallback;
-  assert.ok(t.recovered, `${backend}: ${JSON.stringify(t)}`);
+  assert.ok(t.dropped, `${backend}: ${JSON.stringify(t)}`);
   assert.equal(t.tokens, first.tokens, 'a save cut short: the save before it comes back');
   assert.equal(t.prefilled, null, 'with its rows');
   assert.deepEqual(t.messages, chat.slice(0, 2));

@@ -86,7 +86,7 @@ export async function page(out: { textContent: string | null }): Promise<void> {
   const kept: SessionInfo[] = await model.sessions.list();
   const bytes: Uint8Array | null = await model.sessions.export('chat');
   if (bytes) await model.sessions.import('copy', bytes);
-  console.log(saved.positions, saved.rewrote, back.prefilled ?? back.recovered, chatBack[0]?.content, kept[0]?.tokens);
+  console.log(saved.positions, saved.rewrote, back.prefilled ?? back.dropped, chatBack[0]?.content, kept[0]?.tokens);
   console.log(await model.sessions.delete('copy'), model.restored?.tokens);
   const resumed: Pocket = await Pocket.load('/models/pocket/', {
     autoSave: 'chat',
