@@ -354,6 +354,7 @@ impl Session {
 impl Session {
     /// The engine, the tokens its cache holds and the chat, to change together (a
     /// snapshot's restore, `crate::session`).
+    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn parts_mut(&mut self) -> (&mut Engine, &mut Vec<u32>, &mut Vec<Message>) {
         (&mut self.engine, &mut self.cached, &mut self.messages)
     }
