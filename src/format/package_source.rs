@@ -15,20 +15,27 @@ pub struct PackageSource {
     tensors: Vec<SourceTensor>,
 }
 
+/// A manifest's tensors as a [`ModelSource`] lists them (also the browser's model
+/// identity, which has the manifest and no source).
+pub fn source_tensors(tensors: &[super::package::TensorEntry]) -> Vec<SourceTensor> {
+    let entry = |t: &super::package::TensorEntry| SourceTensor {
+        name: t.name.clone(),
+        shape: t.shape.clone(),
+        dtype: t.dtype.name().to_string(),
+        bytes: t.bytes(),
+    };
+    tensors.iter().map(entry).collect()
+}
+
+/// A package's [`ModelSource::identity`]: its shards' hashes.
+pub fn identity_bytes(m: &super::package::Manifest) -> Vec<u8> {
+    m.shards.iter().flat_map(|s| s.sha256.bytes()).collect()
+}
+
 impl PackageSource {
     pub fn open(dir: &Path) -> Result<PackageSource> {
         let dir = PackageDir::open(dir)?;
-        let tensors = dir
-            .manifest()
-            .tensors
-            .iter()
-            .map(|t| SourceTensor {
-                name: t.name.clone(),
-                shape: t.shape.clone(),
-                dtype: t.dtype.name().to_string(),
-                bytes: t.bytes(),
-            })
-            .collect();
+        let tensors = source_tensors(&dir.manifest().tensors);
         Ok(PackageSource { dir, tensors })
     }
 
@@ -49,8 +56,7 @@ impl ModelSource for PackageSource {
         &self.manifest().config
     }
     fn identity(&self) -> Vec<u8> {
-        let shards = self.manifest().shards.iter();
-        shards.flat_map(|s| s.sha256.bytes()).collect()
+        identity_bytes(self.manifest())
     }
     fn tensors(&self) -> &[SourceTensor] {
         &self.tensors

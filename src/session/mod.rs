@@ -34,4 +34,4 @@ pub use format::{
 pub use identity::{model_fingerprint, tokenizer_fingerprint};
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{RestoreOptions, Restored, SaveReport};
-pub use save::{Compat, Restore, SavePlan, Saved};
+pub use save::{Compat, Restore, RestorePlan, SavePlan, Saved};

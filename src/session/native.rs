@@ -1,10 +1,9 @@
 //! [`Session::save`] and [`Session::restore`]: snapshots in files.
 
 use super::format::{encode_header, encode_kv, encode_meta, Header, Snapshot, FORMAT};
-use super::save::{Compat, Restore, SavePlan, Saved};
+use super::save::{RestorePlan, SavePlan, Saved};
 use crate::error::{Error, Result};
 use crate::generate::{common_prefix, ContextOverflow, Session};
-use crate::tokenizer::Message;
 use std::io::Write;
 use std::path::Path;
 use web_time::Instant;
@@ -150,18 +149,13 @@ impl Session {
         let what = path.display().to_string();
         let snapshot = Snapshot::parse(data, &what)?;
         let ours = self.snapshot_header();
-        let compat = Compat::check(&snapshot, &ours, self.engine().context(), &what)?;
-        let messages: Vec<Message> = match &snapshot.meta {
-            Some(json) => serde_json::from_str(json).map_err(|e| Error::SessionCorrupt {
-                what: what.clone(),
-                detail: format!("its chat: {e}"),
-            })?,
-            None => Vec::new(),
-        };
-        let (prefilled, dropped) = match compat.decide(&snapshot, &ours, opts.fallback)? {
-            Restore::Rows { note } => (None, note),
-            Restore::Prefill { why } => (Some(why), None),
-        };
+        let context = self.engine().context();
+        let plan = RestorePlan::new(&snapshot, &ours, context, &what, opts.fallback)?;
+        let RestorePlan {
+            messages,
+            prefilled,
+            dropped,
+        } = plan;
         let tokens = snapshot.tokens.clone();
         let restored = match &prefilled {
             None => {

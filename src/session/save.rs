@@ -158,3 +158,42 @@ pub enum Restore {
     /// Prefill its tokens, for this reason.
     Prefill { why: String },
 }
+
+/// What a restore of `snapshot` does, decided before anything changes: the chat it
+/// brings back, why its tokens are prefilled (`None`: its rows are written) and what of
+/// it was left out ([`Compat::check`] then [`Compat::decide`]; a chat that is not JSON
+/// is corrupt). Shared by the native and the browser restores.
+#[derive(Debug)]
+pub struct RestorePlan {
+    pub messages: Vec<crate::tokenizer::Message>,
+    pub prefilled: Option<String>,
+    pub dropped: Option<String>,
+}
+
+impl RestorePlan {
+    pub fn new(
+        snapshot: &Snapshot,
+        ours: &Header,
+        context: usize,
+        what: &str,
+        fallback: bool,
+    ) -> Result<RestorePlan> {
+        let compat = Compat::check(snapshot, ours, context, what)?;
+        let messages = match &snapshot.meta {
+            Some(json) => serde_json::from_str(json).map_err(|e| Error::SessionCorrupt {
+                what: what.into(),
+                detail: format!("its chat: {e}"),
+            })?,
+            None => Vec::new(),
+        };
+        let (prefilled, dropped) = match compat.decide(snapshot, ours, fallback)? {
+            Restore::Rows { note } => (None, note),
+            Restore::Prefill { why } => (Some(why), None),
+        };
+        Ok(RestorePlan {
+            messages,
+            prefilled,
+            dropped,
+        })
+    }
+}

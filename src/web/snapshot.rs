@@ -11,11 +11,12 @@ use crate::api::{AssistantMessage, ChatMessage, Content};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Manifest, TensorEntry};
+use crate::format::package_source::{identity_bytes, source_tensors};
 use crate::format::source::{ModelSource, SourceTensor};
 use crate::quant::{MergeStats, Q4Tensor};
 use crate::session::{
-    encode_header, encode_kv, encode_meta, model_fingerprint, tokenizer_fingerprint, Compat,
-    Header, Restore, SavePlan, Saved, Snapshot, FORMAT,
+    encode_header, encode_kv, encode_meta, model_fingerprint, tokenizer_fingerprint, Header,
+    RestorePlan, SavePlan, Saved, Snapshot, FORMAT,
 };
 use crate::tokenizer::Message;
 use serde::Serialize;
@@ -34,18 +35,6 @@ pub struct Identity {
     identity: Vec<u8>,
 }
 
-fn source_tensors(tensors: &[TensorEntry]) -> Vec<SourceTensor> {
-    tensors
-        .iter()
-        .map(|t| SourceTensor {
-            name: t.name.clone(),
-            shape: t.shape.clone(),
-            dtype: t.dtype.name().to_string(),
-            bytes: t.bytes(),
-        })
-        .collect()
-}
-
 impl Identity {
     /// A pocket package: the fields the native `PackageSource` gives (so that a package
     /// has one identity natively and in the browser), its shard hashes as identity bytes.
@@ -54,7 +43,7 @@ impl Identity {
             container: format!("pocket package ({} shards)", m.shards.len()),
             config: m.config.clone(),
             tensors: source_tensors(&m.tensors),
-            identity: m.shards.iter().flat_map(|s| s.sha256.bytes()).collect(),
+            identity: identity_bytes(m),
         }
     }
 
@@ -304,18 +293,13 @@ impl WebSession {
         let what = format!("session snapshot {id:?}");
         let snapshot = Snapshot::parse(data, &what)?;
         let ours = self.snapshot_header();
-        let compat = Compat::check(&snapshot, &ours, self.model.context(), &what)?;
-        let messages: Vec<Message> = match &snapshot.meta {
-            Some(json) => serde_json::from_str(json).map_err(|e| Error::SessionCorrupt {
-                what: what.clone(),
-                detail: format!("its chat: {e}"),
-            })?,
-            None => Vec::new(),
-        };
-        let (prefilled, dropped) = match compat.decide(&snapshot, &ours, fallback)? {
-            Restore::Rows { note } => (None, note),
-            Restore::Prefill { why } => (Some(why), None),
-        };
+        let context = self.model.context();
+        let plan = RestorePlan::new(&snapshot, &ours, context, &what, fallback)?;
+        let RestorePlan {
+            messages,
+            prefilled,
+            dropped,
+        } = plan;
         let tokens = snapshot.tokens.clone();
         let restored = match &prefilled {
             None => {
