@@ -7,6 +7,7 @@ import { plannedThreads } from './threads.js';
 import { relaxedSimdSupported } from './simd.js';
 import { endpoint } from './completions.js';
 import { Sessions, deleteSessions, sessionBytes } from './sessions.js';
+import { SharedEngine } from './shared.js';
 
 let singleReady = null;
 let threadedReady = null;
@@ -135,7 +136,7 @@ export const cache = {
   async delete(url, base) {
     const name = await modelName(url, base);
     try {
-      await deleteSessions(name);
+      for (const scope of ['', ...SESSION_SCOPES]) await deleteSessions(scope ? `${name}#${scope}` : name);
       return await (await glue()).cacheDelete(name);
     } catch (e) {
       throw coded(e);
@@ -180,6 +181,10 @@ function wasmOptions(options) {
   };
 }
 
+/** The session stores a model keeps beside its own (`scopedSessions`): `tabs`, the
+ * conversations of the tabs that share it (host.js). */
+const SESSION_SCOPES = ['tabs'];
+
 /** `id` checked as a session id (a non-empty string). */
 function sessionId(id, what) {
   if (typeof id !== 'string' || id === '') {
@@ -210,6 +215,8 @@ export class Pocket {
   #chosen;
   #autoSave;
   #onAutoSave;
+  #name;
+  #snapshots;
 
   /** The models kept in Cache Storage (see `cache`). */
   static cache = cache;
@@ -226,13 +233,15 @@ export class Pocket {
     this.#autoSave = options.autoSave ?? null;
     this.#onAutoSave = options.onAutoSave;
     this.#watch();
-    /** Session snapshots of this model (sessions.js): `save(id)`, `restore(id, {
-     * fallback })`, `list()`, `delete(id)`, `export(id)`, `import(id, bytes)`. */
-    this.sessions = new Sessions(name, {
+    this.#name = name;
+    this.#snapshots = {
       save: (id, size) => inner.snapshotSave(id, size),
       restore: (id, bytes, fallback) => inner.snapshotRestore(id, bytes, fallback),
       forget: (id) => inner.snapshotForget(id),
-    });
+    };
+    /** Session snapshots of this model (sessions.js): `save(id)`, `restore(id, {
+     * fallback })`, `list()`, `delete(id)`, `export(id)`, `import(id, bytes)`. */
+    this.sessions = new Sessions(name, this.#snapshots);
     /** What `restore` (load option) restored: `sessions.restore`'s result, or null. */
     this.restored = null;
     // OpenAI's API (completions.js) on the wasm session's completion runner.
@@ -285,6 +294,7 @@ export class Pocket {
    * SESSION_MISMATCH / SESSION_CORRUPT).
    */
   static async load(url, options = {}) {
+    if (options.shared) return new SharedEngine().load(url, options);
     if (options.backend === 'webgpu' && !hasWebGPU()) {
       throw pocketError(
         'WebGPU is not available in this browser (navigator.gpu is missing); ' +
@@ -321,6 +331,13 @@ export class Pocket {
     } catch (e) {
       throw coded(e);
     }
+  }
+
+  /** Snapshots of this model kept apart from `sessions` (one of SESSION_SCOPES: neither
+   * listed nor deleted with the user's): the shared engine's tab conversations. */
+  scopedSessions(scope) {
+    if (!SESSION_SCOPES.includes(scope)) throw pocketError(`unknown session scope ${scope}`, 'INVALID_ARGUMENT');
+    return new Sessions(`${this.#name}#${scope}`, this.#snapshots);
   }
 
   /** After a completed reply: save the conversation as the `autoSave` id. A failed save

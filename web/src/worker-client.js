@@ -1,6 +1,7 @@
 // The page side of the pocketrt Worker: the same API as `Pocket`, every call a message.
 import { apiError } from './completions.js';
 import { requestPersist } from './pocket.js';
+import { SharedEngine } from './shared.js';
 
 let nextId = 1;
 
@@ -138,6 +139,11 @@ export class RemoteModel {
     return this.worker.call('unload');
   }
 
+  /** Bytes of the buffers on the model's WebGPU device (0 on the CPU backend). */
+  gpuBytes() {
+    return this.worker.call('gpu-bytes');
+  }
+
   /** Test hook: `Pocket.destroyDeviceForTesting()` in the worker. */
   destroyDeviceForTesting() {
     return this.worker.call('destroy-device-for-testing');
@@ -226,7 +232,9 @@ function autoSaveEvent(event) {
   return event.error ? { ...event, error: coded(event.error.message, event.error.code) } : event;
 }
 
-/** Start a PocketWorker (the demo's way to keep the page responsive). */
-export function createWorker(url) {
-  return PocketWorker.create(url);
+/** Start a PocketWorker (the demo's way to keep the page responsive); with `{ shared:
+ * true }`, a handle on the engine every tab of the origin shares (shared.js: its `load`
+ * attaches this tab). */
+export function createWorker(url, { shared = false } = {}) {
+  return shared ? new SharedEngine() : PocketWorker.create(url);
 }

@@ -29,7 +29,7 @@ const BACKENDS = ['webgpu', 'cpu'];
  * text does not render back (so the next request would re-run the reply's end whether
  * restored or not): a logit bias of +100 keeps replies to lower-case letters and spaces,
  * so `cached_tokens` of the next turn is the whole history. */
-function helpers() {
+export function helpers() {
   const letters = { 32: 100 };
   for (let c = 97; c <= 122; c++) letters[c] = 100;
   window.turn = async (model, messages, request = {}) => {

@@ -17,8 +17,9 @@ import { tests as wllamaTests } from './cases-wllama.js';
 import { tests as apiTests } from './cases-api.js';
 import { tests as faultTests } from './cases-faults.js';
 import { tests as sessionTests } from './cases-sessions.js';
+import { tests as sharedTests } from './cases-shared.js';
 
-const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...faultTests, ...sessionTests, ...benchTests, ...wllamaTests };
+const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...faultTests, ...sessionTests, ...sharedTests, ...benchTests, ...wllamaTests };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = process.env.POCKETRT_WEB_FIXTURE;

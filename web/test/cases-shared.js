@@ -1,0 +1,211 @@
+// Browser tests of the engine every tab of a site shares (`Pocket.load(url, { shared:
+// true })`: web/src/shared.js, host.js), run by run.js on the tiny fixture on WebGPU,
+// three pages of one origin:
+// - in a SharedWorker: the weights are fetched once (one engine: one host, one GPU bytes
+//   figure), the second and third `load` return in < 200 ms, a page's own memory grows
+//   < 5 MB; the three stream their chats at the same time, each reply equal to the same
+//   chat in a Worker of its own, each follow-up with its history in the KV cache (each
+//   tab's conversation restored between the others' requests); closing the first page
+//   leaves the engine to the other two;
+// - without SharedWorker (leader election with Web Locks, the engine in the first tab's
+//   Worker): the same chats; closing the hosting page while one tab streams and another
+//   waits: the streaming request fails with HOST_LOST, the waiting one is sent again to
+//   the tab that takes over and answers alike, both conversations go on from their
+//   snapshots (no prefill), `onHostChange` tells both tabs.
+// Each gets { page, context, server, fixture, scratch, results }.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { plainPage } from './cases.js';
+import { helpers } from './cases-sessions.js';
+
+const PROMPTS = ['Hello, pocket!', 'Tell me a story.', 'What is a tab?'];
+const FOLLOW_UP = ['And then?', 'Go on.', 'Why?'];
+const TURN = { max_tokens: 6, stream: true };
+
+/** Three pages of the context, each with the session helpers and the package. */
+async function tabs(page, context, server, init = null) {
+  await context.addInitScript(helpers);
+  if (init) await context.addInitScript(init);
+  const pages = [page, await context.newPage(), await context.newPage()];
+  for (const p of pages) await plainPage(p, server);
+  return pages;
+}
+
+/** Each chat's replies in a Worker of its own (not shared): the references. */
+let references = null;
+async function referenceReplies(page) {
+  references ??= await page.evaluate(
+    async ({ prompts, followUps, request }) => {
+      const { createWorker } = await import('/pkg/pocket.js');
+      const w = createWorker();
+      const m = await w.load('/models/tiny/', { backend: 'webgpu', cache: false });
+      const out = [];
+      for (let i = 0; i < prompts.length; i++) {
+        const one = [say(prompts[i])];
+        const a = await turn(m, one, request);
+        const two = [...one, reply(a), say(followUps[i])];
+        const b = await turn(m, two, request);
+        const c = await turn(m, [...two, reply(b), say('More.')], request);
+        out.push([a, b, c].map((t) => t.content));
+      }
+      w.terminate();
+      return out;
+    },
+    { prompts: PROMPTS, followUps: FOLLOW_UP, request: TURN },
+  );
+  return references;
+}
+
+/** Load the fixture shared in each page in turn: { info, ms } each. */
+async function loadShared(pages) {
+  const out = [];
+  for (const p of pages) {
+    out.push(
+      await p.evaluate(async () => {
+        window.hostChanges = [];
+        const t0 = performance.now();
+        window.model = await window.Pocket.load('/models/tiny/', {
+          shared: true,
+          backend: 'webgpu',
+          onHostChange: (e) => window.hostChanges.push(e),
+        });
+        return { info: window.model.info, ms: performance.now() - t0 };
+      }),
+    );
+  }
+  return out;
+}
+
+/** Turn `n` (0, 1, 2) of page `i`'s chat, its history the replies so far; with when it
+ * started and ended (ms since the epoch: one clock for every page). */
+function turnOf(p, i, n, replies) {
+  return p.evaluate(
+    async ({ prompt, followUp, n, replies, request }) => {
+      const history = [say(prompt)];
+      if (n >= 1) history.push({ role: 'assistant', content: replies[0] }, say(followUp));
+      if (n >= 2) history.push({ role: 'assistant', content: replies[1] }, say('More.'));
+      const start = Date.now();
+      try {
+        const t = await turn(window.model, history, request);
+        return { ...t, start, end: Date.now() };
+      } catch (e) {
+        return { code: e.code, message: e.message, start, end: Date.now() };
+      }
+    },
+    { prompt: PROMPTS[i], followUp: FOLLOW_UP[i], n, replies, request: TURN },
+  );
+}
+
+/** Page `i`'s `turnOf` for every page at once; checks each reply against the reference
+ * and that all three were in flight together. */
+async function concurrentTurn(pages, indices, n, refs, got) {
+  const out = await Promise.all(indices.map((i) => turnOf(pages[i], i, n, got[i])));
+  out.forEach((t, k) => {
+    const i = indices[k];
+    assert.ok(!t.code, `tab ${i} turn ${n}: ${t.code} ${t.message}`);
+    assert.equal(t.content, refs[i][n], `tab ${i} turn ${n} equals the chat alone in its own Worker`);
+    if (n > 0) {
+      // The history (the last turn's prompt and reply) is in the KV cache: this tab's
+      // conversation was put back after the other tabs' requests ran.
+      assert.equal(t.usage.prompt_tokens_details.cached_tokens, got[i].history,
+        `tab ${i} turn ${n}: of ${t.usage.prompt_tokens} prompt tokens, the history's are cached`);
+    }
+    got[i].push(t.content);
+    // (The reply's last token was chosen but never run through the model.)
+    got[i].history = t.usage.prompt_tokens + t.usage.completion_tokens - 1;
+  });
+  const together = Math.max(...out.map((t) => t.start)) < Math.min(...out.map((t) => t.end));
+  assert.ok(together, `the tabs' requests were in flight at the same time: ${JSON.stringify(out.map((t) => [t.start, t.end]))}`);
+  return out;
+}
+
+/** Bytes the page's JS (and its Workers) hold, measured at once (the flag in browser.js). */
+function pageMemory(p) {
+  return p.evaluate(async () => (await performance.measureUserAgentSpecificMemory()).bytes);
+}
+
+const shardRequests = (server) => server.requests.filter((r) => /weights-\d+\.bin$/.test(r)).length;
+
+/** Loads in three tabs: one host, the later loads fast, the shards fetched once. */
+async function checkLoads(pages, server, fixture, via) {
+  const shards = JSON.parse(fs.readFileSync(path.join(fixture, 'manifest.json'), 'utf8')).shards.length;
+  server.requests.length = 0;
+  const before = await pageMemory(pages[1]);
+  const loads = await loadShared(pages);
+  const after = await pageMemory(pages[1]);
+  const hosts = new Set(loads.map((l) => l.info.shared.host));
+  assert.equal(hosts.size, 1, 'one engine for the three tabs');
+  for (const l of loads) assert.equal(l.info.shared.via, via);
+  assert.equal(shardRequests(server), shards, 'the weights are fetched once');
+  for (const l of loads.slice(1)) assert.ok(l.ms < 200, `a later tab's load returns in < 200 ms: ${l.ms.toFixed(0)} ms`);
+  const bytes = await Promise.all(pages.map((p) => p.evaluate(() => window.model.gpuBytes())));
+  assert.ok(bytes[0] > 0 && bytes.every((b) => b === bytes[0]), `one engine's GPU bytes: ${bytes}`);
+  const tabsSeen = await pages[0].evaluate(() => window.model.info.shared.tabs);
+  assert.equal(tabsSeen, 3, 'the first tab sees three tabs');
+  const grew = (after - before) / 2 ** 20;
+  assert.ok(grew < 5, `the second tab's memory grew ${grew.toFixed(2)} MB`);
+  console.log(`     ${via}: loads ${loads.map((l) => `${l.ms.toFixed(0)} ms`).join(', ')}; ${bytes[0]} GPU bytes, once; ` +
+    `the second tab's page and Workers: ${(before / 2 ** 20).toFixed(1)} → ${(after / 2 ** 20).toFixed(1)} MB`);
+}
+
+export const tests = {
+  async three_tabs_share_one_engine_in_a_shared_worker({ page, context, server, fixture }) {
+    const pages = await tabs(page, context, server);
+    await checkLoads(pages, server, fixture, 'shared-worker');
+    const refs = await referenceReplies(pages[0]);
+    const got = [[], [], []];
+    await concurrentTurn(pages, [0, 1, 2], 0, refs, got);
+    await concurrentTurn(pages, [0, 1, 2], 1, refs, got);
+    // The first page closes: the engine is the SharedWorker's, the other two go on.
+    await pages[0].close();
+    await concurrentTurn(pages, [1, 2], 2, refs, got);
+    assert.equal(await pages[1].evaluate(() => window.model.info.shared.tabs), 2);
+    assert.deepEqual(await pages[1].evaluate(() => window.hostChanges), [], 'no takeover');
+  },
+
+  async without_shared_worker_a_leader_tab_hosts_and_another_takes_over({ page, context, server, fixture }) {
+    // As on Android's Chrome: no SharedWorker, so the tabs elect a leader.
+    const pages = await tabs(page, context, server, () => delete window.SharedWorker);
+    await checkLoads(pages, server, fixture, 'leader');
+    const refs = await referenceReplies(pages[0]);
+    const got = [[], [], []];
+    await concurrentTurn(pages, [0, 1, 2], 0, refs, got);
+    const oldHost = await pages[1].evaluate(() => window.model.info.shared.host);
+    // Tab 1 streams a long reply; tab 2's turn waits behind it; the hosting page closes.
+    const long = pages[1].evaluate(async () => {
+      const r = await window.model.chat.completions.create({ messages: [say('Talk.')], max_tokens: 4000, stream: true, temperature: 0, logit_bias: { 97: 100 } });
+      let chunks = 0;
+      try {
+        for await (const _ of r) if (++chunks === 1) window.streaming = true;
+        return { chunks };
+      } catch (e) {
+        return { chunks, code: e.code, message: e.message };
+      }
+    });
+    await pages[1].waitForFunction(() => window.streaming === true);
+    const waiting = turnOf(pages[2], 2, 1, got[2]);
+    await pages[2].waitForTimeout(100);
+    const closed = Date.now();
+    await pages[0].close();
+    const lost = await long;
+    assert.equal(lost.code, 'HOST_LOST', `the streaming request fails with HOST_LOST: ${JSON.stringify(lost)}`);
+    const retried = await waiting;
+    assert.ok(!retried.code, `the waiting request is sent again to the new host: ${retried.code} ${retried.message}`);
+    assert.equal(retried.content, refs[2][1], 'and answers as the chat alone does');
+    const takeover = retried.end - closed;
+    assert.equal(retried.usage.prompt_tokens_details.cached_tokens, got[2].history, 'its history restored on the new host');
+    got[2].push(retried.content);
+    got[2].history = retried.usage.prompt_tokens + retried.usage.completion_tokens - 1;
+    await concurrentTurn(pages, [1], 1, refs, got);
+    await concurrentTurn(pages, [1, 2], 2, refs, got);
+    for (const p of pages.slice(1)) {
+      const { changes, info } = await p.evaluate(() => ({ changes: window.hostChanges, info: window.model.info.shared }));
+      assert.equal(changes.length, 1, 'onHostChange told the tab once');
+      assert.equal(changes[0].previous, oldHost);
+      assert.notEqual(info.host, oldHost);
+      assert.equal(info.via, 'leader');
+    }
+    console.log(`     HOST_LOST after ${lost.chunks} chunks; the waiting request answered ${takeover} ms after the host closed`);
+  },
+};
