@@ -7,7 +7,7 @@ export type * from './sessions.js';
 /** Error codes: NO_WEBGPU, NETWORK, BAD_MANIFEST, BAD_MODEL, SHARD_HASH, SHARD_SIZE,
  * UNSUPPORTED, TOKENIZER, CHAT_TEMPLATE, INVALID_ARGUMENT, GPU, GPU_LIMITS, GPU_LOST,
  * CONTEXT_FULL, QUOTA, NOT_CACHED, SESSION_MISMATCH, SESSION_CORRUPT, SESSION_NOT_FOUND,
- * IO, ABORTED, BUSY, UNLOADED, WORKER, INTERNAL. */
+ * IO, ABORTED, BUSY, UNLOADED, WORKER, HOST_LOST, INTERNAL. */
 export interface PocketError extends Error {
   code: string;
 }
@@ -89,6 +89,29 @@ export interface LoadOptions {
    * nothing is saved as `id`). A bad snapshot fails the load (SESSION_MISMATCH,
    * SESSION_CORRUPT). */
   restore?: string | { id: string; fallback?: boolean };
+  /** One engine for every tab of the origin that loads this model (with this `backend`):
+   * the load resolves with a `RemoteModel` on it (the first tab loads the weights; the
+   * others attach). `{ via }` forces where the engine lives: "shared-worker" (a
+   * SharedWorker: the default where one exists and can run the backend) or "leader"
+   * (the dedicated Worker of the tab holding the model's Web Lock; another tab takes over
+   * when it closes). Not with `files`. */
+  shared?: boolean | { via?: 'shared-worker' | 'leader' };
+  /** Shared loads: the engine moved to another tab's Worker (its host closed). */
+  onHostChange?: (event: HostChangeEvent) => void;
+}
+
+/** Where a shared model's engine runs (`info.shared`). */
+export interface SharedInfo {
+  via: 'shared-worker' | 'leader';
+  /** The host's id (a new one after a takeover). */
+  host: string;
+  /** Tabs attached to the engine. */
+  tabs: number;
+}
+
+export interface HostChangeEvent extends SharedInfo {
+  /** The host that closed. */
+  previous: string;
 }
 
 export interface DeviceLostEvent {
@@ -157,6 +180,8 @@ export interface LoadInfo {
   offline: boolean;
   /** navigator.storage.persist()'s answer with `persist: true`, else null. */
   persisted: boolean | null;
+  /** A shared load's engine (`shared: true`); absent otherwise. */
+  shared?: SharedInfo;
 }
 
 /** A model in Cache Storage (`Pocket.cache.list()`). */
@@ -256,6 +281,7 @@ export declare function wasmMemoryBytes(): Promise<number>;
 export declare function pocketError(message: string, code: string): PocketError;
 
 export declare class Pocket {
+  static load(url: string | URL, options: LoadOptions & { shared: true | { via?: 'shared-worker' | 'leader' } }): Promise<RemoteModel>;
   static load(url: string | URL, options?: LoadOptions): Promise<Pocket>;
   static readonly cache: PocketCache;
   readonly info: LoadInfo;
@@ -305,6 +331,9 @@ export declare class RemoteModel {
   stats(): Promise<GenerateStats | null>;
   reload(): Promise<void>;
   destroyDeviceForTesting(): Promise<boolean>;
+  /** Bytes of the buffers on the engine's WebGPU device (0 on the CPU backend). */
+  gpuBytes(): Promise<number>;
+  /** Free the model (a shared one: leave it; the last tab's leaving frees it). */
   unload(): Promise<void>;
 }
 
@@ -344,5 +373,18 @@ export declare function plannedThreads(
 ): { threads: number; why: string };
 export declare function sharedMemorySupported(): boolean;
 
-export declare function createWorker(url?: string | URL): PocketWorker;
+/** A tab's handle on a shared engine (`createWorker(undefined, { shared: true })`). */
+export declare class SharedEngine {
+  /** Attach this tab to the engine every tab shares for `url` (loading it when none has). */
+  load(url: string | URL, options?: Omit<LoadOptions, 'wasmUrl' | 'files'>): Promise<RemoteModel>;
+  /** The last load's callbacks. */
+  onDeviceLost?: (event: DeviceLostEvent) => void;
+  onAutoSave?: (event: AutoSaveEvent) => void;
+  onHostChange?: (event: HostChangeEvent) => void;
+  /** Leave the engine now, as closing the tab would. */
+  terminate(): void;
+}
+
+export declare function createWorker(url?: string | URL, options?: { shared?: false }): PocketWorker;
+export declare function createWorker(url: string | URL | undefined, options: { shared: true }): SharedEngine;
 export default Pocket;

@@ -523,5 +523,6 @@ export class Pocket {
 }
 
 export { createWorker, PocketWorker } from './worker-client.js';
+export { SharedEngine } from './shared.js';
 export { threadSupport, sharedMemorySupported, THREAD_HEADERS, plannedThreads } from './threads.js';
 export default Pocket;

@@ -17,6 +17,9 @@ import { CHANNEL, CLIENT_LOCK } from './shared-names.js';
 /** How long a tab waits for a host to answer (a model loading elsewhere answers at once). */
 const HOST_TIMEOUT_MS = 60_000;
 
+/** How long a new SharedWorker may take to answer before the tabs elect a leader instead. */
+const SHARED_WORKER_TIMEOUT_MS = 10_000;
+
 /** Messages of a call that mean its reply has begun (it is not sent again after a takeover). */
 const STREAMED = new Set(['piece', 'token', 'begun', 'chunk']);
 
@@ -106,9 +109,10 @@ export class SharedEngine {
       this.#close = () => port.close();
       port.start();
       this.#send({ op: 'who' });
-      const hello = await this.#waitHost();
-      if (!wantGpu || hello.gpu) return;
-      // A SharedWorker without WebGPU where this page has it: the leader's Worker instead.
+      const hello = await this.#waitHost(SHARED_WORKER_TIMEOUT_MS).catch(() => null);
+      if (hello && (!wantGpu || hello.gpu)) return;
+      // A SharedWorker that did not start (e.g. no module SharedWorkers), or one without
+      // WebGPU where this page has it: the leader's Worker instead.
       port.close();
       this.#host = null;
     }
@@ -125,10 +129,10 @@ export class SharedEngine {
     await this.#waitHost();
   }
 
-  #waitHost() {
+  #waitHost(ms = HOST_TIMEOUT_MS) {
     if (this.#host) return Promise.resolve(this.#host);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(pocketError(`no shared engine answered in ${HOST_TIMEOUT_MS / 1000} s`, 'HOST_LOST')), HOST_TIMEOUT_MS);
+      const timer = setTimeout(() => reject(pocketError(`no shared engine answered in ${ms / 1000} s`, 'HOST_LOST')), ms);
       this.#hostWaiters.push((hello) => {
         clearTimeout(timer);
         resolve(hello);

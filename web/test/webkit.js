@@ -7,6 +7,7 @@
 // - a session snapshot saved and restored on the CPU backend continues the chat as the
 //   uninterrupted session does, with no prefill (OPFS, or Cache Storage where OPFS cannot
 //   be written from a page);
+// - two pages share one CPU engine (`shared: true`), each page's tokens native;
 // - the demo loads the model and shows the CPU backend;
 // - threadSupport() reports what WebKit offers (printed).
 // Fails — never skips — when WebKitWebDriver or MiniBrowser is missing.
@@ -156,6 +157,36 @@ try {
   assert.deepEqual(snap.list.map((x) => x.id), ['webkit']);
   console.log(`ok   webkit session snapshot (${snap.store}): ${snap.restored.tokens} tokens, ${snap.restored.bytes} B, ` +
     `saved in ${(snap.saved.seconds * 1000).toFixed(1)} ms, restored in ${(snap.restored.seconds * 1000).toFixed(1)} ms`);
+
+  // Two pages share one CPU engine (`shared: true`): the second attaches to the first's.
+  const sharedLoad = `const [prompt, n, done] = arguments;
+     (async () => {
+       const { Pocket } = await import('/pkg/pocket.js');
+       const t0 = performance.now();
+       window.model = await Pocket.load('/models/tiny/', { shared: true });
+       const ms = performance.now() - t0;
+       const tokens = [];
+       for await (const _ of window.model.generate(prompt, { maxTokens: n, onToken: (p) => tokens.push(p.token) }));
+       return { info: window.model.info, ms, tokens, tabs: window.model.info.shared.tabs };
+     })().then(done, (e) => done({ error: String(e.code) + ' ' + e.message }));`;
+  const first = await run(sharedLoad, [want.prompt, want.tokens.length]);
+  assert.ok(!first.error, `WebKit shared load failed: ${first.error}`);
+  const tab1 = await command(base, 'GET', `${s}/window`);
+  const tab2 = (await command(base, 'POST', `${s}/window/new`, { type: 'tab' })).handle;
+  await command(base, 'POST', `${s}/window`, { handle: tab2 });
+  await command(base, 'POST', `${s}/url`, { url: `${server.url}/test/` });
+  const fetched = server.requests.length;
+  const second = await run(sharedLoad, [want.prompt, want.tokens.length]);
+  assert.ok(!second.error, `WebKit's second shared load failed: ${second.error}`);
+  assert.equal(second.info.shared.host, first.info.shared.host, 'one engine for both pages');
+  assert.equal(second.tabs, 2);
+  assert.equal(second.info.backend, 'cpu');
+  assert.ok(!server.requests.slice(fetched).some((r) => r.endsWith('.bin')), 'the second page fetches no weights');
+  assert.deepEqual(first.tokens, want.cpu_tokens, 'the first page\'s tokens equal native');
+  assert.deepEqual(second.tokens, want.cpu_tokens, 'the second page\'s tokens equal native');
+  await command(base, 'DELETE', `${s}/window`);
+  await command(base, 'POST', `${s}/window`, { handle: tab1 });
+  console.log(`ok   webkit: two pages share one CPU engine (${second.info.shared.via}); the second load ${second.ms.toFixed(0)} ms`);
 
   await command(base, 'POST', `${s}/url`, { url: `${server.url}/demo/?model=/models/tiny/` });
   const demo = await run(

@@ -22,6 +22,9 @@ import Pocket, {
   type ProfileDetail,
   type ProfileName,
   type RemoteModel,
+  type HostChangeEvent,
+  type SharedEngine,
+  type SharedInfo,
   type AutoSaveEvent,
   type SessionInfo,
   type SessionMessage,
@@ -115,6 +118,17 @@ export async function page(out: { textContent: string | null }): Promise<void> {
   worker.onDeviceLost = (e) => console.log(e.reloading);
   await remote.unload();
   worker.terminate();
+
+  const shared: RemoteModel = await Pocket.load('/models/pocket/', {
+    shared: true,
+    onHostChange: (ev: HostChangeEvent) => console.log(ev.previous, ev.host, ev.via, ev.tabs),
+  });
+  const where2: SharedInfo | undefined = shared.info.shared;
+  console.log(where2?.tabs, await shared.gpuBytes());
+  const engine: SharedEngine = createWorker(undefined, { shared: true });
+  const attached: RemoteModel = await engine.load('/models/pocket/', { shared: { via: 'leader' } });
+  await attached.unload();
+  engine.terminate();
 
   const e: PocketError = pocketError('no', 'NETWORK');
   console.log(e.code.toLowerCase());
