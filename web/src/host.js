@@ -8,7 +8,7 @@
 // changed the KV cache and restored before the client's next job when another client's
 // ran in between. So a tab's follow-up reuses its KV cache, and a host that takes over
 // (the leader's tab closed) restores every tab's conversation from storage.
-import { Pocket, pocketError } from './pocket.js';
+import { Pocket, pocketError } from './core.js';
 import { CONVERSATION_OPS, errorFields, runOp } from './ops.js';
 import { CLIENT_LOCK } from './shared-names.js';
 
@@ -87,6 +87,7 @@ export class EngineHost {
       this.#tell({ type: 'tabs', tabs: this.clients.size });
     }
     client.autoSave = msg.autoSave ?? null;
+    client.attachId = msg.id;
     const onProgress = (event) => this.#reply(from, msg.id, 'progress', { event });
     try {
       await this.#load(msg, onProgress);
@@ -97,10 +98,11 @@ export class EngineHost {
           this.#enqueue(client, { id: null, job, conversation: true, changes: true, settle: { resolve, reject } });
         });
       }
-      if (this.clients.get(from) !== client) return; // gone meanwhile
+      // (Not when the tab left or aborted its load meanwhile.)
+      if (this.clients.get(from) !== client || client.attachId !== msg.id) return;
       this.#reply(from, msg.id, 'result', { value: { info: this.#info(), restored } });
     } catch (e) {
-      this.#reply(from, msg.id, 'error', errorFields(e));
+      if (client.attachId === msg.id) this.#reply(from, msg.id, 'error', errorFields(e));
     }
   }
 
@@ -151,6 +153,12 @@ export class EngineHost {
 
   #abort(client, target) {
     if (!client) return;
+    if (client.attachId === target) {
+      // The load goes on for the other tabs; this one's attach ends here.
+      client.attachId = null;
+      this.#reply(client.id, target, 'error', { message: 'the load was aborted', code: 'ABORTED' });
+      return;
+    }
     const at = client.queue.findIndex((j) => j.id === target);
     if (at >= 0) {
       client.queue.splice(at, 1);

@@ -1,7 +1,7 @@
 // The operations a model answers over messages: what worker.js runs for its page, and
 // host.js for every tab sharing one engine. `reply(type, fields)` sends a message of
 // the call (progress, token, piece, begun, chunk; `result` last); errors are thrown.
-import { pocketError } from './pocket.js';
+import { pocketError } from './core.js';
 
 /** What `model.sessions` offers through op "sessions". */
 export const SESSION_METHODS = ['save', 'restore', 'list', 'delete', 'export', 'import'];

@@ -9,7 +9,7 @@
 // that had not streamed yet are sent again (the others fail with HOST_LOST).
 import { RemoteModel } from './worker-client.js';
 import { apiError } from './completions.js';
-import { pocketError, requestPersist } from './pocket.js';
+import { pocketError, requestPersist } from './core.js';
 import { plainOptions } from './ops.js';
 import { CHANNEL, CLIENT_LOCK } from './shared-names.js';
 
@@ -77,10 +77,17 @@ export class SharedEngine {
       autoSave: autoSave ?? null,
     };
     const restoring = typeof restore === 'string' ? { id: restore, fallback: false } : restore ?? null;
-    const { info, restored } = await this.call('attach', { ...this.#attach, restore: restoring }, {
-      signal,
-      onEvent: (m) => m.type === 'progress' && onProgress?.(m.event),
-    });
+    let attached;
+    try {
+      attached = await this.call('attach', { ...this.#attach, restore: restoring }, {
+        signal,
+        onEvent: (m) => m.type === 'progress' && onProgress?.(m.event),
+      });
+    } catch (e) {
+      this.terminate(); // the host lets this tab go
+      throw e;
+    }
+    const { info, restored } = attached;
     this.model = new RemoteModel(this, { ...info, persisted });
     this.model.restored = restored;
     return this.model;

@@ -1,7 +1,6 @@
 // The page side of the pocketrt Worker: the same API as `Pocket`, every call a message.
 import { apiError } from './completions.js';
-import { requestPersist } from './pocket.js';
-import { SharedEngine } from './shared.js';
+import { requestPersist } from './core.js';
 
 let nextId = 1;
 
@@ -230,11 +229,4 @@ export class RemoteModel {
 /** An autoSave event from the worker, its error an `Error` with its `code` again. */
 function autoSaveEvent(event) {
   return event.error ? { ...event, error: coded(event.error.message, event.error.code) } : event;
-}
-
-/** Start a PocketWorker (the demo's way to keep the page responsive); with `{ shared:
- * true }`, a handle on the engine every tab of the origin shares (shared.js: its `load`
- * attaches this tab). */
-export function createWorker(url, { shared = false } = {}) {
-  return shared ? new SharedEngine() : PocketWorker.create(url);
 }

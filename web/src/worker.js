@@ -1,7 +1,7 @@
 // The pocketrt Worker: holds one model and runs it off the page's thread. Spoken to by
 // worker-client.js (messages {id, op, ...}; replies {id, type, ...}); the operations on a
 // loaded model are ops.js's.
-import { Pocket, pocketError } from './pocket.js';
+import { Pocket, pocketError } from './core.js';
 import { runOp, errorFields } from './ops.js';
 
 let model = null;

@@ -23,9 +23,32 @@ const PROMPTS = ['Hello, pocket!', 'Tell me a story.', 'What is a tab?'];
 const FOLLOW_UP = ['And then?', 'Go on.', 'Why?'];
 const TURN = { max_tokens: 6, stream: true };
 
+/** Page helper: `longReply(abort)` streams a long reply (450 tokens: the fixture's
+ * context is 512) setting `window.streaming` at its first chunk; `abort`: aborts it
+ * there. Gives { chunks } or { chunks, code, message }. */
+function longHelpers() {
+  window.longReply = async (abort) => {
+    window.streaming = false;
+    const controller = new AbortController();
+    let chunks = 0;
+    try {
+      const request = { messages: [say('Talk.')], max_tokens: 450, stream: true, temperature: 0, logit_bias: { 97: 100 } };
+      const r = await window.model.chat.completions.create(request, { signal: controller.signal });
+      for await (const _ of r) {
+        if (++chunks === 1) window.streaming = true;
+        if (abort && chunks === 2) controller.abort();
+      }
+      return { chunks };
+    } catch (e) {
+      return { chunks, code: e.code, message: e.message };
+    }
+  };
+}
+
 /** Three pages of the context, each with the session helpers and the package. */
 async function tabs(page, context, server, init = null) {
   await context.addInitScript(helpers);
+  await context.addInitScript(longHelpers);
   if (init) await context.addInitScript(init);
   const pages = [page, await context.newPage(), await context.newPage()];
   for (const p of pages) await plainPage(p, server);
@@ -157,9 +180,21 @@ export const tests = {
     const got = [[], [], []];
     await concurrentTurn(pages, [0, 1, 2], 0, refs, got);
     await concurrentTurn(pages, [0, 1, 2], 1, refs, got);
-    // The first page closes: the engine is the SharedWorker's, the other two go on.
+    // The first page aborts a long reply while the second's waits behind it: only its own
+    // request stops. Then it closes while streaming another: the engine is the
+    // SharedWorker's, and the other two go on.
+    const aborted = await Promise.all([
+      pages[0].evaluate(() => longReply(true)),
+      pages[0].waitForFunction(() => window.streaming === true).then(() => turnOf(pages[1], 1, 2, got[1])),
+    ]);
+    assert.equal(aborted[0].code, 'ABORTED', JSON.stringify(aborted[0]));
+    assert.ok(!aborted[1].code && aborted[1].content === refs[1][2], `the other tab's request: ${JSON.stringify(aborted[1])}`);
+    got[1].push(aborted[1].content);
+    void pages[0].evaluate(() => longReply(false)).catch(() => {});
+    await pages[0].waitForFunction(() => window.streaming === true);
     await pages[0].close();
-    await concurrentTurn(pages, [1, 2], 2, refs, got);
+    const [last] = await concurrentTurn(pages, [2], 2, refs, got);
+    assert.ok(last.end - last.start < 3000, `the closed tab's request stopped: the next took ${last.end - last.start} ms`);
     assert.equal(await pages[1].evaluate(() => window.model.info.shared.tabs), 2);
     assert.deepEqual(await pages[1].evaluate(() => window.hostChanges), [], 'no takeover');
   },
@@ -173,17 +208,7 @@ export const tests = {
     await concurrentTurn(pages, [0, 1, 2], 0, refs, got);
     const oldHost = await pages[1].evaluate(() => window.model.info.shared.host);
     // Tab 1 streams a long reply; tab 2's turn waits behind it; the hosting page closes.
-    const long = pages[1].evaluate(async () => {
-      let chunks = 0;
-      try {
-        // (The fixture's context is 512 tokens.)
-        const r = await window.model.chat.completions.create({ messages: [say('Talk.')], max_tokens: 450, stream: true, temperature: 0, logit_bias: { 97: 100 } });
-        for await (const _ of r) if (++chunks === 1) window.streaming = true;
-        return { chunks };
-      } catch (e) {
-        return { chunks, code: e.code, message: e.message };
-      }
-    });
+    const long = pages[1].evaluate(() => longReply(false));
     await pages[1].waitForFunction(() => window.streaming === true);
     const waiting = turnOf(pages[2], 2, 1, got[2]);
     await pages[2].waitForTimeout(100);
