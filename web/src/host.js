@@ -26,10 +26,12 @@ const onConversation = (msg) =>
 const changesConversation = (msg) => onConversation(msg) && msg.method !== 'save';
 
 export class EngineHost {
-  /** `via`: "shared-worker" or "leader"; `post(client, message)` sends to a client. */
-  constructor({ via, post }) {
+  /** `via`: "shared-worker" or "leader"; `post(client, message)` sends to a client;
+   * `tab`: the page the host runs in (the leader's; null in a SharedWorker). */
+  constructor({ via, post, tab = null }) {
     this.id = crypto.randomUUID();
     this.via = via;
+    this.tab = tab;
     this.post = post;
     /** id → { id, queue, running, autoSave, stats } */
     this.clients = new Map();
@@ -45,9 +47,9 @@ export class EngineHost {
     this.chores = [];
   }
 
-  /** What `model.info.shared` says. */
+  /** What `model.info.shared` says (shared.js turns `tab` into `here`). */
   get shared() {
-    return { via: this.via, host: this.id, tabs: this.clients.size };
+    return { via: this.via, host: this.id, tabs: this.clients.size, tab: this.tab };
   }
 
   /** The announcement a client waits for (also its answer to `who`). */
@@ -214,7 +216,7 @@ export class EngineHost {
   async #run(client, msg, model, reply, signal) {
     if (msg.op === 'reload') {
       await model.reload();
-      reply('result', { value: this.#info() });
+      reply('result', { value: model.info });
       return;
     }
     await runOp(model, msg, reply, signal);

@@ -9,7 +9,8 @@ self.onmessage = ({ data }) => {
     // Imported only once elected: a waiting candidate holds no engine code.
     const { EngineHost } = await import('./host.js');
     const channel = new BroadcastChannel(CHANNEL + data.key);
-    const host = new EngineHost({ via: 'leader', post: (client, msg) => channel.postMessage({ ...msg, to: client }) });
+    const post = (client, msg) => channel.postMessage({ ...msg, to: client });
+    const host = new EngineHost({ via: 'leader', post, tab: data.tab });
     channel.onmessage = ({ data: m }) => {
       if (m.to !== 'host') return;
       if (m.op === 'who') channel.postMessage({ ...host.hello, to: m.from });

@@ -107,6 +107,9 @@ export interface SharedInfo {
   host: string;
   /** Tabs attached to the engine. */
   tabs: number;
+  /** Whether the engine runs in this page's Worker (the leader is this tab: closing it
+   * moves the engine to another tab). */
+  here: boolean;
 }
 
 export interface HostChangeEvent extends SharedInfo {

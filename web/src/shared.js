@@ -37,6 +37,14 @@ export function sharedKey(url, options = {}, base = globalThis.location?.href) {
 /** The candidate Worker of each model this page shares in leader mode (one per model). */
 const candidates = new Map();
 
+/** This page's id: a leader's host says which page it runs in (`info.shared.here`). */
+const PAGE = crypto.randomUUID();
+
+/** `info.shared` of a host's `shared` fields: { via, host, tabs, here }. */
+function sharedInfo({ via, host, tabs, tab }) {
+  return { via, host, tabs, here: tab === PAGE };
+}
+
 /** `Pocket`'s API on a shared engine: `load(url, options)` attaches this tab. */
 export class SharedEngine {
   #nextId = 1;
@@ -88,7 +96,7 @@ export class SharedEngine {
       throw e;
     }
     const { info, restored } = attached;
-    this.model = new RemoteModel(this, { ...info, persisted });
+    this.model = new RemoteModel(this, { ...info, shared: sharedInfo(info.shared), persisted });
     this.model.restored = restored;
     return this.model;
   }
@@ -129,7 +137,7 @@ export class SharedEngine {
     this.#close = () => channel.close();
     if (!candidates.has(key)) {
       const worker = new Worker(new URL('./leader-worker.js', import.meta.url), { type: 'module', name: `pocketrt leader candidate ${key}` });
-      worker.postMessage({ key });
+      worker.postMessage({ key, tab: PAGE });
       candidates.set(key, worker);
     }
     this.#send({ op: 'who' });
@@ -170,7 +178,9 @@ export class SharedEngine {
   #takeOver(hello, previous) {
     const inFlight = [...this.#pending];
     const attach = this.call('attach', this.#attach);
-    attach.then(({ info }) => this.model && (this.model.info = { ...info, persisted: this.model.info.persisted })).catch(() => {});
+    attach
+      .then(({ info }) => this.model && (this.model.info = { ...info, shared: sharedInfo(info.shared), persisted: this.model.info.persisted }))
+      .catch(() => {});
     for (const [id, p] of inFlight) {
       if (p.op === 'attach') {
         this.#send({ id, op: 'attach', ...p.fields });
@@ -185,7 +195,7 @@ export class SharedEngine {
         });
       }
     }
-    const shared = { via: hello.via, host: hello.host, tabs: hello.tabs };
+    const shared = sharedInfo(hello);
     if (this.model) this.model.info.shared = shared;
     this.onHostChange?.({ ...shared, previous: previous.host });
   }

@@ -150,7 +150,8 @@ export class RemoteModel {
 
   /** `Pocket.reload()` in the worker (after GPU_LOST). */
   async reload() {
-    this.info = { ...(await this.worker.call('reload')), persisted: this.info.persisted };
+    const { persisted, shared } = this.info;
+    this.info = { ...(await this.worker.call('reload')), persisted, ...(shared && { shared }) };
   }
 
   /** Text pieces of a generation, as an async iterator fed by the worker's messages. */

@@ -11,7 +11,10 @@
 //   Worker): the same chats; closing the hosting page while one tab streams and another
 //   waits: the streaming request fails with HOST_LOST, the waiting one is sent again to
 //   the tab that takes over and answers alike, both conversations go on from their
-//   snapshots (no prefill), `onHostChange` tells both tabs.
+//   snapshots (no prefill), `onHostChange` tells both tabs, `info.shared.here` names the
+//   host's tab;
+// - an abort stops only its tab's request; a page closed while streaming frees the engine
+//   for the others at once.
 // Each gets { page, context, server, fixture, scratch, results }.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -148,15 +151,32 @@ function pageMemory(p) {
   return p.evaluate(async () => (await performance.measureUserAgentSpecificMemory()).bytes);
 }
 
+/** PSS bytes of every Chromium process (Linux's /proc): the whole browser's memory, for
+ * the log (GC makes it move by megabytes either way, so nothing is asserted on it). */
+function browserPss() {
+  let kb = 0;
+  for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (!fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('chromium')) continue;
+      kb += Number(/Pss:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1] ?? 0);
+    } catch {
+      // a process that ended meanwhile
+    }
+  }
+  return kb * 1024;
+}
+
 const shardRequests = (server) => server.requests.filter((r) => /weights-\d+\.bin$/.test(r)).length;
 
 /** Loads in three tabs: one host, the later loads fast, the shards fetched once. */
 async function checkLoads(pages, server, fixture, via) {
   const shards = JSON.parse(fs.readFileSync(path.join(fixture, 'manifest.json'), 'utf8')).shards.length;
   server.requests.length = 0;
-  const before = await pageMemory(pages[1]);
-  const loads = await loadShared(pages);
-  const after = await pageMemory(pages[1]);
+  const loads = await loadShared(pages.slice(0, 1));
+  const [before, pssBefore] = [await pageMemory(pages[1]), browserPss()];
+  loads.push(...(await loadShared(pages.slice(1, 2))));
+  const [after, pssAfter] = [await pageMemory(pages[1]), browserPss()];
+  loads.push(...(await loadShared(pages.slice(2))));
   const hosts = new Set(loads.map((l) => l.info.shared.host));
   assert.equal(hosts.size, 1, 'one engine for the three tabs');
   for (const l of loads) assert.equal(l.info.shared.via, via);
@@ -166,10 +186,14 @@ async function checkLoads(pages, server, fixture, via) {
   assert.ok(bytes[0] > 0 && bytes.every((b) => b === bytes[0]), `one engine's GPU bytes: ${bytes}`);
   const tabsSeen = await pages[0].evaluate(() => window.model.info.shared.tabs);
   assert.equal(tabsSeen, 3, 'the first tab sees three tabs');
+  const here = await Promise.all(pages.map((p) => p.evaluate(() => window.model.info.shared.here)));
+  assert.deepEqual(here, [via === 'leader', false, false], 'the leader is the first tab; a SharedWorker is no tab');
   const grew = (after - before) / 2 ** 20;
   assert.ok(grew < 5, `the second tab's memory grew ${grew.toFixed(2)} MB`);
+  const mb = (x) => (x / 2 ** 20).toFixed(1);
   console.log(`     ${via}: loads ${loads.map((l) => `${l.ms.toFixed(0)} ms`).join(', ')}; ${bytes[0]} GPU bytes, once; ` +
-    `the second tab's page and Workers: ${(before / 2 ** 20).toFixed(1)} → ${(after / 2 ** 20).toFixed(1)} MB`);
+    `the second tab's load: its page and Workers ${mb(before)} → ${mb(after)} MB, ` +
+    `Chromium's processes (PSS) ${mb(pssBefore)} → ${mb(pssAfter)} MB`);
 }
 
 export const tests = {
@@ -232,6 +256,8 @@ export const tests = {
       assert.notEqual(info.host, oldHost);
       assert.equal(info.via, 'leader');
     }
+    const here = await Promise.all(pages.slice(1).map((p) => p.evaluate(() => window.model.info.shared.here)));
+    assert.equal(here.filter(Boolean).length, 1, `one of the two tabs hosts now: ${here}`);
     console.log(`     HOST_LOST after ${lost.chunks} chunks; the waiting request answered ${takeover} ms after the host closed`);
   },
 };

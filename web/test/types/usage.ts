@@ -124,7 +124,7 @@ export async function page(out: { textContent: string | null }): Promise<void> {
     onHostChange: (ev: HostChangeEvent) => console.log(ev.previous, ev.host, ev.via, ev.tabs),
   });
   const where2: SharedInfo | undefined = shared.info.shared;
-  console.log(where2?.tabs, await shared.gpuBytes());
+  console.log(where2?.tabs, where2?.here, await shared.gpuBytes());
   const engine: SharedEngine = createWorker(undefined, { shared: true });
   const attached: RemoteModel = await engine.load('/models/pocket/', { shared: { via: 'leader' } });
   await attached.unload();
