@@ -43,6 +43,8 @@ export class EngineHost {
     /** The client served last (round robin starts after it). */
     this.last = null;
     this.busy = false;
+    /** The device was lost since the last reload. */
+    this.lost = false;
     /** Work between jobs (the snapshot of a tab that left, unloading). */
     this.chores = [];
   }
@@ -130,8 +132,10 @@ export class EngineHost {
     this.model = await Pocket.load(msg.url, {
       ...options,
       onProgress: (event) => this.progress.forEach((f) => f(event)),
-      onDeviceLost: ({ reason, message, reload }) =>
-        this.#tell({ type: 'device-lost', info: { reason, message, reloading: !!reload } }),
+      onDeviceLost: ({ reason, message, reload }) => {
+        this.lost = !reload; // (autoReload: the Pocket reloads by itself)
+        this.#tell({ type: 'device-lost', info: { reason, message, reloading: !!reload } });
+      },
     });
     this.tabs = this.model.scopedSessions('tabs');
     setTimeout(() => this.chores.push(() => this.#removeOrphans()), ORPHAN_MS);
@@ -212,10 +216,12 @@ export class EngineHost {
     if (job.changes && this.clients.get(client.id) === client) await this.#saved(client);
   }
 
-  /** Run a client's op; `reload` once for every tab, `stats` kept per tab. */
+  /** Run a client's op; `reload` once for every tab (the first tab's after a loss), `stats`
+   * kept per tab. */
   async #run(client, msg, model, reply, signal) {
     if (msg.op === 'reload') {
-      await model.reload();
+      if (this.lost) await model.reload();
+      this.lost = false;
       reply('result', { value: model.info });
       return;
     }
