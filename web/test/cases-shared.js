@@ -14,7 +14,8 @@
 //   snapshots (no prefill), `onHostChange` tells both tabs, `info.shared.here` names the
 //   host's tab;
 // - an abort stops only its tab's request; a page closed while streaming frees the engine
-//   for the others at once.
+//   for the others at once; a lost device is told to every tab, and after one reload
+//   each conversation goes on.
 // Each gets { page, context, server, fixture, scratch, results }.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -24,6 +25,8 @@ import { helpers } from './cases-sessions.js';
 
 const PROMPTS = ['Hello, pocket!', 'Tell me a story.', 'What is a tab?'];
 const FOLLOW_UP = ['And then?', 'Go on.', 'Why?'];
+/** The messages after the follow-up's reply (turns 2 and 3). */
+const LATER = ['More.', 'Again.'];
 const TURN = { max_tokens: 6, stream: true };
 
 /** Page helper: `longReply(abort)` streams a long reply (450 tokens: the fixture's
@@ -62,7 +65,7 @@ async function tabs(page, context, server, init = null) {
 let references = null;
 async function referenceReplies(page) {
   references ??= await page.evaluate(
-    async ({ prompts, followUps, request }) => {
+    async ({ prompts, followUps, later, request }) => {
       const { createWorker } = await import('/pkg/pocket.js');
       const w = createWorker();
       const m = await w.load('/models/tiny/', { backend: 'webgpu', cache: false });
@@ -72,13 +75,15 @@ async function referenceReplies(page) {
         const a = await turn(m, one, request);
         const two = [...one, reply(a), say(followUps[i])];
         const b = await turn(m, two, request);
-        const c = await turn(m, [...two, reply(b), say('More.')], request);
-        out.push([a, b, c].map((t) => t.content));
+        const three = [...two, reply(b), say(later[0])];
+        const c = await turn(m, three, request);
+        const d = await turn(m, [...three, reply(c), say(later[1])], request);
+        out.push([a, b, c, d].map((t) => t.content));
       }
       w.terminate();
       return out;
     },
-    { prompts: PROMPTS, followUps: FOLLOW_UP, request: TURN },
+    { prompts: PROMPTS, followUps: FOLLOW_UP, later: LATER, request: TURN },
   );
   return references;
 }
@@ -90,11 +95,13 @@ async function loadShared(pages) {
     out.push(
       await p.evaluate(async () => {
         window.hostChanges = [];
+        window.lostEvents = [];
         const t0 = performance.now();
         window.model = await window.Pocket.load('/models/tiny/', {
           shared: true,
           backend: 'webgpu',
           onHostChange: (e) => window.hostChanges.push(e),
+          onDeviceLost: (e) => window.lostEvents.push(e),
         });
         return { info: window.model.info, ms: performance.now() - t0 };
       }),
@@ -103,14 +110,14 @@ async function loadShared(pages) {
   return out;
 }
 
-/** Turn `n` (0, 1, 2) of page `i`'s chat, its history the replies so far; with when it
+/** Turn `n` (0 to 3) of page `i`'s chat, its history the replies so far; with when it
  * started and ended (ms since the epoch: one clock for every page). */
 function turnOf(p, i, n, replies) {
   return p.evaluate(
-    async ({ prompt, followUp, n, replies, request }) => {
+    async ({ prompt, followUp, later, n, replies, request }) => {
       const history = [say(prompt)];
       if (n >= 1) history.push({ role: 'assistant', content: replies[0] }, say(followUp));
-      if (n >= 2) history.push({ role: 'assistant', content: replies[1] }, say('More.'));
+      for (let k = 2; k <= n; k++) history.push({ role: 'assistant', content: replies[k - 1] }, say(later[k - 2]));
       const start = Date.now();
       try {
         const t = await turn(window.model, history, request);
@@ -119,8 +126,15 @@ function turnOf(p, i, n, replies) {
         return { code: e.code, message: e.message, start, end: Date.now() };
       }
     },
-    { prompt: PROMPTS[i], followUp: FOLLOW_UP[i], n, replies, request: TURN },
+    { prompt: PROMPTS[i], followUp: FOLLOW_UP[i], later: LATER, n, replies, request: TURN },
   );
+}
+
+/** Add reply `t` to a tab's replies `got`, and its history's length (cached by the next
+ * turn: the reply's last token was chosen but never run through the model). */
+function keep(got, t) {
+  got.push(t.content);
+  got.history = t.usage.prompt_tokens + t.usage.completion_tokens - 1;
 }
 
 /** Page `i`'s `turnOf` for every page at once; checks each reply against the reference
@@ -137,9 +151,7 @@ async function concurrentTurn(pages, indices, n, refs, got) {
       assert.equal(t.usage.prompt_tokens_details.cached_tokens, got[i].history,
         `tab ${i} turn ${n}: of ${t.usage.prompt_tokens} prompt tokens, the history's are cached`);
     }
-    got[i].push(t.content);
-    // (The reply's last token was chosen but never run through the model.)
-    got[i].history = t.usage.prompt_tokens + t.usage.completion_tokens - 1;
+    keep(got[i], t);
   });
   const together = Math.max(...out.map((t) => t.start)) < Math.min(...out.map((t) => t.end));
   assert.ok(together, `the tabs' requests were in flight at the same time: ${JSON.stringify(out.map((t) => [t.start, t.end]))}`);
@@ -213,7 +225,7 @@ export const tests = {
     ]);
     assert.equal(aborted[0].code, 'ABORTED', JSON.stringify(aborted[0]));
     assert.ok(!aborted[1].code && aborted[1].content === refs[1][2], `the other tab's request: ${JSON.stringify(aborted[1])}`);
-    got[1].push(aborted[1].content);
+    keep(got[1], aborted[1]);
     void pages[0].evaluate(() => longReply(false)).catch(() => {});
     await pages[0].waitForFunction(() => window.streaming === true);
     await pages[0].close();
@@ -221,6 +233,20 @@ export const tests = {
     assert.ok(last.end - last.start < 3000, `the closed tab's request stopped: the next took ${last.end - last.start} ms`);
     assert.equal(await pages[1].evaluate(() => window.model.info.shared.tabs), 2);
     assert.deepEqual(await pages[1].evaluate(() => window.hostChanges), [], 'no takeover');
+    // The device is lost: both tabs are told; one reload (the first tab's to ask) serves
+    // both, and each conversation goes on.
+    await pages[1].evaluate(() => window.model.destroyDeviceForTesting());
+    for (const p of pages.slice(1)) await p.waitForFunction(() => window.lostEvents.length === 1);
+    const reloads = [];
+    for (const p of [pages[2], pages[1]]) {
+      reloads.push(await p.evaluate(async () => {
+        const t0 = performance.now();
+        await window.model.reload();
+        return performance.now() - t0;
+      }));
+    }
+    await concurrentTurn(pages, [1, 2], 3, refs, got);
+    console.log(`     a lost device: both tabs told; reloads ${reloads.map((ms) => `${ms.toFixed(0)} ms`).join(', then ')}`);
   },
 
   async without_shared_worker_a_leader_tab_hosts_and_another_takes_over({ page, context, server, fixture }) {
@@ -245,8 +271,7 @@ export const tests = {
     assert.equal(retried.content, refs[2][1], 'and answers as the chat alone does');
     const takeover = retried.end - closed;
     assert.equal(retried.usage.prompt_tokens_details.cached_tokens, got[2].history, 'its history restored on the new host');
-    got[2].push(retried.content);
-    got[2].history = retried.usage.prompt_tokens + retried.usage.completion_tokens - 1;
+    keep(got[2], retried);
     await concurrentTurn(pages, [1], 1, refs, got);
     await concurrentTurn(pages, [1, 2], 2, refs, got);
     for (const p of pages.slice(1)) {
