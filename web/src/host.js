@@ -27,12 +27,14 @@ const changesConversation = (msg) => onConversation(msg) && msg.method !== 'save
 
 export class EngineHost {
   /** `via`: "shared-worker" or "leader"; `post(client, message)` sends to a client;
-   * `tab`: the page the host runs in (the leader's; null in a SharedWorker). */
-  constructor({ via, post, tab = null }) {
+   * `left(client)`: a client left (after its last message); `tab`: the page the host runs
+   * in (the leader's; null in a SharedWorker). */
+  constructor({ via, post, left = () => {}, tab = null }) {
     this.id = crypto.randomUUID();
     this.via = via;
     this.tab = tab;
     this.post = post;
+    this.left = left;
     /** id → { id, queue, running, autoSave, stats } */
     this.clients = new Map();
     this.model = null;
@@ -279,6 +281,7 @@ export class EngineHost {
       this.#tell({ type: 'tabs', tabs: this.clients.size });
     }
     if (callId !== null) this.#reply(from, callId, 'result', { value: null });
+    if (client) this.left(from);
     this.#pump();
   }
 }

@@ -3,7 +3,11 @@
 import { EngineHost } from './host.js';
 
 const ports = new Map();
-const host = new EngineHost({ via: 'shared-worker', post: (client, msg) => ports.get(client)?.postMessage(msg) });
+const host = new EngineHost({
+  via: 'shared-worker',
+  post: (client, msg) => ports.get(client)?.postMessage(msg),
+  left: (client) => ports.delete(client),
+});
 
 self.onconnect = (e) => {
   const port = e.ports[0];
