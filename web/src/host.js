@@ -95,8 +95,11 @@ export class EngineHost {
     client.autoSave = msg.autoSave ?? null;
     client.attachId = msg.id;
     const onProgress = (event) => this.#reply(from, msg.id, 'progress', { event });
+    // (Not when the tab left or aborted its load meanwhile.)
+    const current = () => this.clients.get(from) === client && client.attachId === msg.id;
     try {
       await this.#load(msg, onProgress);
+      if (!current()) return;
       let restored = null;
       if (msg.restore) {
         restored = await new Promise((resolve, reject) => {
@@ -104,8 +107,7 @@ export class EngineHost {
           this.#enqueue(client, { id: null, job, conversation: true, changes: true, settle: { resolve, reject } });
         });
       }
-      // (Not when the tab left or aborted its load meanwhile.)
-      if (this.clients.get(from) !== client || client.attachId !== msg.id) return;
+      if (!current()) return;
       this.#reply(from, msg.id, 'result', { value: { info: this.#info(), restored } });
     } catch (e) {
       if (client.attachId === msg.id) this.#reply(from, msg.id, 'error', errorFields(e));
@@ -139,6 +141,12 @@ export class EngineHost {
         this.#tell({ type: 'device-lost', info: { reason, message, reloading: !!reload } });
       },
     });
+    if (!this.clients.size) {
+      // Every tab left (or aborted its load) while it loaded.
+      this.model.unload();
+      this.model = null;
+      return;
+    }
     this.tabs = this.model.scopedSessions('tabs');
     setTimeout(() => this.chores.push(() => this.#removeOrphans()), ORPHAN_MS);
     this.#pump();

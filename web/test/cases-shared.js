@@ -13,7 +13,7 @@
 //   the tab that takes over and answers alike, both conversations go on from their
 //   snapshots (no prefill), `onHostChange` tells both tabs, `info.shared.here` names the
 //   host's tab;
-// - an abort stops only its tab's request; a page closed while streaming frees the engine
+// - an aborted shared load leaves no tab behind; an abort stops only its tab's request; a page closed while streaming frees the engine
 //   for the others at once; a lost device is told to every tab, and after one reload
 //   each conversation goes on.
 // Each gets { page, context, server, fixture, scratch, results }.
@@ -209,6 +209,22 @@ async function checkLoads(pages, server, fixture, via) {
 }
 
 export const tests = {
+  async an_aborted_shared_load_leaves_no_tab_behind({ page, server }) {
+    await plainPage(page, server);
+    const r = await page.evaluate(async () => {
+      const controller = new AbortController();
+      const options = { shared: true, backend: 'webgpu', signal: controller.signal };
+      // Aborted while the engine loads (its first progress event).
+      const code = await window.Pocket.load('/models/tiny/', { ...options, onProgress: () => controller.abort() })
+        .then(() => 'loaded', (e) => e.code);
+      const model = await window.Pocket.load('/models/tiny/', { shared: true, backend: 'webgpu' });
+      return { code, tabs: model.info.shared.tabs, ids: await model.encode('Hello') };
+    });
+    assert.equal(r.code, 'ABORTED');
+    assert.equal(r.tabs, 1, 'the aborted load left no tab attached');
+    assert.ok(r.ids.length > 0, 'the engine answers the next load');
+  },
+
   async three_tabs_share_one_engine_in_a_shared_worker({ page, context, server, fixture }) {
     const pages = await tabs(page, context, server);
     await checkLoads(pages, server, fixture, 'shared-worker');
