@@ -204,7 +204,7 @@ function sessionId(id, what) {
 }
 
 /** The `restore` load option: an id, or `{ id, fallback }`; null when not given. */
-function restoreOption(restore) {
+export function restoreOption(restore) {
   if (restore === undefined || restore === null) return null;
   if (typeof restore === 'string') return { id: sessionId(restore, 'restore'), fallback: false };
   return { id: sessionId(restore?.id, 'restore.id'), fallback: !!restore.fallback };
@@ -424,21 +424,6 @@ export class Pocket {
     return this.#inner.gpuBytes();
   }
 
-  /** The backend that runs the model: "webgpu" or "cpu". */
-  get backend() {
-    return this.info.backend;
-  }
-
-  /** Why that backend (requested, no WebGPU, calibration figures, ...). */
-  get backendReason() {
-    return this.info.backendReason;
-  }
-
-  /** Threads the CPU backend runs on (1: the single-threaded build). */
-  get threads() {
-    return this.info.threads;
-  }
-
   /** Token ids of `text`. */
   encode(text) {
     return Array.from(this.#inner.encode(text));
@@ -534,6 +519,22 @@ export class Pocket {
     this.#inner.unload();
   }
 }
+
+/** `cls`'s getters of what its `info` says: `backend` ("webgpu" or "cpu"),
+ * `backendReason` (requested, no WebGPU, calibration figures, ...) and `threads` (the CPU
+ * backend's; 1: the single-threaded build). A loaded `Pocket`'s, and a RemoteModel's. */
+export function infoGetters(cls) {
+  for (const key of ['backend', 'backendReason', 'threads']) {
+    Object.defineProperty(cls.prototype, key, {
+      get() {
+        return this.info[key];
+      },
+      configurable: true,
+    });
+  }
+}
+
+infoGetters(Pocket);
 
 export { threadSupport, sharedMemorySupported, THREAD_HEADERS, plannedThreads } from './threads.js';
 export default Pocket;

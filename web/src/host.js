@@ -9,7 +9,7 @@
 // ran in between. So a tab's follow-up reuses its KV cache, and a host that takes over
 // (the leader's tab closed) restores every tab's conversation from storage.
 import { Pocket, pocketError } from './core.js';
-import { CONVERSATION_OPS, errorFields, runOp } from './ops.js';
+import { CONVERSATION_OPS, autoSaveMessage, deviceLostMessage, errorFields, runOp } from './ops.js';
 import { CLIENT_LOCK } from './shared-names.js';
 
 /** Snapshots of tabs that no longer attach are removed this long after a host starts. */
@@ -136,9 +136,9 @@ export class EngineHost {
     this.model = await Pocket.load(msg.url, {
       ...options,
       onProgress: (event) => this.progress.forEach((f) => f(event)),
-      onDeviceLost: ({ reason, message, reload }) => {
-        this.lost = !reload; // (autoReload: the Pocket reloads by itself)
-        this.#tell({ type: 'device-lost', info: { reason, message, reloading: !!reload } });
+      onDeviceLost: (event) => {
+        this.lost = !event.reload; // (autoReload: the Pocket reloads by itself)
+        this.#tell(deviceLostMessage(event));
       },
     });
     if (!this.clients.size) {
@@ -260,12 +260,13 @@ export class EngineHost {
     }
     const id = client.autoSave;
     if (!id) return;
+    let event;
     try {
-      const report = await this.model.sessions.save(id);
-      this.post(client.id, { type: 'autosave', event: { id, report } });
-    } catch (e) {
-      this.post(client.id, { type: 'autosave', event: { id, error: { message: e.message, code: e.code } } });
+      event = { id, report: await this.model.sessions.save(id) };
+    } catch (error) {
+      event = { id, error };
     }
+    this.post(client.id, autoSaveMessage(event));
   }
 
   /** Client `from` left (unloaded, or its tab closed): its work stops, its snapshot goes;

@@ -43,6 +43,18 @@ export async function runOp(model, msg, reply, signal) {
   }
 }
 
+/** The message that tells a page its model's device was lost (`onDeviceLost`'s event;
+ * `reloading` instead of the reload's Promise). */
+export function deviceLostMessage({ reason, message, reload }) {
+  return { type: 'device-lost', info: { reason, message, reloading: !!reload } };
+}
+
+/** The message of an autoSave's report or error (`onAutoSave`'s event; the error as
+ * { message, code }). */
+export function autoSaveMessage({ id, report, error }) {
+  return { type: 'autosave', event: { id, report, error: error && { message: error.message, code: error.code } } };
+}
+
 /** An error as the fields of an `error` message: an API error keeps OpenAI's shape
  * (`error`) and its status across the message. */
 export function errorFields(e) {

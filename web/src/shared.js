@@ -7,12 +7,10 @@
 // When the leader's tab closes, the next tab's Worker gets the lock, loads the model
 // from Cache Storage and announces itself; the tabs attach again, and their requests
 // that had not streamed yet are sent again (the others fail with HOST_LOST).
-import { RemoteModel } from './worker-client.js';
-import { apiError } from './completions.js';
-import { pocketError, requestPersist } from './core.js';
+import { RemoteModel, autoSaveEvent, settles } from './worker-client.js';
+import { pocketError, requestPersist, restoreOption } from './core.js';
 import { plainOptions } from './ops.js';
 import { CHANNEL, CLIENT_LOCK } from './shared-names.js';
-
 
 /** How long a tab waits for a host to answer (a model loading elsewhere answers at once). */
 const HOST_TIMEOUT_MS = 60_000;
@@ -48,7 +46,6 @@ function sharedInfo({ via, host, tabs, tab }) {
 /** `Pocket`'s API on a shared engine: `load(url, options)` attaches this tab. */
 export class SharedEngine {
   #nextId = 1;
-  #handlers = new Map();
   /** id → { op, fields, handler, streamed, retried } of the calls not yet answered. */
   #pending = new Map();
   #send = null;
@@ -84,10 +81,9 @@ export class SharedEngine {
       options: plainOptions(rest),
       autoSave: autoSave ?? null,
     };
-    const restoring = typeof restore === 'string' ? { id: restore, fallback: false } : restore ?? null;
     let attached;
     try {
-      attached = await this.call('attach', { ...this.#attach, restore: restoring }, {
+      attached = await this.call('attach', { ...this.#attach, restore: restoreOption(restore) }, {
         signal,
         onEvent: (m) => m.type === 'progress' && onProgress?.(m.event),
       });
@@ -167,10 +163,9 @@ export class SharedEngine {
     } else if (m.type === 'device-lost') {
       this.onDeviceLost?.(m.info);
     } else if (m.type === 'autosave') {
-      const event = m.event;
-      this.onAutoSave?.(event.error ? { ...event, error: pocketError(event.error.message, event.error.code) } : event);
+      this.onAutoSave?.(autoSaveEvent(m.event));
     } else {
-      this.#handlers.get(m.id)?.(m);
+      this.#pending.get(m.id)?.handler(m);
     }
   }
 
@@ -215,19 +210,14 @@ export class SharedEngine {
       signal?.addEventListener('abort', onAbort, { once: true });
       const pending = { op, fields, streamed: false, retried: false };
       pending.handler = (msg) => {
-        if (msg.type === 'result' || msg.type === 'error') {
-          this.#handlers.delete(id);
+        if (settles(msg, resolve, reject)) {
           this.#pending.delete(id);
           signal?.removeEventListener('abort', onAbort);
-          if (msg.type === 'result') resolve(msg.value);
-          else if (msg.openai) reject(apiError({ openai: msg.openai, code: msg.code, status: msg.status }));
-          else reject(pocketError(msg.message, msg.code));
         } else {
           if (STREAMED.has(msg.type)) pending.streamed = true;
           onEvent?.(msg);
         }
       };
-      this.#handlers.set(id, pending.handler);
       this.#pending.set(id, pending);
       this.#send({ id, op, ...fields });
     });
@@ -238,7 +228,10 @@ export class SharedEngine {
   async #unload() {
     if (!this.#send) return null;
     const id = this.#nextId++;
-    const left = new Promise((resolve) => this.#handlers.set(id, resolve));
+    const left = new Promise((resolve) => {
+      const handler = (msg) => this.#pending.delete(id) && resolve(msg);
+      this.#pending.set(id, { op: 'unload', fields: {}, handler });
+    });
     this.#send({ id, op: 'unload' });
     await Promise.race([left, new Promise((r) => setTimeout(r, 2000))]);
     this.terminate();

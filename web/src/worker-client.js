@@ -1,13 +1,17 @@
 // The page side of the pocketrt Worker: the same API as `Pocket`, every call a message.
 import { apiError } from './completions.js';
-import { requestPersist } from './core.js';
+import { infoGetters, pocketError as coded, requestPersist } from './core.js';
 
 let nextId = 1;
 
-function coded(message, code) {
-  const e = new Error(message);
-  e.code = code;
-  return e;
+/** Whether message `msg` of a call ends it: its result resolves, its error rejects (an
+ * API error with OpenAI's shape again). */
+export function settles(msg, resolve, reject) {
+  if (msg.type === 'result') resolve(msg.value);
+  else if (msg.type !== 'error') return false;
+  else if (msg.openai) reject(apiError({ openai: msg.openai, code: msg.code, status: msg.status }));
+  else reject(coded(msg.message, msg.code));
+  return true;
 }
 
 /** A Worker running pocketrt (one model at a time). */
@@ -48,12 +52,9 @@ export class PocketWorker {
       if (signal?.aborted) return reject(coded('aborted', 'ABORTED'));
       signal?.addEventListener('abort', onAbort, { once: true });
       this.handlers.set(id, (msg) => {
-        if (msg.type === 'result' || msg.type === 'error') {
+        if (settles(msg, resolve, reject)) {
           this.handlers.delete(id);
           signal?.removeEventListener('abort', onAbort);
-          if (msg.type === 'result') resolve(msg.value);
-          else if (msg.openai) reject(apiError({ openai: msg.openai, code: msg.code, status: msg.status }));
-          else reject(coded(msg.message, msg.code));
         } else {
           onEvent?.(msg);
         }
@@ -106,20 +107,6 @@ export class RemoteModel {
     };
     /** What the `restore` load option restored (null: nothing saved). */
     this.restored = null;
-  }
-
-  /** The backend that runs the model ("webgpu" or "cpu") and why. */
-  get backend() {
-    return this.info.backend;
-  }
-
-  get backendReason() {
-    return this.info.backendReason;
-  }
-
-  /** Threads the CPU backend runs on in the worker (1: the single-threaded build). */
-  get threads() {
-    return this.info.threads;
   }
 
   generate(prompt, options = {}) {
@@ -227,7 +214,10 @@ export class RemoteModel {
   }
 }
 
+// `backend`, `backendReason` and `threads` (the worker's model's), from `info`.
+infoGetters(RemoteModel);
+
 /** An autoSave event from the worker, its error an `Error` with its `code` again. */
-function autoSaveEvent(event) {
+export function autoSaveEvent(event) {
   return event.error ? { ...event, error: coded(event.error.message, event.error.code) } : event;
 }

@@ -2,7 +2,7 @@
 // worker-client.js (messages {id, op, ...}; replies {id, type, ...}); the operations on a
 // loaded model are ops.js's.
 import { Pocket, pocketError } from './core.js';
-import { runOp, errorFields } from './ops.js';
+import { autoSaveMessage, deviceLostMessage, errorFields, runOp } from './ops.js';
 
 let model = null;
 const controllers = new Map();
@@ -28,15 +28,9 @@ async function handle(msg) {
         ...msg.options,
         signal,
         onProgress: (event) => reply(id, 'progress', { event }),
-        // Told to the page as a message of its own (the load's call is over by then).
-        onDeviceLost: ({ reason, message, reload }) =>
-          self.postMessage({ type: 'device-lost', info: { reason, message, reloading: !!reload } }),
-        // Each autoSave, told to the page as a message of its own.
-        onAutoSave: ({ id: session, report, error }) =>
-          self.postMessage({
-            type: 'autosave',
-            event: { id: session, report, error: error && { message: error.message, code: error.code } },
-          }),
+        // Told to the page as messages of their own (the load's call is over by then).
+        onDeviceLost: (event) => self.postMessage(deviceLostMessage(event)),
+        onAutoSave: (event) => self.postMessage(autoSaveMessage(event)),
       });
       reply(id, 'result', { value: { info: model.info, restored: model.restored } });
     } else if (op === 'cache') {
