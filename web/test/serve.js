@@ -1,6 +1,6 @@
 // A small static server for the demo and the browser tests. Routes:
 //   /pkg/...      the built npm package (../../pkg, or the folder given as `pkg`)
-//   /demo/...     the demo page (../demo)
+//   /app/...      the chat app (dist/app, built by scripts/build-demo)
 //   /test/...     test pages (./pages)
 //   /vite/...     the Vite-built test app (./vite-app/dist)
 //   /wllama/...   the @wllama/wllama dev dependency (the wllama benches)
@@ -10,7 +10,7 @@
 //                 lists a folder's files, /hub/{id}/resolve/main/{file} serves one
 // Files are served with HTTP range support. Every request is logged (`server.requests`),
 // so tests can count shard fetches.
-// `node test/serve.js --demo [--port N] [--model NAME=DIR]` serves the demo.
+// `node test/serve.js --demo [--port N] [--model NAME=DIR]` serves the app.
 import crypto from 'node:crypto';
 import http from 'node:http';
 import fs from 'node:fs';
@@ -29,6 +29,9 @@ const TYPES = {
   '.css': 'text/css',
   '.ts': 'text/plain',
   '.png': 'image/png',
+  '.svg': 'image/svg+xml',
+  '.webmanifest': 'application/manifest+json',
+  '.woff2': 'font/woff2',
 };
 
 /** The hub's listing of `dir`: `{ id, siblings: [{ rfilename, size, lfs: { sha256 } }] }`. */
@@ -44,7 +47,7 @@ function listing(id, dir) {
 export function createServer({ models = {}, hub = {}, port = 0, pkg = path.join(root, 'pkg') } = {}) {
   const mounts = {
     pkg,
-    demo: path.join(root, 'web/demo'),
+    app: path.join(root, 'dist/app'),
     test: path.join(here, 'pages'),
     vite: path.join(here, 'vite-app/dist'),
     wllama: path.join(root, 'web/node_modules/@wllama/wllama'), // the wllama benches (cases-wllama.js)
@@ -142,6 +145,6 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     }
   });
   createServer({ models, port }).then((s) => {
-    console.log(`demo: ${s.url}/demo/  (models: ${Object.keys(models).map((m) => `/models/${m}/`).join(', ') || 'none; --model NAME=DIR'})`);
+    console.log(`app: ${s.url}/app/  (models: ${Object.keys(models).map((m) => `/models/${m}/`).join(', ') || 'none; --model NAME=DIR'})`);
   });
 }
