@@ -1,4 +1,4 @@
-// Browser tests of GGUF URLs, hub ids and the demo's local-file picker (run by run.js with
+// Browser tests of GGUF URLs and hub ids (run by run.js with
 // cases.js). Each gets { page, context, server, fixture, scratch, results }.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -156,31 +156,5 @@ export const tests = {
     assert.deepEqual(asked, ['https://huggingface.co/api/models/taobao-mnn/MNN-Pocket-0.3B-GGUF?blobs=true']);
     assert.equal(r.code, 'NETWORK');
     assert.match(r.message, /no model file/);
-  },
-
-  async the_demo_loads_local_files_from_its_pickers_and_generates({ page, server, fixture }) {
-    await page.goto(`${server.url}/demo/`);
-    // A package folder (the folder picker), then a GGUF file (the file picker).
-    for (const [input, choice] of [['#files', fixture], ['#file', path.join(fixture, 'tiny.gguf')]]) {
-      await page.setInputFiles(input, choice);
-      await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
-      // (The random model's tokens may all be special ones, which print as nothing.)
-      await page.evaluate(() => (document.getElementById('speed').textContent = ''));
-      // Greedy, so the 8 tokens come whatever the random model's end token.
-      if (!(await page.isVisible('#temperature'))) await page.click('#settings summary');
-      await page.fill('#temperature', '0');
-      await page.fill('#max', '8');
-      await page.fill('#prompt', 'Hi');
-      await page.click('#send');
-      await page.waitForFunction(
-        () => document.body.dataset.state === 'ready' && /tokens\/s/.test(document.getElementById('speed').textContent),
-        null,
-        { timeout: 60000 },
-      );
-      assert.match(await page.textContent('#speed'), /^8 tokens, [\d.]+ tokens\/s$/, 'it generated');
-      assert.equal(await page.isVisible('#error'), false, await page.textContent('#error'));
-      assert.match(await page.textContent('#phase'), /ready/);
-    }
-    assert.deepEqual(server.requests.filter((r) => r.startsWith('/models/')), [], 'nothing from the server');
   },
 };

@@ -371,12 +371,6 @@ export const tests = {
     assert.match(auto.info.backendReason, /no WebGPU/);
     const tokens = await generateTokens(page, want);
     assert.deepEqual(tokens, want.cpu_tokens, `CPU tokens equal native (${want.cpu_engine})`);
-    // (The page's init script does not reach the demo's Worker, so the demo is told.)
-    await page.goto(`${server.url}/demo/?model=/models/tiny/&backend=cpu`);
-    await page.waitForSelector('#nogpu:not([hidden])');
-    assert.match(await page.textContent('#nogpu'), /WebGPU is not available/);
-    await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
-    assert.match(await page.textContent('#backend'), /^backend: cpu, \d+ threads? \(requested/);
   },
 
   async the_cpu_backend_generates_like_native_and_reloads_from_the_cache({ page, server, fixture }) {
@@ -421,52 +415,5 @@ export const tests = {
   async a_150_mb_package_loads_with_under_32_mb_of_wasm_memory_growth({ page, server }) {
     assert.ok(server.models.large, 'POCKETRT_WEB_LARGE names the large package');
     await loadsInLittleMemory(page, server, '/models/large/', 'package');
-  },
-
-  async the_demo_chats_through_a_worker({ page, server, results }) {
-    // On WebGPU: the CPU backend finishes the tiny model's reply before the stop click.
-    await page.goto(`${server.url}/demo/?model=/models/tiny/&backend=webgpu`);
-    await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
-    assert.match(await page.textContent('#backend'), /^backend: webgpu \(requested/);
-    assert.match(await page.textContent('#phase'), /, profile swiftshader \(detected\)$/);
-    // Greedy: the tiny model then runs on without an end token (the stop case needs that).
-    await page.click('#settings summary');
-    await page.fill('#temperature', '0');
-    await page.fill('#max', '120');
-    await page.fill('#prompt', 'Hi there');
-    await page.click('#send');
-    await page.waitForSelector('body[data-state=generating]');
-    await page.waitForFunction(() => document.querySelector('.assistant').textContent.length > 0);
-    await page.screenshot({ path: path.join(results, 'demo-generating.png') });
-    await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
-    assert.match(await page.textContent('#speed'), /tokens\/s/);
-    // The stop button ends a generation early.
-    await page.fill('#max', '100000');
-    await page.fill('#prompt', 'Again');
-    await page.click('#send');
-    await page.waitForFunction(() => document.querySelectorAll('.assistant')[1]?.textContent.length > 0);
-    // Clicked at once (the streaming reply keeps the layout moving under the button).
-    await page.click('#stop', { force: true });
-    await page.waitForSelector('body[data-state=ready]', { timeout: 30000 });
-    assert.equal(await page.isVisible('#error'), false, `stopping is not an error: ${await page.textContent('#error')}`);
-    // A system prompt goes into the request; "New chat" clears the conversation.
-    await page.fill('#system', 'Answer in one word.');
-    await page.fill('#max', '8');
-    await page.fill('#prompt', 'Third');
-    await page.click('#send');
-    await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
-    assert.match(await page.textContent('#speed'), /^\d+ tokens, [\d.]+ tokens\/s$/);
-    assert.equal(await page.locator('.msg').count(), 6);
-    // The chat was saved after the reply (autoSave): a reload shows it again, its
-    // history restored into the KV cache (no request runs: no kernel compiles).
-    const texts = () => page.locator('.msg').allTextContents();
-    const shown = await texts();
-    await page.reload();
-    await page.waitForSelector('body[data-state=ready]', { timeout: 60000 });
-    assert.match(await page.textContent('#phase'), /; chat restored \(\d+ tokens, no prefill\)$/);
-    assert.deepEqual(await texts(), shown, 'the reloaded demo shows the chat it had');
-    assert.equal(await page.inputValue('#system'), 'Answer in one word.');
-    await page.click('#reset');
-    assert.equal(await page.locator('.msg').count(), 0, 'a new chat starts empty');
   },
 };

@@ -18,8 +18,9 @@ import { tests as apiTests } from './cases-api.js';
 import { tests as faultTests } from './cases-faults.js';
 import { tests as sessionTests } from './cases-sessions.js';
 import { tests as sharedTests } from './cases-shared.js';
+import { tests as appTests } from './cases-app.js';
 
-const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...faultTests, ...sessionTests, ...sharedTests, ...benchTests, ...wllamaTests };
+const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...faultTests, ...sessionTests, ...sharedTests, ...appTests, ...benchTests, ...wllamaTests };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = process.env.POCKETRT_WEB_FIXTURE;
@@ -50,7 +51,9 @@ try {
     // when named (`scripts/test-web long_`) or with POCKETRT_WEB_LONG=1 (scripts/test --long).
     if (name.startsWith('bench_') && !only) continue;
     if (name.startsWith('long_') && !only && process.env.POCKETRT_WEB_LONG !== '1') continue;
-    const context = await browser.newContext();
+    // A case may ask for its browser context's options (`fn.contextOptions`: a viewport,
+    // touch, a device scale factor: cases-app.js's iPad and phone).
+    const context = await browser.newContext(fn.contextOptions ?? {});
     const page = await context.newPage();
     const logs = [];
     page.on('console', (m) => logs.push(`[console] ${m.text()}`));

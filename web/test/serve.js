@@ -55,9 +55,16 @@ export function createServer({ models = {}, hub = {}, port = 0, pkg = path.join(
   const requests = [];
   // Latency added to shard responses (a slow network for the cache tests); noRanges: answer
   // range requests with the whole file (a server without range support); isolated: send
-  // COOP/COEP (false: a server that does not, so no wasm threads).
-  const state = { shardDelayMs: 0, noRanges: false, isolated: true };
+  // COOP/COEP (false: a server that does not, so no wasm threads); offline: drop every
+  // connection unanswered (a network that is down, for service workers too), counting them
+  // in `refused`.
+  const state = { shardDelayMs: 0, noRanges: false, isolated: true, offline: false, refused: 0 };
   const server = http.createServer((req, res) => {
+    if (state.offline) {
+      state.refused += 1;
+      req.socket.destroy();
+      return;
+    }
     if (state.shardDelayMs && req.url.endsWith('.bin')) {
       setTimeout(() => respond(req, res), state.shardDelayMs);
     } else {

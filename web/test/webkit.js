@@ -8,7 +8,7 @@
 //   uninterrupted session does, with no prefill (OPFS, or Cache Storage where OPFS cannot
 //   be written from a page);
 // - two pages share one CPU engine (`shared: true`), each page's tokens native;
-// - the demo loads the model and shows the CPU backend;
+// - the app (dist/app) loads the model on the CPU backend, sends a message, a reply comes;
 // - threadSupport() reports what WebKit offers (printed).
 // Fails — never skips — when WebKitWebDriver or MiniBrowser is missing.
 import assert from 'node:assert/strict';
@@ -188,22 +188,52 @@ try {
   await command(base, 'POST', `${s}/window`, { handle: tab1 });
   console.log(`ok   webkit: two pages share one CPU engine (${second.info.shared.via}); the second load ${second.ms.toFixed(0)} ms`);
 
-  await command(base, 'POST', `${s}/url`, { url: `${server.url}/demo/?model=/models/tiny/` });
-  const demo = await run(
+  // The app (dist/app): the model loads on the CPU backend (auto: no WebGPU), a message
+  // is sent and a reply comes with its stats.
+  await command(base, 'POST', `${s}/url`, { url: `${server.url}/app/?model=/models/tiny/` });
+  const app = await run(
     `const done = arguments[0];
-     const poll = () => {
-       const state = document.body.dataset.state;
-       if (state === 'ready' || state === 'error') {
-         done({ state, backend: document.getElementById('backend').textContent,
-                threads: document.getElementById('threads').textContent,
-                error: document.getElementById('error').textContent });
-       } else setTimeout(poll, 100);
+     const $ = (id) => document.querySelector('[data-testid="' + id + '"]');
+     const set = (id, value) => {
+       const e = $(id);
+       e.value = value;
+       e.dispatchEvent(new Event('input', { bubbles: true }));
+       e.dispatchEvent(new Event('change', { bubbles: true }));
      };
-     poll();`,
+     const until = (what, f, ms = 60000) => new Promise((resolve, reject) => {
+       const t0 = Date.now();
+       const poll = () => {
+         let v;
+         try { v = f(); } catch {}
+         if (v) resolve(v);
+         else if (document.body.dataset.state === 'error') reject(new Error(what + ': ' + $('error')?.textContent));
+         else if (Date.now() - t0 > ms) reject(new Error('timed out: ' + what + ' (state ' + document.body.dataset.state + ')'));
+         else setTimeout(poll, 50);
+       };
+       poll();
+     });
+     (async () => {
+       await until('the app starts', () => document.body.dataset.state === 'idle' && $('load'));
+       $('load').click();
+       await until('the model loads', () => document.body.dataset.state === 'ready');
+       if (!$('temperature')?.checkVisibility?.()) $('settings').click();
+       set('temperature', '0');
+       set('max-tokens', '8');
+       set('prompt', 'Hi');
+       await until('send is enabled', () => !$('send').disabled);
+       $('send').click();
+       const replies = () => document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+       const stats = await until('the reply', () => document.body.dataset.state === 'ready' &&
+         replies()[0]?.querySelector('[data-testid="reply-stats"]')?.textContent.trim());
+       return { backend: $('backend').textContent.trim(), dataBackend: document.body.dataset.backend,
+                status: $('load-status').textContent.trim(), stats };
+     })().then(done, (e) => done({ error: e.message }));`,
   );
-  assert.equal(demo.state, 'ready', `the demo loads in WebKit: ${demo.error}`);
-  assert.match(demo.backend, /^backend: cpu, \d+ threads? \(no WebGPU/);
-  console.log(`ok   webkit demo: ${demo.backend}; ${demo.threads}`);
+  assert.ok(!app.error, `the app in WebKit: ${app.error}`);
+  assert.equal(app.dataBackend, 'cpu');
+  assert.match(app.backend, /^CPU/);
+  assert.match(app.stats, /^[1-8] tokens · TTFT \d+ ms · [\d.]+ tok\/s$/, 'the reply has its stats');
+  console.log(`ok   webkit app: ${app.backend}; ${app.stats}`);
 } catch (e) {
   failed = true;
   console.log(`FAIL webkit: ${e.stack ?? e}`);

@@ -1,0 +1,612 @@
+// The chat app (web/app, built by scripts/build-demo into dist/app, served at /app/) in
+// Chromium at iPad Pro 11" portrait and landscape and at a phone's size: the fixture model
+// loaded, a reply streamed, stopped, regenerated, edited; a reload keeps the conversation
+// and continues it; offline (service worker) the app opens and answers from the cached
+// model; a model deleted in the picker frees its storage; installable (the manifest, CDP);
+// model output shown as inert text (XSS); no WebGPU; local files; Lighthouse. The hooks are
+// the app's `data-testid`s and `body[data-state]` (the contract: web/app/README.md).
+// The CPU backend (`&backend=cpu`) wherever WebGPU is not the point: a page on WebGPU pays
+// ~8 s of SwiftShader shader compiles. Screenshots: web/test-results/app-*.png.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { chromiumPath } from './browser.js';
+import { CACHE } from './cases.js';
+
+const IPAD_PORTRAIT = { viewport: { width: 820, height: 1180 }, hasTouch: true, deviceScaleFactor: 2 };
+const IPAD_LANDSCAPE = { viewport: { width: 1180, height: 820 }, hasTouch: true, deviceScaleFactor: 2 };
+const PHONE = { viewport: { width: 390, height: 844 }, hasTouch: true, deviceScaleFactor: 3, isMobile: true };
+
+const tid = (id) => `[data-testid="${id}"]`;
+const MESSAGE = tid('message');
+const ASSISTANT = `${MESSAGE}[data-role="assistant"]`;
+const USER = `${MESSAGE}[data-role="user"]`;
+const STATS = /^(\d+) tokens · TTFT (\d+) ms · ([\d.]+) tok\/s$/;
+/** Model output that would run script if it became HTML unsanitized (and a user message
+ * holding the same). */
+const PAYLOAD = '<img src=x onerror=window.__xss=1> <script>window.__xss=2</script> [x](javascript:window.__xss=3)';
+
+/** Before any page script: `window.__states`, each `body[data-state]` in turn (a short
+ * generation's `generating` is not missed), and `window.__growth`, the lengths of the last
+ * reply's text while generating (the stream). */
+function watchStates(context) {
+  return context.addInitScript(() => {
+    window.__states = [];
+    window.__growth = [];
+    const watch = () => {
+      const seen = () => {
+        const s = document.body.dataset.state;
+        if (s && window.__states.at(-1) !== s) window.__states.push(s);
+        if (s === 'generating') {
+          const all = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+          const body = all[all.length - 1]?.querySelector('[data-testid="message-body"]');
+          const n = body?.textContent.length ?? 0;
+          if (window.__growth.at(-1) !== n) window.__growth.push(n);
+        }
+      };
+      new MutationObserver(seen).observe(document.body, { attributes: true, childList: true, subtree: true, characterData: true });
+      seen();
+    };
+    if (document.body) watch();
+    else document.addEventListener('DOMContentLoaded', watch);
+  });
+}
+
+async function open(page, server, query) {
+  await page.goto(`${server.url}/app/?${query}`);
+  await page.waitForSelector('body[data-state]', { timeout: 30000 });
+}
+
+async function shot(page, results, name) {
+  await page.screenshot({ path: path.join(results, `app-${name}.png`) });
+}
+
+const touch = new WeakMap();
+
+/** Tap on a touch screen, click otherwise. */
+async function press(page, locator, options = {}) {
+  const l = typeof locator === 'string' ? page.locator(locator) : locator;
+  if (!touch.has(page)) touch.set(page, await page.evaluate(() => navigator.maxTouchPoints > 0));
+  if (touch.get(page)) await l.tap(options);
+  else await l.click(options);
+}
+
+async function waitState(page, state, timeout = 60000) {
+  await page.waitForFunction(
+    (want) => document.body.dataset.state === want || document.body.dataset.state === 'error',
+    state,
+    { timeout },
+  );
+  const now = await page.evaluate(() => document.body.dataset.state);
+  if (now !== state) {
+    const error = await page.locator(tid('error')).textContent().catch(() => '(no error banner)');
+    throw new Error(`the app went to "${now}", not "${state}": ${error}`);
+  }
+}
+
+/** Press `load` and wait for the model; returns the `load-status` text. */
+async function loadModel(page, { timeout = 60000 } = {}) {
+  await press(page, tid('load'));
+  await waitState(page, 'ready', timeout);
+  return (await page.textContent(tid('load-status'))).trim();
+}
+
+/** Set settings fields (testid → value; booleans check a checkbox), opening the settings
+ * first and closing them after. */
+async function settings(page, values) {
+  const first = page.locator(tid(Object.keys(values)[0]));
+  if (!(await first.isVisible())) await press(page, tid('settings'));
+  await first.waitFor({ state: 'visible', timeout: 5000 });
+  for (const [id, v] of Object.entries(values)) {
+    const field = page.locator(tid(id));
+    if (typeof v === 'boolean') {
+      await field.setChecked(v);
+      continue;
+    }
+    await field.evaluate((e, value) => {
+      e.value = value;
+      e.dispatchEvent(new Event('input', { bubbles: true }));
+      e.dispatchEvent(new Event('change', { bubbles: true }));
+    }, String(v));
+    assert.equal(await field.inputValue(), String(v), `the ${id} setting takes ${v}`);
+  }
+  await closeSettings(page);
+}
+
+async function closeSettings(page) {
+  if (await page.locator('dialog[open]').count()) await page.keyboard.press('Escape');
+  else if (await page.locator(tid('temperature')).isVisible()) await press(page, tid('settings'));
+}
+
+/** The settings' values (opened and closed again). */
+async function settingValues(page, ids) {
+  if (!(await page.locator(tid(ids[0])).isVisible())) await press(page, tid('settings'));
+  const out = {};
+  for (const id of ids) out[id] = await page.locator(tid(id)).inputValue();
+  await closeSettings(page);
+  return out;
+}
+
+/** [role, text] of each message (the rendered body's text). */
+function transcript(page) {
+  return page.locator(MESSAGE).evaluateAll((ms) =>
+    ms.map((m) => [m.dataset.role, (m.querySelector('[data-testid="message-body"]') ?? m).textContent.trim()]),
+  );
+}
+
+const stateMark = (page) => page.evaluate(() => window.__states.length);
+
+/** After `mark` (stateMark), a generation ran and the app is ready again with `replies`
+ * assistant messages, the last with its stats: returns { tokens, ttft, tps, text }. */
+async function replyDone(page, mark, replies, { timeout = 60000 } = {}) {
+  await page.waitForFunction(
+    ({ mark, replies }) => {
+      const states = window.__states.slice(mark);
+      const all = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+      return (
+        document.body.dataset.state === 'error' ||
+        (states.includes('generating') &&
+          document.body.dataset.state === 'ready' &&
+          all.length === replies &&
+          all[replies - 1].querySelector('[data-testid="reply-stats"]')?.textContent.trim())
+      );
+    },
+    { mark, replies },
+    { timeout },
+  );
+  await assertNoError(page);
+  const last = page.locator(ASSISTANT).last();
+  const stats = (await last.locator(tid('reply-stats')).textContent()).trim();
+  const m = STATS.exec(stats);
+  assert.ok(m, `reply-stats "${stats}" reads "N tokens · TTFT X ms · Y tok/s"`);
+  const text = (await last.locator(tid('message-body')).textContent()).trim();
+  return { tokens: Number(m[1]), ttft: Number(m[2]), tps: Number(m[3]), text, stats };
+}
+
+async function assertNoError(page) {
+  const state = await page.evaluate(() => document.body.dataset.state);
+  const banner = page.locator(tid('error'));
+  const shown = (await banner.count()) && (await banner.isVisible()) ? (await banner.textContent()).trim() : '';
+  assert.ok(state !== 'error' && !shown, `no error: state ${state}, banner "${shown}"`);
+}
+
+/** Type `text`, press send, wait for the reply. */
+async function send(page, text, options) {
+  const replies = await page.locator(ASSISTANT).count();
+  await page.fill(tid('prompt'), text);
+  const mark = await stateMark(page);
+  await press(page, tid('send'));
+  return replyDone(page, mark, replies + 1, options);
+}
+
+/** `send` is disabled and the composer says why (idle or loading). */
+async function composerBlocked(page, when) {
+  assert.equal(await page.locator(tid('send')).isDisabled(), true, `send is disabled ${when}`);
+  const reason = page.locator(tid('composer-reason'));
+  assert.ok(await reason.isVisible(), `the composer's reason is shown ${when}`);
+  const text = (await reason.textContent()).trim();
+  assert.ok(text.length > 0, `the composer's reason has text ${when}`);
+  return text;
+}
+
+/** The model option of the fixture (its data-model names /models/tiny/). */
+const tinyOption = (page) => page.locator(`${tid('model-option')}[data-model*="/models/tiny/"]`).first();
+
+/** Bytes in the first "N unit" of a text ("1.2 MB used of 5 GB" → 1.2e6). */
+function firstBytes(text) {
+  const m = /([\d.,]+)\s*(B|bytes|kB|KB|KiB|MB|MiB|GB|GiB|TB)\b/.exec(text);
+  assert.ok(m, `a storage figure in "${text}"`);
+  const unit = { B: 1, bytes: 1, kB: 1e3, KB: 1e3, KiB: 1024, MB: 1e6, MiB: 1048576, GB: 1e9, GiB: 1073741824, TB: 1e12 }[m[2]];
+  return Number(m[1].replace(/,/g, '')) * unit;
+}
+
+/** The shards of /models/tiny/ in pocketrt's Cache Storage. */
+const cachedTinyFiles = (page) =>
+  page.evaluate(async (name) => {
+    if (!(await caches.has(name))) return 0;
+    const keys = await (await caches.open(name)).keys();
+    return keys.filter((r) => r.url.includes('/models/tiny/')).length;
+  }, CACHE);
+
+/** The page's service worker is active (it cached the app shell and the package). */
+async function serviceWorkerReady(page) {
+  const r = await page.evaluate(() =>
+    Promise.race([
+      navigator.serviceWorker.ready.then((reg) => ({ scope: reg.scope, state: reg.active?.state })),
+      new Promise((resolve) => setTimeout(() => resolve(null), 20000)),
+    ]),
+  );
+  assert.ok(r, 'the app registers a service worker (navigator.serviceWorker.ready within 20 s)');
+  return r;
+}
+
+/** Chromium's installability verdict and the manifest it parsed (CDP). */
+async function installability(page) {
+  const cdp = await page.context().newCDPSession(page);
+  const { installabilityErrors } = await cdp.send('Page.getInstallabilityErrors');
+  const manifest = await cdp.send('Page.getAppManifest');
+  await cdp.detach();
+  return { errors: installabilityErrors, manifest };
+}
+
+/** No element in the messages can run script, and the page-level flag is unset. */
+async function assertInert(page) {
+  await page.waitForTimeout(500); // an <img onerror> would have fired by now
+  const found = await page.evaluate(() => {
+    const bad = [];
+    for (const m of document.querySelectorAll('[data-testid="message"]')) {
+      for (const el of m.querySelectorAll('*')) {
+        if (el.localName === 'script') bad.push('a <script> element');
+        for (const a of el.attributes) {
+          if (/^on/i.test(a.name)) bad.push(`an ${a.name} attribute on <${el.localName}>`);
+          if (/^\s*javascript:/i.test(a.value)) bad.push(`a javascript: ${a.name} on <${el.localName}>`);
+        }
+        if (el.localName === 'a' && el.href && !/^(https?:|mailto:|#)/.test(el.getAttribute('href'))) {
+          bad.push(`a link to ${el.getAttribute('href')}`);
+        }
+        if (el.localName === 'a' && el.getAttribute('href') && !/noopener/.test(el.rel ?? '')) {
+          bad.push(`a link without rel=noopener: ${el.outerHTML}`);
+        }
+      }
+    }
+    return { bad, flag: window.__xss ?? null };
+  });
+  assert.deepEqual(found.bad, [], 'nothing in the messages can run script');
+  assert.equal(found.flag, null, 'no script ran (window.__xss stays unset)');
+}
+
+/** Every one of these controls is a 44 × 44 px touch target at least. */
+async function touchTargets(page, ids) {
+  for (const id of ids) {
+    const l = page.locator(tid(id)).first();
+    if (!(await l.isVisible())) continue;
+    const box = await l.boundingBox();
+    assert.ok(box.width >= 44 && box.height >= 44, `${id} is a 44 px target: ${box.width.toFixed(0)} × ${box.height.toFixed(0)}`);
+  }
+}
+
+export const tests = {
+  // The old demo's Worker case on the app, at iPad portrait: WebGPU (SwiftShader: slow
+  // enough that the stop lands mid-reply), the detected profile, a streamed reply, stop,
+  // regenerate, edit, the system prompt kept, a reload restoring the chat (its KV cache from
+  // the session snapshot, no prefill) and continuing it.
+  async the_app_chats_through_a_worker_on_webgpu_on_an_ipad_in_portrait({ page, context, server, results }) {
+    await watchStates(context);
+    await open(page, server, 'model=/models/tiny/&backend=webgpu');
+    assert.equal(await page.evaluate(() => document.body.dataset.state), 'idle', 'the model waits for `load`');
+    assert.equal(await tinyOption(page).count(), 1, '?model= is in the picker');
+    await composerBlocked(page, 'before a model is loaded');
+    await shot(page, results, 'ipad-portrait-idle');
+    const status = await loadModel(page);
+    assert.match(status, /Ready/, `load-status on ready: ${status}`);
+    assert.equal(await page.evaluate(() => document.body.dataset.backend), 'webgpu');
+    assert.match(await page.textContent(tid('backend')), /^\s*WebGPU/);
+    assert.match(await page.textContent(tid('details')), /swiftshader/, 'the details name the detected profile');
+    assert.equal(await page.locator(tid('send')).isDisabled(), false, 'send is enabled once ready');
+
+    // Greedy: the random model runs on without an end token (the stop needs that).
+    await settings(page, { system: 'Answer in one word.', temperature: 0, 'max-tokens': 120 });
+    await page.fill(tid('prompt'), 'Hi there');
+    let mark = await stateMark(page);
+    await press(page, tid('send'));
+    await page.waitForFunction(() => {
+      const all = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+      return document.body.dataset.state === 'generating' && all[all.length - 1]?.textContent.length > 0;
+    });
+    assert.equal(await page.locator(tid('stop')).isEnabled(), true, 'stop is enabled while generating');
+    assert.equal(await page.locator(tid('send')).isDisabled(), true, 'send is disabled while generating');
+    await shot(page, results, 'ipad-portrait-generating');
+    const first = await replyDone(page, mark, 1);
+    assert.ok(first.tokens > 0 && first.tokens <= 120, `1 to 120 tokens: ${first.stats}`);
+    const growth = await page.evaluate(() => window.__growth.filter((n) => n > 0));
+    assert.ok(growth.length >= 2, `the reply streamed in (its lengths while generating: ${growth.slice(0, 10)})`);
+    assert.deepEqual((await transcript(page)).map(([r]) => r), ['user', 'assistant']);
+    assert.equal((await transcript(page))[0][1], 'Hi there');
+    await shot(page, results, 'ipad-portrait-reply');
+
+    // Stop, at once (the streaming reply keeps the layout moving under the button).
+    await settings(page, { 'max-tokens': 400 });
+    await page.fill(tid('prompt'), 'Again');
+    mark = await stateMark(page);
+    await press(page, tid('send'));
+    await page.waitForFunction(() => {
+      const all = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+      return document.body.dataset.state === 'generating' && all.length === 2 && all[1].textContent.length > 0;
+    });
+    await page.locator(tid('stop')).click({ force: true });
+    await waitState(page, 'ready', 30000);
+    await assertNoError(page); // stopping is not an error
+    const stopped = await page.locator(ASSISTANT).nth(1).locator(tid('reply-stats')).textContent().catch(() => '');
+    const cut = STATS.exec(stopped.trim());
+    if (cut) assert.ok(Number(cut[1]) < 400, `the stopped reply is cut short: ${stopped}`);
+    await shot(page, results, 'ipad-portrait-stopped');
+
+    // Regenerate replaces the last reply.
+    await settings(page, { 'max-tokens': 16 });
+    mark = await stateMark(page);
+    await press(page, page.locator(ASSISTANT).last().locator(tid('regenerate')));
+    const again = await replyDone(page, mark, 2);
+    assert.ok(again.tokens > 0 && again.tokens <= 16, `the regenerated reply: ${again.stats}`);
+    assert.equal(await page.locator(MESSAGE).count(), 4, 'regenerate replaces the reply');
+
+    // Edit the last user message: the conversation goes on from the edited one.
+    await edit(page, 'Again', 'Edited question');
+    const edited = await transcript(page);
+    assert.deepEqual(edited.map(([r]) => r), ['user', 'assistant', 'user', 'assistant']);
+    assert.equal(edited[2][1], 'Edited question');
+    await shot(page, results, 'ipad-portrait-edited');
+
+    // A reload shows the conversation and its settings, and continues it, the KV cache
+    // restored from the session snapshot (no prefill).
+    await page.reload();
+    await page.waitForSelector(MESSAGE, { timeout: 30000 });
+    assert.deepEqual(await transcript(page), edited, 'the reloaded app shows the conversation it had');
+    const kept = await settingValues(page, ['system', 'temperature', 'max-tokens']);
+    assert.deepEqual(kept, { system: 'Answer in one word.', temperature: '0', 'max-tokens': '16' }, 'the settings are kept');
+    const restored = await loadModel(page);
+    const said = `${restored} ${await page.textContent(tid('details'))}`;
+    console.log(`     after the reload: ${restored}`);
+    assert.match(said, /restored/i, `the app says the chat's KV cache was restored: ${restored}`);
+    const next = await send(page, 'Continue');
+    assert.ok(next.tokens > 0);
+    assert.equal(await page.locator(MESSAGE).count(), 6, 'the conversation continues');
+    await shot(page, results, 'ipad-portrait-reloaded');
+    await press(page, tid('new-chat'));
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="message"]').length === 0);
+  },
+
+  // CPU, iPad landscape: the load readable and the composer blocked while loading; the
+  // conversation list (new, rename, search, delete, switch); a live region; installable
+  // (CDP); offline after the first visit: the service worker opens the app and the cached
+  // model answers.
+  async the_app_keeps_conversations_and_works_offline_on_an_ipad_in_landscape({ page, context, server, results }) {
+    await watchStates(context);
+    page.on('dialog', (d) => d.accept(d.type() === 'prompt' ? 'Renamed chat' : undefined));
+    await open(page, server, 'model=/models/tiny/&backend=cpu');
+    // A slow network, so the loading state can be seen.
+    server.state.shardDelayMs = 250;
+    try {
+      await press(page, tid('load'));
+      await waitState(page, 'loading', 10000);
+      const why = await composerBlocked(page, 'while the model loads');
+      console.log(`     while loading: "${why}"; ${(await page.textContent(tid('load-status'))).trim()}`);
+      await shot(page, results, 'ipad-landscape-loading');
+      await waitState(page, 'ready');
+    } finally {
+      server.state.shardDelayMs = 0;
+    }
+    assert.equal(await page.evaluate(() => document.body.dataset.backend), 'cpu');
+    assert.match(await page.textContent(tid('backend')), /^\s*CPU/);
+    assert.match(await page.textContent(tid('load-status')), /Ready/);
+    assert.match(await page.textContent(tid('load-status')), /network/i, 'the first load is from the network');
+    assert.ok(await page.locator('[aria-live]').count(), 'a live region for the streamed reply');
+
+    await settings(page, { temperature: 0, 'max-tokens': 12 });
+    const reply = await send(page, 'Hello');
+    assert.ok(reply.tokens > 0 && reply.tokens <= 12, reply.stats);
+    const chat = await transcript(page);
+
+    // The conversation list.
+    const conversations = page.locator(tid('conversation'));
+    const current = page.locator(`${tid('conversation')}[aria-current="true"]`);
+    assert.equal(await conversations.count(), 1);
+    assert.equal(await current.count(), 1, 'the open conversation is marked');
+    const firstId = await current.getAttribute('data-id');
+    await press(page, tid('new-chat'));
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="message"]').length === 0);
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="conversation"]').length === 2);
+    const secondId = await current.getAttribute('data-id');
+    assert.notEqual(secondId, firstId, 'the new conversation is the open one');
+    await settings(page, { temperature: 0, 'max-tokens': 8 });
+    await send(page, 'Second chat');
+    await press(page, tid('rename-chat'));
+    const input = page.locator(tid('rename-input'));
+    if (await input.isVisible().catch(() => false)) {
+      await input.fill('Renamed chat');
+      await input.press('Enter');
+    }
+    await page.waitForFunction(() => /Renamed chat/.test(document.querySelector('[data-testid="conversation"][aria-current="true"]')?.textContent));
+    await page.fill(tid('search-chats'), 'renamed');
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="conversation"]')].filter((c) => c.checkVisibility()).length === 1);
+    assert.match(await page.locator(tid('conversation')).filter({ visible: true }).textContent(), /Renamed chat/);
+    await shot(page, results, 'ipad-landscape-conversations');
+    await page.fill(tid('search-chats'), '');
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="conversation"]')].filter((c) => c.checkVisibility()).length === 2);
+    await press(page, tid('delete-chat'));
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="conversation"]').length === 1);
+    assert.equal(await conversations.first().getAttribute('data-id'), firstId);
+    await press(page, conversations.first());
+    await page.waitForFunction((id) => document.querySelector('[data-testid="conversation"][aria-current="true"]')?.dataset.id === id, firstId);
+    await page.waitForFunction((n) => document.querySelectorAll('[data-testid="message"]').length === n, chat.length);
+    assert.deepEqual(await transcript(page), chat, 'switching back shows the first conversation');
+
+    // Installable.
+    const install = await installability(page);
+    console.log(`     installability errors: ${JSON.stringify(install.errors)}; manifest ${install.manifest.url}`);
+    assert.deepEqual(install.errors, [], 'Chromium finds the app installable');
+    assert.deepEqual(install.manifest.errors, [], 'the manifest parses without errors');
+
+    // Offline: no network for the page (setOffline) nor for its service worker (the server
+    // drops every connection).
+    const sw = await serviceWorkerReady(page);
+    console.log(`     service worker: ${sw.scope} (${sw.state})`);
+    await context.setOffline(true);
+    server.state.offline = true;
+    server.state.refused = 0;
+    try {
+      await page.reload();
+      await page.waitForSelector('body[data-state]', { timeout: 30000 });
+      await page.waitForFunction((n) => document.querySelectorAll('[data-testid="message"]').length === n, chat.length, { timeout: 30000 });
+      assert.deepEqual(await transcript(page), chat, 'offline, the app opens with the conversation');
+      const offline = await loadModel(page);
+      console.log(`     offline: ${offline} (${server.state.refused} connections refused)`);
+      assert.match(offline, /cache/i, `the model loads from the cache: ${offline}`);
+      const answer = await send(page, 'Offline?');
+      assert.ok(answer.tokens > 0 && answer.tokens <= 12, answer.stats);
+      await shot(page, results, 'ipad-landscape-offline');
+    } finally {
+      server.state.offline = false;
+      await context.setOffline(false);
+    }
+  },
+
+  // CPU, phone: a failed load is an error banner; the layout fits the width with 44 px
+  // targets; dark theme; a model deleted in the picker frees its storage.
+  async the_app_on_a_phone_deletes_a_cached_model_and_frees_storage({ page, context, server, results }) {
+    await watchStates(context);
+    await open(page, server, 'model=/models/missing/&backend=cpu');
+    await press(page, tid('load'));
+    await page.waitForSelector('body[data-state=error]', { timeout: 30000 });
+    const error = (await page.textContent(tid('error'))).trim();
+    assert.match(error, /^\[[A-Z_]+\] ./, `the error banner reads "[CODE] message": ${error}`);
+    await shot(page, results, 'phone-error');
+
+    await open(page, server, 'model=/models/tiny/&backend=cpu');
+    await loadModel(page);
+    await settings(page, { temperature: 0, 'max-tokens': 8 });
+    await send(page, 'Hi');
+    const width = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+    assert.ok(width[0] <= width[1], `nothing scrolls sideways at 390 px: ${width[0]} > ${width[1]}`);
+    await touchTargets(page, ['send', 'load', 'new-chat', 'settings', 'regenerate', 'edit']);
+    await shot(page, results, 'phone-reply');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await shot(page, results, 'phone-dark');
+    await page.emulateMedia({ colorScheme: 'light' });
+
+    const option = tinyOption(page);
+    const picker = page.locator(tid('model-picker'));
+    if (!(await option.isVisible())) await press(page, picker.first()); // a collapsed picker
+    await page.waitForFunction(() => document.querySelector('[data-testid="model-option"][data-model*="/models/tiny/"]')?.dataset.cached === 'true', null, { timeout: 10000 });
+    const size = Number(await option.getAttribute('data-size'));
+    const before = (await page.textContent(tid('storage'))).trim();
+    assert.ok((await cachedTinyFiles(page)) > 0, 'the model is in Cache Storage');
+    await press(page, option.locator(tid('delete-model')));
+    await page.waitForFunction(() => document.querySelector('[data-testid="model-option"][data-model*="/models/tiny/"]')?.dataset.cached === 'false', null, { timeout: 10000 });
+    await page.waitForFunction((t) => document.querySelector('[data-testid="storage"]').textContent.trim() !== t, before, { timeout: 10000 });
+    const after = (await page.textContent(tid('storage'))).trim();
+    console.log(`     storage: "${before}" → "${after}" (model ${size} B)`);
+    assert.ok(firstBytes(after) < firstBytes(before), `the storage figure drops: "${before}" → "${after}"`);
+    assert.equal(await cachedTinyFiles(page), 0, 'the model\'s files left Cache Storage');
+    await shot(page, results, 'phone-deleted');
+  },
+
+  // Model output is untrusted: a reply forced by a JSON schema to hold an <img onerror>, a
+  // <script> and a javascript: link (and a user message holding the same) is shown as text.
+  async the_app_shows_model_output_as_inert_text({ page, context, server, results }) {
+    await watchStates(context);
+    await open(page, server, 'model=/models/tiny/&backend=cpu');
+    await loadModel(page);
+    const schema = JSON.stringify({ type: 'string', enum: [PAYLOAD] });
+    await settings(page, { temperature: 0, 'max-tokens': 200, 'json-toggle': true, 'json-schema': schema });
+    const reply = await send(page, PAYLOAD);
+    console.log(`     the reply (${reply.tokens} tokens): ${reply.text}`);
+    await assertInert(page);
+    for (const [role, text] of await transcript(page)) {
+      assert.ok(text.includes('<img src=x onerror='), `the ${role}'s <img> is shown as text: ${text}`);
+      assert.ok(text.includes('<script>'), `the ${role}'s <script> is shown as text: ${text}`);
+    }
+    await shot(page, results, 'xss');
+    // After a reload (the messages rendered again from IndexedDB), still inert.
+    await page.reload();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="message"]').length === 2, null, { timeout: 30000 });
+    await assertInert(page);
+  },
+
+  // Without WebGPU the app says so and runs on the CPU backend. (A page's init script does
+  // not reach the app's Worker, so the app is also told `&backend=cpu`, as the old demo was.)
+  async the_app_without_webgpu_says_so_and_runs_on_the_cpu({ page, context, server, results }) {
+    await watchStates(context);
+    await context.addInitScript(() => {
+      Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });
+    });
+    await open(page, server, 'model=/models/tiny/&backend=cpu');
+    await page.waitForFunction(() => /WebGPU (is )?(not available|unavailable|missing|not supported)|no WebGPU/i.test(document.body.innerText), null, { timeout: 10000 });
+    await loadModel(page);
+    assert.equal(await page.evaluate(() => document.body.dataset.backend), 'cpu');
+    assert.match(await page.textContent(tid('backend')), /^\s*CPU · \d+ threads?/);
+    await settings(page, { temperature: 0, 'max-tokens': 8 });
+    const r = await send(page, 'Hi');
+    assert.ok(r.tokens > 0 && r.tokens <= 8, r.stats);
+    await shot(page, results, 'no-webgpu');
+  },
+
+  // The local pickers: a package folder, then a GGUF file; each loads at once and
+  // generates, with nothing fetched from the server.
+  async the_app_loads_local_files_from_its_pickers_and_generates({ page, context, server, fixture, results }) {
+    await watchStates(context);
+    await open(page, server, 'backend=cpu');
+    for (const [input, choice] of [['local-folder', fixture], ['local-file', path.join(fixture, 'tiny.gguf')]]) {
+      const mark = await stateMark(page);
+      await page.setInputFiles(tid(input), choice);
+      await page.waitForFunction((mark) => window.__states.slice(mark).includes('loading') && document.body.dataset.state !== 'loading', mark, { timeout: 60000 });
+      await waitState(page, 'ready');
+      await settings(page, { temperature: 0, 'max-tokens': 8 });
+      const r = await send(page, 'Hi');
+      assert.ok(r.tokens > 0 && r.tokens <= 8, `${input}: ${r.stats}`);
+    }
+    await shot(page, results, 'local-files');
+    assert.deepEqual(server.requests.filter((r) => r.startsWith('/models/')), [], 'nothing from the server');
+  },
+
+  // Lighthouse on the built app (headless Chromium through chrome-launcher): accessibility
+  // and best practices ≥ 0.95. Reports: web/test-results/app-lighthouse.report.{json,html}.
+  async the_app_scores_95_in_lighthouse_accessibility_and_best_practices({ server, results }) {
+    const { default: lighthouse } = await import('lighthouse');
+    const chromeLauncher = await import('chrome-launcher');
+    const t0 = Date.now();
+    const chrome = await chromeLauncher.launch({
+      chromePath: process.env.CHROME_PATH ?? chromiumPath(),
+      chromeFlags: ['--headless=new', '--no-sandbox', '--disable-gpu'],
+    });
+    let lhr;
+    let report;
+    try {
+      const r = await lighthouse(
+        `${server.url}/app/?model=/models/tiny/`,
+        { port: chrome.port, output: ['json', 'html'], logLevel: 'error', onlyCategories: ['accessibility', 'best-practices'] },
+      );
+      lhr = r.lhr;
+      report = r.report;
+    } finally {
+      await chrome.kill();
+    }
+    fs.writeFileSync(path.join(results, 'app-lighthouse.report.json'), report[0]);
+    fs.writeFileSync(path.join(results, 'app-lighthouse.report.html'), report[1]);
+    const scores = Object.fromEntries(Object.entries(lhr.categories).map(([k, c]) => [k, c.score]));
+    const failing = Object.values(lhr.audits)
+      .filter((a) => a.score !== null && a.score < 1 && a.scoreDisplayMode === 'binary')
+      .map((a) => a.id);
+    console.log(`     Lighthouse ${lhr.lighthouseVersion} in ${((Date.now() - t0) / 1000).toFixed(1)} s: ` +
+      `accessibility ${scores.accessibility}, best practices ${scores['best-practices']}; failed audits: ${failing.join(', ') || 'none'}`);
+    assert.equal(lhr.runtimeError, undefined, `Lighthouse ran: ${lhr.runtimeError?.message}`);
+    assert.ok(scores.accessibility >= 0.95, `accessibility ${scores.accessibility} ≥ 0.95 (failed: ${failing})`);
+    assert.ok(scores['best-practices'] >= 0.95, `best practices ${scores['best-practices']} ≥ 0.95 (failed: ${failing})`);
+  },
+};
+
+/** Edit the last user message (`from`) into `to` and send it: the composer (or an inline
+ * editor) holds its text; the reply after it is replaced. */
+async function edit(page, from, to) {
+  const replies = await page.locator(ASSISTANT).count();
+  const lastUser = page.locator(USER).last();
+  await press(page, lastUser.locator(tid('edit')));
+  const inline = lastUser.locator('textarea');
+  let sendButton = page.locator(tid('send'));
+  if (await inline.count()) {
+    assert.equal(await inline.inputValue(), from, 'the inline editor holds the message');
+    await inline.fill(to);
+    if (await lastUser.locator(tid('send')).count()) sendButton = lastUser.locator(tid('send'));
+  } else {
+    await page.waitForFunction((t) => document.querySelector('[data-testid="prompt"]').value === t, from, { timeout: 5000 });
+    await page.fill(tid('prompt'), to);
+  }
+  const mark = await stateMark(page);
+  await press(page, sendButton);
+  return replyDone(page, mark, replies);
+}
+
+tests.the_app_chats_through_a_worker_on_webgpu_on_an_ipad_in_portrait.contextOptions = IPAD_PORTRAIT;
+tests.the_app_keeps_conversations_and_works_offline_on_an_ipad_in_landscape.contextOptions = IPAD_LANDSCAPE;
+tests.the_app_on_a_phone_deletes_a_cached_model_and_frees_storage.contextOptions = PHONE;
+tests.the_app_shows_model_output_as_inert_text.contextOptions = IPAD_PORTRAIT;
+tests.the_app_without_webgpu_says_so_and_runs_on_the_cpu.contextOptions = IPAD_LANDSCAPE;
