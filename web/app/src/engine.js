@@ -52,17 +52,30 @@ export function progressText() {
   };
 }
 
-/** The backend in plain words: "WebGPU · <adapter>" or "CPU · N threads". */
+/** The page's WebGPU adapter as the browser names it ("google swiftshader", "apple
+ * metal-3"), or null: the package's own `info.adapter` may be a generic name. */
+let adapterName = null;
+navigator.gpu?.requestAdapter().then((a) => {
+  const i = a?.info;
+  if (i) adapterName = [i.vendor, i.architecture || i.device || i.description].filter(Boolean).join(' ') || null;
+}, () => {});
+
+/** The backend in plain words: "WebGPU · <device>" or "CPU · N threads". */
 export function backendWords(info) {
   if (info.backend === 'cpu') return `CPU · ${info.threads} thread${info.threads === 1 ? '' : 's'}`;
-  const adapter = info.adapter && info.adapter !== 'unknown' ? info.adapter : 'GPU';
-  return `WebGPU · ${info.profile === 'swiftshader' && !/swiftshader/i.test(adapter) ? `${adapter} (swiftshader)` : adapter}`;
+  const generic = !info.adapter || /^(webgpu adapter|unknown)$/i.test(info.adapter);
+  let device = generic ? adapterName ?? 'GPU' : info.adapter;
+  if (info.profileDetail?.software || info.profile === 'swiftshader' || info.profile === 'lavapipe') {
+    device = `${/swiftshader|lavapipe|llvmpipe/i.test(device) ? device : `${device}, ${info.profile}`} (software GPU)`;
+  }
+  return `WebGPU · ${device}`;
 }
 
 /** Where the model came from, in words. */
 export function sourceWords(info) {
   if (info.source === 'cache') return 'from cache';
-  if (info.source === 'network') return 'from the network';
+  if (info.source === 'network' && !info.shardsFromCache) return 'from the network';
+  if (info.shardsFromCache === info.shards) return 'from cache (checked on the network)';
   return `${info.shardsFromCache} of ${info.shards} shards from cache, the rest from the network`;
 }
 

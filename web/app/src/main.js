@@ -4,6 +4,7 @@
 import './style.css';
 import { backendWords, detailRows, getWorker, hasWebGPU, progressText, sourceWords, threadSupport } from './engine.js';
 import { createPicker, localModel, rememberSize } from './picker.js';
+import { renderMarkdown } from './markdown.js';
 import { announce, renderMessages, scrollToEnd, streamReply } from './chat.js';
 import { renderConversations, startRename } from './conversations.js';
 import { requestFields, showSettings, watchSettings } from './settings.js';
@@ -24,8 +25,10 @@ const app = {
   /** Index of the user message being edited (its text is in the composer), or null. */
   editing: null,
 };
-// For tests and the curious: the app's state and model.
+// For tests and the curious: the app's state and model, and the renderer model output
+// goes through (an XSS test can feed it text directly).
 window.pocketApp = app;
+app.renderMarkdown = renderMarkdown;
 
 function setState(state) {
   app.state = state;
@@ -115,6 +118,8 @@ async function load(url, extra = {}, label = url) {
     $('backend').textContent = backendWords(i);
     document.getElementById('load-progress').hidden = true;
     setState('ready');
+    // On a phone (one column) the chat is below the picker: bring it into view.
+    if (matchMedia('(max-width: 759px)').matches) document.getElementById('composer').scrollIntoView({ block: 'end' });
     announce(`Model ready on ${backendWords(i)}`);
     fillDetails(model);
   } catch (e) {

@@ -70,7 +70,7 @@ export function createPicker({ worker, onLoad, onLocal, onError, initial }) {
         name.textContent = m.name;
         const meta = document.createElement('small');
         const state = c ? (c.complete ? 'cached' : `partly cached (${size(c.bytes)})`) : 'not cached';
-        meta.textContent = [m.note, bytes ? size(bytes) : 'size unknown', state].join(' · ');
+        meta.textContent = [m.note, bytes && size(bytes), state].filter(Boolean).join(' · ');
         text.append(name, meta);
         label.append(radio, text);
         li.append(label);
