@@ -114,7 +114,8 @@ async function load(url, extra = {}, label = url) {
     document.body.dataset.backend = i.backend;
     const r = model.restored;
     const restored = r && r.tokens ? ` · chat restored (${r.tokens} tokens, ${r.prefilled ? 'prefilled' : 'no prefill'})` : '';
-    $('load-status').textContent = `Ready · ${label} · ${backendWords(i)} · ${sourceWords(i)}${restored}`;
+    const source = extra.files ? 'from this device' : sourceWords(i);
+    $('load-status').textContent = `Ready · ${label} · ${backendWords(i)} · ${source}${restored}`;
     $('backend').textContent = backendWords(i);
     document.getElementById('load-progress').hidden = true;
     setState('ready');
@@ -219,18 +220,23 @@ function history(conv) {
   return system ? [{ role: 'system', content: system }, ...msgs] : msgs;
 }
 
+/** Whether the open conversation's settings make a request (else the error is shown and
+ * nothing changes: a JSON Schema that is not JSON). */
+function settingsOk() {
+  try {
+    requestFields(app.conv.settings, app.model.info.context);
+    return true;
+  } catch (e) {
+    showError(e);
+    return false;
+  }
+}
+
 /** Stream a reply to the conversation as it stands. */
 async function reply() {
   const conv = app.conv;
   const model = app.model;
-  let fields;
-  try {
-    fields = requestFields(conv.settings, model.info.context);
-  } catch (e) {
-    showError(e);
-    return;
-  }
-  const request = { messages: history(conv), ...fields };
+  const request = { messages: history(conv), ...requestFields(conv.settings, model.info.context) };
   const msg = { role: 'assistant', content: '' };
   conv.messages.push(msg);
   if (conv.title === 'New chat') conv.title = conv.messages.find((m) => m.role === 'user').content.slice(0, 48).trim() || 'New chat';
@@ -262,7 +268,7 @@ async function reply() {
 async function send(e) {
   e?.preventDefault();
   const text = $('prompt').value.trim();
-  if (!text || app.state !== 'ready') return;
+  if (!text || app.state !== 'ready' || !settingsOk()) return;
   clearError();
   const conv = app.conv;
   if (app.editing !== null) {
@@ -277,7 +283,7 @@ async function send(e) {
 }
 
 async function regenerate() {
-  if (app.state !== 'ready') return;
+  if (app.state !== 'ready' || !settingsOk()) return;
   const conv = app.conv;
   if (conv.messages.at(-1)?.role === 'assistant') conv.messages.pop();
   clearError();
