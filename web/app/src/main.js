@@ -123,6 +123,7 @@ async function load(url, extra = {}, label = url) {
     if (matchMedia('(max-width: 759px)').matches) document.getElementById('composer').scrollIntoView({ block: 'end' });
     announce(`Model ready on ${backendWords(i)}`);
     fillDetails(model);
+    for (const id of store.pendingDeletes.take()) model.sessions.delete(id).catch(() => {});
   } catch (e) {
     if (abort.signal.aborted) return;
     document.getElementById('load-progress').hidden = true;
@@ -198,7 +199,10 @@ async function deleteChat() {
   await stop();
   const id = app.conv.id;
   await store.deleteConversation(id);
-  app.model?.sessions.delete(id).catch(() => {});
+  // Its snapshot goes too: now if a model is loaded, else after the next load (snapshots
+  // are kept per model; the package reaches them only through a loaded one).
+  if (app.model) app.model.sessions.delete(id).catch(() => {});
+  else store.pendingDeletes.add(id);
   const rest = (await store.listConversations()).filter((c) => c.id !== id);
   if (rest.length) {
     app.conv = null;

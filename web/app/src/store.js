@@ -52,3 +52,17 @@ export const openId = {
   get: () => localStorage.getItem(OPEN),
   set: (id) => localStorage.setItem(OPEN, id),
 };
+
+/** Conversations deleted while no model was loaded: their snapshots are deleted after the
+ * next load. */
+const PENDING = 'pocketrt-chat:pending-deletes';
+export const pendingDeletes = {
+  add(id) {
+    localStorage.setItem(PENDING, JSON.stringify([...pendingDeletes.take(), id]));
+  },
+  take() {
+    const ids = JSON.parse(localStorage.getItem(PENDING) ?? '[]');
+    localStorage.removeItem(PENDING);
+    return ids;
+  },
+};
