@@ -8,24 +8,32 @@ export function chromiumPath() {
   return process.env.CHROMIUM ?? CANDIDATES.find((p) => fs.existsSync(p));
 }
 
-export async function launch() {
+function executable() {
   const executablePath = chromiumPath();
   if (!executablePath) {
     throw new Error('no Chromium found (apt-get install chromium, or set CHROMIUM=path)');
   }
-  return chromium.launch({
-    executablePath,
-    headless: true,
-    args: [
-      '--enable-unsafe-webgpu',
-      '--no-sandbox',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-      '--disable-quic',
-      // performance.measureUserAgentSpecificMemory() at once, not at the next GC.
-      '--enable-blink-features=ForceEagerMeasureMemory',
-    ],
-  });
+  return executablePath;
 }
+
+export async function launch() {
+  return chromium.launch({ executablePath: executable(), headless: true, args: ARGS });
+}
+
+/** A browser with a profile on disk (`userDataDir`): not incognito, as Playwright's
+ * contexts are (Chromium calls no incognito page installable). `options`: the context's. */
+export async function launchPersistent(userDataDir, options = {}) {
+  return chromium.launchPersistentContext(userDataDir, { executablePath: executable(), headless: true, args: ARGS, ...options });
+}
+
+const ARGS = [
+  '--enable-unsafe-webgpu',
+  '--no-sandbox',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--disable-quic',
+  // performance.measureUserAgentSpecificMemory() at once, not at the next GC.
+  '--enable-blink-features=ForceEagerMeasureMemory',
+];

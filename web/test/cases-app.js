@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { chromiumPath } from './browser.js';
+import { chromiumPath, launchPersistent } from './browser.js';
 import { CACHE } from './cases.js';
 
 const IPAD_PORTRAIT = { viewport: { width: 820, height: 1180 }, hasTouch: true, deviceScaleFactor: 2 };
@@ -23,8 +23,8 @@ const ASSISTANT = `${MESSAGE}[data-role="assistant"]`;
 const USER = `${MESSAGE}[data-role="user"]`;
 const STATS = /^(\d+) tokens · TTFT (\d+) ms · ([\d.]+) tok\/s$/;
 /** Model output that would run script if it became HTML unsanitized (and a user message
- * holding the same). */
-const PAYLOAD = '<img src=x onerror=window.__xss=1> <script>window.__xss=2</script> [x](javascript:window.__xss=3)';
+ * holding the same), and a link that must open safely. */
+const PAYLOAD = '<img src=x onerror=window.__xss=1> <script>window.__xss=2</script> [x](javascript:window.__xss=3) [ok](https://example.com/)';
 
 /** Before any page script: `window.__states`, each `body[data-state]` in turn (a short
  * generation's `generating` is not missed), and `window.__growth`, the lengths of the last
@@ -91,12 +91,27 @@ async function loadModel(page, { timeout = 60000 } = {}) {
   return (await page.textContent(tid('load-status'))).trim();
 }
 
+/** Open or close what `id` names: a `<details>` (by its summary), else a button. */
+async function toggle(page, id) {
+  const l = page.locator(tid(id)).first();
+  if ((await l.evaluate((e) => e.localName)) === 'details') await press(page, l.locator('summary').first());
+  else await press(page, l);
+}
+
+async function openSettings(page, field) {
+  if (!(await page.locator(tid(field)).isVisible())) await toggle(page, 'settings');
+  await page.locator(tid(field)).waitFor({ state: 'visible', timeout: 5000 });
+}
+
+async function closeSettings(page) {
+  if (await page.locator('dialog[open]').count()) await page.keyboard.press('Escape');
+  if (await page.locator(tid('temperature')).isVisible()) await toggle(page, 'settings');
+}
+
 /** Set settings fields (testid → value; booleans check a checkbox), opening the settings
  * first and closing them after. */
 async function settings(page, values) {
-  const first = page.locator(tid(Object.keys(values)[0]));
-  if (!(await first.isVisible())) await press(page, tid('settings'));
-  await first.waitFor({ state: 'visible', timeout: 5000 });
+  await openSettings(page, Object.keys(values)[0]);
   for (const [id, v] of Object.entries(values)) {
     const field = page.locator(tid(id));
     if (typeof v === 'boolean') {
@@ -113,14 +128,9 @@ async function settings(page, values) {
   await closeSettings(page);
 }
 
-async function closeSettings(page) {
-  if (await page.locator('dialog[open]').count()) await page.keyboard.press('Escape');
-  else if (await page.locator(tid('temperature')).isVisible()) await press(page, tid('settings'));
-}
-
 /** The settings' values (opened and closed again). */
 async function settingValues(page, ids) {
-  if (!(await page.locator(tid(ids[0])).isVisible())) await press(page, tid('settings'));
+  await openSettings(page, ids[0]);
   const out = {};
   for (const id of ids) out[id] = await page.locator(tid(id)).inputValue();
   await closeSettings(page);
@@ -220,13 +230,21 @@ async function serviceWorkerReady(page) {
   return r;
 }
 
-/** Chromium's installability verdict and the manifest it parsed (CDP). */
-async function installability(page) {
-  const cdp = await page.context().newCDPSession(page);
-  const { installabilityErrors } = await cdp.send('Page.getInstallabilityErrors');
-  const manifest = await cdp.send('Page.getAppManifest');
-  await cdp.detach();
-  return { errors: installabilityErrors, manifest };
+/** Chromium's installability verdict on `url` and the manifest it parsed (CDP), in a
+ * browser profile on disk: Playwright's own contexts are incognito ("in-incognito"). */
+async function installability(url, scratch, options) {
+  const context = await launchPersistent(fs.mkdtempSync(path.join(scratch, 'profile-')), options);
+  try {
+    const page = context.pages()[0] ?? (await context.newPage());
+    await page.goto(url);
+    await page.waitForSelector('body[data-state]', { timeout: 30000 });
+    const cdp = await context.newCDPSession(page);
+    const { installabilityErrors } = await cdp.send('Page.getInstallabilityErrors');
+    const manifest = await cdp.send('Page.getAppManifest');
+    return { errors: installabilityErrors, manifest };
+  } finally {
+    await context.close();
+  }
 }
 
 /** No element in the messages can run script, and the page-level flag is unset. */
@@ -281,7 +299,8 @@ export const tests = {
     assert.match(status, /Ready/, `load-status on ready: ${status}`);
     assert.equal(await page.evaluate(() => document.body.dataset.backend), 'webgpu');
     assert.match(await page.textContent(tid('backend')), /^\s*WebGPU/);
-    assert.match(await page.textContent(tid('details')), /swiftshader/, 'the details name the detected profile');
+    // (The details panel fills in just after the load: GPU bytes and limits are asked for.)
+    await page.waitForFunction(() => /swiftshader \(detected\)/.test(document.querySelector('[data-testid="details"]').textContent), null, { timeout: 10000 });
     assert.equal(await page.locator(tid('send')).isDisabled(), false, 'send is enabled once ready');
 
     // Greedy: the random model runs on without an end token (the stop needs that).
@@ -291,7 +310,7 @@ export const tests = {
     await press(page, tid('send'));
     await page.waitForFunction(() => {
       const all = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
-      return document.body.dataset.state === 'generating' && all[all.length - 1]?.textContent.length > 0;
+      return document.body.dataset.state === 'generating' && all[all.length - 1]?.querySelector('[data-testid="message-body"]')?.textContent.length > 0;
     });
     assert.equal(await page.locator(tid('stop')).isEnabled(), true, 'stop is enabled while generating');
     assert.equal(await page.locator(tid('send')).isDisabled(), true, 'send is disabled while generating');
@@ -305,20 +324,24 @@ export const tests = {
     await shot(page, results, 'ipad-portrait-reply');
 
     // Stop, at once (the streaming reply keeps the layout moving under the button).
-    await settings(page, { 'max-tokens': 400 });
+    await settings(page, { 'max-tokens': 300 }); // (the context is 512)
     await page.fill(tid('prompt'), 'Again');
     mark = await stateMark(page);
     await press(page, tid('send'));
+    // (Its first tokens may all be special ones, which print nothing: wait for a few.)
     await page.waitForFunction(() => {
       const all = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
-      return document.body.dataset.state === 'generating' && all.length === 2 && all[1].textContent.length > 0;
+      return document.body.dataset.state === 'generating' && all.length === 2;
     });
+    await page.waitForTimeout(500);
     await page.locator(tid('stop')).click({ force: true });
     await waitState(page, 'ready', 30000);
     await assertNoError(page); // stopping is not an error
-    const stopped = await page.locator(ASSISTANT).nth(1).locator(tid('reply-stats')).textContent().catch(() => '');
+    const statsOf = page.locator(ASSISTANT).nth(1).locator(tid('reply-stats'));
+    const stopped = (await statsOf.count()) ? await statsOf.textContent() : '';
     const cut = STATS.exec(stopped.trim());
-    if (cut) assert.ok(Number(cut[1]) < 400, `the stopped reply is cut short: ${stopped}`);
+    console.log(`     stopped: "${stopped.trim()}"; ${JSON.stringify(await transcript(page))}`);
+    if (cut) assert.ok(Number(cut[1]) < 300, `the stopped reply is cut short: ${stopped}`);
     await shot(page, results, 'ipad-portrait-stopped');
 
     // Regenerate replaces the last reply.
@@ -336,20 +359,17 @@ export const tests = {
     assert.equal(edited[2][1], 'Edited question');
     await shot(page, results, 'ipad-portrait-edited');
 
-    // A reload shows the conversation and its settings, and continues it, the KV cache
-    // restored from the session snapshot (no prefill).
+    // A reload shows the conversation and its settings; the load puts the chat's KV cache
+    // back from its session snapshot, no prefill (no request runs: no kernel compiles; the
+    // CPU cases send after a reload).
     await page.reload();
-    await page.waitForSelector(MESSAGE, { timeout: 30000 });
+    await page.waitForFunction((n) => document.querySelectorAll('[data-testid="message"]').length === n, edited.length, { timeout: 30000 });
     assert.deepEqual(await transcript(page), edited, 'the reloaded app shows the conversation it had');
     const kept = await settingValues(page, ['system', 'temperature', 'max-tokens']);
     assert.deepEqual(kept, { system: 'Answer in one word.', temperature: '0', 'max-tokens': '16' }, 'the settings are kept');
     const restored = await loadModel(page);
-    const said = `${restored} ${await page.textContent(tid('details'))}`;
     console.log(`     after the reload: ${restored}`);
-    assert.match(said, /restored/i, `the app says the chat's KV cache was restored: ${restored}`);
-    const next = await send(page, 'Continue');
-    assert.ok(next.tokens > 0);
-    assert.equal(await page.locator(MESSAGE).count(), 6, 'the conversation continues');
+    assert.match(restored, /restored \(\d+ tokens, no prefill\)/, `the chat's KV cache is restored: ${restored}`);
     await shot(page, results, 'ipad-portrait-reloaded');
     await press(page, tid('new-chat'));
     await page.waitForFunction(() => document.querySelectorAll('[data-testid="message"]').length === 0);
@@ -359,7 +379,7 @@ export const tests = {
   // conversation list (new, rename, search, delete, switch); a live region; installable
   // (CDP); offline after the first visit: the service worker opens the app and the cached
   // model answers.
-  async the_app_keeps_conversations_and_works_offline_on_an_ipad_in_landscape({ page, context, server, results }) {
+  async the_app_keeps_conversations_and_works_offline_on_an_ipad_in_landscape({ page, context, server, scratch, results }) {
     await watchStates(context);
     page.on('dialog', (d) => d.accept(d.type() === 'prompt' ? 'Renamed chat' : undefined));
     await open(page, server, 'model=/models/tiny/&backend=cpu');
@@ -421,7 +441,7 @@ export const tests = {
     assert.deepEqual(await transcript(page), chat, 'switching back shows the first conversation');
 
     // Installable.
-    const install = await installability(page);
+    const install = await installability(`${server.url}/app/`, scratch, IPAD_LANDSCAPE);
     console.log(`     installability errors: ${JSON.stringify(install.errors)}; manifest ${install.manifest.url}`);
     assert.deepEqual(install.errors, [], 'Chromium finds the app installable');
     assert.deepEqual(install.manifest.errors, [], 'the manifest parses without errors');
@@ -441,6 +461,7 @@ export const tests = {
       const offline = await loadModel(page);
       console.log(`     offline: ${offline} (${server.state.refused} connections refused)`);
       assert.match(offline, /cache/i, `the model loads from the cache: ${offline}`);
+      assert.match(offline, /restored \(\d+ tokens, no prefill\)/, `the chat's KV cache is restored: ${offline}`);
       const answer = await send(page, 'Offline?');
       assert.ok(answer.tokens > 0 && answer.tokens <= 12, answer.stats);
       await shot(page, results, 'ipad-landscape-offline');
@@ -474,8 +495,7 @@ export const tests = {
     await page.emulateMedia({ colorScheme: 'light' });
 
     const option = tinyOption(page);
-    const picker = page.locator(tid('model-picker'));
-    if (!(await option.isVisible())) await press(page, picker.first()); // a collapsed picker
+    if (!(await option.isVisible())) await toggle(page, 'model-picker'); // a collapsed picker
     await page.waitForFunction(() => document.querySelector('[data-testid="model-option"][data-model*="/models/tiny/"]')?.dataset.cached === 'true', null, { timeout: 10000 });
     const size = Number(await option.getAttribute('data-size'));
     const before = (await page.textContent(tid('storage'))).trim();
@@ -501,6 +521,10 @@ export const tests = {
     const reply = await send(page, PAYLOAD);
     console.log(`     the reply (${reply.tokens} tokens): ${reply.text}`);
     await assertInert(page);
+    const link = await page.locator(ASSISTANT).last().locator('a[href="https://example.com/"]').evaluate((a) => ({ rel: a.rel, target: a.target }));
+    assert.match(link.rel, /noopener/, `the reply's link opens safely: rel="${link.rel}"`);
+    assert.match(link.rel, /noreferrer/, `the reply's link opens safely: rel="${link.rel}"`);
+    assert.equal(link.target, '_blank');
     for (const [role, text] of await transcript(page)) {
       assert.ok(text.includes('<img src=x onerror='), `the ${role}'s <img> is shown as text: ${text}`);
       assert.ok(text.includes('<script>'), `the ${role}'s <script> is shown as text: ${text}`);
@@ -531,10 +555,11 @@ export const tests = {
   },
 
   // The local pickers: a package folder, then a GGUF file; each loads at once and
-  // generates, with nothing fetched from the server.
+  // generates, with nothing fetched from the server. (On WebGPU: the CPU backend runs no
+  // GGUF.)
   async the_app_loads_local_files_from_its_pickers_and_generates({ page, context, server, fixture, results }) {
     await watchStates(context);
-    await open(page, server, 'backend=cpu');
+    await open(page, server, 'backend=webgpu');
     for (const [input, choice] of [['local-folder', fixture], ['local-file', path.join(fixture, 'tiny.gguf')]]) {
       const mark = await stateMark(page);
       await page.setInputFiles(tid(input), choice);
