@@ -1,4 +1,4 @@
-// The chat app: state (body[data-state]: idle → loading → ready ⇄ generating; error after
+// The chat app: state (body[data-state]: starting → idle → loading → ready ⇄ generating; error after
 // a failed load), the model's load, the open conversation, sending / stopping /
 // regenerating / editing, and the service worker. The pieces live in their own modules.
 import './style.css';
@@ -63,6 +63,7 @@ function clearError() {
 /** Load `url` (a hub id, package or GGUF URL; `extra`: the local files) in the Worker,
  * restoring the open conversation's session snapshot into the KV cache. */
 async function load(url, extra = {}, label = url) {
+  await started; // the open conversation (its snapshot is restored with the model)
   clearError();
   app.loadAbort?.abort();
   await stop();
@@ -185,6 +186,7 @@ async function openConversation(id) {
 }
 
 async function newChat() {
+  await started;
   await stop();
   app.conv = store.newConversation(app.conv?.settings);
   await store.saveConversation(app.conv);
@@ -196,6 +198,7 @@ async function newChat() {
 }
 
 async function deleteChat() {
+  await started;
   await stop();
   const id = app.conv.id;
   await store.deleteConversation(id);
@@ -367,8 +370,9 @@ if (!hasWebGPU()) {
 document.getElementById('threads-note').textContent = threadSupport().reason;
 
 // The open conversation (or a new one), then the cache's state, then the model when asked.
+// (body[data-state] is "starting" in the HTML: "idle" says the controls work.)
 setState('idle');
-{
+const started = (async () => {
   const convs = await store.listConversations();
   const id = store.openId.get();
   app.conv = convs.find((c) => c.id === id) ?? convs[0] ?? store.newConversation();
@@ -376,7 +380,8 @@ setState('idle');
   store.openId.set(app.conv.id);
   drawConversation();
   await refreshList();
-}
+})();
+await started;
 picker.refresh();
 if (params.get('model') && params.get('autoload') === '1') load(params.get('model'));
 scrollToEnd();
