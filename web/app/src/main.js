@@ -81,6 +81,8 @@ async function load(url, extra = {}, label = url) {
     profile: params.get('profile') ?? undefined,
     hubEndpoint: params.get('hub') ?? undefined,
     persist,
+    // A long conversation drops its oldest turns rather than failing with CONTEXT_FULL.
+    contextOverflow: 'truncate',
     autoReload: true,
     signal: abort.signal,
     onDeviceLost: () => ($('load-status').textContent = 'The GPU was reset: reloading the model…'),
