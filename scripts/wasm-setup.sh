@@ -18,3 +18,12 @@ ensure_wasm_bindgen() {
         cargo install wasm-bindgen-cli --version "$version"
     fi
 }
+
+# The relaxed-SIMD variants are this crate's feature `wasm-relaxed-simd` built into the same
+# target dir as the plain builds (their dependencies, and the threaded builds' std, compiled
+# once for both). A cdylib of a path package has no hash in its file name, so the two
+# variants would overwrite one output and cargo would rebuild the crate at every switch;
+# cargo's __CARGO_DEFAULT_LIB_METADATA (set by Rust's own bootstrap for std) gives it one,
+# so both stay built, and each build puts its own in target/…/pocketrt.wasm. Without it
+# (a cargo that drops the variable) the builds are still right, only slower.
+export __CARGO_DEFAULT_LIB_METADATA=pocketrt-web

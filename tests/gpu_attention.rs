@@ -103,22 +103,41 @@ fn check_attention_folding(
     split_len: usize,
     seed: u64,
     hidden: usize,
+    designs: &[FoldDesign],
 ) {
-    let (workgroup, lanes) = (AttentionVariant::Workgroup, AttentionVariant::Lanes);
-    let designs = [
-        (workgroup, None),
-        (lanes, None),
-        (lanes, Some(TextureOrder::RowMajor)),
-        (lanes, Some(TextureOrder::Tiles)),
-    ];
-    for (variant, order) in designs {
+    for &(variant, order) in designs {
+        if variant == AttentionVariant::Group {
+            if AttentionVariant::Group.fits(shape, true) {
+                check_group_folding(shape, qk_norm, (pos, split_len), seed, (hidden, BLOCKS));
+            }
+            continue;
+        }
         let design = Design::folded(variant, shape, hidden, order, BLOCKS);
         check_attention_design(gpu(), shape, qk_norm, pos, split_len, seed, design);
     }
-    if AttentionVariant::Group.fits(shape, true) {
-        check_group_folding(shape, qk_norm, (pos, split_len), seed, (hidden, BLOCKS));
-    }
 }
+
+/// A design that folds W_o: the attention variant and where its W_o codes are read (the
+/// storage buffer, or a texture in this order; the group design reads the buffer).
+type FoldDesign = (AttentionVariant, Option<TextureOrder>);
+
+/// Every fold design (the group design where the GQA group fits).
+const EVERY_FOLD: [FoldDesign; 5] = [
+    (AttentionVariant::Workgroup, None),
+    (AttentionVariant::Lanes, None),
+    (AttentionVariant::Lanes, Some(TextureOrder::RowMajor)),
+    (AttentionVariant::Lanes, Some(TextureOrder::Tiles)),
+    (AttentionVariant::Group, None),
+];
+
+/// The fold designs a profile decodes with: the `gpu` profile's group design, lavapipe's
+/// lanes design on tile-order textures, and the workgroup design both fall back to where
+/// their own does not fit the heads.
+const PROFILES_FOLDS: [FoldDesign; 3] = [
+    (AttentionVariant::Group, None),
+    (AttentionVariant::Lanes, Some(TextureOrder::Tiles)),
+    (AttentionVariant::Workgroup, None),
+];
 
 /// [`check_attention_design`] at `pos` with `split_len` positions per split, in the group
 /// design with W_o (`hidden` rows) folded in, spread in `blocks`: one part per KV head
@@ -470,23 +489,38 @@ const FOLD_BIG_GROUP: HeadShape = HeadShape {
 
 #[test]
 fn folded_output_projection_matches_reference_single_and_split() {
-    // Pocket's heads (64 values: one Q4 group per head), one split and 16 splits.
-    check_attention_folding(POCKET_HEADS, true, 0, 4096, 50, 896);
-    check_attention_folding(POCKET_HEADS, true, 999, 64, 51, 896);
-    check_attention_folding(POCKET_HEADS, true, 999, 4096, 52, 896);
-    // The other head widths and the group of 10, split (3 to 5 splits).
-    check_attention_folding(FOLD_NARROW, true, 70, 32, 54, 40);
-    check_attention_folding(FOLD_WIDE, true, 79, 16, 56, 72);
-    check_attention_folding(FOLD_BIG_GROUP, true, 39, 16, 58, 64);
+    // Pocket's heads (64 values: one Q4 group per head): every design in 16 splits, the
+    // profiles' designs at position 0 (one key, one split).
+    check_attention_folding(POCKET_HEADS, true, 999, 64, 51, 896, &EVERY_FOLD);
+    check_attention_folding(POCKET_HEADS, true, 0, 4096, 50, 896, &PROFILES_FOLDS);
+    // The other head widths and the group of 10 (the lanes design's parts: 8 and 2 heads),
+    // split (3 to 5 splits), a design each.
+    let [group, lanes_tiles, workgroup] = PROFILES_FOLDS;
+    for (shape, (variant, _)) in [
+        (FOLD_NARROW, group),
+        (FOLD_WIDE, workgroup),
+        (FOLD_BIG_GROUP, lanes_tiles),
+    ] {
+        assert!(variant.fits(shape, true), "{variant:?} folds {shape:?}");
+    }
+    check_attention_folding(FOLD_NARROW, true, 70, 32, 54, 40, &[group]);
+    check_attention_folding(FOLD_WIDE, true, 79, 16, 56, 72, &[workgroup]);
+    check_attention_folding(FOLD_BIG_GROUP, true, 39, 16, 58, 64, &[lanes_tiles]);
 }
 
-/// The other head widths and the group of 10 in one split (no q/k-norm for heads of 16).
+/// The default tier's cases in every design, and the single-split ones at more positions
+/// and head widths (no q/k-norm for heads of 16).
 #[test]
-#[ignore = "long tier: the fold's single-split cases at more head widths"]
-fn folded_output_projection_matches_reference_single_split_long() {
-    check_attention_folding(FOLD_NARROW, false, 5, 256, 53, 40);
-    check_attention_folding(FOLD_WIDE, true, 3, 256, 55, 72);
-    check_attention_folding(FOLD_BIG_GROUP, true, 6, 256, 57, 64);
+#[ignore = "long tier: every fold design at every head width, single and split"]
+fn folded_output_projection_matches_reference_in_every_design_long() {
+    check_attention_folding(POCKET_HEADS, true, 0, 4096, 50, 896, &EVERY_FOLD);
+    check_attention_folding(POCKET_HEADS, true, 999, 4096, 52, 896, &EVERY_FOLD);
+    check_attention_folding(FOLD_NARROW, true, 70, 32, 54, 40, &EVERY_FOLD);
+    check_attention_folding(FOLD_WIDE, true, 79, 16, 56, 72, &EVERY_FOLD);
+    check_attention_folding(FOLD_BIG_GROUP, true, 39, 16, 58, 64, &EVERY_FOLD);
+    check_attention_folding(FOLD_NARROW, false, 5, 256, 53, 40, &EVERY_FOLD);
+    check_attention_folding(FOLD_WIDE, true, 3, 256, 55, 72, &EVERY_FOLD);
+    check_attention_folding(FOLD_BIG_GROUP, true, 6, 256, 57, 64, &EVERY_FOLD);
 }
 
 #[test]

@@ -117,10 +117,10 @@ pub enum Kernel {
     /// `i16x8.extmul` on 16 nibbles at a time.
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     Simd128,
-    /// wasm relaxed SIMD (the web build variant compiled with `relaxed-simd`, loaded where
+    /// wasm relaxed SIMD (the web build variant with the feature `wasm-relaxed-simd`, loaded where
     /// the browser validates it): `i32x4.relaxed_dot_i8x16_i7x16_add_s` (int8; f32 inputs
     /// run the simd128 kernel).
-    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    #[cfg(all(target_arch = "wasm32", feature = "wasm-relaxed-simd"))]
     RelaxedSimd,
 }
 
@@ -172,7 +172,7 @@ impl Kernel {
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         v.push(Kernel::Simd128);
-        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        #[cfg(all(target_arch = "wasm32", feature = "wasm-relaxed-simd"))]
         v.push(Kernel::RelaxedSimd);
         v
     }
@@ -192,7 +192,7 @@ impl Kernel {
             Kernel::NeonDotprod => "neon-dotprod",
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Kernel::Simd128 => "simd128",
-            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            #[cfg(all(target_arch = "wasm32", feature = "wasm-relaxed-simd"))]
             Kernel::RelaxedSimd => "relaxed-simd",
         }
     }
@@ -240,7 +240,7 @@ impl Kernel {
             },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             (Kernel::Simd128, Precision::F32) => unsafe { simd128::rows_f32(c, p, groups, a, out) },
-            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            #[cfg(all(target_arch = "wasm32", feature = "wasm-relaxed-simd"))]
             (Kernel::RelaxedSimd, Precision::F32) => unsafe {
                 simd128::rows_f32(c, p, groups, a, out)
             },
@@ -332,7 +332,7 @@ impl Kernel {
             Kernel::NeonDotprod => tiles!(neon::tile_i8_sdot),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Kernel::Simd128 => tiles!(simd128::tile_i8),
-            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            #[cfg(all(target_arch = "wasm32", feature = "wasm-relaxed-simd"))]
             Kernel::RelaxedSimd => tiles!(simd128::tile_i8_relaxed),
             Kernel::Scalar => return None,
         };

@@ -3,8 +3,8 @@
 //! like the NEON kernels. Int8: nibbles (0..=15, so also valid i8) times activation bytes
 //! in `i16x8.extmul_{low,high}_i8x16`, summed into `Int8Sum`'s four i32 lanes (see
 //! [`dot_extmul`]) and scaled in its order (a multiply, then an add), so the results equal
-//! the scalar kernel's bit for bit. The build compiled with `relaxed-simd` (where the browser has
-//! it) also has a tile on `i32x4.relaxed_dot_i8x16_i7x16_add_s` ([`tile_i8_relaxed`]). F32: nibbles widened to f32 four at a time (there
+//! the scalar kernel's bit for bit. The build with the feature `wasm-relaxed-simd` (loaded where the
+//! browser has relaxed SIMD) also has a tile on `i32x4.relaxed_dot_i8x16_i7x16_add_s` ([`tile_i8_relaxed`]). F32: nibbles widened to f32 four at a time (there
 //! is no fused multiply-add in simd128: multiply, then add).
 //!
 //! The int8 GEMV is the one-token case of the int8 tile (up to `TILE` tokens per weight
@@ -75,8 +75,9 @@ unsafe fn dot_extmul(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> v128 {
 /// (0..=15) go there, so both readings agree, and a pair sums to at most 2·15·128, far
 /// from saturating; the activations (any i8) are the first operand. The result is exact
 /// on every engine.
-#[cfg(target_feature = "relaxed-simd")]
-#[inline(always)]
+#[cfg(feature = "wasm-relaxed-simd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
 unsafe fn dot_relaxed(lo: &[v128; 2], hi: &[v128; 2], x: *const i8) -> v128 {
     let mut sums = i32x4_splat(0);
     for half in 0..2 {
@@ -141,12 +142,16 @@ pub unsafe fn tile_i8<const T: usize>(w: Rows, acts: &[Acts], out: &mut [f32], s
     tile::<T>(w, acts, out, stride, |lo, hi, x| dot_extmul(lo, hi, x))
 }
 
-/// The relaxed-SIMD int8 tile ([`tile`] with `relaxed_dot`), in the build compiled with
-/// `relaxed-simd`.
+/// The relaxed-SIMD int8 tile ([`tile`] with `relaxed_dot`), in the build with the cargo
+/// feature `wasm-relaxed-simd`: only these functions are compiled with `relaxed-simd` (the
+/// tile and its closure inline into this one), so that build shares every dependency's
+/// (and std's) objects with the plain simd128 build and recompiles only this crate.
 ///
 /// # Safety
-/// As [`tile_i8`]; `relaxed-simd` is a compile-time feature too.
-#[cfg(target_feature = "relaxed-simd")]
+/// As [`tile_i8`]; the browser must validate relaxed SIMD (web/src/simd.js loads this
+/// build only where it does).
+#[cfg(feature = "wasm-relaxed-simd")]
+#[target_feature(enable = "relaxed-simd")]
 pub unsafe fn tile_i8_relaxed<const T: usize>(
     w: Rows,
     acts: &[Acts],
