@@ -52,9 +52,10 @@ function watchStates(context) {
   });
 }
 
+/** Open the app; it is up when body[data-state] leaves "starting" (the controls work). */
 async function open(page, server, query) {
   await page.goto(`${server.url}/app/?${query}`);
-  await page.waitForSelector('body[data-state]', { timeout: 30000 });
+  await page.waitForSelector('body[data-state]:not([data-state=starting])', { timeout: 30000 });
 }
 
 async function shot(page, results, name) {
@@ -237,7 +238,7 @@ async function installability(url, scratch, options) {
   try {
     const page = context.pages()[0] ?? (await context.newPage());
     await page.goto(url);
-    await page.waitForSelector('body[data-state]', { timeout: 30000 });
+    await page.waitForSelector('body[data-state]:not([data-state=starting])', { timeout: 30000 });
     const cdp = await context.newCDPSession(page);
     const { installabilityErrors } = await cdp.send('Page.getInstallabilityErrors');
     const manifest = await cdp.send('Page.getAppManifest');
@@ -455,7 +456,7 @@ export const tests = {
     server.state.refused = 0;
     try {
       await page.reload();
-      await page.waitForSelector('body[data-state]', { timeout: 30000 });
+      await page.waitForSelector('body[data-state]:not([data-state=starting])', { timeout: 30000 });
       await page.waitForFunction((n) => document.querySelectorAll('[data-testid="message"]').length === n, chat.length, { timeout: 30000 });
       assert.deepEqual(await transcript(page), chat, 'offline, the app opens with the conversation');
       const offline = await loadModel(page);

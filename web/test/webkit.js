@@ -190,6 +190,7 @@ try {
 
   // The app (dist/app): the model loads on the CPU backend (auto: no WebGPU), a message
   // is sent and a reply comes with its stats.
+  const appStarted = Date.now();
   await command(base, 'POST', `${s}/url`, { url: `${server.url}/app/?model=/models/tiny/` });
   const app = await run(
     `const done = arguments[0];
@@ -233,7 +234,7 @@ try {
   assert.equal(app.dataBackend, 'cpu');
   assert.match(app.backend, /^CPU/);
   assert.match(app.stats, /^[1-8] tokens · TTFT \d+ ms · [\d.]+ tok\/s$/, 'the reply has its stats');
-  console.log(`ok   webkit app: ${app.backend}; ${app.stats}`);
+  console.log(`ok   webkit app: ${app.backend}; ${app.stats} (${((Date.now() - appStarted) / 1000).toFixed(1)} s)`);
 } catch (e) {
   failed = true;
   console.log(`FAIL webkit: ${e.stack ?? e}`);
