@@ -1,4 +1,4 @@
-// A small static server for the demo and the browser tests. Routes:
+// A small static server for the chat app and the browser tests. Routes:
 //   /pkg/...      the built npm package (../../pkg, or the folder given as `pkg`)
 //   /app/...      the chat app (dist/app, built by scripts/build-demo)
 //   /test/...     test pages (./pages)
