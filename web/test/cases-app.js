@@ -631,7 +631,57 @@ export const tests = {
     assert.ok(scores.accessibility >= 0.95, `accessibility ${scores.accessibility} ≥ 0.95 (failed: ${failing})`);
     assert.ok(scores['best-practices'] >= 0.95, `best practices ${scores['best-practices']} ≥ 0.95 (failed: ${failing})`);
   },
+
+  // The long tier: the whole chat at each size on the CPU backend (the default tier has it
+  // at iPad portrait on WebGPU, and a reload that continues at iPad landscape).
+  async long_the_app_chats_stops_regenerates_edits_and_continues_after_a_reload_on_an_ipad_in_portrait(args) {
+    await chatFlow(args, 'ipad-portrait');
+  },
+  async long_the_app_chats_stops_regenerates_edits_and_continues_after_a_reload_on_an_ipad_in_landscape(args) {
+    await chatFlow(args, 'ipad-landscape');
+  },
+  async long_the_app_chats_stops_regenerates_edits_and_continues_after_a_reload_on_a_phone(args) {
+    await chatFlow(args, 'phone');
+  },
 };
+
+/** Load, send (streamed), stop, regenerate, edit, reload (the chat shown, its KV cache
+ * restored) and continue, on the CPU backend; screenshots app-long-SIZE-*.png. */
+async function chatFlow({ page, context, server, results }, size) {
+  await watchStates(context);
+  await open(page, server, 'model=/models/tiny/&backend=cpu');
+  await loadModel(page);
+  await settings(page, { temperature: 0, 'max-tokens': 24 });
+  const first = await send(page, 'Hi there');
+  assert.ok(first.tokens > 0 && first.tokens <= 24, first.stats);
+  await settings(page, { 'max-tokens': 300 }); // (the context is 512)
+  await page.fill(tid('prompt'), 'Again');
+  await press(page, tid('send'));
+  await page.waitForFunction(() => document.body.dataset.state === 'generating' || document.querySelectorAll('[data-testid="message"][data-role="assistant"]').length === 2);
+  if (await page.evaluate(() => document.body.dataset.state === 'generating')) await page.locator(tid('stop')).click({ force: true });
+  await waitState(page, 'ready', 30000);
+  await assertNoError(page); // stopping is not an error
+  await shot(page, results, `long-${size}-stopped`);
+  await settings(page, { 'max-tokens': 16 });
+  const mark = await stateMark(page);
+  await press(page, page.locator(ASSISTANT).last().locator(tid('regenerate')));
+  const again = await replyDone(page, mark, 2);
+  assert.ok(again.tokens > 0 && again.tokens <= 16, again.stats);
+  await edit(page, 'Again', 'Edited question');
+  const edited = await transcript(page);
+  assert.deepEqual(edited.map(([r]) => r), ['user', 'assistant', 'user', 'assistant']);
+  assert.equal(edited[2][1], 'Edited question');
+  await shot(page, results, `long-${size}-edited`);
+  await page.reload();
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="message"]').length === n, edited.length, { timeout: 30000 });
+  assert.deepEqual(await transcript(page), edited, 'the reloaded app shows the conversation it had');
+  const restored = await loadModel(page);
+  assert.match(restored, /restored \(\d+ tokens, no prefill\)/, `the chat's KV cache is restored: ${restored}`);
+  const next = await send(page, 'Continue');
+  assert.ok(next.tokens > 0 && next.tokens <= 16, next.stats);
+  assert.equal(await page.locator(MESSAGE).count(), 6, 'the conversation continues');
+  await shot(page, results, `long-${size}-continued`);
+}
 
 /** Edit the last user message (`from`) into `to` and send it: the composer (or an inline
  * editor) holds its text; the reply after it is replaced. */
@@ -659,3 +709,6 @@ tests.the_app_keeps_conversations_and_works_offline_on_an_ipad_in_landscape.cont
 tests.the_app_on_a_phone_deletes_a_cached_model_and_frees_storage.contextOptions = PHONE;
 tests.the_app_shows_model_output_as_inert_text.contextOptions = IPAD_PORTRAIT;
 tests.the_app_without_webgpu_says_so_and_runs_on_the_cpu.contextOptions = IPAD_LANDSCAPE;
+tests.long_the_app_chats_stops_regenerates_edits_and_continues_after_a_reload_on_an_ipad_in_portrait.contextOptions = IPAD_PORTRAIT;
+tests.long_the_app_chats_stops_regenerates_edits_and_continues_after_a_reload_on_an_ipad_in_landscape.contextOptions = IPAD_LANDSCAPE;
+tests.long_the_app_chats_stops_regenerates_edits_and_continues_after_a_reload_on_a_phone.contextOptions = PHONE;
