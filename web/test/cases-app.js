@@ -560,6 +560,59 @@ export const tests = {
     await assertInert(page);
   },
 
+  // What the random fixture model cannot be made to write (a fenced code block, a
+  // reply's thinking): a stored conversation holding them, drawn from IndexedDB as after a
+  // reload. The code is highlighted and its copy button puts it on the clipboard; the
+  // thinking is collapsed until opened, and shown as text.
+  async the_app_highlights_code_with_a_copy_button_and_collapses_thinking({ page, context, server, results }) {
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
+    await open(page, server, '');
+    const code = 'def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)';
+    const reasoning = 'The user wants <b>Fibonacci</b>; recursion is shortest.';
+    await page.evaluate(
+      ({ code, reasoning }) =>
+        new Promise((resolve, reject) => {
+          const req = indexedDB.open('pocketrt-chat');
+          req.onerror = () => reject(req.error);
+          req.onsuccess = () => {
+            const store = req.result.transaction('conversations', 'readwrite').objectStore('conversations');
+            const id = localStorage.getItem('pocketrt-chat:open');
+            const get = store.get(id);
+            get.onsuccess = () => {
+              const conv = get.result;
+              conv.messages = [
+                { role: 'user', content: 'Fibonacci in Python?' },
+                { role: 'assistant', reasoning, content: `Here:\n\n\`\`\`python\n${code}\n\`\`\`\n\nDone.` },
+              ];
+              const put = store.put(conv);
+              put.onsuccess = () => resolve();
+              put.onerror = () => reject(put.error);
+            };
+          };
+        }),
+      { code, reasoning },
+    );
+    await page.reload();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="message"]').length === 2, null, { timeout: 30000 });
+    const reply = page.locator(ASSISTANT).last();
+    const block = reply.locator('pre code');
+    assert.equal(await block.textContent(), code, 'the code block holds the code as written');
+    assert.ok((await block.locator('span[class^="hljs-"]').count()) >= 3, 'the code is highlighted');
+    const copy = reply.locator(tid('copy-code'));
+    assert.match(await copy.getAttribute('aria-label'), /^Copy the python code$/);
+    await press(page, copy);
+    await page.waitForFunction((want) => navigator.clipboard.readText().then((t) => t === want), code, { timeout: 5000 });
+    const thinking = reply.locator(tid('thinking'));
+    assert.equal(await thinking.isVisible(), true, 'a reply with thinking shows its (closed) thinking');
+    assert.equal(await thinking.evaluate((d) => d.open), false, 'the thinking starts collapsed');
+    assert.equal(await thinking.locator('.thought').isVisible(), false);
+    await press(page, thinking.locator('summary'));
+    assert.equal(await thinking.locator('.thought').textContent(), reasoning, 'the thinking is shown as text');
+    assert.equal(await thinking.locator('b').count(), 0, 'no markup from the thinking');
+    assert.equal(await page.locator(USER).locator(tid('thinking')).isVisible(), false);
+    await shot(page, results, 'code-and-thinking');
+  },
+
   // Without WebGPU the app says so and runs on the CPU backend. (A page's init script does
   // not reach the app's Worker, so the app is also told `&backend=cpu`, as the old demo was.)
   async the_app_without_webgpu_says_so_and_runs_on_the_cpu({ page, context, server, results }) {
@@ -709,6 +762,7 @@ tests.the_app_keeps_conversations_and_works_offline_on_an_ipad_in_landscape.cont
 tests.the_app_on_a_phone_deletes_a_cached_model_and_frees_storage.contextOptions = PHONE;
 tests.the_app_shows_model_output_as_inert_text.contextOptions = IPAD_PORTRAIT;
 tests.the_app_without_webgpu_says_so_and_runs_on_the_cpu.contextOptions = IPAD_LANDSCAPE;
+tests.the_app_highlights_code_with_a_copy_button_and_collapses_thinking.contextOptions = IPAD_PORTRAIT;
 tests.long_the_app_chats_stops_regenerates_edits_and_continues_after_a_reload_on_an_ipad_in_portrait.contextOptions = IPAD_PORTRAIT;
 tests.long_the_app_chats_stops_regenerates_edits_and_continues_after_a_reload_on_an_ipad_in_landscape.contextOptions = IPAD_LANDSCAPE;
 tests.long_the_app_chats_stops_regenerates_edits_and_continues_after_a_reload_on_a_phone.contextOptions = PHONE;
