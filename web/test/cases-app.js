@@ -342,7 +342,8 @@ export const tests = {
     const stopped = (await statsOf.count()) ? await statsOf.textContent() : '';
     const cut = STATS.exec(stopped.trim());
     console.log(`     stopped: "${stopped.trim()}"; ${JSON.stringify(await transcript(page))}`);
-    if (cut) assert.ok(Number(cut[1]) < 300, `the stopped reply is cut short: ${stopped}`);
+    assert.ok(cut, `a stopped reply has its stats: "${stopped}"`);
+    assert.ok(Number(cut[1]) < 300, `the stopped reply is cut short: ${stopped}`);
     await shot(page, results, 'ipad-portrait-stopped');
 
     // Regenerate replaces the last reply.
