@@ -8,7 +8,8 @@
 //   uninterrupted session does, with no prefill (OPFS, or Cache Storage where OPFS cannot
 //   be written from a page);
 // - two pages share one CPU engine (`shared: true`), each page's tokens native;
-// - the app (dist/app) loads the model on the CPU backend, sends a message, a reply comes;
+// - the app (dist/app) loads the model on the CPU backend, sends a message, a reply comes,
+//   regenerate replaces it, and after a reload the conversation and its KV cache are back;
 // - threadSupport() reports what WebKit offers (printed).
 // Fails — never skips — when WebKitWebDriver or MiniBrowser is missing.
 import assert from 'node:assert/strict';
@@ -56,6 +57,29 @@ async function command(base, method, route, body) {
   if (!res.ok) throw new Error(`${method} ${route}: ${JSON.stringify(json.value)}`);
   return json.value;
 }
+
+/** In the app's page: `$(testid)`, `set(testid, value)` (an input's value, with its events)
+ * and `until(what, f, ms)` (polls f; rejects on the app's error state or a timeout). */
+const APP_HELPERS = `     const $ = (id) => document.querySelector('[data-testid="' + id + '"]');
+     const set = (id, value) => {
+       const e = $(id);
+       e.value = value;
+       e.dispatchEvent(new Event('input', { bubbles: true }));
+       e.dispatchEvent(new Event('change', { bubbles: true }));
+     };
+     const until = (what, f, ms = 60000) => new Promise((resolve, reject) => {
+       const t0 = Date.now();
+       const poll = () => {
+         let v;
+         try { v = f(); } catch {}
+         if (v) resolve(v);
+         else if (document.body.dataset.state === 'error') reject(new Error(what + ': ' + $('error')?.textContent));
+         else if (Date.now() - t0 > ms) reject(new Error('timed out: ' + what + ' (state ' + document.body.dataset.state + ')'));
+         else setTimeout(poll, 50);
+       };
+       poll();
+     });
+`;
 
 const server = await createServer({ models: { tiny: fixture } });
 const port = await freePort();
@@ -194,26 +218,7 @@ try {
   await command(base, 'POST', `${s}/url`, { url: `${server.url}/app/?model=/models/tiny/` });
   const app = await run(
     `const done = arguments[0];
-     const $ = (id) => document.querySelector('[data-testid="' + id + '"]');
-     const set = (id, value) => {
-       const e = $(id);
-       e.value = value;
-       e.dispatchEvent(new Event('input', { bubbles: true }));
-       e.dispatchEvent(new Event('change', { bubbles: true }));
-     };
-     const until = (what, f, ms = 60000) => new Promise((resolve, reject) => {
-       const t0 = Date.now();
-       const poll = () => {
-         let v;
-         try { v = f(); } catch {}
-         if (v) resolve(v);
-         else if (document.body.dataset.state === 'error') reject(new Error(what + ': ' + $('error')?.textContent));
-         else if (Date.now() - t0 > ms) reject(new Error('timed out: ' + what + ' (state ' + document.body.dataset.state + ')'));
-         else setTimeout(poll, 50);
-       };
-       poll();
-     });
-     (async () => {
+${APP_HELPERS}     (async () => {
        await until('the app starts', () => document.body.dataset.state === 'idle' && $('load'));
        $('load').click();
        await until('the model loads', () => document.body.dataset.state === 'ready');
@@ -235,6 +240,50 @@ try {
   assert.match(app.backend, /^CPU/);
   assert.match(app.stats, /^[1-8] tokens · TTFT \d+ ms · [\d.]+ tok\/s$/, 'the reply has its stats');
   console.log(`ok   webkit app: ${app.backend}; ${app.stats} (${((Date.now() - appStarted) / 1000).toFixed(1)} s)`);
+
+  // Regenerate replaces the reply; a reload shows the conversation (IndexedDB in WebKit),
+  // the load restores its KV cache from the session snapshot, and the chat goes on.
+  const regenerated = await run(
+    `const done = arguments[0];
+${APP_HELPERS}
+     (async () => {
+       const replies = () => document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+       // (The old reply's element is marked: the new one is drawn in a new element.)
+       replies()[0].dataset.old = '1';
+       replies()[0].querySelector('[data-testid="regenerate"]').click();
+       await until('the new reply', () => document.body.dataset.state === 'ready' &&
+         !replies()[0]?.dataset.old && replies()[0]?.querySelector('[data-testid="reply-stats"]'));
+       return { messages: document.querySelectorAll('[data-testid="message"]').length };
+     })().then(done, (e) => done({ error: e.message }));`,
+  );
+  assert.ok(!regenerated.error, `regenerate in WebKit: ${regenerated.error}`);
+  assert.equal(regenerated.messages, 2, 'regenerate replaces the reply');
+  await command(base, 'POST', `${s}/refresh`, {});
+  const resumed = await run(
+    `const done = arguments[0];
+${APP_HELPERS}
+     (async () => {
+       await until('the app starts', () => document.body.dataset.state === 'idle' && $('load'));
+       // (The stored conversation is drawn just after the controls start.)
+       const shown = await until('the stored conversation', () =>
+         document.querySelectorAll('[data-testid="message"]').length, 10000).catch(() => 0);
+       $('load').click();
+       await until('the model loads', () => document.body.dataset.state === 'ready');
+       const status = $('load-status').textContent.trim();
+       set('prompt', 'More');
+       await until('send is enabled', () => !$('send').disabled);
+       $('send').click();
+       const replies = () => document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+       await until('the next reply', () => document.body.dataset.state === 'ready' &&
+         replies()[1]?.querySelector('[data-testid="reply-stats"]'));
+       return { shown, status, messages: document.querySelectorAll('[data-testid="message"]').length };
+     })().then(done, (e) => done({ error: e.message }));`,
+  );
+  assert.ok(!resumed.error, `the app after a reload in WebKit: ${resumed.error}`);
+  assert.equal(resumed.shown, 2, 'the reloaded app shows the conversation');
+  assert.match(resumed.status, /restored \(\d+ tokens, no prefill\)/, `the KV cache restored: ${resumed.status}`);
+  assert.equal(resumed.messages, 4, 'the conversation goes on after the reload');
+  console.log(`ok   webkit app: regenerate, reload (${resumed.status}), the chat goes on`);
 } catch (e) {
   failed = true;
   console.log(`FAIL webkit: ${e.stack ?? e}`);
