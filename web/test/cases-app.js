@@ -621,8 +621,12 @@ export const tests = {
     await context.addInitScript(() => {
       Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });
     });
-    await open(page, server, 'model=/models/tiny/&backend=cpu');
+    // The backend chosen in the app's "Run on" menu (most cases take `&backend=`, which
+    // sets it), and kept for the next visit.
+    await open(page, server, 'model=/models/tiny/');
     await page.waitForFunction(() => /WebGPU (is )?(not available|unavailable|missing|not supported)|no WebGPU/i.test(document.body.innerText), null, { timeout: 10000 });
+    assert.equal(await page.inputValue(tid('backend-choice')), 'auto');
+    await page.selectOption(tid('backend-choice'), 'cpu');
     await loadModel(page);
     assert.equal(await page.evaluate(() => document.body.dataset.backend), 'cpu');
     assert.match(await page.textContent(tid('backend')), /^\s*CPU · \d+ threads?/);
@@ -630,6 +634,9 @@ export const tests = {
     const r = await send(page, 'Hi');
     assert.ok(r.tokens > 0 && r.tokens <= 8, r.stats);
     await shot(page, results, 'no-webgpu');
+    await page.reload();
+    await page.waitForSelector('body[data-state]:not([data-state=starting])');
+    assert.equal(await page.inputValue(tid('backend-choice')), 'cpu', 'the choice is kept');
   },
 
   // The local pickers: a package folder, then a GGUF file; each loads at once and
@@ -637,7 +644,9 @@ export const tests = {
   // GGUF.)
   async the_app_loads_local_files_from_its_pickers_and_generates({ page, context, server, fixture, results }) {
     await watchStates(context);
-    await open(page, server, 'backend=webgpu');
+    // WebGPU chosen in the "Run on" menu (the GGUF would fail on the CPU backend).
+    await open(page, server, '');
+    await page.selectOption(tid('backend-choice'), 'webgpu');
     for (const [input, choice] of [['local-folder', fixture], ['local-file', path.join(fixture, 'tiny.gguf')]]) {
       const mark = await stateMark(page);
       await page.setInputFiles(tid(input), choice);
@@ -646,6 +655,7 @@ export const tests = {
       await settings(page, { temperature: 0, 'max-tokens': 8 });
       const r = await send(page, 'Hi');
       assert.ok(r.tokens > 0 && r.tokens <= 8, `${input}: ${r.stats}`);
+      assert.equal(await page.evaluate(() => document.body.dataset.backend), 'webgpu');
     }
     await shot(page, results, 'local-files');
     assert.deepEqual(server.requests.filter((r) => r.startsWith('/models/')), [], 'nothing from the server');

@@ -77,7 +77,7 @@ async function load(url, extra = {}, label = url) {
   const persist = !localStorage.getItem('pocketrt-chat:persist-asked');
   localStorage.setItem('pocketrt-chat:persist-asked', '1');
   const options = {
-    backend: params.get('backend') ?? 'auto',
+    backend: $('backend-choice').value,
     profile: params.get('profile') ?? undefined,
     hubEndpoint: params.get('hub') ?? undefined,
     persist,
@@ -335,6 +335,11 @@ const picker = createPicker({
   },
   onError: showError,
 });
+
+// The backend: `?backend=` (a shareable link), else the last choice, else auto.
+const BACKEND = 'pocketrt-chat:backend';
+$('backend-choice').value = params.get('backend') ?? localStorage.getItem(BACKEND) ?? 'auto';
+$('backend-choice').onchange = () => localStorage.setItem(BACKEND, $('backend-choice').value);
 
 document.getElementById('composer').onsubmit = send;
 $('prompt').addEventListener('keydown', (e) => {
