@@ -2,6 +2,7 @@
 // streamed into a new one (`streamReply`: OpenAI's chat.completions.create with
 // stream: true). A reply's thinking goes into a collapsed <details>, its text through
 // markdown.js, and its stats (tokens, time to first token, tok/s) under it.
+import { smallButton as button } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 
 const list = () => document.getElementById('messages');
@@ -9,16 +10,6 @@ const list = () => document.getElementById('messages');
 /** The stats line of a reply: `N tokens · TTFT X ms · Y tok/s`. */
 export const statsText = (s) => `${s.tokens} tokens · TTFT ${Math.round(s.ttft)} ms · ${s.tps.toFixed(1)} tok/s`;
 
-function button(testid, text, label, onClick) {
-  const b = document.createElement('button');
-  b.type = 'button';
-  b.className = 'small quiet';
-  b.dataset.testid = testid;
-  b.textContent = text;
-  b.setAttribute('aria-label', label);
-  b.onclick = onClick;
-  return b;
-}
 
 /** A message's element and `update(msg)`, which redraws its content (markdown re-rendered
  * at most once a frame while a reply streams). */

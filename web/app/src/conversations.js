@@ -1,8 +1,7 @@
 // The conversation list: every stored conversation (newest first), filtered by the search
 // box (title and text), the open one marked aria-current. New / rename / delete act on the
 // app's state through the callbacks main.js gives.
-
-const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
+import { byTestId as $ } from './dom.js';
 
 /** Draw `convs` into the list, `openId` marked; `onOpen(id)` when one is picked. */
 export function renderConversations(convs, openId, onOpen) {

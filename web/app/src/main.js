@@ -9,8 +9,8 @@ import { announce, renderMessages, scrollToEnd, streamReply } from './chat.js';
 import { renderConversations, startRename } from './conversations.js';
 import { requestFields, showSettings, watchSettings } from './settings.js';
 import * as store from './store.js';
+import { byTestId as $ } from './dom.js';
 
-const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
 const params = new URLSearchParams(location.search);
 
 const app = {

@@ -6,6 +6,7 @@
 // languages) and get a copy button.
 import { Marked } from 'marked';
 import DOMPurify from 'dompurify';
+import { smallButton } from './dom.js';
 import hljs from 'highlight.js/lib/core';
 import javascript from 'highlight.js/lib/languages/javascript';
 import typescript from 'highlight.js/lib/languages/typescript';
@@ -62,13 +63,8 @@ export function renderMarkdown(el, text) {
     bar.className = 'code-bar';
     const lang = document.createElement('span');
     lang.textContent = pre.dataset.lang || 'code';
-    const copy = document.createElement('button');
-    copy.type = 'button';
-    copy.className = 'small';
-    copy.dataset.testid = 'copy-code';
-    copy.textContent = 'Copy';
-    copy.setAttribute('aria-label', `Copy the ${pre.dataset.lang || ''} code`.replace('  ', ' '));
-    copy.onclick = () => copyText(pre.querySelector('code').textContent, copy);
+    const label = `Copy the ${pre.dataset.lang || ''} code`.replace('  ', ' ');
+    const copy = smallButton('copy-code', 'Copy', label, () => copyText(pre.querySelector('code').textContent, copy), 'small');
     bar.append(lang, copy);
     pre.before(bar);
     const wrap = document.createElement('div');

@@ -3,6 +3,7 @@
 // and a delete button when it is. A URL / hub id box, a local GGUF file and a local
 // package folder. Storage used / available under the list. The cache is read through the
 // Worker (`worker.cache`: the same Cache Storage as the page).
+import { byTestId as $, smallButton } from './dom.js';
 import { size } from './engine.js';
 
 /** Small models by hub id (Qwen3, Qwen2 and Llama architectures). */
@@ -28,7 +29,6 @@ export function rememberSize(id, bytes) {
   localStorage.setItem(SIZES, JSON.stringify(sizes));
 }
 
-const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
 
 /** The picker. `worker()` gives the PocketWorker; `onLoad(id)` loads a model by id / URL;
  * `onLocal(files)` loads local files; `onError(e)` shows an error. */
@@ -75,13 +75,7 @@ export function createPicker({ worker, onLoad, onLocal, onError, initial }) {
         label.append(radio, text);
         li.append(label);
         if (c) {
-          const del = document.createElement('button');
-          del.type = 'button';
-          del.className = 'small quiet';
-          del.dataset.testid = 'delete-model';
-          del.textContent = 'Delete';
-          del.setAttribute('aria-label', `Delete ${m.name} from this device`);
-          del.onclick = async () => {
+          const del = smallButton('delete-model', 'Delete', `Delete ${m.name} from this device`, async () => {
             del.disabled = true;
             try {
               await worker().cache.delete(c.url);
@@ -89,7 +83,7 @@ export function createPicker({ worker, onLoad, onLocal, onError, initial }) {
               onError(e);
             }
             await refresh();
-          };
+          });
           li.append(del);
         }
         return li;

@@ -1,6 +1,7 @@
 // The settings of a conversation (system prompt, sampling, thinking, JSON output): the
 // form in the chat header shows the open conversation's, and every change is saved with it.
 // `request(settings)` turns them into the fields of an OpenAI chat request.
+import { byTestId as field } from './dom.js';
 
 const SCHEMA = `{
   "type": "object",
@@ -27,8 +28,6 @@ const FIELDS = {
   'json-toggle': ['json', (el) => el.checked, (el, v) => (el.checked = v)],
   'json-schema': ['schema', (el) => el.value, (el, v) => (el.value = v)],
 };
-
-const field = (id) => document.querySelector(`[data-testid="${id}"]`);
 
 /** Show `settings` in the form. */
 export function showSettings(settings) {
