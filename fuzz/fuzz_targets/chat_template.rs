@@ -1,49 +1,11 @@
-//! Chat-template rendering of an arbitrary template with arbitrary messages: input = flags
-//! byte, template, NUL, then NUL-separated role / content pairs. Whatever the template
-//! does, rendering ends (the bounds of `ChatTemplate`) with text or `Error::ChatTemplate`.
+//! libFuzzer on `pocketrt_fuzz::chat_template` (what it checks is said there).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use pocketrt::tokenizer::{ChatOptions, ChatTemplate, Message};
-use pocketrt::Error;
-use pocketrt_fuzz::split_nul;
-
-fuzz_target!(|input: &[u8]| {
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     // libfuzzer-sys's panic hook aborts at once, even for a panic `render` catches (it
     // turns minijinja's own panics into errors); the default hook lets it. A panic that
     // escapes still ends in libfuzzer-sys's abort: a finding.
     static DEFAULT_HOOK: std::sync::Once = std::sync::Once::new();
     DEFAULT_HOOK.call_once(|| drop(std::panic::take_hook()));
-    let Some((&flags, data)) = input.split_first() else {
-        return;
-    };
-    let (src, rest) = split_nul(data);
-    let Ok(src) = std::str::from_utf8(src) else {
-        return;
-    };
-    let Ok(template) = ChatTemplate::new(src) else {
-        return;
-    };
-    let text = String::from_utf8_lossy(rest);
-    let mut fields = text.split('\0');
-    let mut messages = Vec::new();
-    while let (Some(role), Some(content)) = (fields.next(), fields.next()) {
-        messages.push(Message::new(role, content));
-    }
-    let opts = ChatOptions {
-        add_generation_prompt: flags & 1 != 0,
-        enable_thinking: (flags & 2 != 0).then_some(flags & 4 != 0),
-        tools: (flags & 8 != 0).then(|| {
-            serde_json::json!([{"type": "function", "function": {"name": "get_weather",
-                "description": "Weather in a city", "parameters": {"type": "object",
-                "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
-        }),
-        bos_token: (flags & 16 != 0).then(|| "<s>".into()),
-        eos_token: (flags & 16 != 0).then(|| "</s>".into()),
-        ..ChatOptions::default()
-    };
-    match template.render(&messages, &opts) {
-        Ok(_) | Err(Error::ChatTemplate(_)) => {}
-        Err(e) => panic!("not a ChatTemplate error: {e}"),
-    }
+    pocketrt_fuzz::chat_template::run(data)
 });

@@ -1,22 +1,4 @@
-//! tokenizer.json loading; a tokenizer that loads encodes a little text (plain, and with
-//! its own added tokens), decodes it back and exports itself, and the export loads again.
+//! libFuzzer on `pocketrt_fuzz::tokenizer_json` (what it checks is said there).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use pocketrt::tokenizer::Tokenizer;
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(tok) = Tokenizer::from_hf_json_bytes(data) else {
-        return;
-    };
-    let mut text = String::from("Hello, world!  héllo\n\t 123 ");
-    for t in tok.added_tokens().iter().take(4) {
-        text.push_str(&t.content);
-    }
-    let ids = tok.encode(&text, true);
-    let _ = tok.decode(&ids, false);
-    for id in ids.iter().take(16) {
-        let _ = tok.token_to_piece(*id);
-    }
-    Tokenizer::from_hf_json(&tok.to_hf_json()).expect("the export loads back");
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| pocketrt_fuzz::tokenizer_json::run(data));
