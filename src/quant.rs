@@ -15,6 +15,9 @@ use crate::format::gguf::GgmlType;
 use crate::format::gguf_dequant;
 use half::f16;
 
+mod q8;
+pub use q8::{Q8Tensor, Q8_GROUP};
+
 pub const GROUP: usize = 64;
 /// Code words (8 nibbles each) per group.
 const WORDS_PER_GROUP: usize = GROUP / 8;
@@ -211,7 +214,7 @@ fn checked_elems(rows: usize, cols: usize) -> Result<usize> {
 fn words_from_le(what: &str, bytes: &[u8], words: usize) -> Result<Vec<u32>> {
     if words.checked_mul(4) != Some(bytes.len()) {
         return Err(Error::InvalidArgument(format!(
-            "Q4 g64 {what}: {} bytes, expected {words} words",
+            "{what}: {} bytes, expected {words} words",
             bytes.len()
         )));
     }
@@ -342,8 +345,8 @@ impl Q4Tensor {
         Ok(Q4Tensor {
             rows,
             cols,
-            codes: words_from_le("codes", codes, n / 8)?,
-            qparams: words_from_le("qparams", qparams, n / GROUP)?,
+            codes: words_from_le("Q4 g64 codes", codes, n / 8)?,
+            qparams: words_from_le("Q4 g64 qparams", qparams, n / GROUP)?,
         })
     }
 }
