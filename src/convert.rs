@@ -1,12 +1,13 @@
 //! Convert a model (GGUF file or HF folder, via `ModelSource`) into a pocket package:
-//! every matrix becomes Q4 g64 (Q4_1 pairs with equal params kept bit-exactly), norms and
-//! biases stay f32, the tokenizer and chat template travel along.
+//! every matrix becomes Q4 g64 (Q4_1 pairs with equal params kept bit-exactly) or Q8 g32
+//! (Q8_0, Q5_0 kept exactly), as [`WeightFormat`] chooses per tensor; norms and biases
+//! stay f32; the tokenizer and chat template travel along.
 
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{DType, Manifest, PackageWriter, Part, TensorEntry, ALIGN};
 use crate::format::ModelSource;
-use crate::quant::{MergeStats, Q4Tensor, GROUP};
+use crate::quant::{MergeStats, Q4Tensor, QMatrix, WeightFormat, GROUP};
 use std::path::Path;
 
 #[derive(Clone, Debug)]
@@ -15,6 +16,8 @@ pub struct ConvertOptions {
     pub group: usize,
     /// Shard size in bytes (default: the package maximum, 32 MiB).
     pub shard_bytes: Option<u64>,
+    /// How each matrix is stored (default Q4 g64: what every backend runs today).
+    pub weights: WeightFormat,
 }
 
 impl Default for ConvertOptions {
@@ -22,6 +25,7 @@ impl Default for ConvertOptions {
         ConvertOptions {
             group: GROUP,
             shard_bytes: None,
+            weights: WeightFormat::Q4,
         }
     }
 }
@@ -40,8 +44,10 @@ pub struct Progress<'a> {
 #[derive(Clone, Debug)]
 pub struct ConvertReport {
     pub manifest: Manifest,
-    /// Q4 groups kept bit-exactly vs requantized.
+    /// Q4 g64 groups kept bit-exactly vs requantized.
     pub merge: MergeStats,
+    /// Q8 g32 groups kept exactly vs quantized.
+    pub merge_q8: MergeStats,
     /// Package bytes (all shards).
     pub package_bytes: u64,
     /// Source tensors the runtime does not use (not written).
@@ -116,22 +122,40 @@ pub fn convert_with_cut(
     if let Some(size) = opts.shard_bytes {
         writer = writer.with_shard_size(size)?;
     }
-    let mut merge = MergeStats::default();
+    let (mut merge, mut merge_q8) = (MergeStats::default(), MergeStats::default());
     let mut bytes_done = 0;
     for (i, (name, shape, bytes)) in plan.iter().enumerate() {
         if shape.len() == 2 {
-            let (mut q, stats) = src.read_q4(name)?;
-            merge.groups_exact += stats.groups_exact;
-            merge.groups_requantized += stats.groups_requantized;
-            if let Some(cut) = cut.filter(|_| VOCAB_ROW_TENSORS.contains(&name.as_str())) {
-                q = select_rows(name, &q, cut.rows)?;
+            let (q, stats) = src.read_matrix(name, opts.weights)?;
+            let rows = cut
+                .filter(|_| VOCAB_ROW_TENSORS.contains(&name.as_str()))
+                .map(|c| c.rows);
+            match q {
+                QMatrix::Q4(mut q) => {
+                    merge.add(stats);
+                    if let Some(rows) = rows {
+                        q = select_rows(name, &q, rows)?;
+                    }
+                    writer.add_tensor(
+                        name,
+                        DType::Q4g64,
+                        &[q.rows, q.cols],
+                        &[("codes", q.codes_bytes()), ("qparams", q.qparams_bytes())],
+                    )?;
+                }
+                QMatrix::Q8(mut q) => {
+                    merge_q8.add(stats);
+                    if let Some(rows) = rows {
+                        q = q.select_rows(name, rows)?;
+                    }
+                    writer.add_tensor(
+                        name,
+                        DType::Q8g32,
+                        &[q.rows, q.cols],
+                        &[("codes", q.codes_bytes()), ("scales", q.scales_bytes())],
+                    )?;
+                }
             }
-            writer.add_tensor(
-                name,
-                DType::Q4g64,
-                &[q.rows, q.cols],
-                &[("codes", q.codes_bytes()), ("qparams", q.qparams_bytes())],
-            )?;
         } else {
             let data = src.read_f32(name)?;
             writer.add_tensor(
@@ -163,6 +187,7 @@ pub fn convert_with_cut(
         package_bytes: manifest.shards.iter().map(|s| s.bytes).sum(),
         manifest,
         merge,
+        merge_q8,
         skipped,
         has_tokenizer: tokenizer.is_some(),
     })
@@ -205,8 +230,9 @@ pub fn package_bytes(config: &ModelConfig) -> Result<u64> {
     Ok(end.max().unwrap_or(0))
 }
 
-/// The tensor table [`convert`] writes for a model of this config, in order: matrices Q4
-/// g64, vectors f32, every part at the next aligned offset of the package's stream.
+/// The tensor table [`convert`] writes for a model of this config with Q4 weights (the
+/// default), in order: matrices Q4 g64, vectors f32, every part at the next aligned offset
+/// of the package's stream.
 pub fn converted_tensors(config: &ModelConfig) -> Result<Vec<TensorEntry>> {
     let mut pos = 0u64;
     let mut out = Vec::new();

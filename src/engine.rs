@@ -111,8 +111,8 @@ impl Engine {
         let _ = budget; // no GPU memory to plan in this build
         let q4_only = |name: &str| {
             Error::InvalidArgument(format!(
-                "the {name} backend runs Q4 g64 weights only (use --weights q4, or f32 on \
-                 --backend reference)"
+                "the {name} backend runs Q4 g64 weights only (use --weights q4, or f32, q8 \
+                 or keep on --backend reference)"
             ))
         };
         let gpu_wanted = match backend {
@@ -167,8 +167,8 @@ impl Engine {
         }
         let why = if gpu_wanted { "no GPU adapter: " } else { "" };
         let cpu_context = cpu_context(&config, context)?;
-        // Only the reference runs f32 weights (Cpu and Gpu refused them above).
-        let (inner, description) = if backend == Backend::Reference || weights == WeightMode::F32 {
+        // Only the reference runs f32, q8 and keep weights (Cpu and Gpu refused them above).
+        let (inner, description) = if backend == Backend::Reference || weights != WeightMode::Q4 {
             Self::load_reference(src, weights, cpu_context, why)?
         } else {
             Self::load_fast(src, cpu_context, why)?
@@ -210,10 +210,7 @@ impl Engine {
     ) -> Result<(Inner, String)> {
         let model = Model::load(src, weights)?;
         let cache = model.new_cache(context)?;
-        let mode = match weights {
-            WeightMode::F32 => "f32",
-            WeightMode::Q4 => "q4",
-        };
+        let mode = weights.name();
         let inner = Inner::Reference {
             model: Box::new(model),
             cache,

@@ -47,6 +47,93 @@ pub struct MergeStats {
     pub groups_requantized: u64,
 }
 
+/// How a conversion or a load stores each weight matrix (`convert --weights`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// Every matrix as Q4 g64 (the GPU kernels' format; half the bytes of Q8).
+    Q4,
+    /// Every matrix as Q8 g32.
+    Q8,
+    /// As its author quantized it: 4-bit types (ggml Q4_0 and Q4_1, a package's q4g64) as
+    /// Q4 g64, everything else (Q8_0, Q5, the K-quants, f16, bf16, f32) as Q8 g32, so
+    /// Q8_0 and Q5_0 are kept exactly and nothing loses more than 8-bit rounding.
+    #[default]
+    Keep,
+}
+
+impl WeightFormat {
+    /// Whether a matrix stored as `dtype` (a [`crate::format::SourceTensor`]'s: a ggml type
+    /// name, `q4g64`, `bf16`, ...) is held as Q8 g32.
+    pub fn stores_q8(self, dtype: &str) -> bool {
+        match self {
+            WeightFormat::Q4 => false,
+            WeightFormat::Q8 => true,
+            WeightFormat::Keep => !matches!(dtype, "Q4_0" | "Q4_1" | "q4g64"),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightFormat::Q4 => "q4",
+            WeightFormat::Q8 => "q8",
+            WeightFormat::Keep => "keep",
+        }
+    }
+}
+
+impl std::str::FromStr for WeightFormat {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<WeightFormat> {
+        match s {
+            "q4" => Ok(WeightFormat::Q4),
+            "q8" => Ok(WeightFormat::Q8),
+            "keep" => Ok(WeightFormat::Keep),
+            _ => Err(Error::InvalidArgument(format!(
+                "weights {s:?}: expected q4, q8 or keep"
+            ))),
+        }
+    }
+}
+
+/// A quantized weight matrix in either stored format.
+#[derive(Clone, Debug, PartialEq)]
+pub enum QMatrix {
+    Q4(Q4Tensor),
+    Q8(Q8Tensor),
+}
+
+impl QMatrix {
+    pub fn rows(&self) -> usize {
+        match self {
+            QMatrix::Q4(q) => q.rows,
+            QMatrix::Q8(q) => q.rows,
+        }
+    }
+
+    pub fn cols(&self) -> usize {
+        match self {
+            QMatrix::Q4(q) => q.cols,
+            QMatrix::Q8(q) => q.cols,
+        }
+    }
+
+    /// Row `row` as f32 into `out` (`out.len() == cols`).
+    pub fn dequantize_row(&self, row: usize, out: &mut [f32]) {
+        match self {
+            QMatrix::Q4(q) => q.dequantize_row(row, out),
+            QMatrix::Q8(q) => q.dequantize_row(row, out),
+        }
+    }
+}
+
+impl MergeStats {
+    /// Count `other`'s groups too.
+    pub fn add(&mut self, other: MergeStats) {
+        self.groups_exact += other.groups_exact;
+        self.groups_requantized += other.groups_requantized;
+    }
+}
+
 /// `pack2x16float(scale, min)`: scale in the low 16 bits.
 pub fn pack_params(scale: f16, min: f16) -> u32 {
     u32::from(scale.to_bits()) | (u32::from(min.to_bits()) << 16)

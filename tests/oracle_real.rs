@@ -17,8 +17,12 @@ mod real_data;
 use real_data::coder_gguf;
 use std::time::Instant;
 
+use pocketrt::convert::{convert, ConvertOptions};
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::gguf_source::GgufSource;
+use pocketrt::format::package_source::PackageSource;
+use pocketrt::format::ModelSource;
+use pocketrt::quant::{MergeStats, WeightFormat};
 use pocketrt::tokenizer::Tokenizer;
 
 /// Tokens that must match llama.cpp exactly.
@@ -104,12 +108,17 @@ fn tokenizer_encodes_the_reference_prompts_like_llama_cpp() {
 #[test]
 fn f32_oracle_continues_each_prompt_token_for_token_like_llama_cpp() {
     let (model, tokenizer) = load(WeightMode::F32);
+    assert_continues_like_llama_cpp(&model, &tokenizer);
+}
+
+/// Each reference prompt's greedy continuation equals llama.cpp's for MATCH_TOKENS tokens.
+fn assert_continues_like_llama_cpp(model: &Model, tokenizer: &Tokenizer) {
     let cases = reference();
     assert_eq!(cases[0].prompt, "def fibonacci(n):");
     let mut failures = vec![];
     for case in &cases {
         println!("{:?}", case.prompt);
-        let got = timed_greedy(&model, &case.prompt_ids, GENERATE);
+        let got = timed_greedy(model, &case.prompt_ids, GENERATE);
         let same = common_prefix(&got, &case.generated_ids);
         let text = tokenizer.decode(&got, false).unwrap();
         println!("  matches llama.cpp for {same}/{GENERATE} tokens: {text:?}");
@@ -122,6 +131,57 @@ fn f32_oracle_continues_each_prompt_token_for_token_like_llama_cpp() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `--weights keep`: the coder's Q5_0 and Q8_0 matrices are kept exactly as Q8 g32, its
+/// Q4_K and Q6_K ones quantized to Q8 g32; the package read back with the oracle continues
+/// every prompt as llama.cpp does (Q4 g64 does not: see the test below).
+#[test]
+fn keep_package_keeps_q8_0_and_q5_0_exactly_and_continues_like_llama_cpp() {
+    let mut src = GgufSource::open(&coder_gguf()).unwrap();
+    let groups = |types: &[&str]| -> u64 {
+        let matrices = src.tensors().iter().filter(|t| t.shape.len() == 2);
+        let of_type = matrices.filter(|t| types.contains(&t.dtype.as_str()));
+        of_type
+            .map(|t| t.shape.iter().product::<usize>() as u64 / 32)
+            .sum()
+    };
+    let (exact, requantized) = (groups(&["Q5_0", "Q8_0"]), groups(&["Q4_K", "Q6_K"]));
+    assert!(exact > 0 && requantized > 0);
+    let dir = std::env::temp_dir().join(format!("pocketrt-keep-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = ConvertOptions {
+        weights: WeightFormat::Keep,
+        ..ConvertOptions::default()
+    };
+    let start = Instant::now();
+    let report = convert(&mut src, &dir, &opts, &mut |_| {}).unwrap();
+    let q4_bytes = pocketrt::convert::package_bytes(src.config()).unwrap();
+    println!(
+        "keep: converted in {:.1} s, {:.1} MB ({:.2}x the Q4 package's {:.1} MB); q8 {:?}",
+        start.elapsed().as_secs_f64(),
+        report.package_bytes as f64 / 1e6,
+        report.package_bytes as f64 / q4_bytes as f64,
+        q4_bytes as f64 / 1e6,
+        report.merge_q8
+    );
+    assert_eq!(report.merge_q8.groups_exact, exact);
+    assert_eq!(report.merge_q8.groups_requantized, requantized);
+    assert_eq!(
+        report.merge,
+        MergeStats::default(),
+        "no Q4 tensor in this file"
+    );
+    let mut pkg = PackageSource::open(&dir).unwrap();
+    let q8 = pkg.tensors().iter().filter(|t| t.dtype == "q8g32").count();
+    assert_eq!(
+        q8,
+        src.tensors().iter().filter(|t| t.shape.len() == 2).count()
+    );
+    let model = Model::load(&mut pkg, WeightMode::Keep).unwrap();
+    let tokenizer = Tokenizer::from_gguf(src.gguf()).unwrap();
+    assert_continues_like_llama_cpp(&model, &tokenizer);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -1,11 +1,11 @@
-//! Weight matrices for the oracle — f32, or Q4 g64 dequantized one row at a time inside
-//! the matvec (so the Q4 path is checked by the same code) — and loading a model's
-//! tensors from any `ModelSource` by canonical name.
+//! Weight matrices for the oracle — f32, or Q4 g64 / Q8 g32 dequantized one row at a time
+//! inside the matvec (so the quantized paths are checked by the same code) — and loading
+//! a model's tensors from any `ModelSource` by canonical name.
 
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::ModelSource;
-use crate::quant::{Q4Tensor, GROUP};
+use crate::quant::{Q4Tensor, Q8Tensor, QMatrix, WeightFormat, GROUP};
 
 use super::ops::dot;
 
@@ -17,6 +17,32 @@ pub enum WeightMode {
     /// Every matrix as Q4 g64 (`ModelSource::read_q4`: kept when stored so, quantized
     /// otherwise).
     Q4,
+    /// Every matrix as Q8 g32 (`ModelSource::read_q8`).
+    Q8,
+    /// Each matrix as its source stores it ([`WeightFormat::Keep`]: 4-bit types as Q4 g64,
+    /// the rest as Q8 g32).
+    Keep,
+}
+
+impl WeightMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightMode::F32 => "f32",
+            WeightMode::Q4 => "q4",
+            WeightMode::Q8 => "q8",
+            WeightMode::Keep => "keep",
+        }
+    }
+
+    /// The quantized format, for every mode but f32.
+    pub fn format(self) -> Option<WeightFormat> {
+        match self {
+            WeightMode::F32 => None,
+            WeightMode::Q4 => Some(WeightFormat::Q4),
+            WeightMode::Q8 => Some(WeightFormat::Q8),
+            WeightMode::Keep => Some(WeightFormat::Keep),
+        }
+    }
 }
 
 /// A `rows × cols` matrix, row-major.
@@ -28,6 +54,7 @@ pub enum Weight {
         data: Vec<f32>,
     },
     Q4(Q4Tensor),
+    Q8(Q8Tensor),
 }
 
 /// Output rows one parallel task computes (amortises the Q4 row buffer).
@@ -67,10 +94,20 @@ impl Weight {
         Ok(Weight::Q4(q))
     }
 
+    /// A quantized matrix of either format (a Q4 one checked as [`Weight::q4`] does; a
+    /// Q8 one's parts are sized by its constructors).
+    pub fn quantized(name: &str, q: QMatrix) -> Result<Weight> {
+        match q {
+            QMatrix::Q4(q) => Weight::q4(name, q),
+            QMatrix::Q8(q) => Ok(Weight::Q8(q)),
+        }
+    }
+
     pub fn rows(&self) -> usize {
         match self {
             Weight::F32 { rows, .. } => *rows,
             Weight::Q4(q) => q.rows,
+            Weight::Q8(q) => q.rows,
         }
     }
 
@@ -78,6 +115,7 @@ impl Weight {
         match self {
             Weight::F32 { cols, .. } => *cols,
             Weight::Q4(q) => q.cols,
+            Weight::Q8(q) => q.cols,
         }
     }
 
@@ -86,6 +124,7 @@ impl Weight {
         match self {
             Weight::F32 { cols, data, .. } => out.copy_from_slice(&data[r * cols..][..*cols]),
             Weight::Q4(q) => q.dequantize_row(r, out),
+            Weight::Q8(q) => q.dequantize_row(r, out),
         }
     }
 
@@ -113,10 +152,10 @@ impl Weight {
                     *o = dot(&data[(first + i) * cols..][..*cols], x);
                 }
             }
-            Weight::Q4(q) => {
-                let mut row = vec![0.0f32; q.cols];
+            Weight::Q4(_) | Weight::Q8(_) => {
+                let mut row = vec![0.0f32; self.cols()];
                 for (i, o) in out.iter_mut().enumerate() {
-                    q.dequantize_row(first + i, &mut row);
+                    self.row(first + i, &mut row);
                     *o = dot(&row, x);
                 }
             }
@@ -158,6 +197,8 @@ pub struct ModelWeights {
     pub output_norm: Vec<f32>,
     /// The LM head; `None` when tied to `token_embd`.
     pub output: Option<Weight>,
+    /// How the matrices were loaded.
+    pub mode: WeightMode,
 }
 
 /// Reads tensors by canonical name, checking each against the config's expected shape.
@@ -205,14 +246,14 @@ impl Loader<'_> {
             [r, c] => (r, c),
             _ => return Err(shape_error(name, &[0, 0], &shape)),
         };
-        match self.mode {
-            WeightMode::F32 => Weight::f32(name, rows, cols, self.src.read_f32(name)?),
-            WeightMode::Q4 => {
-                let (q, _stats) = self.src.read_q4(name)?;
-                if (q.rows, q.cols) != (rows, cols) {
-                    return Err(shape_error(name, &shape, &[q.rows, q.cols]));
+        match self.mode.format() {
+            None => Weight::f32(name, rows, cols, self.src.read_f32(name)?),
+            Some(format) => {
+                let (q, _stats) = self.src.read_matrix(name, format)?;
+                if (q.rows(), q.cols()) != (rows, cols) {
+                    return Err(shape_error(name, &shape, &[q.rows(), q.cols()]));
                 }
-                Weight::q4(name, q)
+                Weight::quantized(name, q)
             }
         }
     }
@@ -274,6 +315,7 @@ impl ModelWeights {
             layers,
             output_norm,
             output,
+            mode,
         })
     }
 

@@ -2,7 +2,6 @@
 //! backend stores, bit for bit, and the string that says where such rows are valid.
 
 use super::{Engine, Inner};
-use crate::cpu::Weight;
 use crate::error::{Error, Result};
 use crate::session::{KvLayout, RowKind};
 
@@ -47,10 +46,7 @@ impl Engine {
     /// Where this backend's rows are valid (a snapshot's `backend`).
     pub fn kv_rows_tag(&self) -> String {
         match &self.inner {
-            Inner::Reference { model, .. } => {
-                let q4 = matches!(model.weights.token_embd, Weight::Q4(_));
-                format!("reference/{}", if q4 { "q4" } else { "f32" })
-            }
+            Inner::Reference { model, .. } => format!("reference/{}", model.weights.mode.name()),
             Inner::Cpu { model, .. } => cpu_rows_tag(model.precision()),
             #[cfg(not(target_arch = "wasm32"))]
             Inner::Gpu(model) => gpu_rows_tag(model.gpu_context()),

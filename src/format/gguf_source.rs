@@ -9,7 +9,7 @@ use super::gguf_dequant::dequantize;
 use super::source::{matrix_dims, ModelSource, SourceTensor};
 use crate::config::{Arch, ModelConfig};
 use crate::error::{Error, Result};
-use crate::quant::{MergeStats, Q4Tensor};
+use crate::quant::{MergeStats, Q4Tensor, Q8Tensor};
 use crate::tokenizer::Tokenizer;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -116,6 +116,12 @@ impl ModelSource for GgufSource {
         let (rows, cols) = matrix_dims(name, &t.shape())?;
         let bytes = self.raw(&t)?;
         Q4Tensor::from_ggml(t.ty, &bytes, rows, cols)
+    }
+    fn read_q8(&mut self, name: &str) -> Result<(Q8Tensor, MergeStats)> {
+        let t = self.info(name)?;
+        let (rows, cols) = matrix_dims(name, &t.shape())?;
+        let bytes = self.raw(&t)?;
+        Q8Tensor::from_ggml(t.ty, &bytes, rows, cols)
     }
     fn tokenizer_json(&mut self) -> Result<Option<String>> {
         if self.gguf.get("tokenizer.ggml.tokens").is_none() {

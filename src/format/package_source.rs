@@ -3,11 +3,12 @@
 
 use super::package::{DType, PackageDir, TensorEntry};
 use super::source::{
-    f16_from_le, f32_from_le, matrix_dims, quantize_counted, ModelSource, SourceTensor,
+    f16_from_le, f32_from_le, matrix_dims, quantize_counted, quantize_q8_counted, ModelSource,
+    SourceTensor,
 };
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
-use crate::quant::{MergeStats, Q4Tensor};
+use crate::quant::{MergeStats, Q4Tensor, Q8Tensor};
 use std::path::Path;
 
 pub struct PackageSource {
@@ -67,6 +68,7 @@ impl ModelSource for PackageSource {
             DType::F32 => Ok(f32_from_le(&self.dir.load_tensor(name)?)),
             DType::F16 => Ok(f16_from_le(&self.dir.load_tensor(name)?)),
             DType::Q4g64 => Ok(self.read_q4(name)?.0.dequantize()),
+            DType::Q8g32 => Ok(self.read_q8(name)?.0.dequantize()),
         }
     }
     fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)> {
@@ -86,6 +88,22 @@ impl ModelSource for PackageSource {
                 groups_requantized: 0,
             },
         ))
+    }
+    fn read_q8(&mut self, name: &str) -> Result<(Q8Tensor, MergeStats)> {
+        let t = self.entry(name)?;
+        let (rows, cols) = matrix_dims(name, &t.shape)?;
+        if t.dtype != DType::Q8g32 {
+            return quantize_q8_counted(&self.read_f32(name)?, rows, cols);
+        }
+        let bytes = self.dir.load_tensor(name)?;
+        let split = t.parts[0].bytes as usize;
+        let q = Q8Tensor::from_parts(rows, cols, &bytes[..split], &bytes[split..])?;
+        let groups_exact = q.groups() as u64;
+        let stats = MergeStats {
+            groups_exact,
+            groups_requantized: 0,
+        };
+        Ok((q, stats))
     }
     fn tokenizer_json(&mut self) -> Result<Option<String>> {
         self.dir.tokenizer_json()

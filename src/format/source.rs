@@ -4,7 +4,7 @@
 
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::quant::{MergeStats, Q4Tensor};
+use crate::quant::{MergeStats, Q4Tensor, Q8Tensor, QMatrix, WeightFormat};
 
 /// A tensor as the source stores it.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,6 +27,36 @@ pub trait ModelSource {
     /// The tensor as Q4 g64: kept exactly when already stored so (or as Q4_1 pairs with
     /// equal params), quantized otherwise.
     fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)>;
+    /// The tensor as Q8 g32: kept exactly where the stored values are int8 multiples of
+    /// one f16 scale per 32 (ggml Q8_0, Q5_0, Q4_0; a package's q8g32), quantized
+    /// otherwise. By default: [`ModelSource::read_f32`], quantized.
+    fn read_q8(&mut self, name: &str) -> Result<(Q8Tensor, MergeStats)> {
+        let shape = self
+            .tensors()
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.shape.clone())
+            .ok_or_else(|| crate::error::Error::MissingTensor(name.to_string()))?;
+        let (rows, cols) = matrix_dims(name, &shape)?;
+        quantize_q8_counted(&self.read_f32(name)?, rows, cols)
+    }
+    /// The matrix in the type `format` gives it ([`WeightFormat::stores_q8`] of its stored
+    /// type).
+    fn read_matrix(&mut self, name: &str, format: WeightFormat) -> Result<(QMatrix, MergeStats)> {
+        let stored = self
+            .tensors()
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.dtype.clone())
+            .ok_or_else(|| crate::error::Error::MissingTensor(name.to_string()))?;
+        Ok(if format.stores_q8(&stored) {
+            let (q, stats) = self.read_q8(name)?;
+            (QMatrix::Q8(q), stats)
+        } else {
+            let (q, stats) = self.read_q4(name)?;
+            (QMatrix::Q4(q), stats)
+        })
+    }
     /// An HF tokenizer.json for the model, when the source has (or can derive) one.
     fn tokenizer_json(&mut self) -> Result<Option<String>>;
     /// The model's Jinja chat template, if any.
@@ -87,6 +117,20 @@ pub fn quantize_counted(data: &[f32], rows: usize, cols: usize) -> Result<(Q4Ten
     let stats = MergeStats {
         groups_exact: 0,
         groups_requantized: q.qparams.len() as u64,
+    };
+    Ok((q, stats))
+}
+
+/// Quantize f32 data to Q8 g32, every group counted as requantized.
+pub fn quantize_q8_counted(
+    data: &[f32],
+    rows: usize,
+    cols: usize,
+) -> Result<(Q8Tensor, MergeStats)> {
+    let q = Q8Tensor::quantize(data, rows, cols)?;
+    let stats = MergeStats {
+        groups_exact: 0,
+        groups_requantized: q.groups() as u64,
     };
     Ok((q, stats))
 }

@@ -113,7 +113,12 @@ impl Q8Tensor {
 
     /// Group `g`'s scale.
     pub fn scale(&self, g: usize) -> f32 {
-        f16::from_bits((self.scales[g / 2] >> (16 * (g % 2))) as u16).to_f32()
+        f16::from_bits(self.scale_bits(g)).to_f32()
+    }
+
+    /// Group `g`'s scale as stored (f16 bits).
+    pub fn scale_bits(&self, g: usize) -> u16 {
+        (self.scales[g / 2] >> (16 * (g % 2))) as u16
     }
 
     fn set_scale(&mut self, g: usize, bits: u16) {
@@ -226,10 +231,15 @@ impl Q8Tensor {
         assert!(row < self.rows, "row {row} of a {}-row matrix", self.rows);
         assert_eq!(out.len(), self.cols, "output length must equal cols");
         let g0 = row * self.cols / Q8_GROUP;
-        for (i, vals) in out.chunks_exact_mut(Q8_GROUP).enumerate() {
+        let codes = &self.codes_bytes()[row * self.cols..][..self.cols];
+        for (i, (vals, group)) in out
+            .chunks_exact_mut(Q8_GROUP)
+            .zip(codes.chunks_exact(Q8_GROUP))
+            .enumerate()
+        {
             let d = self.scale(g0 + i);
-            for (v, c) in vals.iter_mut().zip(self.group_codes(g0 + i)) {
-                *v = d * f32::from(c);
+            for (v, &c) in vals.iter_mut().zip(group) {
+                *v = d * f32::from(c as i8);
             }
         }
     }
@@ -261,6 +271,28 @@ impl Q8Tensor {
             codes: words_from_le("Q8 g32 codes", codes, n / 4)?,
             scales: words_from_le("Q8 g32 scales", scales, scale_words(n / Q8_GROUP))?,
         })
+    }
+
+    /// The rows `rows` of this matrix, in that order (a vocabulary cut). Groups run along
+    /// a row, so every group is copied exactly.
+    pub fn select_rows(&self, name: &str, rows: &[u32]) -> Result<Q8Tensor> {
+        let n = checked_elems(rows.len(), self.cols)?;
+        let mut out = Q8Tensor::zeroed(rows.len(), self.cols, n);
+        let per_row = self.cols / Q8_GROUP;
+        for (i, &r) in rows.iter().enumerate() {
+            let r = r as usize;
+            if r >= self.rows {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: kept token id {r} is past its {} rows",
+                    self.rows
+                )));
+            }
+            for g in 0..per_row {
+                out.set_scale(i * per_row + g, self.scale_bits(r * per_row + g));
+                out.set_codes(i * per_row + g, &self.group_codes(r * per_row + g));
+            }
+        }
+        Ok(out)
     }
 
     /// Bytes of the two parts for `rows × cols`: `(codes, scales)`.

@@ -44,6 +44,11 @@ enum Command {
         /// Shard size in MiB (at most 32).
         #[arg(long, default_value_t = 32)]
         shard_mb: u64,
+        /// How each matrix is stored: q4 (Q4 g64, what every backend runs), q8 (Q8 g32),
+        /// or keep (as the source is: Q4_0/Q4_1 as Q4, the rest as Q8, so Q8_0 and Q5_0
+        /// stay exact; the reference backend runs Q8 today, the others requantize to Q4).
+        #[arg(long, default_value = "q4")]
+        weights: pocketrt::quant::WeightFormat,
         /// Prune the vocabulary to the tokens this corpus uses (a text file or a folder of
         /// text files; repeatable), closed under BPE merges. Needs --vocab-size.
         #[arg(long, value_name = "CORPUS", requires = "vocab_size")]
@@ -159,9 +164,16 @@ fn main() -> ExitCode {
             output,
             group,
             shard_mb,
+            weights,
             prune_vocab,
             vocab_size,
-        } => run_convert(&input, &output, group, shard_mb, &prune_vocab, vocab_size),
+        } => run_convert(
+            &input,
+            &output,
+            (group, shard_mb, weights),
+            &prune_vocab,
+            vocab_size,
+        ),
         Command::Inspect {
             model,
             summary,
@@ -222,8 +234,7 @@ fn main() -> ExitCode {
 fn run_convert(
     input: &std::path::Path,
     output: &std::path::Path,
-    group: usize,
-    shard_mb: u64,
+    (group, shard_mb, weights): (usize, u64, pocketrt::quant::WeightFormat),
     prune_corpus: &[PathBuf],
     vocab_size: Option<usize>,
 ) -> Result<()> {
@@ -236,6 +247,7 @@ fn run_convert(
     let opts = ConvertOptions {
         group,
         shard_bytes: Some(shard_mb << 20),
+        weights,
     };
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template(
@@ -260,7 +272,6 @@ fn run_convert(
         None => (convert(src.as_mut(), output, &opts, &mut progress)?, None),
     };
     bar.finish_and_clear();
-    let m = &report.merge;
     println!(
         "wrote {} ({} tensors, {} shards, {})",
         output.display(),
@@ -268,10 +279,14 @@ fn run_convert(
         report.manifest.shards.len(),
         human_bytes(report.package_bytes)
     );
-    println!(
-        "q4 g64 groups: {} kept bit-exactly, {} requantized",
-        m.groups_exact, m.groups_requantized
-    );
+    for (format, m) in [("q4 g64", report.merge), ("q8 g32", report.merge_q8)] {
+        if m.groups_exact + m.groups_requantized > 0 {
+            println!(
+                "{format} groups: {} kept bit-exactly, {} requantized",
+                m.groups_exact, m.groups_requantized
+            );
+        }
+    }
     if let Some(p) = pruned {
         println!("{p}");
     }

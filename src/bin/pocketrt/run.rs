@@ -35,6 +35,11 @@ pub enum Weights {
     Q4,
     /// f32 (quantized sources dequantized): the exact reference (reference backend only).
     F32,
+    /// Q8 g32 (Q8_0 and Q5_0 kept exactly; reference backend only, for now).
+    Q8,
+    /// As the source stores them: Q4_0/Q4_1 as Q4 g64, the rest as Q8 g32 (reference
+    /// backend only, for now).
+    Keep,
 }
 
 /// Which model, where to run it.
@@ -166,6 +171,8 @@ pub fn session(a: &ModelArgs, mut o: Opened, context: Option<usize>) -> Result<S
     let weights = match a.weights {
         Weights::Q4 => WeightMode::Q4,
         Weights::F32 => WeightMode::F32,
+        Weights::Q8 => WeightMode::Q8,
+        Weights::Keep => WeightMode::Keep,
     };
     let budget = a.memory_budget_mb.saturating_mul(1 << 20);
     let engine = Engine::load_planned(o.src.as_mut(), backend, weights, context, budget)?;

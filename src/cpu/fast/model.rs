@@ -58,7 +58,7 @@ pub struct FastModel {
 fn q4(w: Weight) -> Result<Q4Tensor> {
     match w {
         Weight::Q4(q) => Ok(q),
-        Weight::F32 { .. } => Err(Error::InvalidArgument(
+        Weight::F32 { .. } | Weight::Q8(_) => Err(Error::InvalidArgument(
             "the fast CPU backend runs Q4 g64 weights only".into(),
         )),
     }

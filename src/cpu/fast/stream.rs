@@ -14,7 +14,7 @@ use crate::format::package::{Chunk, DType, Manifest};
 use crate::format::source::{
     f16_from_le, f32_from_le, matrix_dims, quantize_counted, ModelSource, SourceTensor,
 };
-use crate::quant::{MergeStats, Q4Tensor};
+use crate::quant::{MergeStats, Q4Tensor, Q8Tensor};
 
 /// A package's tensors, filled from shard chunks.
 pub struct StreamedTensors {
@@ -138,6 +138,7 @@ impl ModelSource for StreamedTensors {
             DType::F32 => Ok(f32_from_le(part(&self.manifest, name, &parts, "data")?)),
             DType::F16 => Ok(f16_from_le(part(&self.manifest, name, &parts, "data")?)),
             DType::Q4g64 => Ok(self.q4_of(name, &shape, &parts)?.dequantize()),
+            DType::Q8g32 => Ok(self.q8_of(name, &shape, &parts)?.dequantize()),
         }
     }
     fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)> {
@@ -163,6 +164,9 @@ impl ModelSource for StreamedTensors {
                 rows,
                 cols,
             ),
+            DType::Q8g32 => {
+                quantize_counted(&self.q8_of(name, &shape, &parts)?.dequantize(), rows, cols)
+            }
         }
     }
     fn tokenizer_json(&mut self) -> Result<Option<String>> {
@@ -186,6 +190,13 @@ impl StreamedTensors {
         let codes = part(&self.manifest, name, parts, "codes")?;
         let params = part(&self.manifest, name, parts, "qparams")?;
         Q4Tensor::from_parts(rows, cols, codes, params)
+    }
+
+    fn q8_of(&self, name: &str, shape: &[usize], parts: &[Vec<u8>]) -> Result<Q8Tensor> {
+        let (rows, cols) = matrix_dims(name, shape)?;
+        let codes = part(&self.manifest, name, parts, "codes")?;
+        let scales = part(&self.manifest, name, parts, "scales")?;
+        Q8Tensor::from_parts(rows, cols, codes, scales)
     }
 }
 

@@ -14,6 +14,7 @@ impl DType {
             DType::F32 => "f32",
             DType::F16 => "f16",
             DType::Q4g64 => "q4g64",
+            DType::Q8g32 => "q8g32",
         }
     }
 
@@ -38,6 +39,16 @@ impl DType {
                     return Err(format!("q4g64 needs K % 64 == 0, got shape {shape:?}"));
                 }
                 vec![("codes", n / 2), ("qparams", n / 64 * 4)]
+            }
+            DType::Q8g32 => {
+                let k = match shape {
+                    [_, k] => *k as u64,
+                    _ => return Err(format!("q8g32 needs a 2-D shape, got {shape:?}")),
+                };
+                if k % 32 != 0 {
+                    return Err(format!("q8g32 needs K % 32 == 0, got shape {shape:?}"));
+                }
+                vec![("codes", n), ("scales", (n / 32).div_ceil(2) * 4)]
             }
         })
     }

@@ -41,12 +41,14 @@ pub enum DType {
     F16,
     /// Q4 g64: parts `codes` then `qparams` (see `quant`).
     Q4g64,
+    /// Q8 g32: parts `codes` then `scales` (see `quant::Q8Tensor`).
+    Q8g32,
 }
 
 /// One contiguous part of a tensor in the logical stream.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Part {
-    /// "data" for f32/f16; "codes" / "qparams" for q4g64.
+    /// "data" for f32/f16; "codes" / "qparams" for q4g64; "codes" / "scales" for q8g32.
     pub name: String,
     pub offset: u64,
     pub bytes: u64,

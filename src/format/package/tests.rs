@@ -57,6 +57,8 @@ fn tensors() -> Vec<TestTensor> {
         .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
         .collect();
     let q = Q4Tensor::quantize(&vals, 4, 128).unwrap();
+    // Three groups: the scales part is padded to whole words.
+    let q8 = crate::quant::Q8Tensor::quantize(&vals[..96], 1, 96).unwrap();
     vec![
         (
             "a.f32".into(),
@@ -86,6 +88,15 @@ fn tensors() -> Vec<TestTensor> {
             vec![("data", bytes(4000, 3))],
         ),
         ("e.f16".into(), DType::F16, vec![0], vec![("data", vec![])]),
+        (
+            "f.q8".into(),
+            DType::Q8g32,
+            vec![1, 96],
+            vec![
+                ("codes", q8.codes_bytes().to_vec()),
+                ("scales", q8.scales_bytes().to_vec()),
+            ],
+        ),
     ]
 }
 
@@ -394,6 +405,18 @@ fn writer_rejects_mismatched_parts_and_shard_sizes() {
         DType::Q4g64,
         &[1, 32],
         &[("codes", &[0; 16]), ("qparams", &[0; 2])]
+    )));
+    assert!(inv(w.add_tensor(
+        "x",
+        DType::Q8g32,
+        &[1, 48],
+        &[("codes", &[0; 48]), ("scales", &[0; 4])]
+    )));
+    assert!(inv(w.add_tensor(
+        "x",
+        DType::Q8g32,
+        &[1, 96],
+        &[("codes", &[0; 96]), ("scales", &[0; 6])]
     )));
     w.add_tensor("x", DType::F32, &[4], &[("data", &[0; 16])])
         .unwrap();

@@ -50,7 +50,11 @@ fn q5_0_and_q4_0_are_kept_exactly() {
         let (rows, cols) = (4, 64);
         let bytes = random_blocks(ty, rows * cols / 32, 11);
         let (t, stats) = Q8Tensor::from_ggml(ty, &bytes, rows, cols).unwrap();
-        assert_eq!((stats.groups_exact, stats.groups_requantized), (8, 0), "{ty}");
+        assert_eq!(
+            (stats.groups_exact, stats.groups_requantized),
+            (8, 0),
+            "{ty}"
+        );
         let want = gguf_dequant::dequantize(ty, &bytes, rows * cols).unwrap();
         assert_eq!(t.dequantize(), want, "{ty}");
     }
@@ -78,7 +82,10 @@ fn other_types_are_requantized_within_half_a_step_and_the_scale_rounding() {
         }
         let (t, stats) = Q8Tensor::from_ggml(ty, &bytes, rows, cols).unwrap();
         assert_eq!(stats.groups_exact + stats.groups_requantized, 16);
-        assert!(stats.groups_requantized > 0, "{ty}: random data kept exactly?");
+        assert!(
+            stats.groups_requantized > 0,
+            "{ty}: random data kept exactly?"
+        );
         for (g, (got, want)) in t
             .dequantize()
             .chunks(Q8_GROUP)
