@@ -1,6 +1,6 @@
-//! The CLI on the real Qwen2.5-Coder-0.5B GGUF: `inspect` reports its shape, `convert`
-//! makes a package that `inspect` reads back as the same model. Bad input → a clear error
-//! and a failing exit code, never a panic. `chat` on a tiny synthetic package survives a
+//! The CLI on the real Qwen2.5-Coder-0.5B GGUF: `inspect` reports its shape, `convert
+//! --weights keep` makes a package that `inspect` reads back as the same model. Bad input
+//! → a clear error and a failing exit code, never a panic. `chat` on a tiny synthetic package survives a
 //! lost GPU device.
 
 mod real_data;
@@ -62,10 +62,19 @@ fn real_coder_gguf_inspects_as_qwen2_and_converts_to_a_package_with_the_same_sha
     let _ = std::fs::remove_dir_all(&out);
     let conv = stdout(&pocketrt(&[
         "convert".as_ref(),
+        "--weights".as_ref(),
+        "keep".as_ref(),
         gguf.as_os_str(),
         out.as_os_str(),
     ]));
     println!("{conv}");
+    // Q5_0 and Q8_0 kept, Q4_K and Q6_K quantized; no Q4 g64 matrix (oracle_real checks
+    // the counts against the tensor table).
+    assert!(
+        conv.contains("q8 g32 groups: 16421888 kept bit-exactly, 3268608 requantized"),
+        "{conv}"
+    );
+    assert!(!conv.contains("q4 g64 groups"), "{conv}");
     let back = stdout(&pocketrt(&[
         "inspect".as_ref(),
         "--summary".as_ref(),
