@@ -266,6 +266,55 @@ mod tests {
     }
 
     #[test]
+    fn the_pooling_comes_from_gguf_metadata_and_sentence_transformers_folders() {
+        use crate::format::gguf::{Gguf, MetaValue};
+        use crate::format::gguf_write::GgufWriter;
+        let header = |pooling: Option<MetaValue>| {
+            let mut w = GgufWriter::new();
+            w.meta("general.architecture", MetaValue::String("qwen3".into()));
+            if let Some(v) = pooling {
+                w.meta("qwen3.pooling_type", v);
+            }
+            Gguf::parse(&w.to_bytes().unwrap()).unwrap()
+        };
+        assert_eq!(Pooling::from_gguf(&header(None)), None);
+        assert_eq!(
+            Pooling::from_gguf(&header(Some(MetaValue::U32(3)))),
+            Some(Pooling::Last)
+        );
+        assert_eq!(
+            Pooling::from_gguf(&header(Some(MetaValue::I32(1)))),
+            Some(Pooling::Mean)
+        );
+        assert_eq!(Pooling::from_gguf(&header(Some(MetaValue::U32(0)))), None);
+
+        let dir = std::env::temp_dir().join(format!("pocketrt-pooling-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("1_Pooling")).unwrap();
+        assert_eq!(Pooling::of_model(&dir).unwrap(), None);
+        let file = dir.join("1_Pooling/config.json");
+        std::fs::write(
+            &file,
+            r#"{"pooling_mode_cls_token": false, "pooling_mode_lasttoken": true}"#,
+        )
+        .unwrap();
+        assert_eq!(Pooling::of_model(&dir).unwrap(), Some(Pooling::Last));
+        std::fs::write(&file, r#"{"pooling_mode_mean_tokens": true}"#).unwrap();
+        assert_eq!(Pooling::of_model(&dir).unwrap(), Some(Pooling::Mean));
+        std::fs::write(&file, "{").unwrap();
+        assert!(matches!(
+            Pooling::of_model(&dir),
+            Err(Error::CorruptModel { .. })
+        ));
+        let gguf = dir.join("model.gguf");
+        let mut w = GgufWriter::new();
+        w.meta("general.architecture", MetaValue::String("qwen2".into()))
+            .meta("qwen2.pooling_type", MetaValue::U32(2));
+        std::fs::write(&gguf, w.to_bytes().unwrap()).unwrap();
+        assert_eq!(Pooling::of_model(&gguf).unwrap(), Some(Pooling::Cls));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn finish_normalises_and_truncates_then_normalises_again() {
         let opts = EmbedOptions::default();
         let v = finish(vec![3.0, 4.0, 0.0], &opts);
