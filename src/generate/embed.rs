@@ -5,7 +5,7 @@
 
 use super::Session;
 use crate::embed::{self, EmbedInput, EmbedOptions, Embedding};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 impl Session {
     /// The embedding of `input` (a text is tokenized with the model's special tokens, as
@@ -19,6 +19,9 @@ impl Session {
         opts: &EmbedOptions,
     ) -> Result<Embedding> {
         let tokens = match input.into() {
+            EmbedInput::Text("") => {
+                return Err(Error::InvalidArgument("the text to embed is empty".into()))
+            }
             EmbedInput::Text(text) => self.tokenizer.encode(text, true),
             EmbedInput::Tokens(tokens) => tokens.to_vec(),
         };
