@@ -105,8 +105,10 @@ impl EmbeddingRequest {
 
     /// The options, `dimensions` checked against the model's `hidden` size.
     pub fn options(&self, hidden: usize) -> Result<EmbedOptions, ApiError> {
-        crate::embed::check_dimensions(self.dimensions, hidden)
-            .map_err(|e| ApiError::invalid("dimensions", e.to_string()))?;
+        crate::embed::check_dimensions(self.dimensions, hidden).map_err(|e| match e {
+            crate::Error::InvalidArgument(m) => ApiError::invalid("dimensions", m),
+            other => other.into(),
+        })?;
         Ok(EmbedOptions {
             pooling: self.pooling,
             normalize: true,
