@@ -228,6 +228,22 @@ pub fn finish(mut v: Vec<f32>, opts: &EmbedOptions) -> Vec<f32> {
     v
 }
 
+/// The embedding of `tokens` tokens from their normed hidden `rows` (`[token][hidden]`):
+/// pooled by `pooling` (a request's, else the model's, else last), then finished as
+/// `opts` asks. Shared by `Session::embed` and the browser's session.
+pub fn from_rows(
+    rows: &[f32],
+    hidden: usize,
+    model_pooling: Option<Pooling>,
+    opts: &EmbedOptions,
+) -> Embedding {
+    let pooling = opts.pooling.or(model_pooling).unwrap_or_default();
+    Embedding {
+        vector: finish(pool(rows, hidden, pooling), opts),
+        tokens: rows.len() / hidden.max(1),
+    }
+}
+
 /// Cosine similarity of two vectors (f64), for tests and comparisons.
 pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();

@@ -28,10 +28,6 @@ impl Session {
         let hidden = self.engine.config().hidden_size;
         embed::check(&tokens, self.engine.context(), hidden, opts)?;
         let rows = self.engine.hidden_states(&tokens)?;
-        let pooling = opts.pooling.or(self.pooling).unwrap_or_default();
-        Ok(Embedding {
-            vector: embed::finish(embed::pool(&rows, hidden, pooling), opts),
-            tokens: tokens.len(),
-        })
+        Ok(embed::from_rows(&rows, hidden, self.pooling, opts))
     }
 }
