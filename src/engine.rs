@@ -7,6 +7,7 @@
 //! shapes on both before any weight is read, loads only the faster, and remembers the
 //! choice (see `probe.rs`). The description says which and why.
 
+mod embed;
 mod kv;
 pub mod probe;
 

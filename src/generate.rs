@@ -156,6 +156,10 @@ pub struct Session {
     cached: Vec<u32>,
     messages: Vec<Message>,
     pub chat_options: ChatOptions,
+    /// The pooling of embeddings that ask for none ([`Session::embed`]): the model's
+    /// (`crate::embed::Pooling::of_model`), set by the front end that loaded it; `None`:
+    /// the last token's.
+    pub pooling: Option<crate::embed::Pooling>,
     /// The context policy of the last generation (a snapshot records it).
     pub(crate) overflow: ContextOverflow,
     /// The snapshot file this session last saved or restored, and what it holds.
@@ -190,6 +194,7 @@ impl Session {
             cached: Vec::new(),
             messages: Vec::new(),
             chat_options: reply_options(),
+            pooling: None,
             overflow: ContextOverflow::Error,
             #[cfg(not(target_arch = "wasm32"))]
             snapshot: None,
@@ -616,5 +621,6 @@ impl Generation {
     }
 }
 
+mod embed;
 #[cfg(test)]
 mod tests;

@@ -43,6 +43,7 @@ pub mod config;
 pub mod constrain;
 pub mod convert;
 pub mod cpu;
+pub mod embed;
 pub mod engine;
 pub mod error;
 pub mod format;

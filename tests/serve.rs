@@ -220,6 +220,45 @@ fn serve_answers_the_official_python_and_node_clients() {
     assert!(m.contains("pocketrt_kv_slots 1"), "{m}");
 }
 
+/// `POST /v1/embeddings` through the official clients (Python's default base64 and
+/// floats, token ids, `dimensions`, errors in OpenAI's shape; npm's likewise): the vectors
+/// equal the native `Session::embed`'s on the same package and backend, and a chat after
+/// them answers as before them.
+#[test]
+fn serve_embeddings_equal_the_native_ones_through_the_official_clients() {
+    use pocketrt::embed::EmbedOptions;
+    use pocketrt::{cpu::WeightMode, engine, generate::Session, tokenizer::Tokenizer};
+    let s = tiny_server(&[]);
+    let src = &mut *pocketrt::format::open(tiny_package()).unwrap();
+    let tokenizer = Tokenizer::from_hf_json(&src.tokenizer_json().unwrap().unwrap()).unwrap();
+    let e = engine::Engine::load(src, engine::Backend::Cpu, WeightMode::Q4, 1024).unwrap();
+    let mut native = Session::new(e, tokenizer, None);
+    let texts = ["Once upon a time", "The weather in Paris", "x"];
+    let opts = EmbedOptions::default();
+    let short = EmbedOptions {
+        dimensions: Some(16),
+        ..opts
+    };
+    let embed = |s: &mut Session, text: &str, o: &EmbedOptions| s.embed(text, o).unwrap();
+    let all: Vec<_> = texts.iter().map(|t| embed(&mut native, t, &opts)).collect();
+    let doc = serde_json::json!({
+        "texts": texts,
+        "vectors": all.iter().map(|e| &e.vector).collect::<Vec<_>>(),
+        "tokens": all.iter().map(|e| e.tokens).collect::<Vec<_>>(),
+        "dims16": [embed(&mut native, texts[0], &short).vector],
+        "ids0": native.tokenizer().encode(texts[0], true),
+    });
+    let path = std::env::temp_dir().join(format!("pocketrt-embed-{}.json", std::process::id()));
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let path = path.to_str().unwrap();
+    s.client("python3", "tests/serve/clients.py", &["embeddings", path]);
+    s.client("node", "tests/serve/embeddings.mjs", &[path]);
+    let log = s.log().join("\n");
+    assert!(log.contains("POST /v1/embeddings 200"), "{log}");
+    assert!(log.contains("POST /v1/embeddings 400"), "{log}");
+    let _ = std::fs::remove_file(path);
+}
+
 #[test]
 fn serve_parallel_slots_give_concurrent_clients_their_alone_text() {
     let s = tiny_server(&["--parallel", "4"]);

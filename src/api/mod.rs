@@ -1,4 +1,5 @@
-//! The OpenAI protocol: `/v1/chat/completions` and `/v1/completions` requests, responses
+//! The OpenAI protocol: `/v1/chat/completions`, `/v1/completions` and `/v1/embeddings`
+//! (`embeddings.rs`) requests, responses
 //! and stream chunks in OpenAI's shapes (with `reasoning_content` and the local
 //! runtimes' sampling extensions), run on a model. One module for every front end: the
 //! native [`Session::chat_completion`](crate::generate::Session::chat_completion), the
@@ -16,6 +17,7 @@
 mod chat;
 mod completion;
 mod context;
+mod embeddings;
 mod error;
 mod format;
 mod ids;
@@ -34,6 +36,10 @@ mod validate;
 
 pub use chat::ChatRun;
 pub use completion::CompletionRun;
+pub use embeddings::{
+    base64_f32, input_error as embedding_input_error, EmbeddingData, EmbeddingInput,
+    EmbeddingRequest, EmbeddingResponse, EmbeddingUsage, EmbeddingVector, EncodingFormat,
+};
 pub use error::{ApiError, ErrorBody, GPU_LOST};
 pub use format::grammar;
 pub use response::*;

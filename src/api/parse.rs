@@ -30,6 +30,16 @@ impl CompletionRequest {
     }
 }
 
+impl super::embeddings::EmbeddingRequest {
+    pub fn from_json(text: &str) -> Result<Self, ApiError> {
+        from_json(text)
+    }
+
+    pub fn from_value(value: Json) -> Result<Self, ApiError> {
+        from_value(value)
+    }
+}
+
 fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
     let value: Json = serde_json::from_str(text)
         .map_err(|e| ApiError::malformed(format!("The request body is not valid JSON: {e}")))?;

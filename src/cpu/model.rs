@@ -8,7 +8,7 @@
 //!             x += Wo · attention(q, K[0..=pos], V[0..=pos])      (GQA)
 //!             h = rmsnorm(x)
 //!             x += Wdown · (silu(Wgate·h) ⊙ Wup·h)
-//! logits = head · rmsnorm(x)
+//! logits = head · rmsnorm(x)          (Model::hidden: rmsnorm(x), an embedding's row)
 //! ```
 
 use crate::config::ModelConfig;
@@ -167,6 +167,15 @@ impl Model {
     /// Run `token` at position `cache.len()`, append its keys and values to the cache,
     /// and return the logits over the vocabulary.
     pub fn forward(&self, token: u32, cache: &mut KvCache) -> Result<Vec<f32>> {
+        let x = self.hidden(token, cache)?;
+        let mut logits = vec![0.0f32; self.config.vocab_size];
+        self.weights.lm_head().matvec(&x, &mut logits);
+        Ok(logits)
+    }
+
+    /// [`Model::forward`] without the head: the final hidden state after the output norm
+    /// (what the head reads; an embedding's row, `crate::embed`).
+    pub fn hidden(&self, token: u32, cache: &mut KvCache) -> Result<Vec<f32>> {
         let cfg = &self.config;
         let pos = cache.check_step(cfg, token)?;
 
@@ -181,9 +190,18 @@ impl Model {
         cache.len = pos + 1;
 
         rmsnorm(&mut x, &self.weights.output_norm, cfg.rms_eps);
-        let mut logits = vec![0.0f32; cfg.vocab_size];
-        self.weights.lm_head().matvec(&x, &mut logits);
-        Ok(logits)
+        Ok(x)
+    }
+
+    /// `tokens` as a sequence of their own from position 0, in a cache of their own:
+    /// every position's [`Model::hidden`], `[token][hidden]` (an embedding's rows).
+    pub fn hidden_states(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let mut cache = self.new_cache(tokens.len())?;
+        let mut out = Vec::with_capacity(tokens.len() * self.config.hidden_size);
+        for &t in tokens {
+            out.extend(self.hidden(t, &mut cache)?);
+        }
+        Ok(out)
     }
 
     /// `x += Wo · attention(...)`, writing this token's k and v into layer `li` of the

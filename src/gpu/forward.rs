@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 mod bytes;
 pub use bytes::q4_bytes;
+mod hidden;
 mod pipeline;
 mod prefill;
 mod record;

@@ -1,5 +1,6 @@
 //! The routes: the two generation endpoints (a JSON response, or Server-Sent Events as
-//! OpenAI sends them: `data: {chunk}\n\n` … `data: [DONE]\n\n`), `/v1/models`, `/health`,
+//! OpenAI sends them: `data: {chunk}\n\n` … `data: [DONE]\n\n`), `/v1/embeddings`
+//! (JSON), `/v1/models`, `/health`,
 //! `/metrics`, the slot API (`GET /slots`, `POST /slots/{id}?action=...`: `slots.rs`);
 //! the API key, CORS, the body limit and the per-request timeout; every error in
 //! OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`) with its HTTP
@@ -8,7 +9,7 @@
 use super::slots::{self, SlotRequest};
 use super::worker::{Job, Msg, Request};
 use super::State;
-use crate::api::{ApiError, ChatCompletionRequest, CompletionRequest, ErrorBody};
+use crate::api::{ApiError, ChatCompletionRequest, CompletionRequest, EmbeddingRequest, ErrorBody};
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State as With};
@@ -26,6 +27,7 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 const CHAT: &str = "/v1/chat/completions";
 const COMPLETIONS: &str = "/v1/completions";
+const EMBEDDINGS: &str = "/v1/embeddings";
 const MODELS: &str = "/v1/models";
 const SLOTS: &str = "/slots";
 
@@ -37,6 +39,7 @@ pub(super) fn router(state: Arc<State>) -> Router {
     let guarded = Router::new()
         .route(CHAT, post(chat))
         .route(COMPLETIONS, post(completions))
+        .route(EMBEDDINGS, post(embeddings))
         .route(MODELS, get(models))
         .route("/metrics", get(metrics))
         .route(SLOTS, get(slot_list))
@@ -161,6 +164,7 @@ fn route_label(path: &str) -> &'static str {
     match path {
         CHAT => CHAT,
         COMPLETIONS => COMPLETIONS,
+        EMBEDDINGS => EMBEDDINGS,
         MODELS => MODELS,
         "/health" => "/health",
         "/metrics" => "/metrics",
@@ -268,6 +272,15 @@ async fn completions(With(st): With<Arc<State>>, body: Result<Bytes, BytesReject
             let stream = req.params.stream == Some(true);
             generate(st, Request::Completion(req), COMPLETIONS, stream).await
         }
+        Err(e) => error_response(e),
+    }
+}
+
+/// `POST /v1/embeddings`: a job on the model thread's queue like a generation's.
+async fn embeddings(With(st): With<Arc<State>>, body: Result<Bytes, BytesRejection>) -> Response {
+    let parsed = body_text(body, st.opts.body_limit).and_then(|t| EmbeddingRequest::from_json(&t));
+    match parsed {
+        Ok(req) => generate(st, Request::Embeddings(req), EMBEDDINGS, false).await,
         Err(e) => error_response(e),
     }
 }

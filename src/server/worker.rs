@@ -10,8 +10,8 @@ use super::prefix::{self, Primed};
 use super::slots::SlotRequest;
 use super::{http, ModelInfo, State};
 use crate::api::{
-    ApiError, ChatCompletionRequest, ChatRun, CompletionRequest, CompletionRun, Run, RunCore,
-    GPU_LOST,
+    ApiError, ChatCompletionRequest, ChatRun, CompletionRequest, CompletionRun, EmbeddingRequest,
+    Run, RunCore, GPU_LOST,
 };
 use crate::generate::{GenerateStats, Session, SessionSlot};
 use crate::sampler::TokenLogprobs;
@@ -27,6 +27,7 @@ use tokio::sync::mpsc::UnboundedSender;
 pub(super) enum Request {
     Chat(ChatCompletionRequest),
     Completion(CompletionRequest),
+    Embeddings(EmbeddingRequest),
     Slot(SlotRequest),
 }
 
@@ -194,6 +195,7 @@ impl Slots {
             Request::Completion(req) => {
                 CompletionRun::new(req, tokenizer, context).map(Built::Completion)
             }
+            Request::Embeddings(req) => return self.embed(req, &job, state),
             Request::Slot(req) => {
                 let t0 = Instant::now();
                 let dir = state.opts.slot_save_path.as_deref();
@@ -289,6 +291,38 @@ impl Slots {
             }
             Err(e) => {
                 eprintln!("POST {} {} (during generation): {e}", job.route, e.status());
+                let _ = job.reply.send(Msg::Failed(e));
+            }
+        }
+    }
+
+    /// Answer an embeddings request (`Session::embeddings`: each input its own sequence,
+    /// the session's cache left as it was, so no slot is routed). A lost GPU device is a
+    /// 503 and a reload, as during a generation.
+    fn embed(&mut self, req: &EmbeddingRequest, job: &Job, state: &State) {
+        let result = self.session.embeddings(req, &state.opts.model_name);
+        let ms = job.received.elapsed().as_secs_f64() * 1e3;
+        match result {
+            Ok(response) => {
+                let tokens = response.usage.prompt_tokens;
+                eprintln!(
+                    "POST {} 200 {ms:.0} ms: {} input(s), {tokens} tokens",
+                    job.route,
+                    response.data.len()
+                );
+                Metrics::add(&state.metrics.prompt_tokens, tokens as u64);
+                let _ = job.reply.send(Msg::Done(json(&response)));
+            }
+            Err(e) if e.error.code.as_deref() == Some(GPU_LOST) => {
+                eprintln!("POST {} 503: {e}", job.route);
+                let _ = job.reply.send(Msg::Failed(http::unavailable(
+                    "the GPU device was lost; the server is loading the model again: retry \
+                     the request",
+                )));
+                self.reload();
+            }
+            // The route logs the error's status.
+            Err(e) => {
                 let _ = job.reply.send(Msg::Failed(e));
             }
         }

@@ -340,6 +340,21 @@ impl PocketModel {
         })
     }
 
+    /// Answer an OpenAI embeddings request (`request`: its JSON text): resolves to the
+    /// response's JSON text; a bad request rejects with OpenAI's error body as `openai`.
+    /// The conversation the cache holds is left as it was.
+    // The RefCell guard held across the GPU await is the one-call-at-a-time lock.
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn embeddings(&self, request: String) -> Promise {
+        let session = self.session.clone();
+        future_to_promise(async move {
+            let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
+            let s = guard.as_mut().ok_or_else(unloaded)?;
+            let json = s.embeddings(&request).await.map_err(api_to_js)?;
+            Ok(json.into())
+        })
+    }
+
     /// The last request's whole response (its JSON text), once its chunks are taken.
     #[wasm_bindgen(js_name = completionResult)]
     pub fn completion_result(&self) -> Result<String, JsValue> {

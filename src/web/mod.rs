@@ -1,7 +1,7 @@
 //! The browser build (wasm32 + WebGPU or the CPU backend): a model streams from the
 //! network or Cache Storage straight into GPU buffers or wasm memory ([`loader`], on the
 //! backend [`backend`] chooses), and generates with awaited steps ([`session`]), which
-//! also drive OpenAI-style requests (`completion`, on the crate's `api` module) and save
+//! also drive OpenAI-style requests (`completion`, on the crate's `api` module; `embeddings`) and save
 //! and restore session snapshots (`snapshot`, on the crate's `session` module). [`api`]
 //! is what wasm-bindgen exports; the npm package's JavaScript (`web/`) wraps it into
 //! `Pocket.load`, `chat.completions.create`, async iterators, `AbortSignal`s and a Worker.
@@ -11,6 +11,7 @@ mod backend;
 mod cache;
 mod completion;
 mod device;
+mod embeddings;
 mod errors;
 mod fetch;
 mod gguf;

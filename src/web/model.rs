@@ -95,6 +95,33 @@ impl WebModel {
         }
     }
 
+    /// `tokens` as a sequence of their own from position 0: each one's final hidden
+    /// state after the output norm (`crate::embed`), the cache's conversation (its first
+    /// `held` positions) left as it was: the CPU backend runs them in a cache of their
+    /// own; on WebGPU the rows they overwrite are read back first and written back after
+    /// (as natively, `Engine::hidden_states`).
+    pub async fn hidden_states(&mut self, tokens: &[u32], held: usize) -> Result<Vec<f32>> {
+        crate::embed::check_tokens(tokens, self.context())?;
+        match self {
+            WebModel::Cpu { model, .. } => model.hidden_states(tokens),
+            WebModel::Gpu(m) => {
+                let kept = tokens.len().min(held);
+                let saved = match kept {
+                    0 => Vec::new(),
+                    _ => m.read_kv_async(0, kept).await?,
+                };
+                let rows = m.hidden_states_async(tokens, 0).await;
+                let restored = match kept {
+                    0 => Ok(()),
+                    _ => m.write_kv(0, kept, &saved),
+                };
+                let rows = rows?;
+                restored?;
+                Ok(rows)
+            }
+        }
+    }
+
     /// How this backend stores its KV rows (a session snapshot's layout).
     pub fn kv_layout(&self) -> KvLayout {
         let rows = match self {

@@ -27,6 +27,9 @@ pub struct WebSession {
     pub(super) completion: Option<Completion>,
     /// The context policy of requests that set none (load option `contextOverflow`).
     pub context_overflow: ContextPolicy,
+    /// The pooling of embeddings that ask for none: the model's (a GGUF's
+    /// `pooling_type`), else the last token's.
+    pub pooling: Option<crate::embed::Pooling>,
     /// Hex SHA-256 identity of the loaded model (`crate::session::model_fingerprint`).
     pub model_id: String,
     /// The conversation the cache holds: the last chat request's messages and its reply
@@ -91,6 +94,7 @@ impl WebSession {
             last_stats: None,
             completion: None,
             context_overflow: ContextPolicy::Error,
+            pooling: None,
             model_id,
             messages: Vec::new(),
             tokenizer_id: None,

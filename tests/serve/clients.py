@@ -3,6 +3,7 @@ starts the server on the tiny fixture model and runs this).
 
     python3 tests/serve/clients.py BASE_URL API_KEY fixture|parallel|coder
     python3 tests/serve/clients.py BASE_URL API_KEY slots_save|slots_restore SLOT_DIR
+    python3 tests/serve/clients.py BASE_URL API_KEY embeddings NATIVE.json
 
 Every check raises on a mismatch (the exit code fails the Rust test); the figures it
 measured are printed as one JSON line prefixed `figures:`.
@@ -12,6 +13,7 @@ import json
 import os
 import re
 import socket
+import struct
 import sys
 import threading
 import time
@@ -382,6 +384,53 @@ def slots_restore():
     check(slots()[free[0]] == 0, "the erased slot holds nothing")
 
 
+def embeddings():
+    """client.embeddings.create against the native Session::embed's vectors (NATIVE.json:
+    texts, their vectors, the same cut to 16 dimensions, token counts)."""
+    native = json.load(open(sys.argv[4]))
+    texts = native["texts"]
+
+    def f32(values):
+        return struct.unpack(f"{len(values)}f", struct.pack(f"{len(values)}f", *values))
+
+    def same(got, want, what):
+        # As f32 (JSON carries an f32's shortest decimal, which parses to another double).
+        check(len(got) == len(want), f"{what}: {len(got)} vectors")
+        for g, w in zip(got, want):
+            err = max(abs(a - b) for a, b in zip(f32(g), f32(w)))
+            check(len(g) == len(w) and err == 0, f"{what}: equal to the native vector (max abs {err})")
+
+    before = chat("Hello").choices[0].message.content
+    # The client's default: encoding_format base64 (little-endian f32), decoded by it.
+    r = client.embeddings.create(model="tiny", input=texts)
+    check(r.object == "list" and r.model == "tiny" and [d.index for d in r.data] == [0, 1, 2],
+          f"response shape: {r.object} {r.model}")
+    check(r.usage.prompt_tokens == sum(native["tokens"]) == r.usage.total_tokens, f"usage: {r.usage}")
+    same([d.embedding for d in r.data], native["vectors"], "base64")
+    r = client.embeddings.create(model="tiny", input=texts, encoding_format="float")
+    same([d.embedding for d in r.data], native["vectors"], "float")
+    r = client.embeddings.create(model="tiny", input=texts[0], dimensions=16)
+    same([d.embedding for d in r.data], native["dims16"][:1], "dimensions 16")
+    ids = native["ids0"]
+    r = client.embeddings.create(model="tiny", input=ids, encoding_format="float")
+    same([r.data[0].embedding], native["vectors"][:1], "token ids")
+
+    e = error_of(lambda: client.embeddings.create(model="tiny", input=""))
+    check(e.status_code == 400 and e.body["param"] == "input", f"empty input: {e}")
+    e = error_of(lambda: client.embeddings.create(model="tiny", input="a", dimensions=0))
+    check(e.status_code == 400 and e.body["param"] == "dimensions", f"dimensions 0: {e}")
+    e = error_of(lambda: client.embeddings.create(model="tiny", input="x" * 1100))
+    check(e.status_code == 400 and e.body["code"] == "context_length_exceeded"
+          and "1024" in e.message, f"too long: {e}")
+    status, body = raw("POST", "/v1/embeddings", b'{"input": "a", "encoding_format": "hex"}')
+    check(status == 400 and json.loads(body)["error"]["param"] == "encoding_format", f"bad format: {body}")
+    # A chat after the embeddings answers as before them (the session's cache untouched).
+    # (its next request reuses the cached tokens, whose rows the embeddings did not touch).
+    after = chat("Hello")
+    check(after.usage.prompt_tokens_details.cached_tokens > 0
+          and after.choices[0].message.content == before, "the chat is unchanged")
+
+
 {"fixture": fixture, "parallel": parallel, "coder": coder, "slots_save": slots_save,
- "slots_restore": slots_restore}[MODE]()
+ "slots_restore": slots_restore, "embeddings": embeddings}[MODE]()
 print("figures:", json.dumps(figures), flush=True)

@@ -214,3 +214,35 @@ export interface Completions {
   create(request: CompletionCreateParams & { stream?: false | null }, options?: RequestOptions): Promise<Completion>;
   create(request: CompletionCreateParams, options?: RequestOptions): Promise<Completion | AsyncIterable<Completion>>;
 }
+
+export interface EmbeddingCreateParams {
+  /** A text, texts, token ids, or lists of token ids. */
+  input: string | string[] | number[] | number[][];
+  model?: string;
+  /** "float" (the default) or "base64" (little-endian f32, as OpenAI's). */
+  encoding_format?: 'float' | 'base64';
+  /** Keep the first N values, normalised again (Matryoshka truncation). */
+  dimensions?: number;
+  /** pocketrt's extension: how token states become one vector (default: last). */
+  pooling?: 'last' | 'mean' | 'cls';
+  user?: string;
+}
+
+export interface Embedding<T = number[]> {
+  object: 'embedding';
+  index: number;
+  /** The L2-normalised vector (its base64 with encoding_format "base64"). */
+  embedding: T;
+}
+
+export interface CreateEmbeddingResponse<T = number[]> {
+  object: 'list';
+  data: Embedding<T>[];
+  model: string;
+  usage: { prompt_tokens: number; total_tokens: number };
+}
+
+export interface Embeddings {
+  create(request: EmbeddingCreateParams & { encoding_format: 'base64' }): Promise<CreateEmbeddingResponse<string>>;
+  create(request: EmbeddingCreateParams & { encoding_format?: 'float' }): Promise<CreateEmbeddingResponse>;
+}

@@ -1,5 +1,6 @@
-// The OpenAI-shaped API of a loaded model: `chat.completions.create(request, { signal })`
-// and `completions.create(...)`, as the OpenAI SDK, WebLLM and wllama offer it. The
+// The OpenAI-shaped API of a loaded model: `chat.completions.create(request, { signal })`,
+// `completions.create(...)` and `embeddings.create(...)`, as the OpenAI SDK, WebLLM and
+// wllama offer it. The
 // request, its validation and every response / chunk object come from the crate's `api`
 // module (the same code the native runtime runs); this file only moves JSON and turns a
 // stream of chunks into an async iterable.
@@ -45,6 +46,27 @@ export function endpoint(runner, kind) {
         // the response is assembled on the Rust side
       }
       return JSON.parse(runner.result());
+    },
+  };
+}
+
+/**
+ * `embeddings.create(request)` on `run(requestJson)` (a Promise of the response's JSON):
+ * OpenAI's embeddings response, `{object: "list", data: [{object: "embedding", index,
+ * embedding}], model, usage}` (`encoding_format: "base64"`: each embedding a base64
+ * string of little-endian f32, as OpenAI's; "float" is the default here).
+ */
+export function embeddingsEndpoint(run) {
+  return {
+    async create(request) {
+      if (request === null || typeof request !== 'object') {
+        throw apiError({ openai: { error: { message: 'the request must be an object', type: 'invalid_request_error', param: null, code: null } } });
+      }
+      try {
+        return JSON.parse(await run(JSON.stringify(request)));
+      } catch (e) {
+        throw apiError(e);
+      }
     },
   };
 }

@@ -7,7 +7,7 @@
 import * as single from './pocketrt.js';
 import { plannedThreads } from './threads.js';
 import { relaxedSimdSupported } from './simd.js';
-import { endpoint } from './completions.js';
+import { embeddingsEndpoint, endpoint } from './completions.js';
 import { Sessions, deleteSessions, sessionBytes } from './sessions.js';
 
 let singleReady = null;
@@ -269,6 +269,9 @@ export class Pocket {
     });
     /** `completions.create(request, { signal })`: text or token ids continued. */
     this.completions = endpoint(runner, 'text');
+    /** `embeddings.create({ input, dimensions, encoding_format, pooling })`: OpenAI's
+     * embeddings response; the conversation the KV cache holds is left as it was. */
+    this.embeddings = embeddingsEndpoint((json) => inner.embeddings(json));
   }
 
   /**

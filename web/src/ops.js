@@ -27,6 +27,8 @@ export async function runOp(model, msg, reply, signal) {
     } else {
       reply('result', { value: out });
     }
+  } else if (op === 'embeddings') {
+    reply('result', { value: await model.embeddings.create(msg.request) });
   } else if (op === 'sessions') {
     if (!SESSION_METHODS.includes(msg.method)) throw pocketError(`unknown sessions method ${msg.method}`, 'INVALID_ARGUMENT');
     reply('result', { value: await model.sessions[msg.method](...msg.args) });

@@ -1,5 +1,5 @@
 // Types of the pocketrt npm package.
-import type { ChatCompletions, Completions } from './completions.js';
+import type { ChatCompletions, Completions, Embeddings } from './completions.js';
 import type { AutoSaveEvent, SessionRestoreResult, Sessions } from './sessions.js';
 export type * from './completions.js';
 export type * from './sessions.js';
@@ -301,6 +301,9 @@ export declare class Pocket {
   };
   /** OpenAI's (legacy) `completions.create`: text or token ids continued. */
   readonly completions: Completions;
+  /** OpenAI's `embeddings.create`: each input's final hidden state (after the output
+   * norm) pooled and L2-normalised; the conversation's KV cache is left as it was. */
+  readonly embeddings: Embeddings;
   /** Session snapshots: the conversation saved and restored across reloads. */
   readonly sessions: Sessions;
   /** What the `restore` load option restored (null: nothing was saved as its id). */
@@ -327,6 +330,7 @@ export declare class RemoteModel {
     completions: ChatCompletions;
   };
   readonly completions: Completions;
+  readonly embeddings: Embeddings;
   readonly sessions: Sessions;
   readonly restored: SessionRestoreResult | null;
   generate(prompt: string | number[], options?: GenerateOptions): AsyncGenerator<string>;

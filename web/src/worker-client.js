@@ -95,6 +95,8 @@ export class RemoteModel {
       completions: { create: (request, options) => this.#create('chat', request, options) },
     });
     this.completions = { create: (request, options) => this.#create('text', request, options) };
+    /** `embeddings.create(request)` in the worker. */
+    this.embeddings = { create: (request) => worker.call('embeddings', { request }) };
     /** `Pocket.sessions` in the worker (the page's OPFS and Cache Storage too). */
     const call = (method, ...args) => worker.call('sessions', { method, args });
     this.sessions = {

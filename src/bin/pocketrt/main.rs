@@ -1,6 +1,7 @@
 //! `pocketrt`: the native command-line tool.
 
 mod bench;
+mod embed;
 mod gpu_check;
 mod gpu_check_kernels;
 mod request;
@@ -75,6 +76,9 @@ enum Command {
     Run(run::RunArgs),
     /// Chat with a model in its chat template (reads stdin line by line).
     Chat(run::ChatArgs),
+    /// Embed texts (the final hidden state after the output norm, pooled, L2-normalised;
+    /// like llama.cpp's --embedding); prints OpenAI's embeddings response JSON.
+    Embed(embed::EmbedArgs),
     /// Serve the model over HTTP with the OpenAI API (`/v1/chat/completions`,
     /// `/v1/completions`, `/v1/models`), plus `/health`, `/metrics` and llama.cpp's slot
     /// API (`/slots`, with --slot-save-path).
@@ -185,6 +189,7 @@ fn main() -> ExitCode {
         }),
         Command::Run(args) => run::run(args),
         Command::Chat(args) => run::chat(args),
+        Command::Embed(args) => embed::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Adapters => run_adapters(),
         Command::Bench {

@@ -121,6 +121,14 @@ impl Opened {
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    pub fn config(&self) -> &pocketrt::ModelConfig {
+        self.src.config()
+    }
 }
 
 pub fn open(a: &ModelArgs) -> Result<Opened> {

@@ -86,8 +86,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
             let opened = open(&model)?;
             let path = opened.path().to_path_buf();
             let context = model.context;
+            let pooling = pocketrt::embed::Pooling::of_model(&path)?;
             let reopen: Reopen = Box::new(move || pocketrt::format::open(&path));
-            Ok((session(&model, opened, context)?, reopen))
+            let mut session = session(&model, opened, context)?;
+            session.pooling = pooling;
+            Ok((session, reopen))
         }),
     )
 }

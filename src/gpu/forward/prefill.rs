@@ -88,7 +88,7 @@ pub(super) struct Prefill {
     chunk: wgpu::Buffer,
     tokens: wgpu::Buffer,
     /// The residual stream of the chunk's tokens (chunk × hidden).
-    x: wgpu::Buffer,
+    pub(super) x: wgpu::Buffer,
     scratch: Vec<wgpu::Buffer>,
     dispatches: Vec<Step>,
     /// Tokens per chunk.
@@ -285,7 +285,7 @@ impl GpuModel {
     }
 
     /// Check a prefill of `tokens` at positions `start..`.
-    fn check_prefill(&self, tokens: &[u32], start: usize) -> Result<()> {
+    pub(super) fn check_prefill(&self, tokens: &[u32], start: usize) -> Result<()> {
         if tokens.is_empty() {
             return Err(Error::InvalidArgument("prefill of no tokens".into()));
         }
@@ -316,7 +316,11 @@ impl GpuModel {
 
     /// Encode one chunk (`tokens.len() ≤ chunk`, starting at position `start`) after
     /// writing its uniform and token ids.
-    fn encode_chunk(&self, tokens: &[u32], start: usize) -> Result<wgpu::CommandEncoder> {
+    pub(super) fn encode_chunk(
+        &self,
+        tokens: &[u32],
+        start: usize,
+    ) -> Result<wgpu::CommandEncoder> {
         let p = &self.prefill;
         let uniform = ChunkUniform {
             start: start as u32,

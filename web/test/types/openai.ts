@@ -6,6 +6,7 @@ import type {
   ChatCompletionChunk as OpenAIChatCompletionChunk,
 } from 'openai/resources/chat/completions';
 import type { Completion as OpenAICompletion } from 'openai/resources/completions';
+import type { CreateEmbeddingResponse as OpenAIEmbeddings } from 'openai/resources/embeddings';
 import type Pocket from '../../src/pocket.js';
 import type { ApiError, ChatCompletionCreateParams, RemoteModel } from '../../src/pocket.js';
 
@@ -35,6 +36,9 @@ export async function sdkShapes(model: Pocket | RemoteModel, signal: AbortSignal
     context_overflow: 'truncate',
   };
   const reply: OpenAIChatCompletion = await model.chat.completions.create({ ...request, stream: false }, { signal });
+  const vectors: OpenAIEmbeddings = await model.embeddings.create({ input: ['a', 'b'], dimensions: 8 });
+  const base64: string = (await model.embeddings.create({ input: 'a', encoding_format: 'base64' })).data[0].embedding;
+  console.log(vectors.data[0].embedding.length, vectors.usage.total_tokens, base64.length);
   console.log(reply.choices[0].message.content, reply.usage?.prompt_tokens_details?.cached_tokens);
   const chunks = await model.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
   for await (const chunk of chunks) {

@@ -31,6 +31,9 @@ pub enum Logits {
     Last,
     /// Every position's (tests).
     All,
+    /// No logits: every position's final hidden state after the output norm (`hidden`
+    /// values per position; an embedding's rows, `crate::embed`).
+    Hidden,
 }
 
 /// Per-chunk buffers, `[token][values]`.
@@ -61,7 +64,8 @@ fn norm_acts(acts: &mut [Acts], x: &[f32], weight: &[f32], eps: f32) {
 impl FastModel {
     /// Run `tokens` at positions `cache.len()..`, appending their keys and values to the
     /// cache, in chunks of `prefill_chunk` tokens; returns the logits asked for, one
-    /// vocabulary-long row per position (none, the last position's, or every position's).
+    /// vocabulary-long row per position (none, the last position's, or every position's),
+    /// or ([`Logits::Hidden`]) every position's normed hidden state.
     /// Nothing runs when a token is outside the vocabulary or they do not all fit.
     pub fn prefill(&self, tokens: &[u32], cache: &mut KvCache, logits: Logits) -> Result<Vec<f32>> {
         cache.check_tokens(&self.config, tokens)?;
@@ -75,6 +79,14 @@ impl FastModel {
             out.extend(on_pool(|| self.chunk(chunk, cache, wanted)));
         }
         Ok(out)
+    }
+
+    /// `tokens` as a sequence of their own from position 0, in a cache of their own
+    /// (any other cache untouched): every position's final hidden state after the output
+    /// norm, `[token][hidden]` (an embedding's rows, `crate::embed`).
+    pub fn hidden_states(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let mut cache = self.new_cache(tokens.len())?;
+        self.prefill(tokens, &mut cache, Logits::Hidden)
     }
 
     /// One chunk (checked by `prefill`).
@@ -113,10 +125,13 @@ impl FastModel {
         let rows = match logits {
             Logits::None => return vec![],
             Logits::Last => &mut x[(n - 1) * hidden..],
-            Logits::All => &mut x[..],
+            Logits::All | Logits::Hidden => &mut x[..],
         };
         for row in rows.chunks_exact_mut(hidden) {
             rmsnorm(row, &self.output_norm, cfg.rms_eps);
+        }
+        if logits == Logits::Hidden {
+            return x;
         }
         let m = rows.len() / hidden;
         set_acts(&mut s.acts[..m], rows, hidden);
