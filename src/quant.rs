@@ -287,14 +287,41 @@ fn merge_q4_1_pair(pair: &[u8], codes: &mut [u32], param: &mut u32) -> Result<bo
 
 /// Checked `rows * cols`, with `cols` a multiple of the group size.
 fn checked_elems(rows: usize, cols: usize) -> Result<usize> {
-    if !cols.is_multiple_of(GROUP) {
+    checked_group_elems("Q4 g64", GROUP, rows, cols)
+}
+
+/// Checked `rows * cols` of a `format` matrix, with `cols` a multiple of its `group`.
+fn checked_group_elems(format: &str, group: usize, rows: usize, cols: usize) -> Result<usize> {
+    if !cols.is_multiple_of(group) {
         return Err(Error::InvalidArgument(format!(
-            "Q4 g64 needs the column count (K) to be a multiple of {GROUP}, got {cols}"
+            "{format} needs the column count (K) to be a multiple of {group}, got {cols}"
         )));
     }
     rows.checked_mul(cols).ok_or_else(|| {
         Error::InvalidArgument(format!("a {rows} × {cols} matrix is too large to address"))
     })
+}
+
+/// Bytes per row of a `rows × cols` ggml `ty` matrix, checked against the `len` given.
+fn ggml_row_bytes(ty: GgmlType, rows: usize, cols: usize, len: usize) -> Result<usize> {
+    let row_bytes = usize::try_from(ty.bytes_for(cols as u64)?)
+        .map_err(|_| Error::InvalidArgument("row too large".into()))?;
+    if rows.checked_mul(row_bytes) != Some(len) {
+        return Err(Error::InvalidArgument(format!(
+            "{} {rows} × {cols} matrix needs {row_bytes} bytes per row, got {len} bytes in all",
+            ty.name(),
+        )));
+    }
+    Ok(row_bytes)
+}
+
+/// Every row of a `rows × cols` matrix as f32, row by row through `row`.
+fn dequantize_rows(rows: usize, cols: usize, row: impl Fn(usize, &mut [f32])) -> Vec<f32> {
+    let mut out = vec![0.0; rows * cols];
+    for (r, chunk) in out.chunks_mut(cols.max(1)).enumerate() {
+        row(r, chunk);
+    }
+    out
 }
 
 /// Read little-endian u32 words from a byte slice of exactly `4 * words` bytes.
@@ -369,15 +396,7 @@ impl Q4Tensor {
             return Ok((t, stats));
         }
         // Other types: dequantize whole rows in bounded batches, then quantize them.
-        let row_bytes = usize::try_from(ty.bytes_for(cols as u64)?)
-            .map_err(|_| Error::InvalidArgument("row too large".into()))?;
-        if rows.checked_mul(row_bytes) != Some(bytes.len()) {
-            return Err(Error::InvalidArgument(format!(
-                "{} {rows} × {cols} matrix needs {row_bytes} bytes per row, got {} bytes in all",
-                ty.name(),
-                bytes.len()
-            )));
-        }
+        let row_bytes = ggml_row_bytes(ty, rows, cols, bytes.len())?;
         if n == 0 {
             return Ok((t, stats));
         }
@@ -409,11 +428,7 @@ impl Q4Tensor {
     }
 
     pub fn dequantize(&self) -> Vec<f32> {
-        let mut out = vec![0.0; self.rows * self.cols];
-        for (r, chunk) in out.chunks_mut(self.cols.max(1)).enumerate() {
-            self.dequantize_row(r, chunk);
-        }
-        out
+        dequantize_rows(self.rows, self.cols, |r, out| self.dequantize_row(r, out))
     }
 
     /// The codes as stored in a package (little-endian words).

@@ -8,7 +8,10 @@
 //! when the group count is odd. Groups are the consecutive 32-element chunks of the
 //! flattened row-major data (K is a multiple of 32), as for Q4 g64.
 
-use super::{words_from_le, MergeStats, CONVERT_CHUNK_ELEMS};
+use super::{
+    checked_group_elems, dequantize_rows, ggml_row_bytes, words_from_le, MergeStats,
+    CONVERT_CHUNK_ELEMS,
+};
 use crate::error::{Error, Result};
 use crate::format::gguf::GgmlType;
 use crate::format::gguf_dequant;
@@ -30,14 +33,7 @@ pub struct Q8Tensor {
 
 /// Checked `rows * cols`, with `cols` a multiple of the group size.
 fn checked_elems(rows: usize, cols: usize) -> Result<usize> {
-    if !cols.is_multiple_of(Q8_GROUP) {
-        return Err(Error::InvalidArgument(format!(
-            "Q8 g32 needs the column count (K) to be a multiple of {Q8_GROUP}, got {cols}"
-        )));
-    }
-    rows.checked_mul(cols).ok_or_else(|| {
-        Error::InvalidArgument(format!("a {rows} × {cols} matrix is too large to address"))
-    })
+    checked_group_elems("Q8 g32", Q8_GROUP, rows, cols)
 }
 
 /// Scale words for `groups` groups.
@@ -190,15 +186,7 @@ impl Q8Tensor {
     ) -> Result<(Q8Tensor, MergeStats)> {
         let n = checked_elems(rows, cols)?;
         let mut t = Q8Tensor::zeroed(rows, cols, n);
-        let row_bytes = usize::try_from(ty.bytes_for(cols as u64)?)
-            .map_err(|_| Error::InvalidArgument("row too large".into()))?;
-        if rows.checked_mul(row_bytes) != Some(bytes.len()) {
-            return Err(Error::InvalidArgument(format!(
-                "{} {rows} × {cols} matrix needs {row_bytes} bytes per row, got {} bytes in all",
-                ty.name(),
-                bytes.len()
-            )));
-        }
+        let row_bytes = ggml_row_bytes(ty, rows, cols, bytes.len())?;
         let mut stats = MergeStats::default();
         if n == 0 {
             return Ok((t, stats));
@@ -245,11 +233,7 @@ impl Q8Tensor {
     }
 
     pub fn dequantize(&self) -> Vec<f32> {
-        let mut out = vec![0.0; self.rows * self.cols];
-        for (r, chunk) in out.chunks_mut(self.cols.max(1)).enumerate() {
-            self.dequantize_row(r, chunk);
-        }
-        out
+        dequantize_rows(self.rows, self.cols, |r, out| self.dequantize_row(r, out))
     }
 
     /// The codes as stored in a package (little-endian words).
