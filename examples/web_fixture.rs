@@ -7,7 +7,8 @@
 //! - DIR/api: the OpenAI request fixtures' tiny Qwen3-shaped model (tests/api_common: the
 //!   real Qwen3 template) as a package, and `DIR/api_expected.json`: every fixture's
 //!   outcomes (responses, chunks) natively on the GPU (in the `swiftshader` profile, the
-//!   browser's) and on the fast CPU backend, which the browser must reproduce;
+//!   browser's) and on the fast CPU backend, which the browser must reproduce, and the
+//!   embeddings of [`EMBEDDINGS_REQUEST`] on both (`embeddings`);
 //! - LARGE_DIR (when given): a random package of MNN-Pocket-0.3B's shapes (≈ 170 MB) and the same
 //!   model as LARGE_DIR/large.gguf (≈ 190 MB, a 65,536-token vocabulary in its header) for
 //!   the memory tests, with `bench-tokenizer.json` (every id decodes) for the browser
@@ -30,6 +31,9 @@ const TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.co
 const PROMPT: &str = "Hello, pocket!";
 const TOKENS: usize = 12;
 const BENCH_TOKENIZER: &str = "bench-tokenizer.json";
+/// The embeddings request the browser repeats on the API fixtures' model: two texts,
+/// mean pooling (every position's hidden state counts).
+const EMBEDDINGS_REQUEST: &str = r#"{"input": ["Hello, pocket!", "A second text, longer than the first one."], "pooling": "mean"}"#;
 /// Weight scale of the API fixtures' model (as tests/api_fixtures.rs).
 const API_SCALE: f32 = 1.0;
 
@@ -108,7 +112,7 @@ fn api_fixtures(dir: &Path) -> pocketrt::Result<()> {
     let mut src = api_common::weights(config, API_SCALE)?
         .with_tokenizer(api_common::tokenizer_json(), template);
     convert(&mut src, &pkg, &ConvertOptions::default(), &mut |_| {})?;
-    let outcomes = |backend| -> pocketrt::Result<Vec<serde_json::Value>> {
+    let outcomes = |backend| -> pocketrt::Result<(serde_json::Value, serde_json::Value)> {
         let mut m = pocketrt::format::open(&pkg)?;
         let context = api_common::CONTEXT;
         let engine = match backend {
@@ -123,8 +127,13 @@ fn api_fixtures(dir: &Path) -> pocketrt::Result<()> {
         let template = ChatTemplate::new(api_common::TEMPLATE)?;
         // The package's tokenizer as the browser reads it (its end tokens included).
         let tokenizer = Tokenizer::from_hf_json(&api_common::tokenizer_json())?;
-        let session = Session::new(engine, tokenizer, Some(template));
-        Ok(api_common::run_all(session)
+        let mut session = Session::new(engine, tokenizer, Some(template));
+        let request = serde_json::from_str(EMBEDDINGS_REQUEST).expect("a valid request");
+        let embeddings = session
+            .embeddings(&request, "")
+            .map_err(|e| pocketrt::Error::InvalidArgument(format!("embeddings: {e:?}")))?;
+        let embeddings = serde_json::from_str(&embeddings.to_json()).expect("JSON");
+        let fixtures = api_common::run_all(session)
             .into_iter()
             .map(|(f, outs)| {
                 let outs: Vec<_> = outs
@@ -133,11 +142,19 @@ fn api_fixtures(dir: &Path) -> pocketrt::Result<()> {
                     .collect();
                 serde_json::json!({"name": f.name, "doc": f.doc, "outcomes": api_common::normalized(&outs.into())})
             })
-            .collect())
+            .collect();
+        Ok((fixtures, embeddings))
     };
+    let (gpu, gpu_embeddings) = outcomes(Backend::Gpu)?;
+    let (cpu, cpu_embeddings) = outcomes(Backend::Cpu)?;
     let expected = serde_json::json!({
-        "gpu": outcomes(Backend::Gpu)?,
-        "cpu": outcomes(Backend::Cpu)?,
+        "gpu": gpu,
+        "cpu": cpu,
+        "embeddings": {
+            "request": serde_json::from_str::<serde_json::Value>(EMBEDDINGS_REQUEST).expect("JSON"),
+            "gpu": gpu_embeddings,
+            "cpu": cpu_embeddings,
+        },
     });
     std::fs::write(dir.join("api_expected.json"), expected.to_string())
         .map_err(|e| pocketrt::Error::io(dir, e))

@@ -4,7 +4,8 @@
 // backend, in the page and in a Worker, and must give the responses and chunks the native
 // engine gave on the same backend (web_fixture's api_expected.json; ids and times aside,
 // logprobs to 1e-2; on the CPU backend what is decided before the first token, see
-// beforeGeneration). Each gets { page, context, server, fixture, scratch, results }.
+// beforeGeneration), and `model.embeddings.create` first gives the native embeddings
+// (compareEmbeddings). Each gets { page, context, server, fixture, scratch, results }.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -21,10 +22,11 @@ function apiExpected(fixture) {
   return JSON.parse(fs.readFileSync(path.join(fixture, 'api_expected.json'), 'utf8'));
 }
 
-/** Runs in the page: every fixture's requests in order on one model (as natively), with
- * `$replyN[a..b]` replaced by earlier replies' text; stream requests give their chunks,
- * others their response, errors their OpenAI body. */
-async function runFixtures({ fixtures, backend, worker }) {
+/** Runs in the page: the embeddings request first (as natively: it must leave the model
+ * as it was), then every fixture's requests in order on one model, with `$replyN[a..b]`
+ * replaced by earlier replies' text; stream requests give their chunks, others their
+ * response, errors their OpenAI body. */
+async function runFixtures({ fixtures, embeddingsRequest, backend, worker }) {
   const { Pocket, createWorker } = await import('/pkg/pocket.js');
   const options = { backend, cache: false, contextLength: 2048 };
   const w = worker ? createWorker('/pkg/worker.js') : null;
@@ -47,7 +49,9 @@ async function runFixtures({ fixtures, backend, worker }) {
     return v;
   };
   const out = [];
+  let embeddings;
   try {
+    embeddings = await model.embeddings.create(embeddingsRequest);
     for (const f of fixtures) {
       const done = [];
       for (const raw of f.doc.requests) {
@@ -73,7 +77,34 @@ async function runFixtures({ fixtures, backend, worker }) {
     await model.unload();
     w?.terminate();
   }
-  return out;
+  return { fixtures: out, embeddings };
+}
+
+/** The browser's embeddings response against the native one: the same shape and usage;
+ * on WebGPU (the native run's kernels) each value within 2e-3, on the CPU backend (simd128
+ * against AVX2 roundings) each vector at cosine ≥ 0.99. The two inputs' vectors differ
+ * (cosine < 0.95), so a vector of the wrong input fails. */
+function compareEmbeddings(got, want, backend, what) {
+  assert.equal(got.object, 'list', what);
+  assert.deepEqual(got.usage, want.usage, `${what}: usage`);
+  assert.equal(got.data.length, want.data.length, `${what}: inputs`);
+  const dot = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0);
+  const [v0, v1] = want.data.map((d) => d.embedding);
+  assert.ok(dot(v0, v1) < 0.95, `${what}: the native vectors of two texts are alike (${dot(v0, v1)})`);
+  const figures = [];
+  for (const [i, d] of got.data.entries()) {
+    const [a, b] = [d.embedding, want.data[i].embedding];
+    assert.equal(d.index, i, what);
+    assert.equal(a.length, b.length, `${what}[${i}]: length`);
+    const worst = Math.max(...a.map((x, k) => Math.abs(x - b[k])));
+    figures.push(`max |Δ| ${worst.toExponential(1)}, cosine ${dot(a, b).toFixed(6)}`);
+    if (backend === 'webgpu') {
+      assert.ok(worst <= 2e-3, `${what}[${i}]: differs from native by ${worst}`);
+    } else {
+      assert.ok(dot(a, b) >= 0.99, `${what}[${i}]: cosine ${dot(a, b)} to native`);
+    }
+  }
+  console.log(`     ${what} against native: ${figures.join('; ')} (two texts at cosine ${dot(v0, v1).toFixed(3)})`);
 }
 
 /** Ids and times removed (they differ run to run), as natively. */
@@ -117,11 +148,17 @@ function beforeGeneration(o) {
 }
 
 async function compareWithNative(page, server, fixture, backend, worker) {
-  const want = apiExpected(fixture)[backend === 'webgpu' ? 'gpu' : 'cpu'];
+  const expected = apiExpected(fixture);
+  const side = backend === 'webgpu' ? 'gpu' : 'cpu';
+  const want = expected[side];
   assert.ok(want.length >= 20, `${want.length} fixtures`);
   await plainPage(page, server);
   const fixtures = want.map((f) => ({ name: f.name, doc: f.doc }));
-  const got = await page.evaluate(runFixtures, { fixtures, backend, worker });
+  const embeddingsRequest = expected.embeddings.request;
+  const run = await page.evaluate(runFixtures, { fixtures, embeddingsRequest, backend, worker });
+  const got = run.fixtures;
+  const where = `embeddings on ${backend}${worker ? ' in a Worker' : ''}`;
+  compareEmbeddings(run.embeddings, expected.embeddings[side], backend, where);
   let requests = 0;
   let errors = 0;
   const mismatches = [];
