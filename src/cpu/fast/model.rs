@@ -243,7 +243,7 @@ impl FastModel {
             let i = usize::from(m.format == Format::Q4);
             bytes[i].0 += m.rows * m.cols.div_ceil(64) * (m.format.words() + 1);
         }
-        bytes.sort_by(|a, b| b.0.cmp(&a.0));
+        bytes.sort_by_key(|b| std::cmp::Reverse(b.0));
         let held = bytes.iter().filter(|(b, _)| *b > 0).map(|(_, f)| f.name());
         held.collect::<Vec<_>>().join(" + ")
     }
