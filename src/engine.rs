@@ -228,6 +228,7 @@ impl Engine {
         Ok((inner, format!("{why}reference cpu ({mode} weights)")))
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     fn load_fast(src: &mut dyn ModelSource, context: usize, why: &str) -> Result<(Inner, String)> {
         Self::load_fast_as(src, WeightFormat::Q4, context, why)
     }
