@@ -133,12 +133,7 @@ fn kernel_figures(reps: usize) -> serde_json::Value {
             Acts::new(Precision::Int8, &x)
         })
         .collect();
-    let m = Rows {
-        codes: &w.codes,
-        params: &w.qparams,
-        groups: cols / 64,
-        rows,
-    };
+    let m = Rows::from(&w);
     let kernels: Vec<Kernel> = Kernel::available()
         .into_iter()
         .filter(|k| *k != Kernel::Scalar)

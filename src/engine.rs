@@ -22,6 +22,7 @@ use crate::gpu::kernels::topk::TOPK_MAX;
 use crate::gpu::plan::TABLET_BUDGET;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::plan::{Budget, MemoryPlan};
+use crate::quant::WeightFormat;
 use crate::sampler::Sampler;
 
 /// Context of the CPU backend when none is requested.
@@ -112,8 +113,8 @@ impl Engine {
         let _ = budget; // no GPU memory to plan in this build
         let q4_only = |name: &str| {
             Error::InvalidArgument(format!(
-                "the {name} backend runs Q4 g64 weights only (use --weights q4, or f32, q8 \
-                 or keep on --backend reference)"
+                "the {name} backend runs Q4 g64 weights only (use --weights q4; q8 and keep \
+                 run on --backend cpu or reference, f32 on --backend reference)"
             ))
         };
         let gpu_wanted = match backend {
@@ -124,10 +125,16 @@ impl Engine {
         };
         if weights != WeightMode::Q4 {
             match backend {
-                Backend::Cpu => return Err(q4_only("CPU")),
+                Backend::Cpu if weights == WeightMode::F32 => {
+                    return Err(Error::InvalidArgument(
+                        "the CPU backend runs Q4 g64 and Q8 g32 weights (use --weights q4, q8 \
+                         or keep; f32 on --backend reference)"
+                            .into(),
+                    ))
+                }
                 #[cfg(not(target_arch = "wasm32"))]
                 Backend::Gpu => return Err(q4_only("GPU")),
-                Backend::Reference | Backend::Auto => {}
+                Backend::Cpu | Backend::Reference | Backend::Auto => {}
             }
         }
         #[cfg(not(target_arch = "wasm32"))]
@@ -168,11 +175,13 @@ impl Engine {
         }
         let why = if gpu_wanted { "no GPU adapter: " } else { "" };
         let cpu_context = cpu_context(&config, context)?;
-        // Only the reference runs f32, q8 and keep weights (Cpu and Gpu refused them above).
-        let (inner, description) = if backend == Backend::Reference || weights != WeightMode::Q4 {
-            Self::load_reference(src, weights, cpu_context, why)?
-        } else {
-            Self::load_fast(src, cpu_context, why)?
+        // The fast CPU backend runs q4, q8 and keep weights (f32 was refused above), the
+        // reference every mode; Auto with q8, keep or f32 runs the reference.
+        let fast =
+            backend == Backend::Cpu || (backend == Backend::Auto && weights == WeightMode::Q4);
+        let (inner, description) = match weights.format() {
+            Some(format) if fast => Self::load_fast_as(src, format, cpu_context, why)?,
+            _ => Self::load_reference(src, weights, cpu_context, why)?,
         };
         Ok(Engine::new(inner, config, cpu_context, description))
     }
@@ -219,10 +228,23 @@ impl Engine {
         Ok((inner, format!("{why}reference cpu ({mode} weights)")))
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     fn load_fast(src: &mut dyn ModelSource, context: usize, why: &str) -> Result<(Inner, String)> {
-        let model = FastModel::load(src, Precision::default())?;
+        Self::load_fast_as(src, WeightFormat::Q4, context, why)
+    }
+
+    /// The fast CPU backend with the matrices in `format`: "cpu (avx2 int8 kernels, ...;
+    /// keep weights: q8 g32 + q4 g64)".
+    fn load_fast_as(
+        src: &mut dyn ModelSource,
+        format: WeightFormat,
+        context: usize,
+        why: &str,
+    ) -> Result<(Inner, String)> {
+        let model = FastModel::load_as(src, Precision::default(), format)?;
         let cache = model.new_cache(context)?;
-        let description = format!("{why}cpu ({}; q4 weights)", model.describe());
+        let (kernels, weights) = (model.describe(), model.describe_weights());
+        let description = format!("{why}cpu ({kernels}; {weights})");
         let inner = Inner::Cpu {
             model: Box::new(model),
             cache,

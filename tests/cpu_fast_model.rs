@@ -1,7 +1,8 @@
-//! The fast CPU backend's whole decode step against the oracle (`cpu::Model`, the same Q4
-//! g64 weights) on the tiny fixture models of all three architectures, on every kernel this
-//! CPU runs: logits at every step and greedy tokens over 24 steps; and the same through
-//! `Engine` with `Backend::Cpu`.
+//! The fast CPU backend's whole decode step against the oracle (`cpu::Model`, the same
+//! weights: Q4 g64; Q8 g32, and keep, which on these f32 fixtures is Q8 g32 as well) on the
+//! tiny fixture models of all three architectures, on every kernel this CPU runs: logits at
+//! every step and greedy tokens over 24 steps; and the same through `Engine` with
+//! `Backend::Cpu` (q4 and keep weights).
 //!
 //! Tolerances:
 //! - f32 inputs (`Precision::F32`): the GPU tests' — max abs error ≤ 1e-3 · max|logit| +
@@ -19,10 +20,12 @@ mod cpu_fast_common;
 #[path = "gpu_common/mod.rs"]
 mod gpu_common;
 
-use cpu_fast_common::{assert_logits_match, fast, fixture, kernels_and_precisions};
+use cpu_fast_common::{
+    assert_logits_match, fast, fast_in, fixture, kernels_and_precisions, oracle,
+};
 use pocketrt::cpu::fast::{Kernel, Precision};
 use pocketrt::cpu::ops::argmax;
-use pocketrt::cpu::{Model, WeightMode};
+use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
 use pocketrt::format::source::open;
 use pocketrt::Error;
@@ -33,10 +36,15 @@ const PROMPT: [u32; 5] = [3, 141, 59, 26, 5];
 
 /// Greedy tokens of the fast model, checking its logits against the oracle's each step
 /// (both fed the oracle's tokens).
-fn check_model(name: &str, kernel: Kernel, precision: Precision) -> Vec<u32> {
-    let oracle = Model::load(&mut *open(&fixture(name)).unwrap(), WeightMode::Q4).unwrap();
-    let model = fast(name, kernel, precision);
-    let what = format!("{name} {} {}", kernel.name(), precision.name());
+fn check_model(name: &str, mode: WeightMode, kernel: Kernel, precision: Precision) -> Vec<u32> {
+    let oracle = oracle(name, mode);
+    let model = fast_in(name, mode, kernel, precision);
+    let what = format!(
+        "{name} {} {} {}",
+        mode.name(),
+        kernel.name(),
+        precision.name()
+    );
     let (mut oc, mut fc) = (
         oracle.new_cache(CONTEXT).unwrap(),
         model.new_cache(CONTEXT).unwrap(),
@@ -77,31 +85,48 @@ fn check_model(name: &str, kernel: Kernel, precision: Precision) -> Vec<u32> {
     fast_tokens
 }
 
-fn check_all_kernels(name: &str) {
+fn check_all_kernels(name: &str, mode: WeightMode) {
     for (kernel, precision) in kernels_and_precisions() {
-        check_model(name, kernel, precision);
+        check_model(name, mode, kernel, precision);
     }
 }
 
 #[test]
 fn qwen3_fast_decode_matches_the_oracle() {
-    check_all_kernels("qwen3");
+    check_all_kernels("qwen3", WeightMode::Q4);
 }
 
 #[test]
 fn qwen2_fast_decode_with_bias_and_untied_head_matches_the_oracle() {
-    check_all_kernels("qwen2");
+    check_all_kernels("qwen2", WeightMode::Q4);
 }
 
 #[test]
 fn llama_fast_decode_matches_the_oracle() {
-    check_all_kernels("llama");
+    check_all_kernels("llama", WeightMode::Q4);
 }
 
 #[test]
-fn the_cpu_engine_backend_runs_the_fast_model() {
+fn qwen3_fast_decode_on_q8_and_keep_weights_matches_the_oracle() {
+    check_all_kernels("qwen3", WeightMode::Q8);
+    check_all_kernels("qwen3", WeightMode::Keep);
+}
+
+#[test]
+fn qwen2_fast_decode_on_q8_weights_with_bias_and_untied_head_matches_the_oracle() {
+    check_all_kernels("qwen2", WeightMode::Q8);
+}
+
+#[test]
+fn llama_fast_decode_on_q8_weights_matches_the_oracle() {
+    check_all_kernels("llama", WeightMode::Q8);
+}
+
+/// Through `Engine` with `Backend::Cpu` in `mode`: prefill, decode and rewind give the
+/// fast model's own greedy continuation; returns the engine's description.
+fn check_engine(mode: WeightMode) -> String {
     // The fast model's own greedy continuation.
-    let model = fast("qwen3", Kernel::best(), Precision::default());
+    let model = fast_in("qwen3", mode, Kernel::best(), Precision::default());
     let mut cache = model.new_cache(CONTEXT).unwrap();
     let mut want = vec![];
     let mut token = PROMPT[0];
@@ -113,7 +138,7 @@ fn the_cpu_engine_backend_runs_the_fast_model() {
         }
     }
     let mut src = open(&fixture("qwen3")).unwrap();
-    let mut engine = Engine::load(&mut *src, Backend::Cpu, WeightMode::Q4, CONTEXT).unwrap();
+    let mut engine = Engine::load(&mut *src, Backend::Cpu, mode, CONTEXT).unwrap();
     let d = engine.description().to_string();
     assert!(
         d.starts_with("cpu (") && d.contains(Kernel::best().name()),
@@ -125,10 +150,25 @@ fn the_cpu_engine_backend_runs_the_fast_model() {
     while got.len() < STEPS {
         got.push(engine.step(*got.last().unwrap()).unwrap());
     }
-    assert_eq!(got, want);
+    assert_eq!(got, want, "{d}");
     // Rewinding forgets the continuation: the same first step again.
     engine.rewind(PROMPT.len() - 1);
     assert_eq!(engine.step(PROMPT[4]).unwrap(), want[0]);
+    d
+}
+
+#[test]
+fn the_cpu_engine_backend_runs_the_fast_model() {
+    let d = check_engine(WeightMode::Q4);
+    assert!(d.ends_with("; q4 weights: q4 g64)"), "{d}");
+}
+
+#[test]
+fn the_cpu_engine_backend_runs_q8_and_keep_weights() {
+    let d = check_engine(WeightMode::Keep);
+    assert!(d.ends_with("; keep weights: q8 g32)"), "{d}");
+    let d = check_engine(WeightMode::Q8);
+    assert!(d.ends_with("; q8 weights: q8 g32)"), "{d}");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Batched prefill on the fast CPU backend (`FastModel::prefill`) on the tiny fixture
-//! models of all three architectures, on every kernel this CPU runs, in both input
-//! precisions, with a chunk of `CHUNK` tokens and prompts of 1, CHUNK − 1, CHUNK, CHUNK + 1
+//! models of all three architectures (Q4 g64 weights; Q8 g32 on qwen2: bias, untied
+//! head), on every kernel this CPU runs, in both input precisions, with a chunk of `CHUNK` tokens and prompts of 1, CHUNK − 1, CHUNK, CHUNK + 1
 //! and 2·CHUNK + 3 tokens (partial, whole and several chunks):
 //! 1. logits at every position against the oracle (`cpu::Model`, token by token), within
 //!    the decode tests' tolerances (tests/cpu_fast_model.rs);
@@ -15,12 +15,11 @@ mod cpu_fast_common;
 #[path = "gpu_common/mod.rs"]
 mod gpu_common;
 
-use cpu_fast_common::{assert_logits_match, fast, fixture, kernels_and_precisions};
+use cpu_fast_common::{assert_logits_match, fast, fast_in, kernels_and_precisions, oracle};
 use gpu_common::assert_close;
 use pocketrt::cpu::fast::{Kernel, Logits, Precision};
 use pocketrt::cpu::ops::argmax;
-use pocketrt::cpu::{Model, WeightMode};
-use pocketrt::format::source::open;
+use pocketrt::cpu::WeightMode;
 
 const CHUNK: usize = 8;
 /// The decode tests' prompt (tests/cpu_fast_model.rs).
@@ -29,11 +28,16 @@ const LENGTHS: [usize; 5] = [1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 3];
 /// The longest prompt and one decode step after it.
 const TOKENS: usize = 2 * CHUNK + 4;
 
-fn check(name: &str, kernel: Kernel, precision: Precision) {
-    let oracle = Model::load(&mut *open(&fixture(name)).unwrap(), WeightMode::Q4).unwrap();
-    let model = fast(name, kernel, precision).with_prefill_chunk(CHUNK);
+fn check(name: &str, mode: WeightMode, kernel: Kernel, precision: Precision) {
+    let oracle = oracle(name, mode);
+    let model = fast_in(name, mode, kernel, precision).with_prefill_chunk(CHUNK);
     let vocab = model.config.vocab_size;
-    let what = format!("{name} {} {}", kernel.name(), precision.name());
+    let what = format!(
+        "{name} {} {} {}",
+        mode.name(),
+        kernel.name(),
+        precision.name()
+    );
     // Token by token: the oracle's logits and the fast backend's own, on the decode
     // tests' prompt continued by the oracle's greedy tokens (the sequence their
     // tolerances were measured on).
@@ -89,25 +93,30 @@ fn check(name: &str, kernel: Kernel, precision: Precision) {
     assert_logits_match(&format!("{what} step after"), precision, &step, &want[last]);
 }
 
-fn check_all_kernels(name: &str) {
+fn check_all_kernels(name: &str, mode: WeightMode) {
     for (kernel, precision) in kernels_and_precisions() {
-        check(name, kernel, precision);
+        check(name, mode, kernel, precision);
     }
 }
 
 #[test]
 fn qwen3_prefill_matches_the_oracle_and_decode_at_every_position() {
-    check_all_kernels("qwen3");
+    check_all_kernels("qwen3", WeightMode::Q4);
 }
 
 #[test]
 fn qwen2_prefill_with_bias_and_untied_head_matches_the_oracle_and_decode() {
-    check_all_kernels("qwen2");
+    check_all_kernels("qwen2", WeightMode::Q4);
 }
 
 #[test]
 fn llama_prefill_matches_the_oracle_and_decode_at_every_position() {
-    check_all_kernels("llama");
+    check_all_kernels("llama", WeightMode::Q4);
+}
+
+#[test]
+fn qwen2_prefill_on_q8_weights_matches_the_oracle_and_decode() {
+    check_all_kernels("qwen2", WeightMode::Q8);
 }
 
 #[test]

@@ -21,10 +21,20 @@ pub fn fixture(name: &str) -> PathBuf {
 }
 
 pub fn fast(name: &str, kernel: Kernel, precision: Precision) -> FastModel {
+    fast_in(name, WeightMode::Q4, kernel, precision)
+}
+
+/// [`fast`] with the matrices in `mode` (q4, q8 or keep).
+pub fn fast_in(name: &str, mode: WeightMode, kernel: Kernel, precision: Precision) -> FastModel {
     let mut src = open(&fixture(name)).unwrap();
     let config = src.config().clone();
-    let weights = ModelWeights::load(&mut *src, WeightMode::Q4).unwrap();
+    let weights = ModelWeights::load(&mut *src, mode).unwrap();
     FastModel::from_weights(config, weights, kernel, precision).unwrap()
+}
+
+/// The oracle on the fixture `name` with the matrices in `mode`.
+pub fn oracle(name: &str, mode: WeightMode) -> pocketrt::cpu::Model {
+    pocketrt::cpu::Model::load(&mut *open(&fixture(name)).unwrap(), mode).unwrap()
 }
 
 /// Every kernel this CPU runs, each in both input precisions.

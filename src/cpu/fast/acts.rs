@@ -64,7 +64,7 @@ pub const fn element_of(half: usize, b: usize) -> usize {
 }
 
 impl Acts {
-    /// Prepare `x` (`x.len()` a multiple of 64) in `precision`.
+    /// Prepare `x` in `precision` (see [`Acts::set`]).
     pub fn new(precision: Precision, x: &[f32]) -> Acts {
         let mut a = Acts {
             precision,
@@ -74,19 +74,24 @@ impl Acts {
         a
     }
 
-    /// Prepare `x` into `self` (same precision), reusing its memory.
+    /// Prepare `x` into `self` (same precision), reusing its memory. A length that is
+    /// not a multiple of 64 (a Q8 g32 matrix's K of 32·odd) ends in a zero-padded block.
     pub fn set(&mut self, x: &[f32]) {
-        assert_eq!(
-            x.len() % GROUP,
-            0,
-            "activations come in whole blocks of {GROUP}"
-        );
-        self.ds.resize(x.len() / GROUP, [0.0; 2]);
+        let blocks = x.len().div_ceil(GROUP);
+        self.ds.resize(blocks, [0.0; 2]);
         match self.precision {
-            Precision::Int8 => self.q.resize(x.len(), 0),
-            Precision::F32 => self.x.resize(x.len(), 0.0),
+            Precision::Int8 => self.q.resize(blocks * GROUP, 0),
+            Precision::F32 => self.x.resize(blocks * GROUP, 0.0),
         }
-        for (g, block) in x.chunks_exact(GROUP).enumerate() {
+        let mut padded = [0.0f32; GROUP];
+        for (g, block) in x.chunks(GROUP).enumerate() {
+            let block = match block.len() {
+                GROUP => block,
+                n => {
+                    padded[..n].copy_from_slice(block);
+                    &padded[..]
+                }
+            };
             let d = match self.precision {
                 Precision::Int8 => quantize_block(block, &mut self.q[g * GROUP..][..GROUP]),
                 Precision::F32 => {

@@ -1,4 +1,4 @@
-//! Matrix-vector products over Q4 g64 matrices with int8 activations, rows split across
+//! Matrix-vector products over Q4 g64 and Q8 g32 matrices ([`Rows`]) with int8 or f32 activations, rows split across
 //! threads (the spinning pool of `pool.rs` natively, rayon in the threaded wasm build,
 //! feature `wasm-threads`; in order in the single-threaded wasm build), and the fused
 //! gate/up + SwiGLU product.
@@ -98,8 +98,7 @@ pub fn for_row_chunks(
 
 /// Rows `first..first + out.len()` of `w` times `acts`.
 fn rows_of(k: Kernel, w: Rows, first: usize, acts: &Acts, out: &mut [f32]) {
-    let w = w.range(first, out.len());
-    k.rows(w.codes, w.params, w.groups, acts, out);
+    k.rows(w.range(first, out.len()), acts, out);
 }
 
 /// `out ← W · x` (`out.len() == W.rows`, `acts` quantized from `x`, `W.cols` long).

@@ -8,7 +8,8 @@
 //! copy, so a browser tab's peak memory stays one model.
 
 use super::kernel::Rows;
-use crate::quant::{dequantize_row_of, Q4Tensor, GROUP};
+use super::packed::{dequantize_row_in, Format, Packed};
+use crate::quant::GROUP;
 
 /// Bytes of tensors copied between two returns of freed memory to the system.
 const RELEASE_BYTES: usize = 16 << 20;
@@ -21,9 +22,10 @@ struct Span {
     len: usize,
 }
 
-/// A Q4 g64 matrix held by a [`WeightMemory`] (`rows × cols`, cols a multiple of 64).
+/// A matrix held by a [`WeightMemory`] (`rows × cols`, in `format`'s layout).
 #[derive(Clone, Copy, Debug)]
 pub struct Matrix {
+    pub format: Format,
     pub rows: usize,
     pub cols: usize,
     codes: Span,
@@ -40,7 +42,7 @@ pub struct WeightMemory {
 
 impl WeightMemory {
     /// Take over `tensors`, returning each one's [`Matrix`] in order.
-    pub fn new(tensors: Vec<Q4Tensor>) -> (WeightMemory, Vec<Matrix>) {
+    pub fn new(tensors: Vec<Packed>) -> (WeightMemory, Vec<Matrix>) {
         if cfg!(any(target_os = "linux", target_os = "android")) {
             Self::packed(tensors)
         } else {
@@ -49,7 +51,7 @@ impl WeightMemory {
     }
 
     /// Each tensor's buffers kept as parts (no copy).
-    fn kept(tensors: Vec<Q4Tensor>) -> (WeightMemory, Vec<Matrix>) {
+    fn kept(tensors: Vec<Packed>) -> (WeightMemory, Vec<Matrix>) {
         let mut parts = Vec::with_capacity(2 * tensors.len());
         let mut span = |words: Vec<u32>| {
             let len = words.len();
@@ -63,10 +65,11 @@ impl WeightMemory {
         let matrices = tensors
             .into_iter()
             .map(|t| Matrix {
+                format: t.format,
                 rows: t.rows,
                 cols: t.cols,
                 codes: span(t.codes),
-                params: span(t.qparams),
+                params: span(t.params),
             })
             .collect();
         (WeightMemory { parts, advised: 0 }, matrices)
@@ -75,10 +78,10 @@ impl WeightMemory {
     /// Every tensor copied into one huge-page advised allocation, in order (each tensor's
     /// codes, then its params, each run starting on a cache line), the originals freed as
     /// they are copied.
-    fn packed(tensors: Vec<Q4Tensor>) -> (WeightMemory, Vec<Matrix>) {
+    fn packed(tensors: Vec<Packed>) -> (WeightMemory, Vec<Matrix>) {
         let words: usize = tensors
             .iter()
-            .map(|t| line_up(t.codes.len()) + line_up(t.qparams.len()))
+            .map(|t| line_up(t.codes.len()) + line_up(t.params.len()))
             .sum();
         let (mut all, advised) = huge::vec(words);
         // `all` starts with zeros up to its first huge page: runs line up from there.
@@ -98,12 +101,13 @@ impl WeightMemory {
             .into_iter()
             .map(|t| {
                 let m = Matrix {
+                    format: t.format,
                     rows: t.rows,
                     cols: t.cols,
                     codes: span(&t.codes),
-                    params: span(&t.qparams),
+                    params: span(&t.params),
                 };
-                unreleased += 4 * (t.codes.len() + t.qparams.len());
+                unreleased += 4 * (t.codes.len() + t.params.len());
                 drop(t);
                 // Freed as it goes, so that the process never holds the model twice.
                 if unreleased >= RELEASE_BYTES {
@@ -122,9 +126,10 @@ impl WeightMemory {
     /// The rows of `m`, for the kernels.
     pub fn rows(&self, m: &Matrix) -> Rows<'_> {
         Rows {
+            format: m.format,
             codes: self.words(m.codes),
             params: self.words(m.params),
-            groups: m.cols / GROUP,
+            groups: m.cols.div_ceil(GROUP),
             rows: m.rows,
         }
     }
@@ -133,10 +138,12 @@ impl WeightMemory {
         &self.parts[s.part][s.start..][..s.len]
     }
 
-    /// Row `row` of `m` in f32 (an embedding lookup), as [`Q4Tensor::dequantize_row`].
+    /// Row `row` of `m` in f32 (an embedding lookup), as `Q4Tensor::dequantize_row` or
+    /// `Q8Tensor::dequantize_row` gives it.
     pub fn dequantize_row(&self, m: &Matrix, row: usize, out: &mut [f32]) {
+        assert!(row < m.rows, "row {row} of a {}-row matrix", m.rows);
         let words = (self.words(m.codes), self.words(m.params));
-        dequantize_row_of(words, (m.rows, m.cols), row, out);
+        dequantize_row_in(m.format, words, m.cols, row, out);
     }
 
     /// Bytes held.
@@ -218,6 +225,7 @@ mod huge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::{Q4Tensor, Q8Tensor};
     use crate::synth::Rng;
 
     /// Tensors of `shapes` with random codes and params.
@@ -246,7 +254,7 @@ mod tests {
         let shapes = [(1024, 1024), (896, 1024), (2560, 960)];
         let want = tensors(&shapes, 5);
         for held in [WeightMemory::kept, WeightMemory::packed] {
-            let (memory, matrices) = held(want.clone());
+            let (memory, matrices) = held(want.iter().cloned().map(Packed::from).collect());
             assert_eq!(matrices.len(), want.len());
             for (m, t) in matrices.iter().zip(&want) {
                 let rows = memory.rows(m);
@@ -265,6 +273,30 @@ mod tests {
         }
     }
 
+    /// A Q8 g32 matrix next to a Q4 one: its rows read back its tensor's values, and its
+    /// bytes (twice a Q4 matrix's codes) count.
+    #[test]
+    fn q8_matrices_read_back_and_count_their_bytes() {
+        let q4 = tensors(&[(64, 128)], 3).remove(0);
+        let data: Vec<f32> = (0..96 * 160)
+            .map(|i| (i % 23) as f32 / 11.0 - 1.0)
+            .collect();
+        let q8 = Q8Tensor::quantize(&data, 96, 160).unwrap();
+        for held in [WeightMemory::kept, WeightMemory::packed] {
+            let (memory, m) = held(vec![Packed::from(q4.clone()), Packed::from(&q8)]);
+            let rows = memory.rows(&m[1]);
+            assert_eq!((rows.format, rows.rows, rows.groups), (Format::Q8, 96, 3));
+            let (mut got, mut want) = (vec![0.0; 160], vec![0.0; 160]);
+            for r in [0, 95] {
+                memory.dequantize_row(&m[1], r, &mut got);
+                q8.dequantize_row(r, &mut want);
+                assert_eq!(got, want, "row {r}");
+            }
+            // Q4: 64·128/8 + 64·2 words; Q8: 96·3·(16 + 1) words.
+            assert!(memory.bytes() >= 4 * (64 * 16 + 64 * 2 + 96 * 3 * 17));
+        }
+    }
+
     /// On Linux the packed memory is advised as huge pages wherever the system allows
     /// them, and the kernel sees its mapping as eligible.
     #[cfg(target_os = "linux")]
@@ -272,7 +304,8 @@ mod tests {
     fn packed_memory_is_advised_as_huge_pages() {
         let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
             .unwrap_or_default();
-        let (memory, matrices) = WeightMemory::packed(tensors(&[(4096, 2048)], 9));
+        let tensors = tensors(&[(4096, 2048)], 9).into_iter().map(Packed::from);
+        let (memory, matrices) = WeightMemory::packed(tensors.collect());
         if mode.is_empty() || mode.contains("[never]") {
             return assert_eq!(memory.huge_page_bytes(), 0, "THP: {mode:?}");
         }

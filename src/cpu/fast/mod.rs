@@ -37,6 +37,7 @@ mod gemv;
 mod kernel;
 mod memory;
 mod model;
+mod packed;
 #[cfg(not(target_arch = "wasm32"))]
 mod pool;
 mod stream;
@@ -46,4 +47,5 @@ pub use gemm::{gemm, gemm_swiglu};
 pub use gemv::{gemv, gemv_swiglu, rows_per_task, threads};
 pub use kernel::{Kernel, Rows, TILE};
 pub use model::{FastModel, Logits, PREFILL_CHUNK};
+pub use packed::{Format, Packed};
 pub use stream::StreamedTensors;

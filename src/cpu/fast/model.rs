@@ -7,12 +7,13 @@ use super::acts::{Acts, Precision};
 use super::gemv::{for_row_chunks, gemv, gemv_swiglu, on_pool, threads};
 use super::kernel::{Kernel, Rows};
 use super::memory::{Matrix, WeightMemory};
+use super::packed::{Format, Packed};
 use crate::config::ModelConfig;
 use crate::cpu::ops::{add_in_place, attend_head, rmsnorm, rmsnorm_into, KvHead, Rope};
 use crate::cpu::{KvCache, LayerWeights, ModelWeights, Weight, WeightMode};
 use crate::error::{Error, Result};
 use crate::format::ModelSource;
-use crate::quant::Q4Tensor;
+use crate::quant::WeightFormat;
 
 mod prefill;
 
@@ -38,7 +39,8 @@ struct Layer {
     down: Matrix,
 }
 
-/// A model on the fast CPU backend: Q4 g64 weights, decode one token at a time.
+/// A model on the fast CPU backend: Q4 g64 and/or Q8 g32 weights, decode one token at a
+/// time.
 #[derive(Debug)]
 pub struct FastModel {
     pub config: ModelConfig,
@@ -53,33 +55,19 @@ pub struct FastModel {
     output: Option<Matrix>,
     /// Prompt tokens per batched-prefill chunk.
     prefill_chunk: usize,
+    /// How the weights were asked for (`None`: taken over from the oracle's).
+    format: Option<WeightFormat>,
 }
 
-fn q4(w: Weight) -> Result<Q4Tensor> {
+/// A matrix in the kernels' layout.
+fn packed(w: Weight) -> Result<Packed> {
     match w {
-        Weight::Q4(q) => Ok(q),
-        Weight::F32 { .. } | Weight::Q8(_) => Err(Error::InvalidArgument(
-            "the fast CPU backend runs Q4 g64 weights only".into(),
+        Weight::Q4(q) => Ok(Packed::from(q)),
+        Weight::Q8(q) => Ok(Packed::from(&q)),
+        Weight::F32 { .. } => Err(Error::InvalidArgument(
+            "the fast CPU backend runs Q4 g64 and Q8 g32 weights only".into(),
         )),
     }
-}
-
-/// Stack matrices of equal width into one (their rows in order).
-fn stack(parts: [Q4Tensor; 3]) -> Q4Tensor {
-    let cols = parts[0].cols;
-    let mut out = Q4Tensor {
-        rows: 0,
-        cols,
-        codes: vec![],
-        qparams: vec![],
-    };
-    for p in parts {
-        debug_assert_eq!(p.cols, cols);
-        out.rows += p.rows;
-        out.codes.extend_from_slice(&p.codes);
-        out.qparams.extend_from_slice(&p.qparams);
-    }
-    out
 }
 
 /// A layer's weights apart from its matrices, which go into the model's memory in
@@ -95,9 +83,15 @@ struct LayerRest {
 const MATRICES: usize = 5;
 
 /// Split a layer's weights into its matrices (qkv stacked) and the rest.
-fn split(l: LayerWeights) -> Result<([Q4Tensor; MATRICES], LayerRest)> {
-    let qkv = stack([q4(l.wq)?, q4(l.wk)?, q4(l.wv)?]);
-    let matrices = [qkv, q4(l.wo)?, q4(l.w_gate)?, q4(l.w_up)?, q4(l.w_down)?];
+fn split(l: LayerWeights) -> Result<([Packed; MATRICES], LayerRest)> {
+    let qkv = Packed::stack(vec![packed(l.wq)?, packed(l.wk)?, packed(l.wv)?])?;
+    let matrices = [
+        qkv,
+        packed(l.wo)?,
+        packed(l.w_gate)?,
+        packed(l.w_up)?,
+        packed(l.w_down)?,
+    ];
     let rest = LayerRest {
         attn_norm: l.attn_norm,
         qkv_bias: l.qkv_bias.map(|b| b.concat()),
@@ -134,16 +128,36 @@ struct Scratch {
 }
 
 impl FastModel {
-    /// Load from any source (Q4 g64 weights: kept when stored so, quantized otherwise),
-    /// on the fastest kernel this CPU runs, with matrix inputs in `precision`.
+    /// Load from any source with Q4 g64 weights (kept when stored so, quantized
+    /// otherwise), on the fastest kernel this CPU runs, with matrix inputs in `precision`:
+    /// [`FastModel::load_as`] with [`WeightFormat::Q4`].
     pub fn load(src: &mut dyn ModelSource, precision: Precision) -> Result<FastModel> {
-        let config = src.config().clone();
-        config.validate("model config")?;
-        let weights = ModelWeights::load(src, WeightMode::Q4)?;
-        Self::from_weights(config, weights, Kernel::best(), precision)
+        Self::load_as(src, precision, WeightFormat::Q4)
     }
 
-    /// Take over Q4 weights loaded for the oracle, running on `kernel` in `precision`.
+    /// [`FastModel::load`] with the matrices in `format`: every one Q4 g64, every one Q8
+    /// g32, or each as the source has it (keep: 4-bit types as Q4 g64, the rest as Q8 g32).
+    pub fn load_as(
+        src: &mut dyn ModelSource,
+        precision: Precision,
+        format: WeightFormat,
+    ) -> Result<FastModel> {
+        let config = src.config().clone();
+        config.validate("model config")?;
+        let mode = match format {
+            WeightFormat::Q4 => WeightMode::Q4,
+            WeightFormat::Q8 => WeightMode::Q8,
+            WeightFormat::Keep => WeightMode::Keep,
+        };
+        let weights = ModelWeights::load(src, mode)?;
+        let mut model = Self::from_weights(config, weights, Kernel::best(), precision)?;
+        model.format = Some(format);
+        Ok(model)
+    }
+
+    /// Take over Q4 / Q8 weights loaded for the oracle, running on `kernel` in `precision`
+    /// (q, k and v stacked into one matrix: as Q8 g32 where their formats differ,
+    /// [`Packed::stack`]).
     pub fn from_weights(
         config: ModelConfig,
         w: ModelWeights,
@@ -151,7 +165,7 @@ impl FastModel {
         precision: Precision,
     ) -> Result<Self> {
         // The matrices in the order decode reads them: embedding, each layer's, head.
-        let mut tensors = vec![q4(w.token_embd)?];
+        let mut tensors = vec![packed(w.token_embd)?];
         let mut rests = Vec::with_capacity(w.layers.len());
         for l in w.layers {
             let (m, rest) = split(l)?;
@@ -160,7 +174,7 @@ impl FastModel {
         }
         let tied = w.output.is_none();
         if let Some(out) = w.output {
-            tensors.push(q4(out)?);
+            tensors.push(packed(out)?);
         }
         let (weights, m) = WeightMemory::new(tensors);
         let layers = rests
@@ -178,6 +192,7 @@ impl FastModel {
             output_norm: w.output_norm,
             output: (!tied).then(|| m[m.len() - 1]),
             prefill_chunk: prefill::PREFILL_CHUNK,
+            format: None,
         })
     }
 
@@ -216,6 +231,30 @@ impl FastModel {
 
     pub fn precision(&self) -> Precision {
         self.precision
+    }
+
+    /// The matrices' formats, the one holding most bytes first: "q4 g64", or
+    /// "q8 g32 + q4 g64" (a keep model's mix).
+    pub fn weight_formats(&self) -> String {
+        let mut bytes = [(0usize, Format::Q8), (0, Format::Q4)];
+        let layers = self.layers.iter();
+        let matrices = layers.flat_map(|l| [&l.qkv, &l.wo, &l.gate, &l.up, &l.down]);
+        for m in matrices.chain([&self.token_embd]).chain(&self.output) {
+            let i = usize::from(m.format == Format::Q4);
+            bytes[i].0 += m.rows * m.cols.div_ceil(64) * (m.format.words() + 1);
+        }
+        bytes.sort_by_key(|b| std::cmp::Reverse(b.0));
+        let held = bytes.iter().filter(|(b, _)| *b > 0).map(|(_, f)| f.name());
+        held.collect::<Vec<_>>().join(" + ")
+    }
+
+    /// "keep weights: q8 g32 + q4 g64" (or, for weights taken over from the oracle's, the
+    /// formats alone): for descriptions.
+    pub fn describe_weights(&self) -> String {
+        match self.format {
+            Some(f) => format!("{} weights: {}", f.name(), self.weight_formats()),
+            None => format!("weights: {}", self.weight_formats()),
+        }
     }
 
     /// "avx2 int8 kernels, 2 threads, huge pages": for descriptions.

@@ -18,7 +18,7 @@ use std::arch::x86_64::*;
 /// How far ahead of the group it reads the int8 tile asks for the codes (`prefetcht0`):
 /// decode streams every weight from memory once per token, stalled on these loads without
 /// the hint (docs/ARCHITECTURE.md, "On the CPU backend", has the measurement).
-const PREFETCH_BYTES: usize = 2048;
+pub(super) const PREFETCH_BYTES: usize = 2048;
 
 /// `Σ lo·xl + hi·xh` per i32 lane (four byte products each), `xl`/`xh` the 64
 /// activation bytes at `x`: `vpmaddubsw` into i16 pairs, widened by `vpmaddwd`.
@@ -30,7 +30,7 @@ unsafe fn dot_maddubs(lo: __m256i, hi: __m256i, x: *const i8) -> __m256i {
 }
 
 #[inline(always)]
-unsafe fn load_halves(x: *const i8) -> (__m256i, __m256i) {
+pub(super) unsafe fn load_halves(x: *const i8) -> (__m256i, __m256i) {
     (
         _mm256_loadu_si256(x as *const __m256i),
         _mm256_loadu_si256(x.add(32) as *const __m256i),
@@ -38,12 +38,20 @@ unsafe fn load_halves(x: *const i8) -> (__m256i, __m256i) {
 }
 
 /// The same sums by two `vpdpbusd` (AVX-VNNI; VEX-encoded, so AVX2 registers suffice).
-/// Written as assembly: the intrinsic and its target feature need Rust 1.89, above the
-/// crate's MSRV. (Inlined into the tile, which has the same target features.)
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_vnni(lo: __m256i, hi: __m256i, x: *const i8) -> __m256i {
     let (xl, xh) = load_halves(x);
+    vnni(lo, hi, xl, xh)
+}
+
+/// `Σ lo·xl + hi·xh` per i32 lane (u8 × i8, four byte products each, summed exactly) by
+/// two AVX-VNNI `vpdpbusd`. Written as assembly: the intrinsic and its target feature
+/// need Rust 1.89, above the crate's MSRV. (Inlined into the tiles, which have the same
+/// target features.)
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn vnni(lo: __m256i, hi: __m256i, xl: __m256i, xh: __m256i) -> __m256i {
     let mut s = _mm256_setzero_si256();
     core::arch::asm!(
         "{{vex}} vpdpbusd {s}, {lo}, {xl}",
@@ -91,7 +99,7 @@ macro_rules! int8_tile {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         pub unsafe fn $name<const T: usize>(w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
-            let Rows { codes, params, groups, rows } = w;
+            let Rows { codes, params, groups, rows, .. } = w;
             let mask = _mm256_set1_epi8(0x0F);
             let q: [*const i8; T] = core::array::from_fn(|t| acts[t].q.as_ptr());
             let ds: [*const [f32; 2]; T] = core::array::from_fn(|t| acts[t].ds.as_ptr());
@@ -169,7 +177,7 @@ int8_tile!(
 
 /// `((acc0 + acc2) + (acc1 + acc3)) + mins[1]`: `Int8Sum`'s finish.
 #[inline(always)]
-unsafe fn finish4(acc: __m128, mins: __m128) -> f32 {
+pub(super) unsafe fn finish4(acc: __m128, mins: __m128) -> f32 {
     let s = _mm_add_ps(acc, _mm_movehl_ps(acc, acc));
     let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
     _mm_cvtss_f32(s) + _mm_cvtss_f32(_mm_shuffle_ps::<1>(mins, mins))
@@ -177,7 +185,7 @@ unsafe fn finish4(acc: __m128, mins: __m128) -> f32 {
 
 /// `Σ acc + mins[1]`.
 #[inline(always)]
-unsafe fn finish(acc: __m256, mins: __m128) -> f32 {
+pub(super) unsafe fn finish(acc: __m256, mins: __m128) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps::<1>(acc));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));

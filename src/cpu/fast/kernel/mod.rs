@@ -1,33 +1,41 @@
-//! The Q4 g64 GEMV kernels: `out[r] = W[r] · x` for a run of rows, with `x` prepared as
-//! [`Acts`] in int8 (per-block quantized: integer dot products) or f32. One scalar version
-//! and SIMD versions (AVX2 / AVX-512 VNNI / AVX-VNNI on x86-64, NEON / NEON dotprod on aarch64, simd128 /
+//! The GEMV kernels: `out[r] = W[r] · x` for a run of rows of a Q4 g64 or Q8 g32 matrix
+//! ([`Format`], laid out as `packed.rs` says), with `x` prepared as [`Acts`] in int8
+//! (per-block quantized: integer dot products) or f32. One scalar version and SIMD versions
+//! (AVX2 / AVX-512 VNNI / AVX-VNNI on x86-64, NEON / NEON dotprod on aarch64, simd128 /
 //! relaxed SIMD on wasm), chosen once at run time (on wasm at compile time: each web build
 //! variant enables its features). For int8 all compute the same exact integer lane sums
-//! per group and scale them in one shared order ([`Int8Sum`]), so every kernel gives the
-//! scalar kernel's results bit for bit; for f32 they differ in summation order only.
+//! per group and scale them in one shared order ([`Int8Sum`], [`Q8Sum`]), so every kernel
+//! gives the scalar kernel's results bit for bit; for f32 they differ in summation order
+//! only. Q8 g32 has SIMD kernels on x86-64 (the AVX2 family); NEON and wasm run the
+//! scalar Q8 kernel (the same numbers).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_q8;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod scalar;
+mod scalar_q8;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 
 use super::acts::{Acts, Precision};
+use super::packed::{Format, Packed};
 use crate::quant::{Q4Tensor, GROUP};
 
-/// Code words per group (8 nibbles each).
+/// Code words per Q4 group (8 nibbles each).
 const WORDS: usize = GROUP / 8;
 
 /// Most tokens one [`Kernel::tile`] call multiplies: each weight group is loaded and
 /// unpacked once for all of them (and each token's activations once per row).
 pub const TILE: usize = 4;
 
-/// `rows` consecutive rows of a row-major Q4 g64 matrix of `groups` groups per row, from
-/// their first code and param words on.
+/// `rows` consecutive rows of a row-major matrix in `format` of `groups` blocks of 64 per
+/// row, from their first code and param words on.
 #[derive(Clone, Copy, Debug)]
 pub struct Rows<'a> {
+    pub format: Format,
     pub codes: &'a [u32],
     pub params: &'a [u32],
     pub groups: usize,
@@ -38,9 +46,23 @@ impl<'a> From<&'a Q4Tensor> for Rows<'a> {
     /// Every row of `w`.
     fn from(w: &'a Q4Tensor) -> Self {
         Rows {
+            format: Format::Q4,
             codes: &w.codes,
             params: &w.qparams,
             groups: w.cols / GROUP,
+            rows: w.rows,
+        }
+    }
+}
+
+impl<'a> From<&'a Packed> for Rows<'a> {
+    /// Every row of `w`.
+    fn from(w: &'a Packed) -> Self {
+        Rows {
+            format: w.format,
+            codes: &w.codes,
+            params: &w.params,
+            groups: w.blocks(),
             rows: w.rows,
         }
     }
@@ -55,11 +77,22 @@ impl<'a> Rows<'a> {
             self.rows
         );
         Rows {
-            codes: &self.codes[first * self.groups * WORDS..],
+            codes: &self.codes[first * self.groups * self.format.words()..],
             params: &self.params[first * self.groups..],
-            groups: self.groups,
             rows,
+            ..self
         }
+    }
+
+    /// Panics unless the slices hold `self.rows` rows (a caller bug: the shapes come from
+    /// a validated config), before any unchecked access.
+    fn check(&self) {
+        let (n, groups) = (self.rows, self.groups);
+        assert!(
+            self.codes.len() >= n * groups * self.format.words(),
+            "code words for {n} rows"
+        );
+        assert!(self.params.len() >= n * groups, "param words for {n} rows");
     }
 }
 
@@ -197,54 +230,62 @@ impl Kernel {
         }
     }
 
-    /// `out[r] ← Σ_g scale·d·Σ code·q + min·sum` (int8; f32: `scale·Σ code·x + min·sum`)
-    /// for rows `0..out.len()` of a row-major
-    /// Q4 g64 matrix whose rows start at `codes` / `params` (`groups` groups per row;
-    /// `acts` must hold exactly `groups` blocks).
+    /// `out[r] ← row r · acts` for rows `0..out.len()` of `w`: for Q4 g64
+    /// `Σ_g scale·d·Σ code·q + min·sum` (int8; f32: `scale·Σ code·x + min·sum`), for Q8
+    /// g32 `Σ_g scale·d·Σ code·q` (f32: `scale·Σ code·x`); `acts` must hold exactly
+    /// `w.groups` blocks.
     ///
     /// Panics when a slice is shorter than the rows need (a caller bug: the shapes come
     /// from a validated config), before any unchecked access.
-    pub fn rows(self, codes: &[u32], params: &[u32], groups: usize, acts: &Acts, out: &mut [f32]) {
-        let n = out.len();
+    pub fn rows(self, w: Rows, acts: &Acts, out: &mut [f32]) {
+        let w = Rows {
+            rows: out.len(),
+            ..w
+        };
+        let groups = w.groups;
         assert_eq!(acts.ds.len(), groups, "activation blocks vs row groups");
         let held = match acts.precision {
             Precision::Int8 => acts.q.len(),
             Precision::F32 => acts.x.len(),
         };
         assert_eq!(held, groups * GROUP, "activation values");
-        assert!(codes.len() >= n * groups * WORDS, "code words for {n} rows");
-        assert!(params.len() >= n * groups, "param words for {n} rows");
-        let (c, p, a) = (codes, params, acts);
+        w.check();
+        let int8 = acts.precision == Precision::Int8;
         // SAFETY (SIMD arms and tiles): `available()` only offers these kernels when the
         // CPU has the features, and the lengths were checked above.
-        if let Some(tile) = self.int8_tile(1).filter(|_| a.precision == Precision::Int8) {
-            let w = Rows {
-                codes,
-                params,
-                groups,
-                rows: n,
-            };
-            unsafe { tile(w, core::slice::from_ref(a), out, 1) };
+        if let Some(tile) = self.int8_tile(w.format, 1).filter(|_| int8) {
+            unsafe { tile(w, core::slice::from_ref(acts), out, 1) };
             return;
         }
-        match (self, acts.precision) {
-            (Kernel::Scalar, Precision::Int8) => scalar::rows_i8(c, p, groups, a, out),
-            (Kernel::Scalar, Precision::F32) => scalar::rows_f32(c, p, groups, a, out),
+        let (c, p, a) = (w.codes, w.params, acts);
+        match (w.format, self, acts.precision) {
+            (Format::Q4, Kernel::Scalar, Precision::Int8) => scalar::rows_i8(c, p, groups, a, out),
+            (Format::Q4, Kernel::Scalar, Precision::F32) => scalar::rows_f32(c, p, groups, a, out),
             #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx2 | Kernel::AvxVnni | Kernel::Avx512Vnni, Precision::F32) => unsafe {
+            (Format::Q4, Kernel::Avx2 | Kernel::AvxVnni | Kernel::Avx512Vnni, Precision::F32) => unsafe {
                 avx2::rows_f32(c, p, groups, a, out)
             },
             #[cfg(target_arch = "aarch64")]
-            (Kernel::Neon | Kernel::NeonDotprod, Precision::F32) => unsafe {
+            (Format::Q4, Kernel::Neon | Kernel::NeonDotprod, Precision::F32) => unsafe {
                 neon::rows_f32(c, p, groups, a, out)
             },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            (Kernel::Simd128, Precision::F32) => unsafe { simd128::rows_f32(c, p, groups, a, out) },
-            #[cfg(all(target_arch = "wasm32", feature = "wasm-relaxed-simd"))]
-            (Kernel::RelaxedSimd, Precision::F32) => unsafe {
+            (Format::Q4, Kernel::Simd128, Precision::F32) => unsafe {
                 simd128::rows_f32(c, p, groups, a, out)
             },
-            // Int8 GEMVs on the SIMD kernels are one-token tiles (above).
+            #[cfg(all(target_arch = "wasm32", feature = "wasm-relaxed-simd"))]
+            (Format::Q4, Kernel::RelaxedSimd, Precision::F32) => unsafe {
+                simd128::rows_f32(c, p, groups, a, out)
+            },
+            #[cfg(target_arch = "x86_64")]
+            (Format::Q8, Kernel::Avx2 | Kernel::AvxVnni | Kernel::Avx512Vnni, Precision::F32) => unsafe {
+                avx2_q8::rows_f32(w, a, out)
+            },
+            // Kernels without a Q8 tile (NEON, wasm) run the scalar Q8 kernel: the same
+            // numbers (int8 bit for bit).
+            (Format::Q8, _, Precision::Int8) => scalar_q8::rows_i8(w, a, out),
+            (Format::Q8, _, Precision::F32) => scalar_q8::rows_f32(w, a, out),
+            // Int8 Q4 GEMVs on the SIMD kernels are one-token tiles (above).
             #[allow(unreachable_patterns)]
             _ => unreachable!("{} has an int8 tile", self.name()),
         }
@@ -256,7 +297,7 @@ impl Kernel {
     /// `t < acts.len() ≤ TILE`, as [`Kernel::rows`] computes each (the same sums, so the
     /// same results up to the order of the f32 additions: none for int8). Int8 on the SIMD
     /// kernels is a true tile: a weight group is unpacked once for every token; elsewhere
-    /// (f32, scalar) it runs [`Kernel::rows`] token by token.
+    /// (f32, scalar, Q8 off x86-64) it runs [`Kernel::rows`] token by token.
     ///
     /// Panics, as `rows` does, when a slice is shorter than the shapes need.
     pub fn tile(self, w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
@@ -273,15 +314,8 @@ impl Kernel {
             "tile output for {rows} rows"
         );
         let int8 = acts.iter().all(|a| a.precision == Precision::Int8);
-        if let Some(tile) = self.int8_tile(n).filter(|_| int8) {
-            assert!(
-                w.codes.len() >= rows * groups * WORDS,
-                "code words for {rows} rows"
-            );
-            assert!(
-                w.params.len() >= rows * groups,
-                "param words for {rows} rows"
-            );
+        if let Some(tile) = self.int8_tile(w.format, n).filter(|_| int8) {
+            w.check();
             for a in acts {
                 assert!(
                     a.ds.len() == groups && a.q.len() == groups * GROUP,
@@ -297,11 +331,7 @@ impl Kernel {
         for (t, a) in acts.iter().enumerate() {
             for first in (0..rows).step_by(FALLBACK_ROWS) {
                 let col = &mut col[..FALLBACK_ROWS.min(rows - first)];
-                let (c, p) = (
-                    &w.codes[first * groups * WORDS..],
-                    &w.params[first * groups..],
-                );
-                self.rows(c, p, groups, a, col);
+                self.rows(w.range(first, col.len()), a, col);
                 for (i, v) in col.iter().enumerate() {
                     out[(first + i) * stride + t] = *v;
                 }
@@ -309,7 +339,8 @@ impl Kernel {
         }
     }
 
-    /// The int8 tile kernel for `n` (1..=TILE) tokens, where this kernel has one.
+    /// The int8 tile kernel for `n` (1..=TILE) tokens of a `format` matrix, where this
+    /// kernel has one.
     #[cfg_attr(
         not(any(
             target_arch = "x86_64",
@@ -318,23 +349,30 @@ impl Kernel {
         )),
         allow(unused_variables, unreachable_code)
     )]
-    fn int8_tile(self, n: usize) -> Option<TileFn> {
-        let tiles: [TileFn; TILE] = match self {
+    fn int8_tile(self, format: Format, n: usize) -> Option<TileFn> {
+        let tiles: [TileFn; TILE] = match (format, self) {
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => tiles!(avx2::tile_i8),
+            (Format::Q4, Kernel::Avx2) => tiles!(avx2::tile_i8),
             #[cfg(target_arch = "x86_64")]
-            Kernel::AvxVnni => tiles!(avx2::tile_i8_vnni),
+            (Format::Q4, Kernel::AvxVnni) => tiles!(avx2::tile_i8_vnni),
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512Vnni => tiles!(avx2::tile_i8_avx512_vnni),
+            (Format::Q4, Kernel::Avx512Vnni) => tiles!(avx2::tile_i8_avx512_vnni),
+            #[cfg(target_arch = "x86_64")]
+            (Format::Q8, Kernel::Avx2) => tiles!(avx2_q8::tile_i8),
+            #[cfg(target_arch = "x86_64")]
+            (Format::Q8, Kernel::AvxVnni) => tiles!(avx2_q8::tile_i8_vnni),
+            #[cfg(target_arch = "x86_64")]
+            (Format::Q8, Kernel::Avx512Vnni) => tiles!(avx2_q8::tile_i8_avx512_vnni),
             #[cfg(target_arch = "aarch64")]
-            Kernel::Neon => tiles!(neon::tile_i8),
+            (Format::Q4, Kernel::Neon) => tiles!(neon::tile_i8),
             #[cfg(target_arch = "aarch64")]
-            Kernel::NeonDotprod => tiles!(neon::tile_i8_sdot),
+            (Format::Q4, Kernel::NeonDotprod) => tiles!(neon::tile_i8_sdot),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Kernel::Simd128 => tiles!(simd128::tile_i8),
+            (Format::Q4, Kernel::Simd128) => tiles!(simd128::tile_i8),
             #[cfg(all(target_arch = "wasm32", feature = "wasm-relaxed-simd"))]
-            Kernel::RelaxedSimd => tiles!(simd128::tile_i8_relaxed),
-            Kernel::Scalar => return None,
+            (Format::Q4, Kernel::RelaxedSimd) => tiles!(simd128::tile_i8_relaxed),
+            #[allow(unreachable_patterns)]
+            _ => return None,
         };
         Some(tiles[n - 1])
     }
@@ -397,6 +435,32 @@ impl Int8Sum {
     fn finish(self) -> f32 {
         let [a0, a1, a2, a3] = self.acc;
         ((a0 + a2) + (a1 + a3)) + self.mins
+    }
+}
+
+/// [`Int8Sum`] for a Q8 g32 block of 64: its two groups' exact integer products in eight
+/// lanes, lane `l` = code bytes `4l..4l + 4` of both nibble-ordered halves (lanes 0..4 the
+/// first group's entries, 4..8 the second's: the eight i32 lanes of an AVX2 dot product);
+/// per block, in order, `acc[l] += (scale_{l/4}·d)·isum[l]` (a multiply, then an add), and
+/// at the end lanes `l` and `l + 4` added and finished as [`Int8Sum`] with no min term.
+#[derive(Clone, Copy, Debug, Default)]
+struct Q8Sum {
+    acc: [f32; 2 * LANES],
+}
+
+impl Q8Sum {
+    #[inline(always)]
+    fn add(&mut self, scale_d: [f32; 2], isum: [i32; 2 * LANES]) {
+        for (l, (a, i)) in self.acc.iter_mut().zip(isum).enumerate() {
+            *a += scale_d[l / LANES] * i as f32;
+        }
+    }
+
+    #[inline(always)]
+    fn finish(self) -> f32 {
+        let a = self.acc;
+        let acc = core::array::from_fn(|l| a[l] + a[l + LANES]);
+        Int8Sum { acc, mins: 0.0 }.finish()
     }
 }
 

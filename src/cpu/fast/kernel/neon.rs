@@ -72,7 +72,7 @@ macro_rules! int8_tile {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         pub unsafe fn $name<const T: usize>(w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
-            let Rows { codes, params, groups, rows } = w;
+            let Rows { codes, params, groups, rows, .. } = w;
             let mask = vdupq_n_u8(0x0F);
             let q: [*const i8; T] = core::array::from_fn(|t| acts[t].q.as_ptr());
             let ds: [*const [f32; 2]; T] = core::array::from_fn(|t| acts[t].ds.as_ptr());

@@ -105,6 +105,7 @@ unsafe fn tile<const T: usize>(
         params,
         groups,
         rows,
+        ..
     } = w;
     let mask = u8x16_splat(0x0F);
     let q: [*const i8; T] = core::array::from_fn(|t| acts[t].q.as_ptr());
