@@ -31,16 +31,16 @@ use crate::ModelConfig;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
-    /// The fast CPU backend (`cpu::fast`: SIMD int8 kernels on threads; Q4 weights).
+    /// The fast CPU backend (`cpu::fast`: SIMD int8 kernels on threads; Q4 and Q8 weights).
     Cpu,
-    /// The plain-Rust reference forward pass (`cpu::Model`, the oracle; f32 or Q4).
+    /// The plain-Rust reference forward pass (`cpu::Model`, the oracle; f32, Q4 or Q8).
     Reference,
     /// wgpu (Vulkan, Metal, DX12; lavapipe where there is no GPU).
     #[cfg(not(target_arch = "wasm32"))]
     Gpu,
     /// Q4 weights: the GPU on a real adapter, the CPU backend without one, the faster
-    /// of the two (predicted by a probe, `probe.rs`) on a software adapter. f32 weights:
-    /// the reference.
+    /// of the two (predicted by a probe, `probe.rs`) on a software adapter. Q8 and keep
+    /// weights: the CPU backend (the GPU runs Q4 only yet). f32 weights: the reference.
     Auto,
 }
 
@@ -176,9 +176,10 @@ impl Engine {
         let why = if gpu_wanted { "no GPU adapter: " } else { "" };
         let cpu_context = cpu_context(&config, context)?;
         // The fast CPU backend runs q4, q8 and keep weights (f32 was refused above), the
-        // reference every mode; Auto with q8, keep or f32 runs the reference.
+        // reference every mode; Auto runs q8 and keep on the fast CPU backend (the GPU runs
+        // Q4 only), f32 on the reference.
         let fast =
-            backend == Backend::Cpu || (backend == Backend::Auto && weights == WeightMode::Q4);
+            backend == Backend::Cpu || (backend == Backend::Auto && weights != WeightMode::F32);
         let (inner, description) = match weights.format() {
             Some(format) if fast => Self::load_fast_as(src, format, cpu_context, why)?,
             _ => Self::load_reference(src, weights, cpu_context, why)?,

@@ -47,7 +47,7 @@ enum Command {
         shard_mb: u64,
         /// How each matrix is stored: q4 (Q4 g64, what every backend runs), q8 (Q8 g32),
         /// or keep (as the source is: Q4_0/Q4_1 as Q4, the rest as Q8, so Q8_0 and Q5_0
-        /// stay exact; the reference backend runs Q8 today, the others requantize to Q4).
+        /// stay exact; the CPU and reference backends run Q8, the GPU requantizes to Q4).
         #[arg(long, default_value = "q4")]
         weights: pocketrt::quant::WeightFormat,
         /// Prune the vocabulary to the tokens this corpus uses (a text file or a folder of

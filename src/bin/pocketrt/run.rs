@@ -35,10 +35,11 @@ pub enum Weights {
     Q4,
     /// f32 (quantized sources dequantized): the exact reference (reference backend only).
     F32,
-    /// Q8 g32 (Q8_0 and Q5_0 kept exactly; reference backend only, for now).
+    /// Q8 g32 (Q8_0 and Q5_0 kept exactly; the CPU and reference backends: auto runs the
+    /// CPU backend, the GPU runs Q4 only yet).
     Q8,
-    /// As the source stores them: Q4_0/Q4_1 as Q4 g64, the rest as Q8 g32 (reference
-    /// backend only, for now).
+    /// As the source stores them: Q4_0/Q4_1 as Q4 g64, the rest as Q8 g32 (as q8: the CPU
+    /// and reference backends).
     Keep,
 }
 
