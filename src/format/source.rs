@@ -31,25 +31,19 @@ pub trait ModelSource {
     /// one f16 scale per 32 (ggml Q8_0, Q5_0, Q4_0; a package's q8g32), quantized
     /// otherwise. By default: [`ModelSource::read_f32`], quantized.
     fn read_q8(&mut self, name: &str) -> Result<(Q8Tensor, MergeStats)> {
-        let shape = self
-            .tensors()
-            .iter()
-            .find(|t| t.name == name)
-            .map(|t| t.shape.clone())
-            .ok_or_else(|| crate::error::Error::MissingTensor(name.to_string()))?;
+        let shape = self.tensor(name)?.shape.clone();
         let (rows, cols) = matrix_dims(name, &shape)?;
         quantize_q8_counted(&self.read_f32(name)?, rows, cols)
+    }
+    /// The listed tensor called `name`.
+    fn tensor(&self, name: &str) -> Result<&SourceTensor> {
+        let found = self.tensors().iter().find(|t| t.name == name);
+        found.ok_or_else(|| crate::error::Error::MissingTensor(name.to_string()))
     }
     /// The matrix in the type `format` gives it ([`WeightFormat::stores_q8`] of its stored
     /// type).
     fn read_matrix(&mut self, name: &str, format: WeightFormat) -> Result<(QMatrix, MergeStats)> {
-        let stored = self
-            .tensors()
-            .iter()
-            .find(|t| t.name == name)
-            .map(|t| t.dtype.clone())
-            .ok_or_else(|| crate::error::Error::MissingTensor(name.to_string()))?;
-        Ok(if format.stores_q8(&stored) {
+        Ok(if format.stores_q8(&self.tensor(name)?.dtype) {
             let (q, stats) = self.read_q8(name)?;
             (QMatrix::Q8(q), stats)
         } else {
