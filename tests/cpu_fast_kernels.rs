@@ -21,6 +21,9 @@
 //! wasm-bindgen-test (`examples/wasm_kernels.rs`, run by `scripts/test-wasm-kernels`
 //! from `scripts/test`): there
 //! `#[test]` is wasm-bindgen-test's attribute.
+//!
+//! The Q8 g32 rows' tests are the submodule `q8` (tests/cpu_fast_kernels/q8.rs), sharing
+//! these helpers.
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -29,10 +32,13 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 mod gpu_common;
 
 use gpu_common::Rng;
-use pocketrt::cpu::fast::{gemm, gemm_swiglu, gemv, gemv_swiglu, Acts, Kernel, Precision};
+use pocketrt::cpu::fast::{gemm, gemm_swiglu, gemv, gemv_swiglu, Acts, Kernel, Precision, Rows};
 use pocketrt::cpu::ops::silu;
 use pocketrt::cpu::Weight;
 use pocketrt::quant::{unpack_codes8, unpack_params, Q4Tensor, GROUP};
+
+#[path = "cpu_fast_kernels/q8.rs"]
+mod q8;
 
 const SHAPES: [(usize, usize); 7] = [
     (1, 64),
@@ -96,6 +102,34 @@ fn reference(w: &Q4Tensor, x: &[f32], a: &Acts) -> Vec<(f64, f64, f64)> {
         .collect()
 }
 
+/// Claims 1 and 2 for every row: `fast` within f32 slack of the exact product and within
+/// the activation-rounding bound of the oracle (`refs` from `reference`). Returns the
+/// relative RMS error against the oracle.
+fn assert_within_rounding_bound(
+    what: &str,
+    fast: &[f32],
+    oracle: &[f32],
+    refs: &[(f64, f64, f64)],
+) -> f64 {
+    let (mut err2, mut ref2) = (0.0f64, 0.0f64);
+    for (r, &(exact, mag, bound)) in refs.iter().enumerate() {
+        let (f, o) = (f64::from(fast[r]), f64::from(oracle[r]));
+        let slack = 1e-5 * mag;
+        assert!(
+            (f - exact).abs() <= slack,
+            "{what} row {r}: {f} vs exact product {exact} (tolerance {slack:e})"
+        );
+        assert!(
+            (f - o).abs() <= bound + slack,
+            "{what} row {r}: {f} vs oracle {o}: off by {:e} > rounding bound {bound:e}",
+            (f - o).abs()
+        );
+        err2 += (f - o).powi(2);
+        ref2 += o.powi(2);
+    }
+    (err2 / ref2).sqrt()
+}
+
 fn check(kernel: Kernel, precision: Precision, rows: usize, cols: usize, seed: u64) {
     let mut rng = Rng::new(seed);
     let w = random_q4(&mut rng, rows, cols);
@@ -107,23 +141,7 @@ fn check(kernel: Kernel, precision: Precision, rows: usize, cols: usize, seed: u
     Weight::q4("w", w.clone()).unwrap().matvec(&x, &mut oracle);
 
     let what = format!("{} {} {rows}×{cols}", kernel.name(), precision.name());
-    let (mut err2, mut ref2) = (0.0f64, 0.0f64);
-    for (r, (exact, mag, bound)) in reference(&w, &x, &acts).into_iter().enumerate() {
-        let (f, o) = (f64::from(fast[r]), f64::from(oracle[r]));
-        let slack = 1e-5 * mag;
-        assert!(
-            (f - exact).abs() <= slack,
-            "{what} row {r}: {f} vs exact int8 product {exact} (tolerance {slack:e})"
-        );
-        assert!(
-            (f - o).abs() <= bound + slack,
-            "{what} row {r}: {f} vs oracle {o}: off by {:e} > rounding bound {bound:e}",
-            (f - o).abs()
-        );
-        err2 += (f - o).powi(2);
-        ref2 += o.powi(2);
-    }
-    let rel_rms = (err2 / ref2).sqrt();
+    let rel_rms = assert_within_rounding_bound(&what, &fast, &oracle, &reference(&w, &x, &acts));
     println!("{what}: relative RMS error vs the f32 oracle {rel_rms:.2e}");
     match precision {
         Precision::Int8 => assert!(rel_rms < 6e-2, "{what}: relative RMS error {rel_rms}"),
@@ -194,6 +212,60 @@ fn every_kernel_matches_the_exact_product_and_the_oracle_within_the_rounding_bou
     }
 }
 
+/// Claim 3 of the kernels: every kernel gives the scalar kernel's GEMV of `w` bit for bit
+/// in int8 (the same integer sums scaled in the same order), close in f32.
+fn assert_kernels_agree_with_scalar(what: &str, w: Rows, acts: &Acts, precision: Precision) {
+    let run = |k: Kernel| {
+        let mut out = vec![0.0f32; w.rows];
+        gemv(k, w, acts, &mut out);
+        out
+    };
+    let scalar = run(Kernel::Scalar);
+    for k in Kernel::available() {
+        let what = format!(
+            "{what}{} {} {}×{}",
+            k.name(),
+            precision.name(),
+            w.rows,
+            64 * w.groups
+        );
+        match precision {
+            Precision::Int8 => {
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&run(k)), bits(&scalar), "{what}");
+            }
+            Precision::F32 => gpu_common::assert_close(&what, &run(k), &scalar, 1e-5, 1e-6),
+        }
+    }
+}
+
+/// Batched prefill's products on one chunk: `gemm` and `gemm_swiglu` give every token
+/// exactly its own `gemv` / `gemv_swiglu` (the same integer sums added in the same order).
+fn assert_gemm_gives_every_token_its_gemv(
+    what: &str,
+    k: Kernel,
+    gate: Rows,
+    up: Rows,
+    acts: &[Acts],
+) {
+    let (rows, n) = (gate.rows, acts.len());
+    let (mut prod, mut fused) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * rows]);
+    gemm(k, gate, acts, &mut prod);
+    gemm_swiglu(k, gate, up, acts, &mut fused);
+    for (t, a) in acts.iter().enumerate() {
+        let what = format!("{what} token {t}/{n}");
+        let (mut want, mut want_fused) = (vec![0.0f32; rows], vec![0.0f32; rows]);
+        gemv(k, gate, a, &mut want);
+        gemv_swiglu(k, gate, up, a, &mut want_fused);
+        assert_eq!(&prod[t * rows..][..rows], &want[..], "{what}: gemm");
+        assert_eq!(
+            &fused[t * rows..][..rows],
+            &want_fused[..],
+            "{what}: gemm_swiglu"
+        );
+    }
+}
+
 #[test]
 fn kernels_agree_with_the_scalar_one_int8_bit_for_bit() {
     let mut rng = Rng::new(5);
@@ -201,23 +273,7 @@ fn kernels_agree_with_the_scalar_one_int8_bit_for_bit() {
     let x = random_x(&mut rng, 896);
     for precision in PRECISIONS {
         let acts = Acts::new(precision, &x);
-        let run = |k: Kernel| {
-            let mut out = vec![0.0f32; 515];
-            gemv(k, &w, &acts, &mut out);
-            out
-        };
-        let scalar = run(Kernel::Scalar);
-        for k in Kernel::available() {
-            let what = format!("{} {}", k.name(), precision.name());
-            match precision {
-                // The same integer sums scaled in the same order: bit for bit.
-                Precision::Int8 => {
-                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(bits(&run(k)), bits(&scalar), "{what}");
-                }
-                Precision::F32 => gpu_common::assert_close(&what, &run(k), &scalar, 1e-5, 1e-6),
-            }
-        }
+        assert_kernels_agree_with_scalar("", (&w).into(), &acts, precision);
     }
 }
 
@@ -258,25 +314,14 @@ fn gemm_gives_every_token_its_own_gemv_exactly() {
                 let acts: Vec<Acts> = (0..n)
                     .map(|_| Acts::new(precision, &random_x(&mut rng, cols)))
                     .collect();
-                let (mut prod, mut fused) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * rows]);
-                gemm(kernel, &gate, &acts, &mut prod);
-                gemm_swiglu(kernel, &gate, &up, &acts, &mut fused);
-                for (t, a) in acts.iter().enumerate() {
-                    let what = format!(
-                        "{} {} {rows}×{cols} token {t}/{n}",
-                        kernel.name(),
-                        precision.name()
-                    );
-                    let (mut want, mut want_fused) = (vec![0.0f32; rows], vec![0.0f32; rows]);
-                    gemv(kernel, &gate, a, &mut want);
-                    gemv_swiglu(kernel, &gate, &up, a, &mut want_fused);
-                    assert_eq!(&prod[t * rows..][..rows], &want[..], "{what}: gemm");
-                    assert_eq!(
-                        &fused[t * rows..][..rows],
-                        &want_fused[..],
-                        "{what}: gemm_swiglu"
-                    );
-                }
+                let what = format!("{} {} {rows}×{cols}", kernel.name(), precision.name());
+                assert_gemm_gives_every_token_its_gemv(
+                    &what,
+                    kernel,
+                    (&gate).into(),
+                    (&up).into(),
+                    &acts,
+                );
             }
         }
     }

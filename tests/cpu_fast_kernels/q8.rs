@@ -12,22 +12,20 @@
 //! 3. The tiles (`gemm`, `gemm_swiglu`, 1..=TILE tokens and partial tiles, a Q8 gate with a
 //!    Q4 up) give every token its own GEMV exactly.
 //!
-//! Also built for wasm32 by `examples/wasm_kernels.rs` (the scalar Q8 kernel under simd128).
+//! A submodule of tests/cpu_fast_kernels.rs, whose helpers it shares; so also built for
+//! wasm32 by `examples/wasm_kernels.rs` (the scalar Q8 kernel under simd128).
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-#[path = "gpu_common/mod.rs"]
-mod gpu_common;
-
-use gpu_common::Rng;
-use pocketrt::cpu::fast::{
-    gemm, gemm_swiglu, gemv, gemv_swiglu, Acts, Format, Kernel, Packed, Precision, TILE,
+use super::gpu_common::Rng;
+use super::{
+    assert_gemm_gives_every_token_its_gemv, assert_kernels_agree_with_scalar,
+    assert_within_rounding_bound, random_x, PRECISIONS,
 };
+use pocketrt::cpu::fast::{gemv, Acts, Format, Kernel, Packed, Precision, TILE};
 use pocketrt::cpu::Weight;
 use pocketrt::quant::{Q4Tensor, Q8Tensor, Q8_GROUP};
-
-const PRECISIONS: [Precision; 2] = [Precision::Int8, Precision::F32];
 
 /// Rows of random values, each row's groups of a spread of magnitudes (some with a 20×
 /// outlier) so that their scales differ.
@@ -43,20 +41,6 @@ fn random_q8(rng: &mut Rng, rows: usize, cols: usize) -> Q8Tensor {
         })
         .collect();
     Q8Tensor::quantize(&data, rows, cols).unwrap()
-}
-
-/// Activations with a spread of block magnitudes and one outlier per 300 elements.
-fn random_x(rng: &mut Rng, n: usize) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            let v = rng.uniform() * (1.0 + (i / 64 % 5) as f32);
-            if i % 300 == 7 {
-                v * 20.0
-            } else {
-                v
-            }
-        })
-        .collect()
 }
 
 /// Per row: (exact product of the weights and the prepared activations in f64, its
@@ -93,19 +77,7 @@ fn check(kernel: Kernel, precision: Precision, rows: usize, cols: usize, seed: u
     Weight::Q8(w.clone()).matvec(&x, &mut oracle);
 
     let what = format!("q8 {} {} {rows}×{cols}", kernel.name(), precision.name());
-    for (r, (exact, mag, bound)) in reference(&w, &x, &acts).into_iter().enumerate() {
-        let (f, o) = (f64::from(fast[r]), f64::from(oracle[r]));
-        let slack = 1e-5 * mag;
-        assert!(
-            (f - exact).abs() <= slack,
-            "{what} row {r}: {f} vs exact product {exact} (tolerance {slack:e})"
-        );
-        assert!(
-            (f - o).abs() <= bound + slack,
-            "{what} row {r}: {f} vs oracle {o}: off by {:e} > rounding bound {bound:e}",
-            (f - o).abs()
-        );
-    }
+    assert_within_rounding_bound(&what, &fast, &oracle, &reference(&w, &x, &acts));
 }
 
 #[test]
@@ -128,23 +100,12 @@ fn q8_kernels_agree_with_the_scalar_one_int8_bit_for_bit() {
         assert_eq!(w.format, Format::Q8);
         let x = random_x(&mut rng, cols);
         for precision in PRECISIONS {
-            let acts = Acts::new(precision, &x);
-            let run = |k: Kernel| {
-                let mut out = vec![0.0f32; rows];
-                gemv(k, &w, &acts, &mut out);
-                out
-            };
-            let scalar = run(Kernel::Scalar);
-            for k in Kernel::available() {
-                let what = format!("q8 {} {} {rows}×{cols}", k.name(), precision.name());
-                match precision {
-                    Precision::Int8 => {
-                        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                        assert_eq!(bits(&run(k)), bits(&scalar), "{what}");
-                    }
-                    Precision::F32 => gpu_common::assert_close(&what, &run(k), &scalar, 1e-5, 1e-6),
-                }
-            }
+            assert_kernels_agree_with_scalar(
+                "q8 ",
+                (&w).into(),
+                &Acts::new(precision, &x),
+                precision,
+            );
         }
     }
 }
@@ -171,25 +132,14 @@ fn q8_gemm_gives_every_token_its_own_gemv_exactly() {
                 let acts: Vec<Acts> = (0..n)
                     .map(|_| Acts::new(precision, &random_x(&mut rng, cols)))
                     .collect();
-                let (mut prod, mut fused) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * rows]);
-                gemm(kernel, &gate, &acts, &mut prod);
-                gemm_swiglu(kernel, &gate, &up, &acts, &mut fused);
-                for (t, a) in acts.iter().enumerate() {
-                    let what = format!(
-                        "q8 {} {} {rows}×{cols} token {t}/{n}",
-                        kernel.name(),
-                        precision.name()
-                    );
-                    let (mut want, mut want_fused) = (vec![0.0f32; rows], vec![0.0f32; rows]);
-                    gemv(kernel, &gate, a, &mut want);
-                    gemv_swiglu(kernel, &gate, &up, a, &mut want_fused);
-                    assert_eq!(&prod[t * rows..][..rows], &want[..], "{what}: gemm");
-                    assert_eq!(
-                        &fused[t * rows..][..rows],
-                        &want_fused[..],
-                        "{what}: gemm_swiglu"
-                    );
-                }
+                let what = format!("q8 {} {} {rows}×{cols}", kernel.name(), precision.name());
+                assert_gemm_gives_every_token_its_gemv(
+                    &what,
+                    kernel,
+                    (&gate).into(),
+                    (&up).into(),
+                    &acts,
+                );
             }
         }
     }
