@@ -2,6 +2,9 @@
 //! - DIR: a tiny qwen3 package (20 KiB shards, a byte-level tokenizer, a chat template)
 //!   and `expected.json` with the native engine's greedy tokens for a prompt (on the GPU,
 //!   and on the fast CPU backend: `cpu_tokens`);
+//! - DIR/q8: the same model converted with `--weights q8` (every matrix Q8 g32), and in
+//!   `expected.json` the fast CPU backend's greedy tokens for it (`q8_tokens`; the browser
+//!   runs such a package on its CPU backend, as stored);
 //! - DIR/tiny.gguf: the same model as a Q4_1 GGUF (tokenizer and template in its
 //!   metadata), and in `expected.json` the native engine's greedy tokens for it;
 //! - DIR/api: the OpenAI request fixtures' tiny Qwen3-shaped model (tests/api_common: the
@@ -19,6 +22,7 @@ use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
 use pocketrt::format::gguf::{Gguf, MetaValue};
 use pocketrt::gpu::GpuContext;
+use pocketrt::quant::WeightFormat;
 use pocketrt::synth::{write_package, SynthSource};
 use pocketrt::tokenizer::{byte_level_json, Tokenizer};
 use std::path::Path;
@@ -57,19 +61,31 @@ fn main() -> pocketrt::Result<()> {
     convert(&mut tiny, Path::new(dir), &opts, &mut |_| {})?;
 
     let tok = Tokenizer::from_hf_json(&json)?;
-    let (prompt_ids, tokens, engine) = native_greedy(Path::new(dir), &tok, Backend::Gpu)?;
-    let (_, cpu_tokens, cpu_engine) = native_greedy(Path::new(dir), &tok, Backend::Cpu)?;
+    let greedy = |path: &Path, backend, weights| native_greedy(path, &tok, backend, weights);
+    let (prompt_ids, tokens, engine) = greedy(Path::new(dir), Backend::Gpu, WeightMode::Q4)?;
+    let (_, cpu_tokens, cpu_engine) = greedy(Path::new(dir), Backend::Cpu, WeightMode::Q4)?;
+
+    // The same model with every matrix in Q8 g32, run as stored (keep).
+    let q8 = Path::new(dir).join("q8");
+    let q8_opts = ConvertOptions {
+        weights: WeightFormat::Q8,
+        ..opts.clone()
+    };
+    convert(&mut tiny, &q8, &q8_opts, &mut |_| {})?;
+    let (_, q8_tokens, q8_engine) = greedy(&q8, Backend::Cpu, WeightMode::Keep)?;
 
     // The same model as a GGUF, its tokenizer and template in the metadata.
     let gguf = Path::new(dir).join("tiny.gguf");
     write_gguf(&tiny, &tok, &gguf)?;
     let (g, _) = Gguf::open(&gguf)?;
     let gguf_tok = Tokenizer::from_gguf(&g)?;
-    let (gguf_prompt_ids, gguf_tokens, _) = native_greedy(&gguf, &gguf_tok, Backend::Gpu)?;
+    let (gguf_prompt_ids, gguf_tokens, _) =
+        native_greedy(&gguf, &gguf_tok, Backend::Gpu, WeightMode::Q4)?;
 
     let expected = serde_json::json!({
         "prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": tokens, "engine": engine,
         "cpu_tokens": cpu_tokens, "cpu_engine": cpu_engine,
+        "q8_tokens": q8_tokens, "q8_engine": q8_engine,
         "gguf_prompt_ids": gguf_prompt_ids, "gguf_tokens": gguf_tokens,
     });
     std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
@@ -188,12 +204,13 @@ fn native_greedy(
     path: &Path,
     tok: &Tokenizer,
     backend: Backend,
+    weights: WeightMode,
 ) -> pocketrt::Result<(Vec<u32>, Vec<u32>, String)> {
     let prompt_ids = tok.encode(PROMPT, true);
     let mut src = pocketrt::format::open(path)?;
     let mut eos = src.config().eos_token_ids.clone();
     eos.extend_from_slice(tok.eos_ids());
-    let mut engine = Engine::load(src.as_mut(), backend, WeightMode::Q4, 64)?;
+    let mut engine = Engine::load(src.as_mut(), backend, weights, 64)?;
     let mut tokens = engine.greedy(&prompt_ids, TOKENS, |_| true)?;
     if let Some(end) = tokens.iter().position(|t| eos.contains(t)) {
         tokens.truncate(end);

@@ -47,6 +47,16 @@ pub struct MergeStats {
     pub groups_requantized: u64,
 }
 
+impl MergeStats {
+    /// `groups` groups, every one kept bit-exactly (a matrix read as it is stored).
+    pub fn exact(groups: usize) -> MergeStats {
+        MergeStats {
+            groups_exact: groups as u64,
+            groups_requantized: 0,
+        }
+    }
+}
+
 /// How a conversion or a load stores each weight matrix (`convert --weights`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WeightFormat {

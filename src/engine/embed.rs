@@ -28,14 +28,7 @@ impl Engine {
                     _ => model.read_kv(0, kept)?,
                 };
                 let rows = model.hidden_states(tokens, 0);
-                // Put the conversation's rows back even when the run failed part way.
-                let restored = match kept {
-                    0 => Ok(()),
-                    _ => model.write_kv(0, kept, &saved),
-                };
-                let rows = rows?;
-                restored?;
-                Ok(rows)
+                model.with_kv_put_back(kept, &saved, rows)
             }
         }
     }

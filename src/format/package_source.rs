@@ -44,12 +44,31 @@ impl PackageSource {
         self.dir.manifest()
     }
 
+    /// Matrix `name`'s bytes when it is stored as `dtype` (its two parts: codes, then
+    /// params or scales), else only its dimensions.
+    fn stored_parts(&mut self, name: &str, dtype: DType) -> Result<Stored> {
+        let t = self.entry(name)?;
+        let (rows, cols) = matrix_dims(name, &t.shape)?;
+        if t.dtype != dtype {
+            return Ok(Stored::Other(rows, cols));
+        }
+        let bytes = self.dir.load_tensor(name)?;
+        Ok(Stored::As(rows, cols, bytes, t.parts[0].bytes as usize))
+    }
+
     fn entry(&self, name: &str) -> Result<TensorEntry> {
         self.manifest()
             .tensor(name)
             .cloned()
             .ok_or_else(|| Error::MissingTensor(name.to_string()))
     }
+}
+
+/// A matrix as [`PackageSource::stored_parts`] finds it: `(rows, cols, bytes, split)` with
+/// the first part `bytes[..split]`, or `(rows, cols)` of one stored in another type.
+enum Stored {
+    As(usize, usize, Vec<u8>, usize),
+    Other(usize, usize),
 }
 
 impl ModelSource for PackageSource {
@@ -72,38 +91,24 @@ impl ModelSource for PackageSource {
         }
     }
     fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)> {
-        let t = self.entry(name)?;
-        let (rows, cols) = matrix_dims(name, &t.shape)?;
-        if t.dtype != DType::Q4g64 {
-            return quantize_counted(&self.read_f32(name)?, rows, cols);
+        match self.stored_parts(name, DType::Q4g64)? {
+            Stored::As(rows, cols, bytes, split) => {
+                let q = Q4Tensor::from_parts(rows, cols, &bytes[..split], &bytes[split..])?;
+                let groups = q.qparams.len();
+                Ok((q, MergeStats::exact(groups)))
+            }
+            Stored::Other(rows, cols) => quantize_counted(&self.read_f32(name)?, rows, cols),
         }
-        let bytes = self.dir.load_tensor(name)?;
-        let split = t.parts[0].bytes as usize;
-        let q = Q4Tensor::from_parts(rows, cols, &bytes[..split], &bytes[split..])?;
-        let groups_exact = q.qparams.len() as u64;
-        Ok((
-            q,
-            MergeStats {
-                groups_exact,
-                groups_requantized: 0,
-            },
-        ))
     }
     fn read_q8(&mut self, name: &str) -> Result<(Q8Tensor, MergeStats)> {
-        let t = self.entry(name)?;
-        let (rows, cols) = matrix_dims(name, &t.shape)?;
-        if t.dtype != DType::Q8g32 {
-            return quantize_q8_counted(&self.read_f32(name)?, rows, cols);
+        match self.stored_parts(name, DType::Q8g32)? {
+            Stored::As(rows, cols, bytes, split) => {
+                let q = Q8Tensor::from_parts(rows, cols, &bytes[..split], &bytes[split..])?;
+                let groups = q.groups();
+                Ok((q, MergeStats::exact(groups)))
+            }
+            Stored::Other(rows, cols) => quantize_q8_counted(&self.read_f32(name)?, rows, cols),
         }
-        let bytes = self.dir.load_tensor(name)?;
-        let split = t.parts[0].bytes as usize;
-        let q = Q8Tensor::from_parts(rows, cols, &bytes[..split], &bytes[split..])?;
-        let groups_exact = q.groups() as u64;
-        let stats = MergeStats {
-            groups_exact,
-            groups_requantized: 0,
-        };
-        Ok((q, stats))
     }
     fn tokenizer_json(&mut self) -> Result<Option<String>> {
         self.dir.tokenizer_json()

@@ -4,7 +4,10 @@
 //! Auto: no `navigator.gpu` or no adapter → CPU; a software adapter (the device profile's
 //! `software`, `gpu::profile`) → a probe of the model's layer shapes is timed on both
 //! before any weight arrives (`engine::probe`; the decision is kept in Cache Storage per
-//! adapter and shape), and only the faster is loaded; a real GPU → WebGPU.
+//! adapter and shape), and only the faster is loaded; a real GPU → WebGPU. A package
+//! holding Q8 g32 matrices (`convert --weights q8|keep`) runs on the CPU backend, which
+//! runs them as stored: the GPU runs Q4 g64 only yet (`webgpu` is refused with a typed
+//! error).
 
 use super::device::{gpu_for, require_webgpu};
 use super::fetch::{cached, open_cache, store};
@@ -13,10 +16,11 @@ use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision, StreamedTensors};
 use crate::engine::probe::{self, Decision};
 use crate::error::{Error, Result};
-use crate::format::package::{Chunk, Manifest};
+use crate::format::package::{Chunk, DType, Manifest};
 use crate::gpu::plan::MemoryPlan;
 use crate::gpu::stream_upload::{ShardWriter, StreamedWeights};
 use crate::gpu::{GpuContext, GpuModel};
+use crate::quant::WeightFormat;
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -73,16 +77,17 @@ pub struct Decided {
 }
 
 impl Decided {
-    /// Decide where the model of `config` goes for `context` positions: a GPU in the
+    /// Decide where the model of `manifest` goes for `context` positions: a GPU in the
     /// device profile called `profile` (`None`: detected) or the CPU. `cache`: the Cache
     /// Storage a probe's decision is kept in.
     pub async fn new(
         choice: Choice,
         profile: Option<&str>,
-        config: &ModelConfig,
+        manifest: &Manifest,
         context: usize,
         cache: Option<&str>,
     ) -> Result<Decided> {
+        let config = &manifest.config;
         let cpu = |reason: String| Decided {
             gpu: None,
             probed: None,
@@ -93,8 +98,14 @@ impl Decided {
             probed: None,
             reason,
         };
+        let q8 = q8_matrices(manifest);
         Ok(match choice {
             Choice::Cpu => cpu("requested (backend: \"cpu\")".into()),
+            Choice::WebGpu if q8 > 0 => return Err(gpu_runs_q4_only(q8)),
+            Choice::Auto if q8 > 0 => cpu(format!(
+                "{q8} matrices in Q8 g32, which the CPU backend runs as stored (WebGPU runs \
+                 Q4 g64 only yet)"
+            )),
             Choice::WebGpu => {
                 require_webgpu()?;
                 let (ctx, plan) = gpu_for(config, context, profile).await?;
@@ -202,8 +213,26 @@ impl Target {
             return Ok((WebModel::Gpu(Box::new(model)), self.reason));
         }
         let cell = self.cpu.expect("a target without a GPU has the CPU");
-        let model = FastModel::load(&mut cell.into_inner(), Precision::default())?;
+        // Each matrix as the package stores it: Q4 g64 or Q8 g32.
+        let mut src = cell.into_inner();
+        let model = FastModel::load_as(&mut src, Precision::default(), WeightFormat::Keep)?;
         Ok((WebModel::cpu(model, self.context)?, self.reason))
+    }
+}
+
+/// How many of `manifest`'s tensors are Q8 g32 matrices.
+fn q8_matrices(manifest: &Manifest) -> usize {
+    let q8 = |t: &&crate::format::package::TensorEntry| t.dtype == DType::Q8g32;
+    manifest.tensors.iter().filter(q8).count()
+}
+
+/// `backend: "webgpu"` asked for a package with `q8` Q8 g32 matrices.
+fn gpu_runs_q4_only(q8: usize) -> Error {
+    Error::Unsupported {
+        what: format!("this package ({q8} matrices in Q8 g32)"),
+        kind: "weight format for WebGPU",
+        name: "q8g32".into(),
+        supported: "q4g64 (convert with --weights q4 for WebGPU, or load it with backend: \"cpu\" or \"auto\")",
     }
 }
 

@@ -221,7 +221,7 @@ pub async fn choose_backend(name: &str, opts: LoadOptions) -> Result<Option<Back
     let Located::Package(manifest, _) = locate(name, &progress, &mut record).await? else {
         return Ok(None);
     };
-    let d = decide(&manifest.config, &opts).await?;
+    let d = decide(&manifest, &opts).await?;
     let mut report = LoadReport::default();
     if let Some(ctx) = d.gpu_context() {
         report.set_device(ctx);
@@ -234,12 +234,12 @@ pub async fn choose_backend(name: &str, opts: LoadOptions) -> Result<Option<Back
     }))
 }
 
-/// Where the model of `config` goes under `opts` (backend, profile, cache), for the
+/// Where the model of `manifest` goes under `opts` (backend, profile, cache), for the
 /// context they ask for ([`requested_context`]).
-async fn decide(config: &ModelConfig, opts: &LoadOptions) -> Result<Decided> {
-    let context = requested_context(config, opts);
+async fn decide(manifest: &Manifest, opts: &LoadOptions) -> Result<Decided> {
+    let context = requested_context(&manifest.config, opts);
     let (profile, cache) = (opts.profile.as_deref(), opts.cache_name.as_deref());
-    Decided::new(opts.backend, profile, config, context, cache).await
+    Decided::new(opts.backend, profile, manifest, context, cache).await
 }
 
 /// What [`choose_backend`] decided (to JS).
@@ -276,7 +276,7 @@ pub async fn load(name: &str, opts: LoadOptions) -> Result<Loaded> {
     progress.admit(&mut record).await?;
     let config = manifest.config.clone();
     let context = requested_context(&config, &opts);
-    let target = Target::new(decide(&config, &opts).await?, &manifest, context)?;
+    let target = Target::new(decide(&manifest, &opts).await?, &manifest, context)?;
     {
         let mut report = progress.report.borrow_mut();
         report.shards = manifest.shards.len();

@@ -111,13 +111,7 @@ impl WebModel {
                     _ => m.read_kv_async(0, kept).await?,
                 };
                 let rows = m.hidden_states_async(tokens, 0).await;
-                let restored = match kept {
-                    0 => Ok(()),
-                    _ => m.write_kv(0, kept, &saved),
-                };
-                let rows = rows?;
-                restored?;
-                Ok(rows)
+                m.with_kv_put_back(kept, &saved, rows)
             }
         }
     }

@@ -12,7 +12,8 @@ use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Chunk, DType, Manifest};
 use crate::format::source::{
-    f16_from_le, f32_from_le, matrix_dims, quantize_counted, ModelSource, SourceTensor,
+    f16_from_le, f32_from_le, matrix_dims, quantize_counted, quantize_q8_counted, ModelSource,
+    SourceTensor,
 };
 use crate::quant::{MergeStats, Q4Tensor, Q8Tensor};
 
@@ -134,40 +135,27 @@ impl ModelSource for StreamedTensors {
     }
     fn read_f32(&mut self, name: &str) -> Result<Vec<f32>> {
         let (dtype, shape, parts) = self.take(name)?;
-        match dtype {
-            DType::F32 => Ok(f32_from_le(part(&self.manifest, name, &parts, "data")?)),
-            DType::F16 => Ok(f16_from_le(part(&self.manifest, name, &parts, "data")?)),
-            DType::Q4g64 => Ok(self.q4_of(name, &shape, &parts)?.dequantize()),
-            DType::Q8g32 => Ok(self.q8_of(name, &shape, &parts)?.dequantize()),
-        }
+        self.values(name, dtype, &shape, &parts)
     }
     fn read_q4(&mut self, name: &str) -> Result<(Q4Tensor, MergeStats)> {
         let (dtype, shape, parts) = self.take(name)?;
-        let (rows, cols) = matrix_dims(name, &shape)?;
-        match dtype {
-            DType::Q4g64 => {
-                let q = self.q4_of(name, &shape, &parts)?;
-                let groups_exact = q.qparams.len() as u64;
-                let stats = MergeStats {
-                    groups_exact,
-                    groups_requantized: 0,
-                };
-                Ok((q, stats))
-            }
-            DType::F32 => quantize_counted(
-                &f32_from_le(part(&self.manifest, name, &parts, "data")?),
-                rows,
-                cols,
-            ),
-            DType::F16 => quantize_counted(
-                &f16_from_le(part(&self.manifest, name, &parts, "data")?),
-                rows,
-                cols,
-            ),
-            DType::Q8g32 => {
-                quantize_counted(&self.q8_of(name, &shape, &parts)?.dequantize(), rows, cols)
-            }
+        if dtype == DType::Q4g64 {
+            let q = self.q4_of(name, &shape, &parts)?;
+            let groups = q.qparams.len();
+            return Ok((q, MergeStats::exact(groups)));
         }
+        let (rows, cols) = matrix_dims(name, &shape)?;
+        quantize_counted(&self.values(name, dtype, &shape, &parts)?, rows, cols)
+    }
+    fn read_q8(&mut self, name: &str) -> Result<(Q8Tensor, MergeStats)> {
+        let (dtype, shape, parts) = self.take(name)?;
+        if dtype == DType::Q8g32 {
+            let q = self.q8_of(name, &shape, &parts)?;
+            let groups = q.groups();
+            return Ok((q, MergeStats::exact(groups)));
+        }
+        let (rows, cols) = matrix_dims(name, &shape)?;
+        quantize_q8_counted(&self.values(name, dtype, &shape, &parts)?, rows, cols)
     }
     fn tokenizer_json(&mut self) -> Result<Option<String>> {
         // The tokenizer is a separate file of the package; the loader fetches it.
@@ -185,6 +173,22 @@ impl ModelSource for StreamedTensors {
 }
 
 impl StreamedTensors {
+    /// A handed-over tensor's values as f32 (dequantized when stored quantized).
+    fn values(
+        &self,
+        name: &str,
+        dtype: DType,
+        shape: &[usize],
+        parts: &[Vec<u8>],
+    ) -> Result<Vec<f32>> {
+        match dtype {
+            DType::F32 => Ok(f32_from_le(part(&self.manifest, name, parts, "data")?)),
+            DType::F16 => Ok(f16_from_le(part(&self.manifest, name, parts, "data")?)),
+            DType::Q4g64 => Ok(self.q4_of(name, shape, parts)?.dequantize()),
+            DType::Q8g32 => Ok(self.q8_of(name, shape, parts)?.dequantize()),
+        }
+    }
+
     fn q4_of(&self, name: &str, shape: &[usize], parts: &[Vec<u8>]) -> Result<Q4Tensor> {
         let (rows, cols) = matrix_dims(name, shape)?;
         let codes = part(&self.manifest, name, parts, "codes")?;

@@ -69,6 +69,24 @@ impl GpuModel {
         rows
     }
 
+    /// `run`'s result after the KV rows `0..kept` it overwrote are written back from
+    /// `saved` (read before it, [`GpuModel::read_kv`]): put back even when the run failed
+    /// part way; the run's error first, then the write's.
+    pub fn with_kv_put_back(
+        &mut self,
+        kept: usize,
+        saved: &[u8],
+        run: Result<Vec<f32>>,
+    ) -> Result<Vec<f32>> {
+        let restored = match kept {
+            0 => Ok(()),
+            _ => self.write_kv(0, kept, saved),
+        };
+        let rows = run?;
+        restored?;
+        Ok(rows)
+    }
+
     /// Run `tokens` at positions `start..` (written into the KV cache like a prefill)
     /// and return each one's final hidden state after the output norm, `[token][hidden]`.
     #[cfg(not(target_arch = "wasm32"))]
