@@ -6,8 +6,8 @@
 //! variant enables its features). For int8 all compute the same exact integer lane sums
 //! per group and scale them in one shared order ([`Int8Sum`], [`Q8Sum`]), so every kernel
 //! gives the scalar kernel's results bit for bit; for f32 they differ in summation order
-//! only. Q8 g32 has SIMD kernels on x86-64 (the AVX2 family); NEON and wasm run the
-//! scalar Q8 kernel (the same numbers).
+//! only. Q8 g32 has SIMD int8 kernels on x86-64 (the AVX2 family) and wasm (simd128);
+//! NEON, and f32 on wasm, run the scalar Q8 kernel (the same numbers).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -19,6 +19,8 @@ mod scalar;
 mod scalar_q8;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128_q8;
 
 use super::acts::{Acts, Precision};
 use super::packed::{Format, Packed};
@@ -281,8 +283,8 @@ impl Kernel {
             (Format::Q8, Kernel::Avx2 | Kernel::AvxVnni | Kernel::Avx512Vnni, Precision::F32) => unsafe {
                 avx2_q8::rows_f32(w, a, out)
             },
-            // Kernels without a Q8 tile (NEON, wasm) run the scalar Q8 kernel: the same
-            // numbers (int8 bit for bit).
+            // Kernels without a Q8 kernel (NEON; f32 on wasm) run the scalar Q8 kernel: the
+            // same numbers (int8 bit for bit).
             (Format::Q8, _, Precision::Int8) => scalar_q8::rows_i8(w, a, out),
             (Format::Q8, _, Precision::F32) => scalar_q8::rows_f32(w, a, out),
             // Int8 Q4 GEMVs on the SIMD kernels are one-token tiles (above).
@@ -297,7 +299,7 @@ impl Kernel {
     /// `t < acts.len() ≤ TILE`, as [`Kernel::rows`] computes each (the same sums, so the
     /// same results up to the order of the f32 additions: none for int8). Int8 on the SIMD
     /// kernels is a true tile: a weight group is unpacked once for every token; elsewhere
-    /// (f32, scalar, Q8 off x86-64) it runs [`Kernel::rows`] token by token.
+    /// (f32, scalar, Q8 on NEON) it runs [`Kernel::rows`] token by token.
     ///
     /// Panics, as `rows` does, when a slice is shorter than the shapes need.
     pub fn tile(self, w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
@@ -371,6 +373,11 @@ impl Kernel {
             (Format::Q4, Kernel::Simd128) => tiles!(simd128::tile_i8),
             #[cfg(all(target_arch = "wasm32", feature = "wasm-relaxed-simd"))]
             (Format::Q4, Kernel::RelaxedSimd) => tiles!(simd128::tile_i8_relaxed),
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            (Format::Q8, Kernel::Simd128) => tiles!(simd128_q8::tile_i8),
+            // Relaxed SIMD's dot product wants one operand in 0..=127: Q8 codes are signed.
+            #[cfg(all(target_arch = "wasm32", feature = "wasm-relaxed-simd"))]
+            (Format::Q8, Kernel::RelaxedSimd) => tiles!(simd128_q8::tile_i8),
             #[allow(unreachable_patterns)]
             _ => return None,
         };

@@ -36,7 +36,7 @@ fn hsum(v: v128) -> f32 {
 
 /// `((a0 + a2) + (a1 + a3)) + mins`: `Int8Sum`'s finish.
 #[inline(always)]
-fn finish4(acc: v128, mins: f32) -> f32 {
+pub(super) fn finish4(acc: v128, mins: f32) -> f32 {
     let (a0, a1) = (f32x4_extract_lane::<0>(acc), f32x4_extract_lane::<1>(acc));
     let (a2, a3) = (f32x4_extract_lane::<2>(acc), f32x4_extract_lane::<3>(acc));
     ((a0 + a2) + (a1 + a3)) + mins
