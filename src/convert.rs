@@ -182,6 +182,7 @@ pub fn convert_with_cut(
         writer.set_tokenizer(json)?;
     }
     writer.set_chat_template(src.chat_template());
+    writer.set_pooling(src.pooling());
     let manifest = writer.finish()?;
     Ok(ConvertReport {
         package_bytes: manifest.shards.iter().map(|s| s.bytes).sum(),

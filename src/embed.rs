@@ -66,39 +66,32 @@ impl Pooling {
         Pooling::from_gguf_type(value)
     }
 
-    /// The pooling a model file declares: GGUF metadata, or a sentence-transformers
-    /// folder's `1_Pooling/config.json` (`pooling_mode_lasttoken`, `_mean_tokens`,
-    /// `_cls_token`); `None` where it says nothing (a pocket package keeps no pooling).
+    /// A sentence-transformers folder's pooling (`1_Pooling/config.json`:
+    /// `pooling_mode_lasttoken`, `_mean_tokens`, `_cls_token`); `None` without one.
+    pub fn of_sentence_transformers(dir: &std::path::Path) -> Result<Option<Pooling>> {
+        let file = dir.join("1_Pooling").join("config.json");
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            return Ok(None);
+        };
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::corrupt(file.display().to_string(), e.to_string()))?;
+        let on = |key: &str| v[key].as_bool() == Some(true);
+        Ok(if on("pooling_mode_lasttoken") {
+            Some(Pooling::Last)
+        } else if on("pooling_mode_mean_tokens") {
+            Some(Pooling::Mean)
+        } else if on("pooling_mode_cls_token") {
+            Some(Pooling::Cls)
+        } else {
+            None
+        })
+    }
+
+    /// The pooling the model at `path` declares ([`crate::format::ModelSource::pooling`]:
+    /// GGUF metadata, a sentence-transformers folder, a package's manifest).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn of_model(path: &std::path::Path) -> Result<Option<Pooling>> {
-        if path.is_dir() {
-            let file = path.join("1_Pooling").join("config.json");
-            let Ok(text) = std::fs::read_to_string(&file) else {
-                return Ok(None);
-            };
-            let v: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| Error::corrupt(file.display().to_string(), e.to_string()))?;
-            let on = |key: &str| v[key].as_bool() == Some(true);
-            return Ok(if on("pooling_mode_lasttoken") {
-                Some(Pooling::Last)
-            } else if on("pooling_mode_mean_tokens") {
-                Some(Pooling::Mean)
-            } else if on("pooling_mode_cls_token") {
-                Some(Pooling::Cls)
-            } else {
-                None
-            });
-        }
-        let mut magic = [0u8; 4];
-        let is_gguf = std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-            .is_ok()
-            && &magic == b"GGUF";
-        if !is_gguf {
-            return Ok(None);
-        }
-        let (g, _) = crate::format::gguf::Gguf::open(path)?;
-        Ok(Pooling::from_gguf(&g))
+        Ok(crate::format::open(path)?.pooling())
     }
 }
 
@@ -306,27 +299,68 @@ mod tests {
 
         let dir = std::env::temp_dir().join(format!("pocketrt-pooling-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("1_Pooling")).unwrap();
-        assert_eq!(Pooling::of_model(&dir).unwrap(), None);
+        let folder = || Pooling::of_sentence_transformers(&dir);
+        assert_eq!(folder().unwrap(), None);
         let file = dir.join("1_Pooling/config.json");
         std::fs::write(
             &file,
             r#"{"pooling_mode_cls_token": false, "pooling_mode_lasttoken": true}"#,
         )
         .unwrap();
-        assert_eq!(Pooling::of_model(&dir).unwrap(), Some(Pooling::Last));
+        assert_eq!(folder().unwrap(), Some(Pooling::Last));
         std::fs::write(&file, r#"{"pooling_mode_mean_tokens": true}"#).unwrap();
-        assert_eq!(Pooling::of_model(&dir).unwrap(), Some(Pooling::Mean));
+        assert_eq!(folder().unwrap(), Some(Pooling::Mean));
         std::fs::write(&file, "{").unwrap();
-        assert!(matches!(
-            Pooling::of_model(&dir),
-            Err(Error::CorruptModel { .. })
-        ));
+        assert!(matches!(folder(), Err(Error::CorruptModel { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A model file's pooling as `of_model` reads it, and kept by `convert` in the
+    /// package's manifest (read back by the package source and the browser's stream);
+    /// a manifest without the field (older packages) says nothing.
+    #[test]
+    fn a_gguf_s_pooling_type_is_kept_in_its_package() {
+        use crate::convert::{convert, ConvertOptions};
+        use crate::format::gguf::MetaValue;
+        use crate::format::package::Manifest;
+        let dir = std::env::temp_dir().join(format!("pocketrt-pooling-pkg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let synth = crate::synth::SynthSource::preset("tiny-qwen3", 3).unwrap();
         let gguf = dir.join("model.gguf");
-        let mut w = GgufWriter::new();
-        w.meta("general.architecture", MetaValue::String("qwen2".into()))
-            .meta("qwen2.pooling_type", MetaValue::U32(2));
+        let mut w = synth.gguf_writer().unwrap();
+        w.meta("qwen3.pooling_type", MetaValue::U32(2));
         std::fs::write(&gguf, w.to_bytes().unwrap()).unwrap();
         assert_eq!(Pooling::of_model(&gguf).unwrap(), Some(Pooling::Cls));
+
+        let package = dir.join("package");
+        let mut src = crate::format::open(&gguf).unwrap();
+        let report = convert(
+            src.as_mut(),
+            &package,
+            &ConvertOptions::default(),
+            &mut |_| {},
+        );
+        let manifest = report.unwrap().manifest;
+        assert_eq!(manifest.pooling, Some(Pooling::Cls));
+        let json: serde_json::Value = serde_json::from_str(&manifest.to_json().unwrap()).unwrap();
+        assert_eq!(json["pooling"], "cls");
+        assert_eq!(Pooling::of_model(&package).unwrap(), Some(Pooling::Cls));
+        let streamed = crate::cpu::fast::StreamedTensors::new(&manifest).unwrap();
+        assert_eq!(
+            crate::format::ModelSource::pooling(&streamed),
+            Some(Pooling::Cls)
+        );
+
+        let older = Manifest {
+            pooling: None,
+            ..manifest
+        };
+        let json = older.to_json().unwrap();
+        assert!(
+            !json.contains("pooling"),
+            "absent, as older packages wrote it"
+        );
+        assert_eq!(Manifest::from_json(&json).unwrap().pooling, None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -129,6 +129,9 @@ impl ModelSource for GgufSource {
         }
         Ok(Some(Tokenizer::from_gguf(&self.gguf)?.to_hf_json()))
     }
+    fn pooling(&self) -> Option<crate::embed::Pooling> {
+        crate::embed::Pooling::from_gguf(&self.gguf)
+    }
     fn chat_template(&self) -> Option<String> {
         self.gguf
             .get_str("tokenizer.chat_template")

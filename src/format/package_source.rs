@@ -116,6 +116,9 @@ impl ModelSource for PackageSource {
     fn chat_template(&self) -> Option<String> {
         self.manifest().chat_template.clone()
     }
+    fn pooling(&self) -> Option<crate::embed::Pooling> {
+        self.manifest().pooling
+    }
     fn container(&self) -> String {
         format!("pocket package ({} shards)", self.manifest().shards.len())
     }

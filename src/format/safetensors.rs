@@ -239,6 +239,7 @@ pub struct HfSource {
     tensors: Vec<SourceTensor>,
     by_name: HashMap<String, StTensor>,
     chat_template: Option<String>,
+    pooling: Option<crate::embed::Pooling>,
 }
 
 impl HfSource {
@@ -279,6 +280,7 @@ impl HfSource {
             tensors,
             by_name,
             chat_template,
+            pooling: crate::embed::Pooling::of_sentence_transformers(dir)?,
         })
     }
 
@@ -353,6 +355,9 @@ impl ModelSource for HfSource {
     }
     fn chat_template(&self) -> Option<String> {
         self.chat_template.clone()
+    }
+    fn pooling(&self) -> Option<crate::embed::Pooling> {
+        self.pooling
     }
     fn container(&self) -> String {
         "HF safetensors".to_string()

@@ -51,6 +51,12 @@ pub trait ModelSource {
             (QMatrix::Q4(q), stats)
         })
     }
+    /// The pooling of embeddings the model declares (a GGUF's `pooling_type`, a
+    /// sentence-transformers folder's `1_Pooling`, a package's manifest); `None` where it
+    /// says nothing.
+    fn pooling(&self) -> Option<crate::embed::Pooling> {
+        None
+    }
     /// An HF tokenizer.json for the model, when the source has (or can derive) one.
     fn tokenizer_json(&mut self) -> Result<Option<String>>;
     /// The model's Jinja chat template, if any.

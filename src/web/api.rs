@@ -467,6 +467,7 @@ async fn open(url: &str, options: &JsValue) -> Result<(WebSession, LoadReport)> 
     l.report.threads = crate::cpu::fast::threads();
     let mut session = WebSession::new(l.model, l.tokenizer, l.template, l.model_id);
     session.context_overflow = overflow;
+    session.pooling = l.pooling;
     Ok((session, l.report))
 }
 

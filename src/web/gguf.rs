@@ -156,6 +156,7 @@ pub async fn load(url: &str, progress: Progress<'_>, mut record: Record) -> Resu
     let config = stream.config().clone();
     let total = load.layout.and_then(|l| l.total);
     let model_id = Identity::of_gguf(stream.gguf().version, &config, stream.tensors(), total);
+    let pooling = crate::embed::Pooling::from_gguf(stream.gguf());
     let model = GpuModel::with_weights(ctx, config, weights.finish()?, context)?;
     load.progress.emit("ready", None);
     {
@@ -170,6 +171,7 @@ pub async fn load(url: &str, progress: Progress<'_>, mut record: Record) -> Resu
         template,
         report: load.progress.report.into_inner(),
         model_id: model_id.fingerprint(),
+        pooling,
     })
 }
 

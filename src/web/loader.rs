@@ -65,6 +65,9 @@ pub struct Loaded {
     pub report: LoadReport,
     /// Hex SHA-256 identity of the model (a session snapshot's `model`).
     pub model_id: String,
+    /// The pooling of embeddings the model declares (a package's manifest, a GGUF's
+    /// `pooling_type`).
+    pub pooling: Option<crate::embed::Pooling>,
 }
 
 /// How the load went (reported to JS).
@@ -332,6 +335,7 @@ pub async fn load(name: &str, opts: LoadOptions) -> Result<Loaded> {
         template,
         report,
         model_id: Identity::of_package(&manifest).fingerprint(),
+        pooling: manifest.pooling,
     })
 }
 

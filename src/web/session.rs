@@ -28,7 +28,7 @@ pub struct WebSession {
     /// The context policy of requests that set none (load option `contextOverflow`).
     pub context_overflow: ContextPolicy,
     /// The pooling of embeddings that ask for none: the model's (a GGUF's
-    /// `pooling_type`), else the last token's.
+    /// `pooling_type`, a package's manifest), else the last token's.
     pub pooling: Option<crate::embed::Pooling>,
     /// Hex SHA-256 identity of the loaded model (`crate::session::model_fingerprint`).
     pub model_id: String,

@@ -164,6 +164,9 @@ impl ModelSource for StreamedTensors {
     fn chat_template(&self) -> Option<String> {
         self.manifest.chat_template.clone()
     }
+    fn pooling(&self) -> Option<crate::embed::Pooling> {
+        self.manifest.pooling
+    }
     fn container(&self) -> String {
         format!(
             "streamed pocket package ({} shards)",

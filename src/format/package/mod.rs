@@ -76,6 +76,10 @@ pub struct Manifest {
     /// File name of an HF tokenizer.json inside the package.
     pub tokenizer: Option<String>,
     pub chat_template: Option<String>,
+    /// The pooling of embeddings the source declared (absent: it said nothing; older
+    /// packages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooling: Option<crate::embed::Pooling>,
     pub tensors: Vec<TensorEntry>,
     pub shards: Vec<ShardEntry>,
 }

@@ -28,6 +28,7 @@ pub struct PackageWriter {
     shard_size: u64,
     tokenizer: Option<String>,
     chat_template: Option<String>,
+    pooling: Option<crate::embed::Pooling>,
     tensors: Vec<TensorEntry>,
     shards: Vec<ShardEntry>,
     /// Position in the logical stream.
@@ -47,6 +48,7 @@ impl PackageWriter {
             shard_size: SHARD_MAX,
             tokenizer: None,
             chat_template: None,
+            pooling: None,
             tensors: Vec::new(),
             shards: Vec::new(),
             pos: 0,
@@ -80,6 +82,11 @@ impl PackageWriter {
 
     pub fn set_chat_template(&mut self, template: Option<String>) {
         self.chat_template = template;
+    }
+
+    /// The pooling of embeddings the model declares ([`Manifest::pooling`]).
+    pub fn set_pooling(&mut self, pooling: Option<crate::embed::Pooling>) {
+        self.pooling = pooling;
     }
 
     /// Append a tensor. `parts` are `(part name, bytes)` in the order its dtype requires
@@ -141,6 +148,7 @@ impl PackageWriter {
             config: self.config,
             tokenizer: self.tokenizer,
             chat_template: self.chat_template,
+            pooling: self.pooling,
             tensors: self.tensors,
             shards: self.shards,
         };
