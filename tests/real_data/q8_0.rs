@@ -16,7 +16,7 @@
 #![allow(dead_code)]
 
 use super::coder_gguf;
-use pocketrt::format::gguf::{Gguf, GgmlType, MetaValue, TensorInfo};
+use pocketrt::format::gguf::{GgmlType, Gguf, MetaValue, TensorInfo};
 use pocketrt::format::gguf_dequant;
 use pocketrt::format::gguf_write::GgufWriter;
 use pocketrt::quant::{Q8Tensor, Q8_GROUP};
