@@ -70,14 +70,15 @@ fn quantized(t: &TensorInfo) -> bool {
     t.name.ends_with("weight") && t.dims.iter().filter(|&&d| d > 1).count() >= 2
 }
 
-/// Row-major f32 values as ggml Q8_0 blocks (f16 scale, then 32 int8 codes each).
+/// Row-major f32 values as ggml Q8_0 blocks (f16 scale, then 32 int8 codes each): a Q8
+/// g32 group is a Q8_0 block's values.
 fn q8_0_blocks(vals: &[f32], rows: usize, cols: usize, out: &mut Vec<u8>) {
+    assert_eq!(Q8_GROUP, GgmlType::Q8_0.block_elems());
     let q = Q8Tensor::quantize(vals, rows, cols).unwrap();
     for g in 0..q.groups() {
         out.extend_from_slice(&q.scale_bits(g).to_le_bytes());
         out.extend(q.group_codes(g).iter().map(|&c| c as u8));
     }
-    debug_assert_eq!(Q8_GROUP, GgmlType::Q8_0.block_elems());
 }
 
 /// A tensor's data as llama-quantize writes it for MOSTLY_Q8_0.
