@@ -3,6 +3,7 @@
 //! test with the command that fetches it — real-data tests never skip.
 
 pub mod greedy;
+pub mod q8_0;
 
 use std::path::PathBuf;
 
