@@ -8,7 +8,8 @@
 //! Prints one JSON object.
 //!
 //! Run: `cargo bench --bench cpu_decode -- [MODEL] [-n TOKENS] [-p PROMPT] [-r REPS]
-//! [--prefill 512,1024]` (`--prefill 0`: none). MODEL
+//! [--prefill 512,1024] [--weights q4|q8|keep]` (`--prefill 0`: none; weights as
+//! `pocketrt run --weights`, default q4). MODEL
 //! is anything `pocketrt run` opens (default: `synth:pocket-0.3b`, generated in memory);
 //! the benchmark model is the synthetic Pocket-shape
 //! GGUF (`pocketrt synth --preset pocket-0.3b --gguf`). scripts/bench-cpu-vs-llama runs
@@ -17,6 +18,7 @@
 use pocketrt::cpu::fast::{Acts, FastModel, Kernel, Logits, Precision, Rows, PREFILL_CHUNK, TILE};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::format;
+use pocketrt::quant::WeightFormat;
 use std::time::Instant;
 
 struct Args {
@@ -25,6 +27,7 @@ struct Args {
     prompt: usize,
     reps: usize,
     prefill: Vec<usize>,
+    weights: WeightFormat,
 }
 
 fn parse() -> Result<Args, String> {
@@ -34,6 +37,7 @@ fn parse() -> Result<Args, String> {
         prompt: 8,
         reps: 3,
         prefill: vec![],
+        weights: WeightFormat::Q4,
     };
     let mut it = std::env::args().skip(1).filter(|s| s != "--bench");
     while let Some(arg) = it.next() {
@@ -52,6 +56,10 @@ fn parse() -> Result<Args, String> {
                     .and_then(|v| v.split(',').map(|n| n.parse().ok()).collect())
                     .ok_or("--prefill needs a comma-separated list of numbers")?;
                 a.prefill.retain(|&n| n > 0);
+            }
+            "--weights" => {
+                let name = it.next().ok_or("--weights needs q4, q8 or keep")?;
+                a.weights = name.parse().map_err(|e| format!("--weights: {e}"))?;
             }
             _ if a.model.is_empty() => a.model = arg,
             other => return Err(format!("unexpected argument {other:?}")),
@@ -181,11 +189,11 @@ fn main() {
         std::process::exit(2)
     });
     let mut report = serde_json::json!({ "model": a.model, "tokens": a.tokens,
-        "prompt": a.prompt, "reps": a.reps });
+        "prompt": a.prompt, "reps": a.reps, "weights": a.weights.name() });
     for precision in [Precision::Int8, Precision::F32] {
         let t = Instant::now();
         let model = open(&a.model)
-            .and_then(|mut src| FastModel::load(src.as_mut(), precision))
+            .and_then(|mut src| FastModel::load_as(src.as_mut(), precision, a.weights))
             .unwrap_or_else(|e| {
                 eprintln!("{}: {e}", a.model);
                 std::process::exit(1)
