@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 pub use choose::is_hub_id;
 #[cfg(not(target_arch = "wasm32"))]
-pub use download::Progress;
+pub use download::{sha256_file, Progress};
 
 /// Marker written when every file of a model is in the cache: the model's path inside
 /// the cache folder ("." for a folder model).

@@ -76,7 +76,8 @@ pub fn get_text(url: &str, what: &str, endpoint: &str) -> Result<String> {
         .map_err(|e| unreachable(endpoint, what, e))
 }
 
-fn sha256_file(path: &Path) -> Result<String> {
+/// The SHA-256 of the file at `path`, as lowercase hex (read 1 MiB at a time).
+pub fn sha256_file(path: &Path) -> Result<String> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];

@@ -21,7 +21,6 @@ use pocketrt::format::gguf_dequant;
 use pocketrt::format::gguf_write::GgufWriter;
 use pocketrt::quant::{Q8Tensor, Q8_GROUP};
 use sha2::{Digest, Sha256};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// ggml's `LLAMA_FTYPE_MOSTLY_Q8_0`.
@@ -35,17 +34,7 @@ const CHUNK_ROWS: usize = 4096;
 
 /// The SHA-256 of a file, as lowercase hex.
 pub fn sha256_file(path: &Path) -> String {
-    let mut file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf).unwrap();
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    hex(&hasher.finalize())
+    pocketrt::hub::sha256_file(path).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The SHA-256 of `bytes`, as lowercase hex.
