@@ -1,4 +1,4 @@
-// Q4 g64 GEMM for prefill on GPUs: Y[M][N] = X[M][K] · Wᵀ (+ bias) for the chunk's
+// Q4 g64 / Q8 g32 GEMM for prefill on GPUs: Y[M][N] = X[M][K] · Wᵀ (+ bias) for the chunk's
 // M = chunk.count token rows, with the GEMV's fused RMSNorm prologue and epilogues
 // (gemv_q4_common.wgsl explains them; W, codes and qparams are laid out alike).
 //
@@ -16,6 +16,8 @@
 // PRESCALE (the f16 tiles): each loader finds its token row's RMSNorm factor first, from
 // a pass over the row's x, and applies it before staging, so that the raw residual
 // stream (which passes f16's range in real models) is never held in f16.
+// The weights' staging (`stage_weights`: WW code words per invocation) comes from
+// gemm_q4_weights.wgsl or gemm_q8_weights.wgsl, as the matrix is stored.
 // The wrapper (GemmTiles::wgsl) declares BM, BN, TM, TN, WG, XS and WW.
 
 // `Chunk` and binding 0 (`chunk`) come from chunk.wgsl; the constants, lo4/hi4 and
@@ -35,6 +37,13 @@ const XV: u32 = KV4 / XS;
 
 var<workgroup> xs: array<tv, BM * KV4>;
 var<workgroup> ws: array<tv, BN * KV4>;
+
+// The matrix row of tile row `tr` (for SwiGLU: gate rows, then their up rows); rows past
+// N repeat the last.
+fn tile_row(n0: u32, tr: u32, outs_per_tile: u32) -> u32 {
+    let part = tr / outs_per_tile;
+    return min(n0 + tr % outs_per_tile, N - 1u) + part * N;
+}
 
 // Token row `m`'s sums (tile columns tx + CN·j in a[j]).
 fn write_row(m: u32, n0: u32, tx: u32, acc: array<f32, TN>, scale: f32) {
@@ -104,18 +113,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
             xs[xr * KV4 + xc + j] = tv(v);
         }
-        for (var t = 0u; t < WW; t++) {
-            // Code word `word` (of 8) of tile row `tr`.
-            let i = lid + t * WG;
-            let tr = i / 8u;
-            let word = i % 8u;
-            let part = tr / outs_per_tile;
-            let row = min(n0 + tr % outs_per_tile, N - 1u) + part * N;
-            let c = codes[(row * groups + g) * 8u + word];
-            let p = unpack2x16float(qparams[row * groups + g]);
-            ws[tr * KV4 + 2u * word] = tv(lo4(c) * p.x + p.y);
-            ws[tr * KV4 + 2u * word + 1u] = tv(hi4(c) * p.x + p.y);
-        }
+        stage_weights(lid, n0, g, outs_per_tile);
         workgroupBarrier();
         for (var kk = 0u; kk < KV4; kk++) {
             var b: array<tv, TN>;

@@ -38,9 +38,9 @@ pub enum Backend {
     /// wgpu (Vulkan, Metal, DX12; lavapipe where there is no GPU).
     #[cfg(not(target_arch = "wasm32"))]
     Gpu,
-    /// Q4 weights: the GPU on a real adapter, the CPU backend without one, the faster
-    /// of the two (predicted by a probe, `probe.rs`) on a software adapter. Q8 and keep
-    /// weights: the CPU backend (the GPU runs Q4 only yet). f32 weights: the reference.
+    /// Q4, Q8 and keep weights: the GPU on a real adapter, the CPU backend without one;
+    /// on a software adapter the faster of the two (predicted by a probe, `probe.rs`),
+    /// and the CPU backend where any matrix is Q8. f32 weights: the reference.
     Auto,
 }
 
@@ -75,7 +75,8 @@ pub struct Engine {
 
 impl Engine {
     /// Load `src` for up to `context` positions within the default (tablet) memory
-    /// budget. The GPU backend runs Q4 g64 weights only.
+    /// budget. The GPU and CPU backends run Q4 g64 and Q8 g32 weights, the reference f32
+    /// too.
     pub fn load(
         src: &mut dyn ModelSource,
         backend: Backend,
@@ -111,42 +112,53 @@ impl Engine {
         let config = src.config().clone();
         #[cfg(target_arch = "wasm32")]
         let _ = budget; // no GPU memory to plan in this build
-        let q4_only = |name: &str| {
-            Error::InvalidArgument(format!(
-                "the {name} backend runs Q4 g64 weights only (use --weights q4; q8 and keep \
-                 run on --backend cpu or reference, f32 on --backend reference)"
-            ))
-        };
         let gpu_wanted = match backend {
             Backend::Cpu | Backend::Reference => false,
             #[cfg(not(target_arch = "wasm32"))]
             Backend::Gpu => true,
-            Backend::Auto => weights == WeightMode::Q4,
+            Backend::Auto => weights != WeightMode::F32,
         };
-        if weights != WeightMode::Q4 {
+        if weights == WeightMode::F32 {
+            let fast_only = "runs Q4 g64 and Q8 g32 weights (use --weights q4, q8 or keep; f32 \
+                             on --backend reference)";
             match backend {
-                Backend::Cpu if weights == WeightMode::F32 => {
-                    return Err(Error::InvalidArgument(
-                        "the CPU backend runs Q4 g64 and Q8 g32 weights (use --weights q4, q8 \
-                         or keep; f32 on --backend reference)"
-                            .into(),
-                    ))
+                Backend::Cpu => {
+                    return Err(Error::InvalidArgument(format!("the CPU backend {fast_only}")))
                 }
                 #[cfg(not(target_arch = "wasm32"))]
-                Backend::Gpu => return Err(q4_only("GPU")),
-                Backend::Cpu | Backend::Reference | Backend::Auto => {}
+                Backend::Gpu => {
+                    return Err(Error::InvalidArgument(format!("the GPU backend {fast_only}")))
+                }
+                Backend::Reference | Backend::Auto => {}
             }
         }
         #[cfg(not(target_arch = "wasm32"))]
         if gpu_wanted {
-            use crate::gpu::{weights::limits_needed, GpuContext};
+            use crate::gpu::{weights, GpuContext};
+            let format = weights.format().expect("f32 never reaches the GPU");
+            let q8 = weights::holds_q8(src, format)?;
             // Limits for the smallest plan; a chosen context's needs are checked below.
             let probe = context.unwrap_or(1).min(config.max_context).max(1);
-            match GpuContext::new_blocking(limits_needed(&config, probe)) {
+            match GpuContext::new_blocking(weights::limits_needed(&config, probe, q8)) {
                 Ok(ctx) => {
-                    let plan =
-                        MemoryPlan::choose(&config, context, &Budget::for_device(budget, &ctx))?;
+                    let budget = Budget {
+                        q8_weights: q8,
+                        ..Budget::for_device(budget, &ctx)
+                    };
+                    let plan = MemoryPlan::choose(&config, context, &budget)?;
                     let ctx = std::sync::Arc::new(ctx);
+                    if backend == Backend::Auto && ctx.profile.software && q8 {
+                        // The CPU adapters' Q8 design (the GPU rows GEMV, without their
+                        // code textures) is slower than the CPU backend's int8 tiles.
+                        let cpu_context = cpu_context(&config, context)?;
+                        let (inner, description) = Self::load_fast_as(src, format, cpu_context, "")?;
+                        let why = format!(
+                            "{description}; CPU backend: Q8 matrices, which the software \
+                             adapter {} runs slower",
+                            ctx.adapter.name
+                        );
+                        return Ok(Engine::new(inner, config, cpu_context, why));
+                    }
                     if backend == Backend::Auto && ctx.profile.software {
                         // Decided on a probe before the weights are read: one load.
                         let (decision, why) = Self::probe(&ctx, &config)?;
@@ -156,7 +168,8 @@ impl Engine {
                             let description = format!("{description}; {why}");
                             return Ok(Engine::new(inner, config, cpu_context, description));
                         }
-                        let (model, description) = Self::load_gpu(ctx, src, plan.context)?;
+                        let (model, description) =
+                            Self::load_gpu(ctx, src, plan.context, format)?;
                         let description = format!("{description}; {why}");
                         return Ok(Engine::new(
                             Inner::Gpu(model),
@@ -165,7 +178,7 @@ impl Engine {
                             description,
                         ));
                     }
-                    let (model, description) = Self::load_gpu(ctx, src, plan.context)?;
+                    let (model, description) = Self::load_gpu(ctx, src, plan.context, format)?;
                     let inner = Inner::Gpu(model);
                     return Ok(Engine::new(inner, config, plan.context, description));
                 }
@@ -176,8 +189,8 @@ impl Engine {
         let why = if gpu_wanted { "no GPU adapter: " } else { "" };
         let cpu_context = cpu_context(&config, context)?;
         // The fast CPU backend runs q4, q8 and keep weights (f32 was refused above), the
-        // reference every mode; Auto runs q8 and keep on the fast CPU backend (the GPU runs
-        // Q4 only), f32 on the reference.
+        // reference every mode; Auto without a GPU runs them on the fast CPU backend, f32
+        // on the reference.
         let fast =
             backend == Backend::Cpu || (backend == Backend::Auto && weights != WeightMode::F32);
         let (inner, description) = match weights.format() {
@@ -188,15 +201,26 @@ impl Engine {
     }
 
     /// The GPU backend on the device `ctx` (in its profile) with a `context`-position
-    /// cache: what tests use to run one model in every device profile.
+    /// cache, Q4 weights: what tests use to run one model in every device profile.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load_on_gpu(
         ctx: std::sync::Arc<crate::gpu::GpuContext>,
         src: &mut dyn ModelSource,
         context: usize,
     ) -> Result<Engine> {
+        Self::load_on_gpu_as(ctx, src, context, WeightFormat::Q4)
+    }
+
+    /// [`Engine::load_on_gpu`] with each matrix as `weights` holds it.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_on_gpu_as(
+        ctx: std::sync::Arc<crate::gpu::GpuContext>,
+        src: &mut dyn ModelSource,
+        context: usize,
+        weights: WeightFormat,
+    ) -> Result<Engine> {
         let config = src.config().clone();
-        let (model, description) = Self::load_gpu(ctx, src, context)?;
+        let (model, description) = Self::load_gpu(ctx, src, context, weights)?;
         let mut engine = Engine::new(Inner::Gpu(model), config, context, description);
         engine.model_id = crate::session::model_fingerprint(src);
         Ok(engine)
@@ -277,11 +301,15 @@ impl Engine {
         ctx: std::sync::Arc<crate::gpu::GpuContext>,
         src: &mut dyn ModelSource,
         context: usize,
+        weights: WeightFormat,
     ) -> Result<(Box<crate::gpu::GpuModel>, String)> {
         let adapter = ctx.adapter_label();
-        let model = crate::gpu::GpuModel::load(ctx, src, context)?;
+        let options = Default::default();
+        let model = crate::gpu::GpuModel::load_as(ctx, src, context, weights, options)?;
         let description = format!(
-            "gpu {adapter}, {} dispatches and 1 submit per token, {}",
+            "gpu {adapter}, {} weights ({}), {} dispatches and 1 submit per token, {}",
+            weights.name(),
+            model.weights_summary(),
             model.dispatches_per_token(),
             model.gpu_context().profile
         );
@@ -410,9 +438,11 @@ impl Engine {
             use crate::gpu::{weights::limits_needed, GpuContext};
             let old = model.gpu_context();
             let forced = old.profile.forced.then_some(old.profile.name);
-            let need = limits_needed(&self.config, self.context);
+            let format = model.weight_format();
+            let need = limits_needed(&self.config, self.context, model.holds_q8());
             let ctx = pollster::block_on(GpuContext::with_profile_name(need, forced))?;
-            let (model, _) = Self::load_gpu(std::sync::Arc::new(ctx), src, self.context)?;
+            let ctx = std::sync::Arc::new(ctx);
+            let (model, _) = Self::load_gpu(ctx, src, self.context, format)?;
             self.inner = Inner::Gpu(model);
             self.pos = 0;
             return self.feed_all(history);

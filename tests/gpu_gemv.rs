@@ -1,7 +1,8 @@
 //! Q4 g64 GEMV kernels (every variant, several row layouts and tile orders, every epilogue, with and
-//! without the fused RMSNorm, with and without partial vectors added to x) against the
-//! dequantized weights (`Q4Tensor::dequantize_row`)
-//! with f64 sums on the CPU.
+//! without the fused RMSNorm, with and without partial vectors added to x) and the Q8 g32
+//! GEMV (the GPU rows design in its layouts; every case again) against the dequantized
+//! weights (`Q4Tensor::dequantize_row`, `Q8Tensor::dequantize_row`) with f64 sums on
+//! the CPU.
 //! Tolerance: max abs err ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K) (f32 accumulation of K
 //! products of magnitude ≤ 1); a wrong code, param, row or epilogue is off by ≥ 1e-2.
 //!
@@ -21,8 +22,8 @@ use pocketrt::gpu::kernels::gemv_q4::{
     Epilogue, GemvQ4, GemvSpec, GemvVariant, GpuRows, MatrixCodes, ResidualParts, RowsLayout,
     SlotReduce, XLoads,
 };
-use pocketrt::gpu::kernels::{grid, run};
-use pocketrt::quant::Q4Tensor;
+use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
+use pocketrt::quant::{QMatrix, Q4Tensor, Q8Tensor};
 
 /// Which kernel designs a case runs in.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,9 @@ fn kernels(spec: GemvSpec, layouts: Layouts) -> Vec<(String, GemvQ4)> {
     let mut out = vec![];
     let every = layouts == Layouts::Every;
     let pick = |n: usize| if every { n } else { 1 };
+    if spec.format == MatrixFormat::Q8 {
+        return q8_kernels(spec, layouts);
+    }
     let gpu_layouts = [(16, 8, 2), (32, 4, 1), (4, 2, 3), (1, 64, 8), (64, 1, 5)];
     for (tpr, slots, rps) in gpu_layouts.into_iter().take(pick(5)) {
         let g = GpuRows {
@@ -131,6 +135,50 @@ fn kernels(spec: GemvSpec, layouts: Layouts) -> Vec<(String, GemvQ4)> {
     out
 }
 
+/// The Q8 GEMV in the GPU rows design: the profiles' Q8 layout (tree and, where the test
+/// device has fixed-width subgroups, one slot per subgroup) and with [`Layouts::Every`]
+/// the Q4 design's other layouts.
+fn q8_kernels(spec: GemvSpec, layouts: Layouts) -> Vec<(String, GemvQ4)> {
+    let ctx = gpu();
+    let every = layouts == Layouts::Every;
+    let mut rows = vec![ctx.profile.q8.gemv];
+    let tree = |(tpr, slots, rps)| GpuRows {
+        tpr,
+        slots,
+        rps,
+        reduce: SlotReduce::Tree,
+        f16: false,
+    };
+    rows.push(tree((16, 8, 2)));
+    if let Some(width) = ctx.profile.subgroup_size {
+        rows.push(GpuRows {
+            tpr: width,
+            slots: 128 / width,
+            rps: 2,
+            reduce: SlotReduce::Subgroup,
+            f16: false,
+        });
+    }
+    if every {
+        rows.extend([(32, 4, 1), (4, 2, 3), (1, 64, 8), (64, 1, 5)].map(tree));
+    }
+    rows.dedup();
+    let f16 = GpuRows {
+        f16: true,
+        ..rows[0]
+    };
+    let refused = GemvQ4::new(ctx, GemvVariant::GpuRows(f16), spec);
+    assert!(refused.is_err(), "the Q8 GEMV holds x in f32 only");
+    let refused = GemvQ4::new(ctx, GemvVariant::RowsFromTiles, spec);
+    assert!(refused.is_err(), "the Q8 GEMV is the GPU rows design only");
+    rows.into_iter()
+        .map(|g| {
+            let k = GemvQ4::new(ctx, GemvVariant::GpuRows(g), spec).unwrap();
+            (format!("q8 {g:?}"), k)
+        })
+        .collect()
+}
+
 struct Case {
     n: usize,
     k: usize,
@@ -154,7 +202,11 @@ fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> Outcome {
     let ctx = gpu();
     let mut rng = Rng::new(seed);
     let rows = c.n * c.epilogue.parts();
-    let w = Q4Tensor::quantize(&rng.vec(rows * c.k, 1.0), rows, c.k).unwrap();
+    let values = rng.vec(rows * c.k, 1.0);
+    let w = match kernel.spec.format {
+        MatrixFormat::Q4 => QMatrix::Q4(Q4Tensor::quantize(&values, rows, c.k).unwrap()),
+        MatrixFormat::Q8 => QMatrix::Q8(Q8Tensor::quantize(&values, rows, c.k).unwrap()),
+    };
     let h_in = rng.vec(c.k, 2.0);
     let norm_w = rng.vec(c.k, 1.5);
     let bias = if c.bias {
@@ -203,8 +255,12 @@ fn run_case(kernel: &GemvQ4, c: &Case, seed: u64) -> Outcome {
         })
         .collect();
 
-    let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
-    let codes = MatrixCodes::upload(ctx, kernel.codes_read(), &w.codes, &qparams).unwrap();
+    let (codes, params) = match &w {
+        QMatrix::Q4(q) => (&q.codes, &q.qparams),
+        QMatrix::Q8(q) => (&q.codes, &q.scales),
+    };
+    let qparams = ctx.storage_init("qparams", params).unwrap();
+    let codes = MatrixCodes::upload(ctx, kernel.codes_read(), codes, &qparams).unwrap();
     let xb = ctx.storage_init("x", &h_in).unwrap();
     let nb = ctx.storage_init("norm", &norm_w).unwrap();
     let bb = ctx.storage_init("bias", &bias).unwrap();
@@ -238,15 +294,17 @@ fn check(name: &str, c: Case, seed: u64, layouts: Layouts) {
 
 /// [`check`] with `add_parts` partial vectors added to x (and the sum stored).
 fn check_adding(name: &str, c: Case, add_parts: usize, seed: u64, layouts: Layouts) {
-    let spec = GemvSpec {
+    let formats = [MatrixFormat::Q4, MatrixFormat::Q8];
+    let spec = |format| GemvSpec {
         n: c.n,
         k: c.k,
         epilogue: c.epilogue,
         bias: c.bias,
         norm_eps: c.norm.then_some(EPS),
         add_parts,
+        format,
     };
-    for (design, kernel) in kernels(spec, layouts) {
+    for (design, kernel) in formats.into_iter().flat_map(|f| kernels(spec(f), layouts)) {
         let r = run_case(&kernel, &c, seed);
         let what = format!("{name} {design}");
         let rel = if design.contains("f16: true") {

@@ -51,6 +51,7 @@ fn unlimited(total: u64) -> Budget {
         code_textures: None,
         lanes_gemm_uniform: None,
         head_argmax_rows: None,
+        q8_weights: false,
     }
 }
 

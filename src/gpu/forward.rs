@@ -24,6 +24,7 @@ use super::StepUniform;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::source::ModelSource;
+use crate::quant::WeightFormat;
 use std::sync::Arc;
 
 mod bytes;
@@ -119,6 +120,8 @@ pub struct GpuModel {
     acts: Activations,
     /// Kept alive for the bind groups (and for tests that inspect them).
     pub weights: ModelWeights,
+    /// How the weights were read (a reload reads them so again; streamed: as stored).
+    weight_format: WeightFormat,
     /// The decode GEMVs' codes as textures, where the GEMV variant reads them so.
     code_textures: Option<ModelCodeTextures>,
     pub kv: KvCache,
@@ -225,11 +228,26 @@ impl GpuModel {
         context: usize,
         options: StepOptions,
     ) -> Result<GpuModel> {
+        Self::load_as(ctx, src, context, WeightFormat::Q4, options)
+    }
+
+    /// [`GpuModel::load_with`] with each matrix as `weights` holds it (Q4 g64 or Q8 g32:
+    /// `weights::slot_format`).
+    pub fn load_as(
+        ctx: Arc<GpuContext>,
+        src: &mut dyn ModelSource,
+        context: usize,
+        weights: WeightFormat,
+        options: StepOptions,
+    ) -> Result<GpuModel> {
         if context == 0 {
             return Err(Error::InvalidArgument("context length 0".into()));
         }
-        let weights = ModelWeights::upload(&ctx, src)?;
-        Self::with_options(ctx, src.config().clone(), weights, context, options)
+        let format = weights;
+        let weights = ModelWeights::upload(&ctx, src, format)?;
+        let mut model = Self::with_options(ctx, src.config().clone(), weights, context, options)?;
+        model.weight_format = format;
+        Ok(model)
     }
 
     /// A model over `weights` already on the GPU of `ctx` (e.g. streamed there by the
@@ -255,7 +273,7 @@ impl GpuModel {
             return Err(Error::InvalidArgument("context length 0".into()));
         }
         let c = &*ctx;
-        let kernels = Kernels::new(c, &config, context, options)?;
+        let kernels = Kernels::new(c, &config, context, &weights, options)?;
         let kv = KvCache::new(c, &config, context)?;
         let acts = Activations::new(c, &config, &kernels)?;
         let step = c.uniform("step", std::mem::size_of::<StepUniform>() as u64);
@@ -308,6 +326,7 @@ impl GpuModel {
             step,
             acts,
             weights,
+            weight_format: WeightFormat::Keep,
             code_textures,
             kv,
             dispatches,
@@ -322,6 +341,21 @@ impl GpuModel {
 
     /// Dispatches per decode token at short histories (all in one command buffer, one
     /// submit).
+    /// How the weights were read from their source.
+    pub fn weight_format(&self) -> WeightFormat {
+        self.weight_format
+    }
+
+    /// Whether any matrix is Q8 g32.
+    pub fn holds_q8(&self) -> bool {
+        self.weights.any_q8()
+    }
+
+    /// The matrices by format: `97 q4` or `61 q4 + 36 q8`.
+    pub fn weights_summary(&self) -> String {
+        self.weights.summary()
+    }
+
     pub fn dispatches_per_token(&self) -> usize {
         self.dispatches_at(0)
     }

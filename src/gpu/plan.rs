@@ -14,6 +14,7 @@ use super::kernels::argmax::mask_words;
 use super::kernels::argmax_partials::ArgmaxPartials;
 use super::kernels::attention::partials_bytes;
 use super::kernels::gemv_q4::TextureOrder;
+use super::kernels::MatrixFormat;
 use super::kernels::logit_adjust::{self, LogitAdjustKernel};
 use super::kernels::logsumexp::LogSumExp;
 use super::kernels::sample_draw::SampleDraw;
@@ -44,6 +45,9 @@ pub struct Budget {
     /// The head GEMV fuses the argmax, one (index, value) per workgroup of this many rows
     /// (GPU profiles).
     pub head_argmax_rows: Option<u32>,
+    /// The load holds Q8 g32 matrices: every matrix is counted as Q8 (twice the Q4
+    /// codes; an upper bound where only some are, as in a Q4_K_M file's).
+    pub q8_weights: bool,
 }
 
 impl Budget {
@@ -57,6 +61,7 @@ impl Budget {
             code_textures: None,
             lanes_gemm_uniform: None,
             head_argmax_rows: None,
+            q8_weights: false,
         }
     }
 
@@ -90,9 +95,9 @@ pub struct MemoryPlan {
     pub code_textures: u64,
 }
 
-fn q4(rows: usize, cols: usize) -> u64 {
-    let n = rows as u64 * cols as u64;
-    padded(n / 2) + padded(n / 16)
+/// Bytes of a `rows` × `cols` matrix in `format` (codes, then qparams or scales).
+fn matrix(format: MatrixFormat, rows: usize, cols: usize) -> u64 {
+    padded(format.code_bytes(rows, cols)) + padded(MatrixFormat::param_bytes(rows, cols))
 }
 
 fn f32s(n: usize) -> u64 {
@@ -100,8 +105,14 @@ fn f32s(n: usize) -> u64 {
 }
 
 impl MemoryPlan {
-    /// The plan of `cfg` with a `context`-position KV cache.
+    /// The plan of `cfg` with a `context`-position KV cache (Q4 matrices).
     pub fn new(cfg: &ModelConfig, context: usize) -> MemoryPlan {
+        Self::new_in(cfg, context, MatrixFormat::Q4)
+    }
+
+    /// [`MemoryPlan::new`] with every matrix in `format`.
+    pub fn new_in(cfg: &ModelConfig, context: usize, format: MatrixFormat) -> MemoryPlan {
+        let q4 = |rows, cols| matrix(format, rows, cols);
         let (h, f, v, hd) = (cfg.hidden_size, cfg.ffn_size, cfg.vocab_size, cfg.head_dim);
         let qkv = cfg.q_dim() + 2 * cfg.kv_dim();
         let layer = f32s(h)
@@ -152,9 +163,9 @@ impl MemoryPlan {
             .map(|(_, bytes)| padded(*bytes))
             .collect();
         let largest_buffer = [
-            padded(v as u64 * h as u64 / 2),
-            padded(qkv as u64 * h as u64 / 2),
-            padded(2 * f as u64 * h as u64 / 2),
+            padded(format.code_bytes(v, h)),
+            padded(format.code_bytes(qkv, h)),
+            padded(format.code_bytes(2 * f, h)),
             kv_layer,
             scores,
             f32s(v),
@@ -183,7 +194,11 @@ impl MemoryPlan {
     /// row-lanes GEMM's tile records (CPU adapters), the fused head argmax's partials
     /// (GPU profiles).
     pub fn for_budget(cfg: &ModelConfig, context: usize, budget: &Budget) -> MemoryPlan {
-        let plan = MemoryPlan::new(cfg, context);
+        let format = match budget.q8_weights {
+            true => MatrixFormat::Q8,
+            false => MatrixFormat::Q4,
+        };
+        let plan = MemoryPlan::new_in(cfg, context, format);
         let records = budget
             .lanes_gemm_uniform
             .map_or(0, |limit| prefill_lanes_records_bytes(cfg, context, limit));

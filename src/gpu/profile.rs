@@ -139,6 +139,19 @@ pub struct DeviceProfile {
     pub shader_f16: bool,
     /// GPU top-k.
     pub topk: TopKDesign,
+    /// The designs for Q8 g32 matrices.
+    pub q8: Q8Designs,
+}
+
+/// How Q8 g32 matrices are computed (one design per profile for every role: the GPU rows
+/// GEMV and the workgroup-tiles GEMM, x in f32; CPU adapters run them too, slower than
+/// their Q4 designs, which read the codes from textures).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Q8Designs {
+    /// Decode GEMVs (x in f32: `f16` is false).
+    pub gemv: GpuRows,
+    /// Prefill GEMMs.
+    pub gemm: GemmTiles,
 }
 
 impl DeviceProfile {
@@ -197,6 +210,10 @@ impl DeviceProfile {
             subgroup_size: None,
             shader_f16: adapter.features.shader_f16,
             topk: TopKDesign::Radix,
+            q8: Q8Designs {
+                gemv: gpu_rows,
+                gemm: gpu_gemm_tiles(adapter),
+            },
         };
         // CPU adapters: no barriers or workgroup memory (the lanes designs), the codes
         // read from textures (several times faster than storage loads there), splits
@@ -210,6 +227,10 @@ impl DeviceProfile {
             split_len: 2 * GPU_SPLIT_LEN,
             gemm: GemmVariant::RowLanesFromTexture(order),
             prefill_attention: AttentionPrefillVariant::Lanes,
+            q8: Q8Designs {
+                gemv: GPU_ROWS,
+                gemm: GemmTiles::F32,
+            },
             ..gpu
         };
         match name {
@@ -234,6 +255,10 @@ impl DeviceProfile {
                     name: "gpu-subgroups",
                     gemv: GemvDesigns::all(GemvVariant::GpuRows(rows)),
                     subgroup_size: Some(width),
+                    q8: Q8Designs {
+                        gemv: rows,
+                        ..gpu.q8
+                    },
                     ..gpu
                 })
             }
@@ -344,6 +369,10 @@ impl DeviceProfile {
             "subgroup_size": self.subgroup_size,
             "shader_f16": self.shader_f16,
             "topk": "radix",
+            "q8": {
+                "gemv": format!("gpu_rows/{}", self.q8.gemv.label()),
+                "gemm": format!("tiles/{}", self.q8.gemm.label()),
+            },
         })
     }
 }
@@ -364,7 +393,7 @@ impl std::fmt::Display for DeviceProfile {
         write!(
             f,
             ", code textures {textures}, attention {} split {} fold W_o {}, prefill gemm {} \
-             attention {} chunk {} batched {}, subgroups {subgroups}, f16 {}, topk radix",
+             attention {} chunk {} batched {}, subgroups {subgroups}, f16 {}, topk radix, q8 gemv gpu_rows/{} gemm tiles/{}",
             self.attention.name(),
             self.split_len,
             yes_no(self.fold_output),
@@ -373,6 +402,8 @@ impl std::fmt::Display for DeviceProfile {
             self.prefill_chunk,
             yes_no(self.batched_prefill),
             yes_no(self.shader_f16),
+            self.q8.gemv.label(),
+            self.q8.gemm.label(),
         )
     }
 }

@@ -9,7 +9,8 @@
 //! that fails is simply written again (the same bytes land at the same places).
 
 use super::device::GpuContext;
-use super::weights::{alloc_q4, assemble, layout, Filled, ModelWeights, Slot};
+use super::weights::{alloc_matrix, assemble, layout, Filled, ModelWeights, Slot};
+use crate::gpu::kernels::MatrixFormat;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Chunk, DType, Manifest, TensorEntry};
@@ -46,6 +47,42 @@ pub struct StreamedWeights {
 }
 
 /// The manifest entry `name`, checked to hold `shape` in one of `dtypes`.
+/// The stored type of the tensors stacked in matrix slot `label` (q4g64 or q8g32, the
+/// same for all: their bytes are routed to the GPU as they are), its GPU format and the
+/// name of its params part.
+fn stacked_dtype(
+    tensors: &[TensorEntry],
+    label: &str,
+    parts: &[(String, usize)],
+) -> Result<(DType, MatrixFormat, &'static str)> {
+    let dtype_of = |name: &str| {
+        let t = tensors.iter().find(|t| t.name == name);
+        t.map(|t| t.dtype)
+            .ok_or_else(|| Error::MissingTensor(name.to_string()))
+    };
+    let first = dtype_of(&parts[0].0)?;
+    for (name, _) in &parts[1..] {
+        if dtype_of(name)? != first {
+            return Err(Error::Unsupported {
+                what: label.to_string(),
+                kind: "stack of matrices for streaming to the GPU",
+                name: "q4g64 and q8g32 mixed".to_string(),
+                supported: "one type per stack: convert with --weights q4 or q8",
+            });
+        }
+    }
+    match first {
+        DType::Q4g64 => Ok((first, MatrixFormat::Q4, "qparams")),
+        DType::Q8g32 => Ok((first, MatrixFormat::Q8, "scales")),
+        other => Err(Error::Unsupported {
+            what: parts[0].0.clone(),
+            kind: "dtype for streaming to the GPU",
+            name: other.name().to_string(),
+            supported: "q4g64, q8g32",
+        }),
+    }
+}
+
 fn entry_of(
     tensors: &[TensorEntry],
     name: &str,
@@ -89,7 +126,8 @@ fn part_index(tensors: &[TensorEntry], tensor: usize, name: &str) -> Result<usiz
 
 impl StreamedWeights {
     /// Allocate the model's buffers on `ctx` and route every tensor `manifest` must hold
-    /// (Q4 g64 matrices; f32 or f16 vectors). Fails before any upload when a tensor is
+    /// (Q4 g64 or Q8 g32 matrices, one type per stack; f32 or f16 vectors). Fails before
+    /// any upload when a tensor is
     /// missing or has the wrong type or shape.
     pub fn allocate(ctx: &GpuContext, manifest: &Manifest) -> Result<StreamedWeights> {
         manifest.validate()?;
@@ -109,15 +147,16 @@ impl StreamedWeights {
         let mut filled = Vec::new();
         for slot in layout(&config) {
             match slot {
-                Slot::Q4 { label, parts, cols } => {
+                Slot::Matrix { label, parts, cols } => {
                     let rows = parts.iter().map(|p| p.1).sum();
-                    let q4 = alloc_q4(ctx, &label, rows, cols)?;
+                    let (dtype, format, params) = stacked_dtype(tensors, &label, &parts)?;
+                    let m = alloc_matrix(ctx, &label, (rows, cols), format)?;
                     let (mut codes_at, mut params_at) = (0u64, 0u64);
                     for (name, r) in &parts {
-                        let t = entry_of(tensors, name, &[*r, cols], &[DType::Q4g64], "q4g64")?;
+                        let t = entry_of(tensors, name, &[*r, cols], &[dtype], dtype.name())?;
                         for (part, buffer, at) in [
-                            ("codes", &q4.codes, &mut codes_at),
-                            ("qparams", &q4.qparams, &mut params_at),
+                            ("codes", &m.codes, &mut codes_at),
+                            (params, &m.qparams, &mut params_at),
                         ] {
                             let p = part_index(tensors, t, part)?;
                             let route = Route {
@@ -129,7 +168,7 @@ impl StreamedWeights {
                             *at += tensors[t].parts[p].bytes;
                         }
                     }
-                    filled.push(Filled::Q4(q4));
+                    filled.push(Filled::Matrix(m));
                 }
                 Slot::Vector { label, parts } => {
                     let total: usize = parts.iter().map(|p| p.1).sum();

@@ -7,54 +7,64 @@ use super::kv_cache::KvCache;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::source::ModelSource;
+use crate::gpu::kernels::MatrixFormat;
+use crate::quant::{QMatrix, Q8Tensor, WeightFormat};
 
-/// A Q4 g64 matrix on the GPU: codes u32[rows][cols/8], qparams u32[rows][cols/64].
-pub struct Q4Buffers {
+/// A weight matrix on the GPU in `format` ([`MatrixFormat`]: Q4 g64 codes
+/// u32[rows][cols/8] and qparams, or Q8 g32 codes u32[rows][cols/4] and scales, both
+/// u32[rows][cols/64] in `qparams`).
+pub struct MatrixBuffers {
     pub codes: wgpu::Buffer,
     pub qparams: wgpu::Buffer,
     pub rows: usize,
     pub cols: usize,
+    pub format: MatrixFormat,
 }
 
 /// One transformer block's weights.
 pub struct LayerWeights {
     pub attn_norm: wgpu::Buffer,
     /// q, k and v projections stacked: rows `q_dim + 2·kv_dim`.
-    pub qkv: Q4Buffers,
+    pub qkv: MatrixBuffers,
     /// q, k and v biases stacked (qwen2).
     pub qkv_bias: Option<wgpu::Buffer>,
     /// Per-head RMSNorm weights for q and k (qwen3).
     pub qk_norm: Option<(wgpu::Buffer, wgpu::Buffer)>,
-    pub attn_output: Q4Buffers,
+    pub attn_output: MatrixBuffers,
     pub ffn_norm: wgpu::Buffer,
     /// gate then up: rows `2·ffn_size`.
-    pub gate_up: Q4Buffers,
-    pub down: Q4Buffers,
+    pub gate_up: MatrixBuffers,
+    pub down: MatrixBuffers,
+}
+
+impl LayerWeights {
+    /// Its matrices in step order: QKV, output, gate/up, down.
+    pub fn matrices(&self) -> [&MatrixBuffers; 4] {
+        [&self.qkv, &self.attn_output, &self.gate_up, &self.down]
+    }
 }
 
 pub struct ModelWeights {
-    pub token_embd: Q4Buffers,
+    pub token_embd: MatrixBuffers,
     pub layers: Vec<LayerWeights>,
     pub output_norm: wgpu::Buffer,
     /// The LM head; `None` when tied to the token embedding.
-    pub output: Option<Q4Buffers>,
-}
-
-/// Bytes of the codes of a Q4 matrix (its largest part).
-fn q4_code_bytes(rows: usize, cols: usize) -> u64 {
-    rows as u64 * cols as u64 / 2
+    pub output: Option<MatrixBuffers>,
 }
 
 /// The largest buffer and binding a model of `cfg` with a `context`-position KV cache
-/// needs (weights, KV cache per layer, attention scratch).
-pub fn limits_needed(cfg: &ModelConfig, context: usize) -> LimitsNeeded {
+/// needs (weights — as Q8 when `q8` may hold any matrix —, KV cache per layer,
+/// attention scratch).
+pub fn limits_needed(cfg: &ModelConfig, context: usize, q8: bool) -> LimitsNeeded {
     let h = cfg.hidden_size;
+    let format = if q8 { MatrixFormat::Q8 } else { MatrixFormat::Q4 };
+    let code_bytes = |rows, cols| format.code_bytes(rows, cols);
     let largest = [
-        q4_code_bytes(cfg.vocab_size, h),
-        q4_code_bytes(cfg.q_dim() + 2 * cfg.kv_dim(), h),
-        q4_code_bytes(2 * cfg.ffn_size, h),
-        q4_code_bytes(h, cfg.ffn_size),
-        q4_code_bytes(h, cfg.q_dim()),
+        code_bytes(cfg.vocab_size, h),
+        code_bytes(cfg.q_dim() + 2 * cfg.kv_dim(), h),
+        code_bytes(2 * cfg.ffn_size, h),
+        code_bytes(h, cfg.ffn_size),
+        code_bytes(h, cfg.q_dim()),
         KvCache::layer_bytes(cfg, context),
         (cfg.n_heads * context * 4) as u64,
         cfg.vocab_size as u64 * 4,
@@ -68,12 +78,12 @@ pub fn limits_needed(cfg: &ModelConfig, context: usize) -> LimitsNeeded {
     }
 }
 
-/// One GPU buffer of the model (a Q4 pair, or an f32 vector) and the source tensors
+/// One GPU buffer of the model (a matrix's pair, or an f32 vector) and the source tensors
 /// stacked in it, by rows: `(name, rows)` for matrices `cols` wide, `(name, length)` for
 /// vectors. [`layout`] lists them; the disk upload and the browser's streamed upload
 /// both follow it.
 pub(super) enum Slot {
-    Q4 {
+    Matrix {
         label: String,
         parts: Vec<(String, usize)>,
         cols: usize,
@@ -86,7 +96,7 @@ pub(super) enum Slot {
 
 /// A filled [`Slot`].
 pub(super) enum Filled {
-    Q4(Q4Buffers),
+    Matrix(MatrixBuffers),
     Vector(wgpu::Buffer),
 }
 
@@ -94,7 +104,7 @@ pub(super) enum Filled {
 pub(super) fn layout(cfg: &ModelConfig) -> Vec<Slot> {
     let (h, f, v) = (cfg.hidden_size, cfg.ffn_size, cfg.vocab_size);
     let (qd, kvd, hd) = (cfg.q_dim(), cfg.kv_dim(), cfg.head_dim);
-    let q4 = |label: String, parts: Vec<(String, usize)>, cols| Slot::Q4 { label, parts, cols };
+    let q4 = |label: String, parts: Vec<(String, usize)>, cols| Slot::Matrix { label, parts, cols };
     let vector = |label: String, name: String, len| Slot::Vector {
         label,
         parts: vec![(name, len)],
@@ -140,47 +150,105 @@ pub(super) fn layout(cfg: &ModelConfig) -> Vec<Slot> {
     slots
 }
 
-/// Empty buffers for a Q4 slot of `rows` × `cols`.
-pub(super) fn alloc_q4(
+/// Whether `src` loaded with `weights` puts any matrix on the GPU as Q8 g32.
+pub fn holds_q8(src: &dyn ModelSource, weights: WeightFormat) -> Result<bool> {
+    for slot in layout(src.config()) {
+        if let Slot::Matrix { parts, .. } = slot {
+            for (name, _) in parts {
+                if weights.stores_q8(&src.tensor(&name)?.dtype) {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Empty buffers for a matrix slot of `rows` × `cols` in `format`.
+pub(super) fn alloc_matrix(
     ctx: &GpuContext,
     label: &str,
-    rows: usize,
-    cols: usize,
-) -> Result<Q4Buffers> {
-    Ok(Q4Buffers {
-        codes: ctx.storage(&format!("{label}.codes"), q4_code_bytes(rows, cols))?,
-        qparams: ctx.storage(&format!("{label}.qparams"), rows as u64 * cols as u64 / 16)?,
+    (rows, cols): (usize, usize),
+    format: MatrixFormat,
+) -> Result<MatrixBuffers> {
+    Ok(MatrixBuffers {
+        codes: ctx.storage(&format!("{label}.codes"), format.code_bytes(rows, cols))?,
+        qparams: ctx.storage(
+            &format!("{label}.qparams"),
+            MatrixFormat::param_bytes(rows, cols),
+        )?,
         rows,
         cols,
+        format,
     })
 }
 
-/// Upload the row-concatenation of Q4 tensors `parts` (name, rows), each `cols` wide.
-fn upload_q4(
+/// The format of a slot stacking tensors of stored types `dtypes` under `weights`: Q8
+/// where any of them is held as Q8 ([`WeightFormat::stores_q8`]; the others then join
+/// it as Q8, as the CPU backend stacks them), else Q4.
+pub(super) fn slot_format<'a>(
+    weights: WeightFormat,
+    mut dtypes: impl Iterator<Item = &'a str>,
+) -> MatrixFormat {
+    match dtypes.any(|d| weights.stores_q8(d)) {
+        true => MatrixFormat::Q8,
+        false => MatrixFormat::Q4,
+    }
+}
+
+/// Tensor `name` of `src` as one part of a `format` slot: as `weights` holds it, then a
+/// Q4 part of a Q8 slot dequantized and requantized to Q8 (as the CPU backend's
+/// stacks do, so both backends compute with the same values).
+fn read_part(
+    src: &mut dyn ModelSource,
+    name: &str,
+    weights: WeightFormat,
+    format: MatrixFormat,
+) -> Result<QMatrix> {
+    let (m, _) = src.read_matrix(name, weights)?;
+    Ok(match (m, format) {
+        (QMatrix::Q4(q), MatrixFormat::Q8) => {
+            QMatrix::Q8(Q8Tensor::quantize(&q.dequantize(), q.rows, q.cols)?)
+        }
+        (m, _) => m,
+    })
+}
+
+/// Upload the row-concatenation of tensors `parts` (name, rows), each `cols` wide, as
+/// `weights` holds them ([`slot_format`]).
+fn upload_matrix(
     ctx: &GpuContext,
     src: &mut dyn ModelSource,
+    weights: WeightFormat,
     label: &str,
     parts: &[(String, usize)],
     cols: usize,
-) -> Result<Q4Buffers> {
+) -> Result<MatrixBuffers> {
     let rows: usize = parts.iter().map(|p| p.1).sum();
-    let out = alloc_q4(ctx, label, rows, cols)?;
+    let dtypes = parts
+        .iter()
+        .map(|(name, _)| Ok(src.tensor(name)?.dtype.clone()))
+        .collect::<Result<Vec<_>>>()?;
+    let format = slot_format(weights, dtypes.iter().map(String::as_str));
+    let out = alloc_matrix(ctx, label, (rows, cols), format)?;
     let (mut code_off, mut param_off) = (0u64, 0u64);
     for (name, r) in parts {
-        let (t, _) = src.read_q4(name)?;
-        if (t.rows, t.cols) != (*r, cols) {
+        let m = read_part(src, name, weights, format)?;
+        if (m.rows(), m.cols()) != (*r, cols) {
             return Err(Error::ShapeMismatch {
                 tensor: name.clone(),
                 expected: vec![*r, cols],
-                found: vec![t.rows, t.cols],
+                found: vec![m.rows(), m.cols()],
             });
         }
-        ctx.queue
-            .write_buffer(&out.codes, code_off, t.codes_bytes());
-        ctx.queue
-            .write_buffer(&out.qparams, param_off, t.qparams_bytes());
-        code_off += t.codes_bytes().len() as u64;
-        param_off += t.qparams_bytes().len() as u64;
+        let (codes, params): (&[u8], &[u8]) = match &m {
+            QMatrix::Q4(t) => (t.codes_bytes(), t.qparams_bytes()),
+            QMatrix::Q8(t) => (bytemuck::cast_slice(&t.codes), bytemuck::cast_slice(&t.scales)),
+        };
+        ctx.queue.write_buffer(&out.codes, code_off, codes);
+        ctx.queue.write_buffer(&out.qparams, param_off, params);
+        code_off += codes.len() as u64;
+        param_off += params.len() as u64;
     }
     Ok(out)
 }
@@ -218,9 +286,9 @@ impl Slots {
         Error::Gpu("internal: the weight buffers do not follow the layout".into())
     }
 
-    fn q4(&mut self) -> Result<Q4Buffers> {
+    fn matrix(&mut self) -> Result<MatrixBuffers> {
         match self.0.next() {
-            Some(Filled::Q4(b)) => Ok(b),
+            Some(Filled::Matrix(b)) => Ok(b),
             _ => Err(Self::broken()),
         }
     }
@@ -236,11 +304,11 @@ impl Slots {
 /// Build [`ModelWeights`] from filled slots in [`layout`] order.
 pub(super) fn assemble(cfg: &ModelConfig, filled: Vec<Filled>) -> Result<ModelWeights> {
     let mut s = Slots(filled.into_iter());
-    let token_embd = s.q4()?;
+    let token_embd = s.matrix()?;
     let mut layers = Vec::with_capacity(cfg.n_layers);
     for _ in 0..cfg.n_layers {
         let attn_norm = s.vector()?;
-        let qkv = s.q4()?;
+        let qkv = s.matrix()?;
         let qkv_bias = match cfg.qkv_bias {
             true => Some(s.vector()?),
             false => None,
@@ -249,10 +317,10 @@ pub(super) fn assemble(cfg: &ModelConfig, filled: Vec<Filled>) -> Result<ModelWe
             true => Some((s.vector()?, s.vector()?)),
             false => None,
         };
-        let attn_output = s.q4()?;
+        let attn_output = s.matrix()?;
         let ffn_norm = s.vector()?;
-        let gate_up = s.q4()?;
-        let down = s.q4()?;
+        let gate_up = s.matrix()?;
+        let down = s.matrix()?;
         layers.push(LayerWeights {
             attn_norm,
             qkv,
@@ -267,7 +335,7 @@ pub(super) fn assemble(cfg: &ModelConfig, filled: Vec<Filled>) -> Result<ModelWe
     let output_norm = s.vector()?;
     let output = match cfg.tie_embeddings {
         true => None,
-        false => Some(s.q4()?),
+        false => Some(s.matrix()?),
     };
     if s.0.next().is_some() {
         return Err(Slots::broken());
@@ -281,14 +349,19 @@ pub(super) fn assemble(cfg: &ModelConfig, filled: Vec<Filled>) -> Result<ModelWe
 }
 
 impl ModelWeights {
-    /// Upload every tensor of `src` the forward pass uses.
-    pub fn upload(ctx: &GpuContext, src: &mut dyn ModelSource) -> Result<ModelWeights> {
+    /// Upload every tensor of `src` the forward pass uses, each matrix as `weights` holds
+    /// it ([`slot_format`]).
+    pub fn upload(
+        ctx: &GpuContext,
+        src: &mut dyn ModelSource,
+        weights: WeightFormat,
+    ) -> Result<ModelWeights> {
         let cfg = src.config().clone();
         let filled = layout(&cfg)
             .iter()
             .map(|slot| match slot {
-                Slot::Q4 { label, parts, cols } => {
-                    upload_q4(ctx, src, label, parts, *cols).map(Filled::Q4)
+                Slot::Matrix { label, parts, cols } => {
+                    upload_matrix(ctx, src, weights, label, parts, *cols).map(Filled::Matrix)
                 }
                 Slot::Vector { label, parts } => {
                     upload_f32(ctx, src, label, parts).map(Filled::Vector)
@@ -300,15 +373,13 @@ impl ModelWeights {
 
     /// Free every weight buffer now.
     pub fn destroy(&self) {
-        let q4 = |m: &Q4Buffers| {
+        let q4 = |m: &MatrixBuffers| {
             m.codes.destroy();
             m.qparams.destroy();
         };
         q4(&self.token_embd);
         for l in &self.layers {
-            [&l.qkv, &l.attn_output, &l.gate_up, &l.down]
-                .into_iter()
-                .for_each(q4);
+            l.matrices().into_iter().for_each(q4);
             l.attn_norm.destroy();
             l.ffn_norm.destroy();
             l.qkv_bias.iter().for_each(wgpu::Buffer::destroy);
@@ -321,8 +392,31 @@ impl ModelWeights {
         self.output.iter().for_each(q4);
     }
 
+    /// Every matrix: the token embedding, the layers' in step order, the untied head.
+    fn matrices(&self) -> impl Iterator<Item = &MatrixBuffers> {
+        let layers = self.layers.iter().flat_map(LayerWeights::matrices);
+        [&self.token_embd].into_iter().chain(layers).chain(&self.output)
+    }
+
+    /// Whether any matrix is Q8.
+    pub fn any_q8(&self) -> bool {
+        self.matrices().any(|m| m.format == MatrixFormat::Q8)
+    }
+
+    /// The matrices by format: `97 q4` or `61 q4 + 36 q8` (stacks count once).
+    pub fn summary(&self) -> String {
+        let count = |f| self.matrices().filter(|m| m.format == f).count();
+        let parts: Vec<String> = [MatrixFormat::Q4, MatrixFormat::Q8]
+            .into_iter()
+            .map(|f| (count(f), f))
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, f)| format!("{n} {}", f.name()))
+            .collect();
+        parts.join(" + ")
+    }
+
     /// The LM head: `output.weight`, or the token embedding when tied.
-    pub fn head(&self) -> &Q4Buffers {
+    pub fn head(&self) -> &MatrixBuffers {
         self.output.as_ref().unwrap_or(&self.token_embd)
     }
 }

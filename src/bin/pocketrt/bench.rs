@@ -47,7 +47,7 @@ impl Stepper {
         use super::run::Backend as B;
         let engine_backend = match a.backend {
             B::Gpu => {
-                let ctx = GpuContext::new_blocking(limits_needed(src.config(), context))?;
+                let ctx = GpuContext::new_blocking(limits_needed(src.config(), context, false))?;
                 let model = GpuModel::load_with(Arc::new(ctx), src, context, a.step)?;
                 return Ok(Stepper::Gpu(Box::new(model)));
             }

@@ -19,12 +19,8 @@ use serde_json::{json, Value};
 fn shapes(cfg: &ModelConfig) -> [(&'static str, GemvSpec); 4] {
     let (h, qd, f) = (cfg.hidden_size, cfg.q_dim(), cfg.ffn_size);
     let spec = |n, k, epilogue, norm: bool| GemvSpec {
-        n,
-        k,
-        epilogue,
-        bias: false,
         norm_eps: norm.then_some(cfg.rms_eps),
-        add_parts: 0,
+        ..GemvSpec::new(n, k, epilogue)
     };
     [
         ("qkv", spec(qd + 2 * cfg.kv_dim(), h, Epilogue::Store, true)),

@@ -357,6 +357,7 @@ fn print_plan(cfg: &pocketrt::ModelConfig, context: usize, budget_mb: u64) -> Re
         code_textures: None,
         lanes_gemm_uniform: None,
         head_argmax_rows: None,
+        q8_weights: false,
     };
     let p = MemoryPlan::new(cfg, context);
     let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64);

@@ -8,6 +8,7 @@
 //! Scratch is bounded by the chunk and allocated at load; [`scratch_sizes`] lists it for
 //! the memory planner.
 
+use super::step::ByFormat;
 use super::{Activations, GpuModel, StepKernel, StepMatrices, DISPATCHES_OUTSIDE_LAYERS};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
@@ -15,12 +16,14 @@ use crate::gpu::buffers::padded;
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention_prefill::AttentionPrefill;
 use crate::gpu::kernels::embed_prefill::EmbedPrefill;
-use crate::gpu::kernels::gemm_q4::{ChunkUniform, GemmDispatch, GemmQ4, MAX_LANE_TOKENS};
+use crate::gpu::kernels::gemm_q4::{
+    ChunkUniform, GemmDispatch, GemmQ4, GemmVariant, MAX_LANE_TOKENS,
+};
 use crate::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvSpec};
 use crate::gpu::kernels::rope_kv::KvBuffers;
 use crate::gpu::kernels::rope_kv_prefill::RopeKvPrefill;
 use crate::gpu::kernels::soft::gemm_q4_lanes::{records_bytes, tokens_for_limit};
-use crate::gpu::kernels::{grid, Dispatch};
+use crate::gpu::kernels::{grid, Dispatch, MatrixFormat};
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::profile::PREFILL_CHUNK;
 
@@ -77,8 +80,9 @@ enum Step {
 /// The kernels of prefill (one per shape, shared by the layers).
 struct Kernels {
     embed: EmbedPrefill,
-    /// QKV, O, gate/up, down.
-    gemms: [GemmQ4; 4],
+    /// QKV, O, gate/up, down: the profile's design for Q4 matrices, its Q8 design
+    /// ([`crate::gpu::profile::Q8Designs`]) for Q8 ones.
+    gemms: [ByFormat<GemmQ4>; 4],
     rope: RopeKvPrefill,
     attention: AttentionPrefill,
 }
@@ -107,23 +111,39 @@ impl Prefill {
         let w = matrices.weights;
         let len = ctx.profile.prefill_chunk.clamp(1, chunk_len(context));
         let (h, qd) = (cfg.hidden_size, cfg.q_dim());
-        let spec = |n, k, epilogue, bias, norm: bool| GemvSpec {
-            n,
-            k,
-            epilogue,
-            bias,
-            norm_eps: norm.then_some(cfg.rms_eps),
-            add_parts: 0,
+        // GEMM `j` (0 QKV, 1 O, 2 gate/up, 3 down) of `spec`'s shape for each format of
+        // the layers' matrix `j`.
+        let gemm_role = |j: usize, n, k, epilogue, bias, norm: bool| {
+            let matrices = w.layers.iter().map(move |l| l.matrices()[j]);
+            ByFormat::new(matrices, |format| {
+                let spec = GemvSpec {
+                    n,
+                    k,
+                    epilogue,
+                    bias,
+                    norm_eps: norm.then_some(cfg.rms_eps),
+                    add_parts: 0,
+                    format,
+                };
+                match format {
+                    MatrixFormat::Q4 => GemmQ4::new(ctx, spec),
+                    MatrixFormat::Q8 => {
+                        let tiles = GemmVariant::WorkgroupTiles(ctx.profile.q8.gemm);
+                        GemmQ4::with_variant(ctx, tiles, spec)
+                    }
+                }
+            })
         };
         let qkv_rows = qd + 2 * cfg.kv_dim();
         let shape = KvCache::shape(cfg, context);
+        let f = cfg.ffn_size;
         let k = Kernels {
-            embed: EmbedPrefill::new(ctx, h),
+            embed: EmbedPrefill::new(ctx, h, w.token_embd.format),
             gemms: [
-                GemmQ4::new(ctx, spec(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true))?,
-                GemmQ4::new(ctx, spec(h, qd, Epilogue::AddInto, false, false))?,
-                GemmQ4::new(ctx, spec(cfg.ffn_size, h, Epilogue::SwiGlu, false, true))?,
-                GemmQ4::new(ctx, spec(h, cfg.ffn_size, Epilogue::AddInto, false, false))?,
+                gemm_role(0, qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
+                gemm_role(1, h, qd, Epilogue::AddInto, false, false)?,
+                gemm_role(2, f, h, Epilogue::SwiGlu, false, true)?,
+                gemm_role(3, h, f, Epilogue::AddInto, false, false)?,
             ],
             rope: RopeKvPrefill::new(ctx, shape, cfg.qk_norm, cfg.rms_eps)?,
             attention: AttentionPrefill::new(ctx, shape)?,
@@ -141,11 +161,12 @@ impl Prefill {
             .map_err(|_| Error::InvalidArgument("prefill scratch".into()))?;
         // GEMM `i` (0 QKV, 1 output, 2 gate/up, 3 down) of `layer` over matrix `m`.
         let gemm = |layer: usize, i: usize, m, input, norm, bias: Option<&wgpu::Buffer>, out| {
-            let codes = match k.gemms[i].variant().reads_texture() {
+            let kernel = k.gemms[i].of(m);
+            let codes = match kernel.variant().reads_texture() {
                 true => matrices.codes(m, Some((layer, i))).1,
                 false => Codes::Buffer(&m.codes),
             };
-            let d = k.gemms[i].dispatch(
+            let d = kernel.dispatch(
                 ctx,
                 &chunk,
                 codes,
@@ -246,7 +267,8 @@ impl GpuModel {
         let profile = &self.ctx.profile;
         let gemms = &self.prefill.kernels.gemms;
         profile.batched_prefill
-            && (!profile.gemm.is_lanes() || gemms.iter().all(|g| g.variant().is_lanes()))
+            && (!profile.gemm.is_lanes()
+                || gemms.iter().flat_map(ByFormat::all).all(|g| g.variant().is_lanes()))
     }
 
     /// Run prompt tokens at positions `start..` whose successors are not needed: batched

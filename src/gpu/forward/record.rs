@@ -3,14 +3,17 @@
 //! projection's parts), (O + residual when not folded,) residual + parts → norm + gate/up
 //! + SwiGLU, down + residual] → norm + head → argmax.
 
-use super::step::{Kernels, StepDispatch, StepKernel, StepMatrices, StepWork};
+use super::step::{
+    Kernels, RoleGemv, StepDispatch, StepKernel, StepMatrices, StepWork, DOWN, GATE_UP, OUTPUT,
+    QKV,
+};
 use super::Activations;
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention::{AttentionInputs, OutputProjection};
 use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, GemvQ4, HeadArgmax, ResidualParts};
 use crate::gpu::kernels::rope_kv::KvBuffers;
 use crate::gpu::kv_cache::KvCache;
-use crate::gpu::weights::{LayerWeights, Q4Buffers};
+use crate::gpu::weights::{LayerWeights, MatrixBuffers};
 
 /// The decode step's dispatches, in order.
 pub(super) fn record_step(
@@ -90,20 +93,13 @@ impl<'a> Residual<'a> {
 
 /// One GEMV's inputs by name (absent ones bound to a stand-in buffer).
 struct Gemv<'a> {
-    matrix: (&'a Q4Buffers, Codes<'a>),
+    matrix: (&'a MatrixBuffers, Codes<'a>),
     x: &'a wgpu::Buffer,
     norm: Option<&'a wgpu::Buffer>,
     bias: Option<&'a wgpu::Buffer>,
     out: &'a wgpu::Buffer,
     parts: Option<ResidualParts<'a>>,
 }
-
-/// Layer `i`'s matrix `j` (0 QKV, 1 output, 2 gate/up, 3 down) in the order
-/// [`StepMatrices::codes`] numbers them.
-const QKV: usize = 0;
-const OUTPUT: usize = 1;
-const GATE_UP: usize = 2;
-const DOWN: usize = 3;
 
 struct Recorder<'a> {
     ctx: &'a GpuContext,
@@ -119,7 +115,11 @@ impl<'a> Recorder<'a> {
         self.out.push(StepDispatch { kernel, work });
     }
 
-    fn gemv(&mut self, kernel: StepKernel, gemv: &GemvQ4, g: Gemv) {
+    fn gemv(&mut self, kernel: StepKernel, role: &RoleGemv, g: Gemv) {
+        self.gemv_in(kernel, role.of(g.matrix.0), g);
+    }
+
+    fn gemv_in(&mut self, kernel: StepKernel, gemv: &GemvQ4, g: Gemv) {
         let (m, codes) = g.matrix;
         let bias = g.bias.unwrap_or(&self.a.none);
         let d = gemv.dispatch_adding(
@@ -129,7 +129,7 @@ impl<'a> Recorder<'a> {
     }
 
     /// Layer `i`'s matrix `j` with its codes as the decode GEMVs read them.
-    fn matrix(&self, i: usize, j: usize, m: &'a Q4Buffers) -> (&'a Q4Buffers, Codes<'a>) {
+    fn matrix(&self, i: usize, j: usize, m: &'a MatrixBuffers) -> (&'a MatrixBuffers, Codes<'a>) {
         self.m.codes(m, Some((i, j)))
     }
 
@@ -285,7 +285,7 @@ impl<'a> Recorder<'a> {
             out: &self.a.logits,
             parts: None,
         };
-        self.gemv(StepKernel::Head, &self.k.head, g);
+        self.gemv_in(StepKernel::Head, &self.k.head, g);
     }
 
     /// The argmax of the logits (on GPUs: of the head's workgroup bests).

@@ -12,11 +12,11 @@ use crate::gpu::kernels::attention::{
     dispatches_at, Attention, AttentionDispatch, AttentionVariant, DispatchesAt, WoFold,
 };
 use crate::gpu::kernels::embed_q4::EmbedQ4;
-use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec};
+use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant};
 use crate::gpu::kernels::rope_kv::HeadShape;
-use crate::gpu::kernels::Dispatch;
+use crate::gpu::kernels::{Dispatch, MatrixFormat};
 use crate::gpu::kv_cache::KvCache;
-use crate::gpu::weights::{ModelWeights, Q4Buffers};
+use crate::gpu::weights::{MatrixBuffers, ModelWeights};
 
 /// What one entry of the decode step computes (benchmarks sum their GPU time per kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,18 +81,78 @@ impl StepDispatch {
     }
 }
 
-/// The kernels of one model (one pipeline per distinct shape, shared by all layers).
-/// RMSNorms are fused into the GEMVs that read the normed vector (QKV, gate/up, head).
-/// The output projection is folded into attention where the profile folds the head shape
-/// ([`crate::gpu::DeviceProfile::folds`]; the gate/up GEMV then adds the attention's parts
-/// to the residual), else it is a GEMV of its own.
+/// The kernels of one matrix role: one per format its matrices come in (a Q4_K_M model's
+/// `ffn_down` is Q8 in some layers, Q4 in the others).
+pub(super) struct ByFormat<T> {
+    q4: Option<T>,
+    q8: Option<T>,
+}
+
+impl<T> ByFormat<T> {
+    /// `build(format)` for each format of `matrices`.
+    pub(super) fn new<'m>(
+        matrices: impl Iterator<Item = &'m MatrixBuffers> + Clone,
+        build: impl Fn(MatrixFormat) -> Result<T>,
+    ) -> Result<ByFormat<T>> {
+        let of = |f| {
+            let any = matrices.clone().any(|m| m.format == f);
+            any.then(|| build(f)).transpose()
+        };
+        Ok(ByFormat {
+            q4: of(MatrixFormat::Q4)?,
+            q8: of(MatrixFormat::Q8)?,
+        })
+    }
+
+    /// The kernel for matrix `m`.
+    pub(super) fn of(&self, m: &MatrixBuffers) -> &T {
+        let k = match m.format {
+            MatrixFormat::Q4 => &self.q4,
+            MatrixFormat::Q8 => &self.q8,
+        };
+        k.as_ref()
+            .expect("a kernel for every format of the role's matrices")
+    }
+
+    /// Every kernel.
+    pub(super) fn all(&self) -> impl Iterator<Item = &T> {
+        self.q4.iter().chain(&self.q8)
+    }
+}
+
+/// A decode GEMV role: the profile's design for its Q4 matrices, its Q8 design
+/// ([`crate::gpu::profile::Q8Designs`]) for Q8 ones.
+pub(super) type RoleGemv = ByFormat<GemvQ4>;
+
+impl RoleGemv {
+    fn gemv<'m>(
+        ctx: &GpuContext,
+        design: GemvVariant,
+        spec: GemvSpec,
+        matrices: impl Iterator<Item = &'m MatrixBuffers> + Clone,
+    ) -> Result<RoleGemv> {
+        ByFormat::new(matrices, |format| {
+            let variant = match format {
+                MatrixFormat::Q4 => design,
+                MatrixFormat::Q8 => GemvVariant::GpuRows(ctx.profile.q8.gemv),
+            };
+            GemvQ4::new(ctx, variant, GemvSpec { format, ..spec })
+        })
+    }
+}
+
+/// The kernels of one model (one pipeline per distinct shape and format, shared by all
+/// layers). RMSNorms are fused into the GEMVs that read the normed vector (QKV, gate/up,
+/// head). The output projection is folded into attention where the profile folds the
+/// head shape ([`crate::gpu::DeviceProfile::folds`]) and every W_o is Q4 (the gate/up
+/// GEMV then adds the attention's parts to the residual), else it is a GEMV of its own.
 pub(super) struct Kernels {
     pub(super) embed: EmbedQ4,
-    pub(super) qkv: GemvQ4,
+    pub(super) qkv: RoleGemv,
     pub(super) attention: Attention,
-    pub(super) attn_output: Option<GemvQ4>,
-    pub(super) gate_up: GemvQ4,
-    pub(super) down: GemvQ4,
+    pub(super) attn_output: Option<RoleGemv>,
+    pub(super) gate_up: RoleGemv,
+    pub(super) down: RoleGemv,
     pub(super) head: GemvQ4,
     /// The argmax over the logits: the step's on CPU adapters, and on GPUs the selection's
     /// after logit adjustments or a mask uploaded after the head ran (forward/select.rs).
@@ -107,28 +167,26 @@ impl Kernels {
         ctx: &GpuContext,
         cfg: &ModelConfig,
         context: usize,
+        weights: &ModelWeights,
         options: StepOptions,
     ) -> Result<Kernels> {
         let designs = ctx.profile.gemv;
         let (h, f, v) = (cfg.hidden_size, cfg.ffn_size, cfg.vocab_size);
-        let gemv_adding = |variant, n, k, epilogue, bias, norm: bool, add_parts| {
-            let spec = GemvSpec {
-                n,
-                k,
-                epilogue,
-                bias,
-                norm_eps: norm.then_some(cfg.rms_eps),
-                add_parts,
-            };
-            GemvQ4::new(ctx, variant, spec)
+        let spec = |n, k, epilogue, bias, norm: bool, add_parts| GemvSpec {
+            n,
+            k,
+            epilogue,
+            bias,
+            norm_eps: norm.then_some(cfg.rms_eps),
+            add_parts,
+            format: MatrixFormat::Q4,
         };
-        let gemv = |variant, n, k, epilogue, bias, norm| {
-            gemv_adding(variant, n, k, epilogue, bias, norm, 0)
-        };
+        let role = |j: usize| weights.layers.iter().map(move |l| l.matrices()[j]);
         let qkv_rows = cfg.q_dim() + 2 * cfg.kv_dim();
         let shape = KvCache::shape(cfg, context);
         let split_len = ctx.profile.split_len;
-        let fold = options.folds_output(ctx, shape);
+        let wo_q4 = role(OUTPUT).all(|m| m.format == MatrixFormat::Q4);
+        let fold = options.folds_output(ctx, shape) && wo_q4;
         let (attention, attn_output) = if fold {
             // The lanes design reads W_o's codes where the decode GEMVs would (their
             // texture copy on CPU adapters), the group and workgroup designs its storage
@@ -152,45 +210,51 @@ impl Kernels {
             (a, None)
         } else {
             let a = Attention::new(ctx, shape, cfg.qk_norm, cfg.rms_eps, split_len)?;
-            let o = gemv(designs.o, h, cfg.q_dim(), Epilogue::AddInto, false, false)?;
+            let o_spec = spec(h, cfg.q_dim(), Epilogue::AddInto, false, false, 0);
+            let o = RoleGemv::gemv(ctx, designs.o, o_spec, role(OUTPUT))?;
             (a, Some(o))
         };
         let add_parts = if fold { attention.parts() } else { 0 };
-        let head_epilogue = match designs.head.fused_argmax_rows() {
+        // The head's design: the profile's for Q4, its Q8 design (the GPU rows, which
+        // fuse the argmax) for Q8.
+        let head_design = match weights.head().format {
+            MatrixFormat::Q4 => designs.head,
+            MatrixFormat::Q8 => GemvVariant::GpuRows(ctx.profile.q8.gemv),
+        };
+        let head_epilogue = match head_design.fused_argmax_rows() {
             Some(_) => Epilogue::StoreArgmax,
             None => Epilogue::Store,
         };
-        let head = gemv(designs.head, v, h, head_epilogue, false, true)?;
+        let head_spec = GemvSpec {
+            format: weights.head().format,
+            ..spec(v, h, head_epilogue, false, true, 0)
+        };
+        let head = GemvQ4::new(ctx, head_design, head_spec)?;
         let argmax_partials = (head_epilogue == Epilogue::StoreArgmax)
             .then(|| ArgmaxPartials::new(ctx, head.workgroups()));
+        let qkv_spec = spec(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true, 0);
+        let gate_up_spec = spec(f, h, Epilogue::SwiGlu, false, true, add_parts);
+        let down_spec = spec(h, f, Epilogue::AddInto, false, false, 0);
         Ok(Kernels {
-            embed: EmbedQ4::new(ctx, v, h)?,
-            qkv: gemv(
-                designs.qkv,
-                qkv_rows,
-                h,
-                Epilogue::Store,
-                cfg.qkv_bias,
-                true,
-            )?,
+            embed: EmbedQ4::new(ctx, v, h, weights.token_embd.format)?,
+            qkv: RoleGemv::gemv(ctx, designs.qkv, qkv_spec, role(QKV))?,
             attention,
             attn_output,
-            gate_up: gemv_adding(
-                designs.gate_up,
-                f,
-                h,
-                Epilogue::SwiGlu,
-                false,
-                true,
-                add_parts,
-            )?,
-            down: gemv(designs.down, h, f, Epilogue::AddInto, false, false)?,
+            gate_up: RoleGemv::gemv(ctx, designs.gate_up, gate_up_spec, role(GATE_UP))?,
+            down: RoleGemv::gemv(ctx, designs.down, down_spec, role(DOWN))?,
             head,
             argmax: Argmax::new(ctx, v),
             argmax_partials,
         })
     }
 }
+
+/// Layer `i`'s matrix `j` in [`LayerWeights::matrices`] order (and
+/// [`StepMatrices::codes`]' numbering).
+pub(super) const QKV: usize = 0;
+pub(super) const OUTPUT: usize = 1;
+pub(super) const GATE_UP: usize = 2;
+pub(super) const DOWN: usize = 3;
 
 /// How the decode step is built; the defaults are the device profile's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -220,16 +284,21 @@ pub(super) struct StepMatrices<'a> {
 
 impl<'a> StepMatrices<'a> {
     /// Matrix `m` with its codes: the texture of layer `i`'s matrix `j` (0 QKV, 1 output,
-    /// 2 gate/up, 3 down; `None`: the head) when there are textures, else its buffer.
+    /// 2 gate/up, 3 down; `None`: the head) when there is one (Q4 matrices on CPU
+    /// adapters), else its buffer.
     pub(super) fn codes(
         &self,
-        m: &'a Q4Buffers,
+        m: &'a MatrixBuffers,
         at: Option<(usize, usize)>,
-    ) -> (&'a Q4Buffers, Codes<'a>) {
-        let codes = match (self.textures, at) {
-            (Some(t), Some((i, j))) => Codes::Texture(&t.layers[i][j].view),
-            (Some(t), None) => Codes::Texture(&t.head.view),
-            (None, _) => Codes::Buffer(&m.codes),
+    ) -> (&'a MatrixBuffers, Codes<'a>) {
+        let texture = match (self.textures, at) {
+            (Some(t), Some((i, j))) => t.layers[i][j].as_ref(),
+            (Some(t), None) => t.head.as_ref(),
+            (None, _) => None,
+        };
+        let codes = match texture {
+            Some(t) => Codes::Texture(&t.view),
+            None => Codes::Buffer(&m.codes),
         };
         (m, codes)
     }

@@ -1,7 +1,9 @@
-//! Batched embedding gather for prefill: the chunk's token rows of a Q4 g64 matrix.
+//! Batched embedding gather for prefill: the chunk's token rows of a Q4 g64 or Q8 g32
+//! matrix.
 
+use super::embed_q4::row_reader;
 use super::gemm_q4::CHUNK_WGSL;
-use super::{Dispatch, KernelPipeline, Slot};
+use super::{Dispatch, KernelPipeline, MatrixFormat, Slot};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/embed_prefill.wgsl");
@@ -13,8 +15,9 @@ pub struct EmbedPrefill {
 }
 
 impl EmbedPrefill {
-    pub fn new(ctx: &GpuContext, k: usize) -> EmbedPrefill {
-        let source = [CHUNK_WGSL, WGSL].concat();
+    /// The gather of rows `k` wide from a table stored in `format`.
+    pub fn new(ctx: &GpuContext, k: usize, format: MatrixFormat) -> EmbedPrefill {
+        let source = [CHUNK_WGSL, &row_reader(format), WGSL].concat();
         let slots = [
             Slot::Uniform,
             Slot::Read,
@@ -23,14 +26,20 @@ impl EmbedPrefill {
             Slot::ReadWrite,
         ];
         EmbedPrefill {
-            kernel: KernelPipeline::new(ctx, "embed_prefill", &source, &slots, &[("K", k as f64)]),
+            kernel: KernelPipeline::new(
+                ctx,
+                &format!("embed_prefill_{}", format.name()),
+                &source,
+                &slots,
+                &[("K", k as f64)],
+            ),
             k,
         }
     }
 
     /// Workgroups for `tokens` tokens.
     pub fn workgroups(&self, tokens: usize) -> u32 {
-        (tokens * self.k / 8).div_ceil(64) as u32
+        (tokens * self.k / 4).div_ceil(64) as u32
     }
 
     /// `tokens`: u32 ids (valid rows, checked by the host); `out`: tokens × k floats.

@@ -1,10 +1,23 @@
-//! Embedding gather: one row (the step's token) of a Q4 g64 matrix, dequantized to f32.
+//! Embedding gather: one row (the step's token) of a Q4 g64 or Q8 g32 matrix,
+//! dequantized to f32.
 
-use super::{Dispatch, KernelPipeline, Slot, STEP_WGSL};
+use super::gemv_q4::{Q4_UNPACK_WGSL, Q8_UNPACK_WGSL};
+use super::{Dispatch, KernelPipeline, MatrixFormat, Slot, STEP_WGSL};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/embed_q4.wgsl");
+const Q4_ROW_WGSL: &str = include_str!("../../../shaders/embed_q4_row.wgsl");
+const Q8_ROW_WGSL: &str = include_str!("../../../shaders/embed_q8_row.wgsl");
+
+/// `row_vec4(row, i)` for a table in `format` (the gathers' row reader), with its
+/// unpacking.
+pub(super) fn row_reader(format: MatrixFormat) -> String {
+    match format {
+        MatrixFormat::Q4 => [Q4_UNPACK_WGSL, Q4_ROW_WGSL].concat(),
+        MatrixFormat::Q8 => [Q8_UNPACK_WGSL, Q8_ROW_WGSL].concat(),
+    }
+}
 
 /// The step token that makes the gather read its token on the GPU (`prev`).
 pub const TOKEN_ON_GPU: u32 = u32::MAX;
@@ -15,8 +28,13 @@ pub struct EmbedQ4 {
 }
 
 impl EmbedQ4 {
-    /// The gather of a `vocab` × `k` table.
-    pub fn new(ctx: &GpuContext, vocab: usize, k: usize) -> Result<EmbedQ4> {
+    /// The gather of a `vocab` × `k` table stored in `format`.
+    pub fn new(
+        ctx: &GpuContext,
+        vocab: usize,
+        k: usize,
+        format: MatrixFormat,
+    ) -> Result<EmbedQ4> {
         if k == 0 || !k.is_multiple_of(64) || vocab == 0 || vocab > u32::MAX as usize - 1 {
             return Err(Error::InvalidArgument(format!(
                 "embedding {vocab} × {k}: the width must be a positive multiple of 64, the \
@@ -33,8 +51,8 @@ impl EmbedQ4 {
         Ok(EmbedQ4 {
             kernel: KernelPipeline::new(
                 ctx,
-                "embed_q4",
-                &[STEP_WGSL, WGSL].concat(),
+                &format!("embed_{}", format.name()),
+                &[STEP_WGSL, &row_reader(format), WGSL].concat(),
                 &slots,
                 &[("K", k as f64), ("VOCAB", vocab as f64)],
             ),

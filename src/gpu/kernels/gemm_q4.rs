@@ -7,15 +7,17 @@
 //! each weight across a tile of tokens read as uniforms (gemm_q4_lanes.rs). `M` comes
 //! from the chunk uniform, so one pipeline and bind group serve every chunk size.
 
-use super::gemv_q4::{Codes, GemvSpec, TextureOrder, XLoads, Q4_COMMON_WGSL};
+use super::gemv_q4::{Codes, GemvSpec, TextureOrder, XLoads, Q4_COMMON_WGSL, Q8_UNPACK_WGSL};
 use super::soft::gemm_q4_lanes::{Bindings, LanesDispatch, LanesGemm, TOKENS};
-use super::{Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
+use super::{Dispatch, KernelPipeline, MatrixFormat, Slot, MAX_GROUPS_PER_DIM};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/gemm_q4.wgsl");
 const TILES_F32_WGSL: &str = include_str!("../../../shaders/gemm_q4_f32.wgsl");
 const TILES_F16_WGSL: &str = include_str!("../../../shaders/gemm_q4_f16.wgsl");
+const Q4_WEIGHTS_WGSL: &str = include_str!("../../../shaders/gemm_q4_weights.wgsl");
+const Q8_WEIGHTS_WGSL: &str = include_str!("../../../shaders/gemm_q8_weights.wgsl");
 pub(super) const COMMON_WGSL: &str = include_str!("../../../shaders/gemm_q4_common.wgsl");
 /// The prefill chunk uniform, prepended to the prefill kernels.
 pub(crate) const CHUNK_WGSL: &str = include_str!("../../../shaders/chunk.wgsl");
@@ -181,8 +183,9 @@ impl GemmTiles {
     }
 
     /// The generated WGSL header: `enable f16;` when f16 (it must open the source), the
-    /// layout's constants and the staged element type `tv` with the Σx² accessors.
-    fn wgsl(self) -> String {
+    /// layout's constants (WW: code words of a `format` matrix per invocation and step)
+    /// and the staged element type `tv` with the Σx² accessors.
+    fn wgsl(self, format: MatrixFormat) -> String {
         let wg = self.invocations();
         let consts = format!(
             "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst TM: u32 = {}u;\n\
@@ -193,7 +196,7 @@ impl GemmTiles {
             self.tm,
             self.tn,
             wg / self.bm,
-            8 * self.bn / wg
+            words_per_row(format) * self.bn / wg
         );
         let elem = if self.f16 {
             TILES_F16_WGSL
@@ -207,6 +210,14 @@ impl GemmTiles {
     pub fn label(self) -> String {
         let ty = if self.f16 { "f16" } else { "f32" };
         format!("{}x{}/{}x{}/{ty}", self.bm, self.bn, self.tm, self.tn)
+    }
+}
+
+/// Code words of one tile row per 64-value step.
+fn words_per_row(format: MatrixFormat) -> u32 {
+    match format {
+        MatrixFormat::Q4 => 8,
+        MatrixFormat::Q8 => 16,
     }
 }
 
@@ -249,6 +260,13 @@ impl GemmQ4 {
         }
         let constants = spec.constants();
         let kernel = match variant {
+            GemmVariant::RowLanesFromTexture(_) if spec.format == MatrixFormat::Q8 => {
+                return Err(Error::InvalidArgument(format!(
+                    "GEMM N {n} × K {k} of Q8 g32 weights: the workgroup-tiles design runs \
+                     them ({} does not)",
+                    variant.label()
+                )))
+            }
             GemmVariant::RowLanesFromTexture(order) => {
                 Kernel::Lanes(LanesGemm::new(ctx, spec, &constants, order)?)
             }
@@ -263,10 +281,15 @@ impl GemmQ4 {
                     Slot::Read,
                     Slot::ReadWrite,
                 ];
-                let source =
-                    [&tiles.wgsl(), CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, WGSL].concat();
-                let label = format!("gemm_q4/tiles/{}", tiles.label());
-                let kernel = KernelPipeline::new(ctx, &label, &source, &slots, &constants);
+                let weights = match spec.format {
+                    MatrixFormat::Q4 => Q4_WEIGHTS_WGSL,
+                    MatrixFormat::Q8 => &[Q8_UNPACK_WGSL, Q8_WEIGHTS_WGSL].concat(),
+                };
+                let header = tiles.wgsl(spec.format);
+                let source = [&header, CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, weights, WGSL];
+                let label = format!("gemm_{}/tiles/{}", spec.format.name(), tiles.label());
+                let kernel =
+                    KernelPipeline::new(ctx, &label, &source.concat(), &slots, &constants);
                 Kernel::Tiles(kernel, tiles)
             }
         };

@@ -7,7 +7,7 @@
 pub use super::q4_codes::{Codes, CodesRead, MatrixCodes, TextureOrder};
 use super::soft::gemv_rows;
 pub use super::soft::gemv_rows::{RowsLayout, XLoads};
-use super::{Binding, Dispatch, KernelPipeline, Slot};
+use super::{Binding, Dispatch, KernelPipeline, MatrixFormat, Slot};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
@@ -26,6 +26,9 @@ const GPU_X_F32_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_f32
 const GPU_X_F16_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_f16.wgsl");
 const GPU_ARGMAX_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_argmax.wgsl");
 const PARTS_WGSL: &str = include_str!("../../../shaders/gemv_q4_parts.wgsl");
+const GPU_ROWS_Q8_WGSL: &str = include_str!("../../../shaders/gemv_q8_rows_gpu.wgsl");
+/// Q8 code unpacking (`i8x4`, `q8_scale`), for every kernel reading Q8 codes.
+pub(crate) const Q8_UNPACK_WGSL: &str = include_str!("../../../shaders/q8_unpack.wgsl");
 
 /// What happens to each output row after the dot product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,8 +140,8 @@ impl GpuRows {
     }
 
     /// The WGSL constants and slot reduction of this layout, with the fused argmax
-    /// epilogue when `argmax`.
-    fn wgsl(self, argmax: bool) -> String {
+    /// epilogue when `argmax`, and the body for matrices in `format` (Q8: x in f32).
+    fn wgsl(self, argmax: bool, format: MatrixFormat) -> String {
         let (tpr, slots, rps) = (self.tpr, self.slots, self.rps);
         let consts = format!(
             "const TPR: u32 = {tpr}u;\nconst SLOTS: u32 = {slots}u;\nconst RPS: u32 = {rps}u;\n\
@@ -160,7 +163,10 @@ impl GpuRows {
         } else {
             "fn argmax_epilogue(wg: u32, lid: u32, lane: u32, base: u32) {}\n"
         };
-        [&consts, reduce, x, epilogue, GPU_ROWS_WGSL].concat()
+        match format {
+            MatrixFormat::Q4 => [&consts, reduce, x, epilogue, GPU_ROWS_WGSL].concat(),
+            MatrixFormat::Q8 => [&consts, reduce, epilogue, Q8_UNPACK_WGSL, GPU_ROWS_Q8_WGSL].concat(),
+        }
     }
 
     /// What must open the source (`enable f16;` for the f16 lanes).
@@ -174,7 +180,7 @@ impl GpuRows {
 
     /// Its part of the pipeline label: `8x16x2/tree`, `8x16x2/tree/f16` (slots × lanes ×
     /// rows per slot, the reduction, f16 x).
-    fn label(self) -> String {
+    pub fn label(self) -> String {
         let reduce = match self.reduce {
             SlotReduce::Tree => "tree",
             SlotReduce::Subgroup => "subgroup",
@@ -235,6 +241,8 @@ pub struct GemvSpec {
     /// at dispatch: [`ResidualParts`]), and the kernel also stores that sum (the next
     /// residual). 0: the input is x.
     pub add_parts: usize,
+    /// How the matrix is stored (Q8 g32: the GPU rows design only).
+    pub format: MatrixFormat,
 }
 
 impl GemvSpec {
@@ -259,6 +267,7 @@ impl GemvSpec {
             bias: false,
             norm_eps: None,
             add_parts: 0,
+            format: MatrixFormat::Q4,
         }
     }
 }
@@ -370,6 +379,13 @@ impl GemvQ4 {
                 "GEMV {n} × {k}: rows must be positive and K a positive multiple of 64"
             )));
         }
+        let q8 = spec.format == MatrixFormat::Q8;
+        if q8 && !matches!(variant, GemvVariant::GpuRows(g) if !g.f16) {
+            return Err(Error::InvalidArgument(format!(
+                "GEMV {n} × {k} of Q8 g32 weights: the GPU rows design with x in f32 runs \
+                 them ({variant:?} does not)"
+            )));
+        }
         if layout.wg == 0 || layout.rows == 0 || layout.wg * layout.rows > 4096 {
             return Err(Error::InvalidArgument(format!(
                 "GEMV layout {layout:?}: workgroup and rows must be positive"
@@ -393,7 +409,7 @@ impl GemvQ4 {
             }
             GemvVariant::GpuRows(g) => {
                 g.check(ctx)?;
-                let body = g.wgsl(argmax);
+                let body = g.wgsl(argmax, spec.format);
                 [g.enables(), &header, Q4_COMMON_WGSL, COMMON_WGSL, &body].concat()
             }
         };
@@ -402,7 +418,11 @@ impl GemvQ4 {
         let label = match variant {
             GemvVariant::GpuRows(g) => {
                 let fused = if argmax { "/argmax" } else { "" };
-                format!("gemv_q4/{}/{}{fused}", variant.name(), g.label())
+                let kernel = match spec.format {
+                    MatrixFormat::Q4 => "gemv_q4",
+                    MatrixFormat::Q8 => "gemv_q8",
+                };
+                format!("{kernel}/{}/{}{fused}", variant.name(), g.label())
             }
             _ => {
                 let loads = if x_loads == XLoads::Subgroup {

@@ -25,6 +25,44 @@ pub mod topk;
 use super::device::GpuContext;
 use std::sync::Arc;
 
+/// How a weight matrix is stored on the GPU. Both hold `codes` and a second buffer of
+/// u32 per two 32-value halves of a 64-value block, so the buffers, bindings and
+/// indexing of a matrix are alike and only the kernels' unpacking differs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MatrixFormat {
+    /// Q4 g64 (`quant::Q4Tensor`): codes u32[rows][cols/8], qparams u32[rows][cols/64] =
+    /// pack2x16float(scale, min).
+    #[default]
+    Q4,
+    /// Q8 g32 (`quant::Q8Tensor`): codes u32[rows][cols/4] (4 int8 each), scales
+    /// u32[rows][cols/64] = the two f16 scales of its 32-value groups (cols a multiple
+    /// of 64, so a row's groups pair up within the row).
+    Q8,
+}
+
+impl MatrixFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            MatrixFormat::Q4 => "q4",
+            MatrixFormat::Q8 => "q8",
+        }
+    }
+
+    /// Bytes of the codes of a `rows` × `cols` matrix.
+    pub fn code_bytes(self, rows: usize, cols: usize) -> u64 {
+        let per_value = match self {
+            MatrixFormat::Q4 => 1,
+            MatrixFormat::Q8 => 2,
+        };
+        rows as u64 * cols as u64 * per_value / 2
+    }
+
+    /// Bytes of the qparams (Q4) or scales (Q8): one u32 per 64 values.
+    pub fn param_bytes(rows: usize, cols: usize) -> u64 {
+        rows as u64 * cols as u64 / 16
+    }
+}
+
 /// The environment variable naming a folder for every assembled shader source.
 pub const DUMP_WGSL_ENV: &str = "POCKETRT_DUMP_WGSL";
 

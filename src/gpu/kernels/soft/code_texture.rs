@@ -18,7 +18,8 @@ use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, TextureOrder};
-use crate::gpu::weights::{ModelWeights, Q4Buffers};
+use crate::gpu::kernels::MatrixFormat;
+use crate::gpu::weights::{MatrixBuffers, ModelWeights};
 
 /// Texels per texture row (a power of two: the shader splits indices with a mask and a
 /// shift). 4096 × 16 bytes = 64 KiB per row, a multiple of the 256-byte copy alignment.
@@ -126,10 +127,11 @@ impl CodeTexture {
 
 /// The codes of every decode GEMV's matrix as textures in the order the adapter's GEMV
 /// reads (CPU adapters, [`TextureOrder`]): per layer QKV, attention output, gate/up and
-/// down, then the LM head. The storage buffers stay (the embedding lookup reads them).
+/// down, then the LM head; `None` for Q8 matrices (their GEMV reads the buffer). The
+/// storage buffers stay (the embedding lookup reads them).
 pub struct ModelCodeTextures {
-    pub layers: Vec<[CodeTexture; 4]>,
-    pub head: CodeTexture,
+    pub layers: Vec<[Option<CodeTexture>; 4]>,
+    pub head: Option<CodeTexture>,
 }
 
 /// How the GEMV reads a matrix of `rows` × `cols` (`parts` matrix rows per output row:
@@ -168,7 +170,10 @@ impl ModelCodeTextures {
     ) -> Result<ModelCodeTextures> {
         // One tile repack kernel per shape: the layers' four, then the head's.
         let mut kernels: Vec<TileRepack> = Vec::new();
-        let mut build = |m: &Q4Buffers, parts| {
+        let mut build = |m: &MatrixBuffers, parts| {
+            if m.format == MatrixFormat::Q8 {
+                return Ok(None);
+            }
             let read = read(order, m.rows, m.cols, parts);
             let repack = match read {
                 CodesRead::Tiles(layout) => Some(repack_kernel(&mut kernels, ctx, layout)),
@@ -176,7 +181,7 @@ impl ModelCodeTextures {
             };
             let code_bytes = (m.rows * m.cols / 2) as u64;
             let texture = read.build(ctx, (&m.codes, code_bytes), &m.qparams, repack)?;
-            Ok::<_, Error>(texture.expect("a texture order builds a texture"))
+            Ok::<_, Error>(Some(texture.expect("a texture order builds a texture")))
         };
         let mut layers = Vec::with_capacity(w.layers.len());
         for l in &w.layers {
@@ -205,7 +210,7 @@ impl ModelCodeTextures {
     }
 
     pub fn destroy(&self) {
-        self.layers.iter().flatten().for_each(CodeTexture::destroy);
-        self.head.destroy();
+        let layers = self.layers.iter().flatten().flatten();
+        layers.chain(&self.head).for_each(CodeTexture::destroy);
     }
 }
