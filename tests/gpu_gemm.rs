@@ -1,4 +1,4 @@
-//! Q4 g64 GEMM (prefill) against the dequantized weights with f64 sums on the CPU, on edge
+//! Q4 g64 and Q8 g32 GEMM (prefill) against the dequantized weights with f64 sums on the CPU, on edge
 //! shapes: M = 1, 7, 64, 65, 300 token rows (one tile, partial tiles, several tiles);
 //! K = 64 (one quant group, two K tiles), 192 and 896 (odd numbers of groups); N odd and
 //! not a multiple of the 64-row tile; every epilogue, with bias and with the fused norm.
@@ -7,7 +7,8 @@
 //! the adapter has shader-f16, and in a third layout with other register blocks; row
 //! lanes with codes from their texture copy, row-major or in tile order, the CPU-adapter
 //! designs), whatever the adapter; the tile layouts also at 1, tile − 1 and tile + 1 token
-//! rows and on the 151,936-row head shape.
+//! rows and on the 151,936-row head shape. Q8 matrices run every case in every tile
+//! layout (the row lanes refuse them).
 //! Tolerance as the GEMV's: ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K); a wrong code, row, column
 //! or epilogue is off by ≥ 1e-2. The f16 tiles are checked against a reference that
 //! rounds the staged values (normed x, dequantized weights) to f16 as they do, within
@@ -21,7 +22,8 @@ use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4, GemmTiles, GemmVaria
 use pocketrt::gpu::kernels::gemv_q4::{
     Codes, CodesRead, Epilogue, GemvSpec, MatrixCodes, TextureOrder, XLoads,
 };
-use pocketrt::quant::Q4Tensor;
+use pocketrt::gpu::kernels::MatrixFormat;
+use pocketrt::quant::{QMatrix, Q4Tensor, Q8Tensor};
 
 const EPS: f32 = 1e-6;
 
@@ -65,7 +67,11 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
     let (n, k) = (spec.n, spec.k);
     let mut rng = Rng::new(seed);
     let rows = n * spec.epilogue.parts();
-    let w = Q4Tensor::quantize(&rng.vec(rows * k, 1.0), rows, k).unwrap();
+    let values = rng.vec(rows * k, 1.0);
+    let w = match spec.format {
+        MatrixFormat::Q4 => QMatrix::Q4(Q4Tensor::quantize(&values, rows, k).unwrap()),
+        MatrixFormat::Q8 => QMatrix::Q8(Q8Tensor::quantize(&values, rows, k).unwrap()),
+    };
     let x_in = rng.vec(m * k, 2.0);
     let norm_w = rng.vec(k, 1.5);
     let bias = if spec.bias {
@@ -131,10 +137,14 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
     };
     ctx.queue
         .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
-    let qparams = ctx.storage_init("qparams", &w.qparams).unwrap();
+    let (code_words, params) = match &w {
+        QMatrix::Q4(q) => (&q.codes, &q.qparams),
+        QMatrix::Q8(q) => (&q.codes, &q.scales),
+    };
+    let qparams = ctx.storage_init("qparams", params).unwrap();
     // A texture is in the decode GEMV's layout, as the model's is.
     let read = CodesRead::new(variant.texture_order(), &spec);
-    let matrix = MatrixCodes::upload(ctx, read, &w.codes, &qparams).unwrap();
+    let matrix = MatrixCodes::upload(ctx, read, code_words, &qparams).unwrap();
     let codes = matrix.bind();
     // x holds whole tiles of the row-lanes variant; the padding rows must not matter.
     let mut x_padded = x_in.clone();
@@ -151,9 +161,19 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
     (ctx.read_f32(&out, m * n).unwrap(), want)
 }
 
+/// Every variant on Q4 weights, every tile layout on Q8 weights (the row lanes refuse
+/// them).
 fn check(spec: GemvSpec, ms: &[usize], seed: u64) {
     for variant in variants() {
         check_variant(variant, spec, ms, seed);
+        let q8 = GemvSpec {
+            format: MatrixFormat::Q8,
+            ..spec
+        };
+        match variant.is_lanes() {
+            true => assert!(GemmQ4::with_variant(gpu(), variant, q8).is_err()),
+            false => check_variant(variant, q8, ms, seed),
+        }
     }
 }
 
@@ -161,7 +181,8 @@ fn check_variant(variant: GemmVariant, spec: GemvSpec, ms: &[usize], seed: u64) 
     for &m in ms {
         let (got, want) = run_case(variant, spec, m, seed + m as u64);
         let what = format!(
-            "GEMM {variant:?} M {m} N {} K {} {:?} bias {} norm {}",
+            "GEMM {variant:?} {:?} M {m} N {} K {} {:?} bias {} norm {}",
+            spec.format,
             spec.n,
             spec.k,
             spec.epilogue,
@@ -178,7 +199,10 @@ fn check_tile_edges(spec: GemvSpec, seed: u64) {
     for tiles in tile_layouts() {
         let bm = tiles.bm as usize;
         let variant = GemmVariant::WorkgroupTiles(tiles);
-        check_variant(variant, spec, &[1, bm - 1, bm + 1], seed);
+        for format in [MatrixFormat::Q4, MatrixFormat::Q8] {
+            let spec = GemvSpec { format, ..spec };
+            check_variant(variant, spec, &[1, bm - 1, bm + 1], seed);
+        }
     }
 }
 
@@ -189,7 +213,7 @@ fn spec(n: usize, k: usize, epilogue: Epilogue, bias: bool, norm: bool) -> GemvS
         epilogue,
         bias,
         norm_eps: norm.then_some(EPS),
-        add_parts: 0,
+        ..GemvSpec::new(n, k, epilogue)
     }
 }
 

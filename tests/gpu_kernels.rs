@@ -1,14 +1,44 @@
-//! RMSNorm, Q4 embedding gather and argmax kernels against CPU references.
+//! RMSNorm, embedding gathers (decode and prefill; Q4 g64 and Q8 g32 tables) and argmax
+//! kernels against CPU references.
 
 mod gpu_common;
 
 use gpu_common::{assert_close, gpu, mask_buffer, rmsnorm, Rng};
 use pocketrt::gpu::kernels::argmax::Argmax;
+use pocketrt::gpu::kernels::embed_prefill::EmbedPrefill;
 use pocketrt::gpu::kernels::embed_q4::{EmbedQ4, TOKEN_ON_GPU};
+use pocketrt::gpu::kernels::gemm_q4::ChunkUniform;
 use pocketrt::gpu::kernels::rmsnorm::RmsNorm;
-use pocketrt::gpu::kernels::run;
+use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
 use pocketrt::gpu::StepUniform;
-use pocketrt::quant::Q4Tensor;
+use pocketrt::quant::{QMatrix, Q4Tensor, Q8Tensor};
+
+/// A random `vocab` × `k` table in `format`, and its buffers (codes, qparams or scales).
+fn table(
+    format: MatrixFormat,
+    (vocab, k): (usize, usize),
+    seed: u64,
+) -> (QMatrix, wgpu::Buffer, wgpu::Buffer) {
+    let ctx = gpu();
+    let values = Rng::new(seed).vec(vocab * k, 2.0);
+    let (t, codes, params) = match format {
+        MatrixFormat::Q4 => {
+            let q = Q4Tensor::quantize(&values, vocab, k).unwrap();
+            let (c, p) = (q.codes.clone(), q.qparams.clone());
+            (QMatrix::Q4(q), c, p)
+        }
+        MatrixFormat::Q8 => {
+            let q = Q8Tensor::quantize(&values, vocab, k).unwrap();
+            let (c, p) = (q.codes.clone(), q.scales.clone());
+            (QMatrix::Q8(q), c, p)
+        }
+    };
+    let codes = ctx.storage_init("codes", &codes).unwrap();
+    let params = ctx.storage_init("qparams", &params).unwrap();
+    (t, codes, params)
+}
+
+const FORMATS: [MatrixFormat; 2] = [MatrixFormat::Q4, MatrixFormat::Q8];
 
 /// Tolerance for f32 paths: 1e-5 · max|ref| + 1e-6 (the GPU rounds each value once or
 /// twice; a wrong element or scale is off by far more).
@@ -40,13 +70,16 @@ fn rmsnorm_matches_reference_for_several_widths() {
 
 #[test]
 fn embedding_gather_returns_the_dequantized_row_of_the_step_token() {
+    for format in FORMATS {
+        embedding_gather_returns_the_dequantized_row_in(format);
+    }
+}
+
+fn embedding_gather_returns_the_dequantized_row_in(format: MatrixFormat) {
     let ctx = gpu();
     let (vocab, k) = (1000usize, 192usize);
-    let mut rng = Rng::new(11);
-    let table = Q4Tensor::quantize(&rng.vec(vocab * k, 2.0), vocab, k).unwrap();
-    let kernel = EmbedQ4::new(ctx, vocab, k).unwrap();
-    let codes = ctx.storage_init("codes", &table.codes).unwrap();
-    let qparams = ctx.storage_init("qparams", &table.qparams).unwrap();
+    let (table, codes, qparams) = table(format, (vocab, k), 11);
+    let kernel = EmbedQ4::new(ctx, vocab, k, format).unwrap();
     let step = ctx.uniform("step", 16);
     let out = ctx.storage("out", 4 * k as u64).unwrap();
     // The previous step's argmax (index, value bits), read when the step's token is
@@ -71,15 +104,53 @@ fn embedding_gather_returns_the_dequantized_row_of_the_step_token() {
         ctx.queue.write_buffer(&step, 0, bytemuck::bytes_of(&s));
         run(ctx, &[d]);
         let mut want = vec![0f32; k];
-        table.dequantize_row(row, &mut want);
+        table.dequantize_row(row as usize, &mut want);
         let got = ctx.read_f32(&out, k).unwrap();
         assert_close(
-            &format!("embed token {token} row {row}"),
+            &format!("embed {format:?} token {token} row {row}"),
             &got,
             &want,
             1e-6,
             0.0,
         );
+    }
+}
+
+#[test]
+fn prefill_embedding_gather_returns_the_chunk_tokens_rows() {
+    let ctx = gpu();
+    let (vocab, k) = (300usize, 128usize);
+    let tokens = [5u32, 0, 299, 5, 17, 200, 1];
+    for format in FORMATS {
+        let (table, codes, qparams) = table(format, (vocab, k), 12);
+        let kernel = EmbedPrefill::new(ctx, k, format);
+        let chunk = ctx.uniform("chunk", 16);
+        let tb = ctx.storage_init("tokens", &tokens).unwrap();
+        // One row more than the chunk's: the gather must leave it alone.
+        let out = ctx.storage_init("out", &vec![7f32; (tokens.len() + 1) * k]).unwrap();
+        let max = tokens.len() + 1;
+        let d = kernel.dispatch(ctx, &chunk, &tb, &codes, &qparams, &out, max);
+        let count = tokens.len();
+        let uniform = ChunkUniform {
+            start: 0,
+            count: count as u32,
+            pad: [0; 2],
+        };
+        ctx.queue
+            .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            d.encode_grid(&mut pass, grid(kernel.workgroups(count)));
+        }
+        ctx.queue.submit([enc.finish()]);
+        let mut want = vec![0f32; (count + 1) * k];
+        for (t, row) in tokens.iter().zip(want.chunks_exact_mut(k)) {
+            table.dequantize_row(*t as usize, row);
+        }
+        want[count * k..].fill(7.0);
+        let got = ctx.read_f32(&out, (count + 1) * k).unwrap();
+        assert_close(&format!("prefill embed {format:?}"), &got, &want, 1e-6, 0.0);
     }
 }
 
