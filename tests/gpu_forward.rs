@@ -18,6 +18,7 @@ use pocketrt::gpu::forward::StepOptions;
 use pocketrt::gpu::kernels::attention::AttentionVariant;
 use pocketrt::gpu::GpuContext;
 use pocketrt::gpu::GpuModel;
+use pocketrt::quant::WeightFormat;
 use pocketrt::synth::{preset, SynthSource};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -55,34 +56,58 @@ fn check_model(name: &str) {
 /// `source()`: with the output projection folded into attention and as a GEMV of its
 /// own, whatever the profile's default.
 fn check_source(name: &str, source: impl Fn() -> Box<dyn ModelSource>) {
+    check_source_as(name, source, WeightFormat::Q4);
+}
+
+/// [`check_source`] with each matrix as `weights` holds it, on both sides.
+fn check_source_as(name: &str, source: impl Fn() -> Box<dyn ModelSource>, weights: WeightFormat) {
     for ctx in profiles() {
         for fold in [true, false] {
-            let what = format!("{name} profile {} fold {fold}", ctx.profile.name);
+            let what = format!("{name} {weights:?} profile {} fold {fold}", ctx.profile.name);
             // QKV, attention with the output projection folded in, residual + parts +
             // gate/up, down (every fixture's heads fold: head_dim % 8 == 0); unfolded, the
-            // O GEMV too.
-            check_step(ctx, &what, &source, fold, if fold { 4 } else { 5 });
+            // O GEMV too. A Q8 W_o never folds (the attention designs read Q4).
+            let folds = fold && !weights.stores_q8("f32");
+            let case = Case {
+                fold,
+                per_layer: if folds { 4 } else { 5 },
+                weights,
+            };
+            check_step(ctx, &what, &source, case);
         }
     }
 }
 
-/// The decode step asked to fold W_o (`fold`) or not, with `per_layer` dispatches per
-/// layer, against the oracle.
+/// How one [`check_step`] loads the model, and what it expects.
+struct Case {
+    /// Ask to fold W_o into attention.
+    fold: bool,
+    /// Dispatches per layer.
+    per_layer: usize,
+    weights: WeightFormat,
+}
+
+/// The decode step of `case` against the oracle reading the weights alike.
 fn check_step(
     ctx: &Arc<GpuContext>,
     name: &str,
     source: &impl Fn() -> Box<dyn ModelSource>,
-    fold: bool,
-    per_layer: usize,
+    case: Case,
 ) {
-    let oracle = Model::load(&mut *source(), WeightMode::Q4).unwrap();
+    let mode = match case.weights {
+        WeightFormat::Q4 => WeightMode::Q4,
+        WeightFormat::Q8 => WeightMode::Q8,
+        WeightFormat::Keep => WeightMode::Keep,
+    };
+    let oracle = Model::load(&mut *source(), mode).unwrap();
     let mut cache = oracle.new_cache(CONTEXT).unwrap();
     let options = StepOptions {
-        fold_output: Some(fold),
+        fold_output: Some(case.fold),
     };
-    let mut model = GpuModel::load_with(ctx.clone(), &mut *source(), CONTEXT, options).unwrap();
+    let mut model =
+        GpuModel::load_as(ctx.clone(), &mut *source(), CONTEXT, case.weights, options).unwrap();
     let cfg = &model.config;
-    let want = per_layer;
+    let want = case.per_layer;
     let per_layer = model.dispatches_per_layer();
     assert_eq!(
         model.dispatches_per_token(),
@@ -146,6 +171,91 @@ fn llama_gpu_decode_matches_the_oracle() {
     check_model("llama");
 }
 
+/// Every matrix Q8 g32 (the Q8 GEMVs in every role, the Q8 embedding and head; W_o as a
+/// GEMV): the untied qwen2 fixture with its bias, against the oracle's Q8.
+#[test]
+fn q8_gpu_decode_matches_the_q8_oracle() {
+    let dir = fixture("qwen2");
+    check_source_as("qwen2", || open(&dir).unwrap(), WeightFormat::Q8);
+}
+
+/// Q4 and Q8 matrices in one model, as a Q4_K_M file's: `keep` over a source that says
+/// some matrices are stored as Q4_1 (so kept as Q4) and the rest as f32 (held as Q8),
+/// so each role has both formats across the layers; W_o all Q4, so it folds.
+#[test]
+fn mixed_q4_and_q8_gpu_decode_matches_the_oracle() {
+    let dir = fixture("qwen3");
+    let q4 = [
+        "blk.0.attn_q.weight",
+        "blk.0.attn_k.weight",
+        "blk.0.attn_v.weight",
+        "blk.0.attn_output.weight",
+        "blk.1.attn_output.weight",
+        "blk.1.ffn_gate.weight",
+        "blk.1.ffn_up.weight",
+        "blk.0.ffn_down.weight",
+    ];
+    let source = || -> Box<dyn ModelSource> { Box::new(StoredAs::new(open(&dir).unwrap(), &q4)) };
+    for ctx in profiles() {
+        for fold in [true, false] {
+            let what = format!("qwen3 mixed profile {} fold {fold}", ctx.profile.name);
+            let case = Case {
+                fold,
+                per_layer: if fold { 4 } else { 5 },
+                weights: WeightFormat::Keep,
+            };
+            check_step(ctx, &what, &source, case);
+        }
+        let m = GpuModel::load_as(ctx.clone(), &mut *source(), 8, WeightFormat::Keep, Default::default());
+        assert_eq!(m.unwrap().weights_summary(), "5 q4 + 4 q8", "{}", ctx.profile.name);
+    }
+}
+
+/// A source whose listed tensors say they are stored as Q4_1 (the rest as they are).
+struct StoredAs {
+    inner: Box<dyn ModelSource>,
+    tensors: Vec<pocketrt::format::SourceTensor>,
+}
+
+impl StoredAs {
+    fn new(inner: Box<dyn ModelSource>, q4: &[&str]) -> StoredAs {
+        let mut tensors = inner.tensors().to_vec();
+        for t in &mut tensors {
+            if q4.contains(&t.name.as_str()) {
+                t.dtype = "Q4_1".into();
+            }
+        }
+        StoredAs { inner, tensors }
+    }
+}
+
+impl ModelSource for StoredAs {
+    fn config(&self) -> &pocketrt::ModelConfig {
+        self.inner.config()
+    }
+    fn tensors(&self) -> &[pocketrt::format::SourceTensor] {
+        &self.tensors
+    }
+    fn read_f32(&mut self, name: &str) -> pocketrt::Result<Vec<f32>> {
+        self.inner.read_f32(name)
+    }
+    fn read_q4(
+        &mut self,
+        name: &str,
+    ) -> pocketrt::Result<(pocketrt::quant::Q4Tensor, pocketrt::quant::MergeStats)> {
+        self.inner.read_q4(name)
+    }
+    fn tokenizer_json(&mut self) -> pocketrt::Result<Option<String>> {
+        self.inner.tokenizer_json()
+    }
+    fn chat_template(&self) -> Option<String> {
+        self.inner.chat_template()
+    }
+    fn container(&self) -> String {
+        self.inner.container()
+    }
+}
+
 #[test]
 fn odd_layer_count_gpu_decode_matches_the_oracle() {
     // The residual alternates between two buffers per layer; with an odd layer count the
@@ -169,7 +279,12 @@ fn gpu_profile_decodes_a_gqa_group_too_wide_to_fold_with_the_o_gemv() {
     let gpu = profiles().iter().find(|c| c.profile.name == "gpu").unwrap();
     for fold in [true, false] {
         let what = format!("16:1 heads of 128, profile gpu asked to fold {fold}");
-        check_step(gpu, &what, &source, fold, 5);
+        let case = Case {
+            fold,
+            per_layer: 5,
+            weights: WeightFormat::Q4,
+        };
+        check_step(gpu, &what, &source, case);
         let options = StepOptions {
             fold_output: Some(fold),
         };
