@@ -31,15 +31,15 @@ pub enum Backend {
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Weights {
-    /// Q4 g64, as the GPU runs them (kept bit-exactly from packages and Q4_1-pair GGUFs).
+    /// Q4 g64 (kept bit-exactly from packages and Q4_1-pair GGUFs).
     Q4,
     /// f32 (quantized sources dequantized): the exact reference (reference backend only).
     F32,
-    /// Q8 g32 (Q8_0 and Q5_0 kept exactly; the CPU and reference backends: auto runs the
-    /// CPU backend, the GPU runs Q4 only yet).
+    /// Q8 g32 (Q8_0 and Q5_0 kept exactly; every backend: auto runs the CPU backend on a
+    /// software GPU adapter, where its Q8 kernels are slower).
     Q8,
-    /// As the source stores them: Q4_0/Q4_1 as Q4 g64, the rest as Q8 g32 (as q8: the CPU
-    /// and reference backends).
+    /// As the source stores them: Q4_0/Q4_1 as Q4 g64, the rest as Q8 g32 (backends as
+    /// q8).
     Keep,
 }
 
