@@ -134,7 +134,7 @@ fn api_fixtures(dir: &Path) -> pocketrt::Result<()> {
         let engine = match backend {
             // The browser's WebGPU is SwiftShader: its profile's kernels, for the same sums.
             Backend::Gpu => {
-                let need = pocketrt::gpu::weights::limits_needed(m.config(), context);
+                let need = pocketrt::gpu::weights::limits_needed(m.config(), context, false);
                 let ctx = GpuContext::new_blocking(need)?.with_profile("swiftshader")?;
                 Engine::load_on_gpu(std::sync::Arc::new(ctx), m.as_mut(), context)?
             }

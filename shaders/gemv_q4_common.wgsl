@@ -63,12 +63,13 @@ fn finish(o: u32, gate_in: f32, up_in: f32) {
             u += bias[matrix_row(o, 1u)];
         }
     }
+    let i = ROW0 + o;
     if (EPILOGUE == 1u) {
-        out[o] = out[o] + g;
+        out[i] = out[i] + g;
     } else if (EPILOGUE == 2u) {
-        out[o] = g / (1.0 + exp(-g)) * u;
+        out[i] = g / (1.0 + exp(-g)) * u;
     } else {
-        out[o] = g;
+        out[i] = g;
     }
 }
 

@@ -1,6 +1,7 @@
 // The GPU GEMV's fused argmax (the LM head, gemv_q4_rows_gpu.wgsl with the wrapper's
 // ARGMAX epilogue): after storing its rows, each workgroup writes the best of them to
-// partials[wg] = (index, value bits): the largest value, the lowest index on ties, NaN
+// partials[wg] = (index, value bits) (a part of a split head: from its first row ROW0,
+// a multiple of the workgroup's rows, on): the largest value, the lowest index on ties, NaN
 // never; under the allowed-token mask (argmax.wgsl's layout: word 0 nonzero means only
 // tokens whose bit i % 32 of word 1 + i / 32 is set compete) only allowed rows. A
 // workgroup with no candidate writes (0xFFFFFFFF, bits of -3.4e38). argmax_partials.wgsl
@@ -28,11 +29,11 @@ fn argmax_epilogue(wg: u32, lid: u32, lane: u32, base: u32) {
         var bi = 0xFFFFFFFFu;
         for (var j = 0u; j < RPS; j++) {
             let o = base + j;
-            if (o < N && allowed(o)) {
-                let v = out[o];
-                if (beats(v, o, bv, bi)) { // false for NaN
+            if (o < N && allowed(ROW0 + o)) {
+                let v = out[ROW0 + o];
+                if (beats(v, ROW0 + o, bv, bi)) { // false for NaN
                     bv = v;
-                    bi = o;
+                    bi = ROW0 + o;
                 }
             }
         }
@@ -49,6 +50,6 @@ fn argmax_epilogue(wg: u32, lid: u32, lane: u32, base: u32) {
                 bi = slot_idx[s];
             }
         }
-        partials[wg] = vec2<u32>(bi, bitcast<u32>(bv));
+        partials[ROW0 / (SLOTS * RPS) + wg] = vec2<u32>(bi, bitcast<u32>(bv));
     }
 }

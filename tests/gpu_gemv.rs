@@ -303,6 +303,7 @@ fn check_adding(name: &str, c: Case, add_parts: usize, seed: u64, layouts: Layou
         norm_eps: c.norm.then_some(EPS),
         add_parts,
         format,
+        row0: 0,
     };
     for (design, kernel) in formats.into_iter().flat_map(|f| kernels(spec(f), layouts)) {
         let r = run_case(&kernel, &c, seed);

@@ -5,7 +5,8 @@
 //! the mask), and the stored logits against the plain store GEMV's (bit for bit). Edge
 //! shapes: N not a multiple of a workgroup's rows, N = 65,536 and 151,936, a layout of
 //! one row per workgroup (a 2-D grid), ties inside a workgroup and across workgroups, a
-//! mask allowing some tokens, one token, none, and the flag off over garbage bits.
+//! mask allowing some tokens, one token, none, and the flag off over garbage bits; a Q8
+//! head bound in parts, one GEMV each, their partials reduced together.
 
 mod gpu_common;
 
@@ -14,8 +15,9 @@ use pocketrt::gpu::kernels::argmax_partials::ArgmaxPartials;
 use pocketrt::gpu::kernels::gemv_q4::{
     Epilogue, GemvQ4, GemvSpec, GemvVariant, GpuRows, HeadArgmax, MatrixCodes, SlotReduce,
 };
-use pocketrt::gpu::kernels::{grid, run};
-use pocketrt::quant::Q4Tensor;
+use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
+use pocketrt::gpu::weights::MatrixBuffers;
+use pocketrt::quant::{Q4Tensor, Q8Tensor};
 
 const K: usize = 64;
 
@@ -213,4 +215,91 @@ fn the_fused_argmax_needs_the_gpu_design() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("fused argmax"), "{err}");
+}
+
+/// A Q8 head bound in parts (as one whose codes exceed a storage binding:
+/// `MatrixBuffers::parts`, here with a binding of 4,096 rows): one fused GEMV per part,
+/// their partials reduced together, equal the CPU argmax over the whole head's logits,
+/// which equal the plain whole-matrix GEMV's bit for bit; ties across parts go to the
+/// lowest index, masks see global indices.
+#[test]
+fn a_head_in_parts_fuses_one_argmax_across_them() {
+    let ctx = gpu();
+    let n = 2 * 4096 + 300;
+    let (best, ties) = (4100, [8400]);
+    let mut rng = Rng::new(9);
+    let mut w = rng.vec(n * K, 1.0);
+    let top: Vec<f32> = w[best * K..][..K].iter().map(|v| v * 5.0).collect();
+    for r in ties.into_iter().chain([best]) {
+        w[r * K..][..K].copy_from_slice(&top);
+    }
+    let q = Q8Tensor::quantize(&w, n, K).unwrap();
+    let head = MatrixBuffers {
+        codes: ctx.storage_init("codes", &q.codes).unwrap(),
+        qparams: ctx.storage_init("scales", &q.scales).unwrap(),
+        rows: n,
+        cols: K,
+        format: MatrixFormat::Q8,
+    };
+    let parts = head.parts(4096 * K as u64).unwrap();
+    let starts: Vec<usize> = parts.iter().map(|p| p.rows.start).collect();
+    assert_eq!(starts, [0, 4096, 8192]);
+    let g = layouts()[0];
+    let q8 = |n, epilogue, row0| GemvSpec {
+        format: MatrixFormat::Q8,
+        row0,
+        ..GemvSpec::new(n, K, epilogue)
+    };
+    let design = GemvVariant::GpuRows(g);
+    let plain = GemvQ4::new(ctx, design, q8(n, Epilogue::Store, 0)).unwrap();
+    let x = Rng::new(10).vec(K, 1.0);
+    let xb = ctx.storage_init("x", &x).unwrap();
+    let out_plain = ctx.storage("out plain", 4 * n as u64).unwrap();
+    let codes = pocketrt::gpu::kernels::gemv_q4::Codes::Buffer(&head.codes);
+    let alone = plain.dispatch(ctx, codes, &head.qparams, &xb, None, &xb, &out_plain);
+    run(ctx, &[&alone]);
+    let plain = ctx.read_f32(&out_plain, n).unwrap();
+    let masks = [
+        mask_buffer(n, None),
+        mask_buffer(n, Some(&|i| i >= 8192 || i % 7 == 3)),
+    ];
+    for (m, mask) in masks.iter().enumerate() {
+        let kernels: Vec<GemvQ4> = parts
+            .iter()
+            .map(|p| {
+                let spec = q8(p.rows.len(), Epilogue::StoreArgmax, p.rows.start);
+                GemvQ4::new(ctx, design, spec).unwrap()
+            })
+            .collect();
+        let groups = kernels.iter().map(GemvQ4::workgroups).sum();
+        let partials = ctx
+            .storage("partials", ArgmaxPartials::partials_bytes(groups))
+            .unwrap();
+        let (mb, out) = (
+            ctx.storage_init("mask", mask).unwrap(),
+            ctx.storage("out", 4 * n as u64).unwrap(),
+        );
+        let result = ctx.storage("result", 8).unwrap();
+        let fused = HeadArgmax {
+            mask: &mb,
+            partials: &partials,
+        };
+        let mut d: Vec<_> = kernels
+            .iter()
+            .zip(&parts)
+            .map(|(k, p)| k.dispatch_part(ctx, p, &xb, None, &out, Some(fused)))
+            .collect();
+        d.push(ArgmaxPartials::new(ctx, groups).dispatch(ctx, &partials, &result));
+        run(ctx, &d.iter().collect::<Vec<_>>());
+        let logits = ctx.read_f32(&out, n).unwrap();
+        let same = logits
+            .iter()
+            .zip(&plain)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "mask {m}: the parts store the whole head's logits");
+        let r = ctx.read_u32(&result, 2).unwrap();
+        let want = cpu_argmax(&logits, mask);
+        assert_eq!((r[0], r[1]), want, "mask {m}");
+        println!("mask {m}: argmax {} across {} parts", r[0], parts.len());
+    }
 }

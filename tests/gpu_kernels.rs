@@ -6,7 +6,9 @@ mod gpu_common;
 use gpu_common::{assert_close, gpu, mask_buffer, rmsnorm, Rng};
 use pocketrt::gpu::kernels::argmax::Argmax;
 use pocketrt::gpu::kernels::embed_prefill::EmbedPrefill;
-use pocketrt::gpu::kernels::embed_q4::{EmbedQ4, TOKEN_ON_GPU};
+use pocketrt::gpu::kernels::embed_q4::{
+    split_of, table_bindings, whole_table, EmbedQ4, TOKEN_ON_GPU,
+};
 use pocketrt::gpu::kernels::gemm_q4::ChunkUniform;
 use pocketrt::gpu::kernels::rmsnorm::RmsNorm;
 use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
@@ -79,15 +81,15 @@ fn embedding_gather_returns_the_dequantized_row_in(format: MatrixFormat) {
     let ctx = gpu();
     let (vocab, k) = (1000usize, 192usize);
     let (table, codes, qparams) = table(format, (vocab, k), 11);
-    let kernel = EmbedQ4::new(ctx, vocab, k, format).unwrap();
+    let kernel = EmbedQ4::new(ctx, vocab, k, format, None).unwrap();
     let step = ctx.uniform("step", 16);
     let out = ctx.storage("out", 4 * k as u64).unwrap();
     // The previous step's argmax (index, value bits), read when the step's token is
     // TOKEN_ON_GPU: a token inside the vocabulary, or one outside it (row 0).
     let prev = ctx.storage_init("prev", &[733u32, 0]).unwrap();
     let prev_bad = ctx.storage_init("prev bad", &[u32::MAX, 0]).unwrap();
-    let d = kernel.dispatch(ctx, &step, &codes, &qparams, &out, &prev);
-    let d_bad = kernel.dispatch(ctx, &step, &codes, &qparams, &out, &prev_bad);
+    let d = kernel.dispatch(ctx, &step, whole_table(&codes, &qparams), &out, &prev);
+    let d_bad = kernel.dispatch(ctx, &step, whole_table(&codes, &qparams), &out, &prev_bad);
     let cases = [
         (0u32, 0, &d),
         (1, 1, &d),
@@ -123,13 +125,14 @@ fn prefill_embedding_gather_returns_the_chunk_tokens_rows() {
     let tokens = [5u32, 0, 299, 5, 17, 200, 1];
     for format in FORMATS {
         let (table, codes, qparams) = table(format, (vocab, k), 12);
-        let kernel = EmbedPrefill::new(ctx, k, format);
+        let kernel = EmbedPrefill::new(ctx, k, format, None);
         let chunk = ctx.uniform("chunk", 16);
         let tb = ctx.storage_init("tokens", &tokens).unwrap();
         // One row more than the chunk's: the gather must leave it alone.
         let out = ctx.storage_init("out", &vec![7f32; (tokens.len() + 1) * k]).unwrap();
         let max = tokens.len() + 1;
-        let d = kernel.dispatch(ctx, &chunk, &tb, &codes, &qparams, &out, max);
+        let table = whole_table(&codes, &qparams);
+        let d = kernel.dispatch(ctx, (&chunk, &tb), table, &out, max);
         let count = tokens.len();
         let uniform = ChunkUniform {
             start: 0,

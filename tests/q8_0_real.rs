@@ -9,6 +9,8 @@
 //!   reference prompt's final-position logits within [`LOGIT_TOL`] of llama.cpp's, and
 //!   greedy continuations equal to llama.cpp's, token for token;
 //! - the fast CPU backend (`Engine`, `Backend::Cpu`, keep weights): the same continuations;
+//! - the GPU backend (lavapipe in CI, in its detected profile; keep weights: the Q8 GEMVs,
+//!   embedding and head): the same continuations;
 //! - `convert --weights keep`: every group kept exactly, the package ~1.9x the Q4 one.
 
 mod real_data;
@@ -180,10 +182,10 @@ fn oracle_logits_and_greedy_tokens_match_llama_cpp_on_the_q8_0_file() {
     );
 }
 
-#[test]
-fn fast_cpu_greedy_tokens_match_llama_cpp_on_the_q8_0_file() {
+/// `backend`'s greedy continuations of the reference prompts, keep weights.
+fn engine_greedy(backend: Backend) -> Vec<Vec<u32>> {
     let mut src = GgufSource::open(q8_0_gguf()).unwrap();
-    let mut engine = Engine::load(&mut src, Backend::Cpu, WeightMode::Keep, 64).unwrap();
+    let mut engine = Engine::load(&mut src, backend, WeightMode::Keep, 64).unwrap();
     println!("{}", engine.description());
     let mut all = vec![];
     for case in &reference().cases {
@@ -191,7 +193,17 @@ fn fast_cpu_greedy_tokens_match_llama_cpp_on_the_q8_0_file() {
         let n = case.generated_ids.len();
         all.push(engine.greedy(&case.prompt_ids, n, |_| true).unwrap());
     }
-    assert_all_tokens_equal("fast CPU (keep)", &all);
+    all
+}
+
+#[test]
+fn fast_cpu_greedy_tokens_match_llama_cpp_on_the_q8_0_file() {
+    assert_all_tokens_equal("fast CPU (keep)", &engine_greedy(Backend::Cpu));
+}
+
+#[test]
+fn gpu_greedy_tokens_match_llama_cpp_on_the_q8_0_file() {
+    assert_all_tokens_equal("GPU (keep)", &engine_greedy(Backend::Gpu));
 }
 
 #[test]

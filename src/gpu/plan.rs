@@ -89,8 +89,11 @@ pub struct MemoryPlan {
     pub kv_cache: u64,
     /// Activations, attention scores, logits, readback buffers.
     pub scratch: u64,
-    /// The largest single buffer (bound whole as storage).
+    /// The largest single buffer.
     pub largest_buffer: u64,
+    /// The largest storage binding: the largest buffer, but a Q8 vocabulary table's
+    /// codes, which are bound in parts ([`crate::gpu::weights::MatrixBuffers::parts`]).
+    pub largest_binding: u64,
     /// The decode GEMVs' codes again as textures, on devices that read them so.
     pub code_textures: u64,
 }
@@ -162,8 +165,8 @@ impl MemoryPlan {
             .iter()
             .map(|(_, bytes)| padded(*bytes))
             .collect();
-        let largest_buffer = [
-            padded(format.code_bytes(v, h)),
+        let table = padded(format.code_bytes(v, h));
+        let largest_binding = [
             padded(format.code_bytes(qkv, h)),
             padded(format.code_bytes(2 * f, h)),
             kv_layer,
@@ -174,6 +177,11 @@ impl MemoryPlan {
         .chain(prefill.iter().copied())
         .max()
         .unwrap_or(0);
+        let largest_buffer = largest_binding.max(table);
+        let largest_binding = match format {
+            MatrixFormat::Q4 => largest_buffer,
+            MatrixFormat::Q8 => largest_binding,
+        };
         MemoryPlan {
             context,
             weights,
@@ -186,6 +194,7 @@ impl MemoryPlan {
                 + topk
                 + prefill.iter().sum::<u64>(),
             largest_buffer,
+            largest_binding,
             code_textures: 0,
         }
     }
@@ -233,10 +242,10 @@ impl MemoryPlan {
         if self.largest_buffer > budget.max_buffer {
             return too_big("max_buffer_size", self.largest_buffer, budget.max_buffer);
         }
-        if self.largest_buffer > budget.max_binding {
+        if self.largest_binding > budget.max_binding {
             return too_big(
                 "max_storage_buffer_binding_size",
-                self.largest_buffer,
+                self.largest_binding,
                 budget.max_binding,
             );
         }

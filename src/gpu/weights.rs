@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::format::source::ModelSource;
 use crate::gpu::kernels::MatrixFormat;
 use crate::quant::{QMatrix, Q8Tensor, WeightFormat};
+use std::ops::Range;
 
 /// A weight matrix on the GPU in `format` ([`MatrixFormat`]: Q4 g64 codes
 /// u32[rows][cols/8] and qparams, or Q8 g32 codes u32[rows][cols/4] and scales, both
@@ -19,6 +20,58 @@ pub struct MatrixBuffers {
     pub rows: usize,
     pub cols: usize,
     pub format: MatrixFormat,
+}
+
+/// Rows of each part of a matrix bound in parts are a multiple of this: the parts'
+/// offsets then meet any storage offset alignment (256 bytes) and start on a GEMV
+/// workgroup's boundary.
+pub const PART_ROWS_ALIGN: usize = 4096;
+
+/// One part of a matrix bound in row ranges: its rows and the ranges of its codes and
+/// qparams (scales) buffers that hold them.
+pub struct MatrixPart<'a> {
+    pub rows: Range<usize>,
+    pub codes: wgpu::BufferBinding<'a>,
+    pub params: wgpu::BufferBinding<'a>,
+}
+
+impl MatrixBuffers {
+    /// The matrix bound in parts of whole rows, each part's codes within `max_binding`
+    /// bytes: one part where the matrix fits (the usual case; a Q8 head of Qwen's
+    /// 151,936 × 896 has 136 MB of codes, over WebGPU's default 128 MiB binding).
+    pub fn parts(&self, max_binding: u64) -> Result<Vec<MatrixPart<'_>>> {
+        let row_bytes = self.format.code_bytes(1, self.cols);
+        let param_row_bytes = MatrixFormat::param_bytes(1, self.cols);
+        let most = (max_binding / row_bytes) as usize / PART_ROWS_ALIGN * PART_ROWS_ALIGN;
+        let per_part = if self.rows as u64 * row_bytes <= max_binding {
+            self.rows
+        } else if most > 0 {
+            most
+        } else {
+            return Err(Error::ExceedsDeviceLimits {
+                what: format!("{} rows of a {}-wide matrix", PART_ROWS_ALIGN, self.cols),
+                limit: "max_storage_buffer_binding_size",
+                needed: PART_ROWS_ALIGN as u64 * row_bytes,
+                available: max_binding,
+            });
+        };
+        let range = |buffer, row_bytes: u64, rows: &Range<usize>| wgpu::BufferBinding {
+            buffer,
+            offset: rows.start as u64 * row_bytes,
+            size: std::num::NonZeroU64::new(rows.len() as u64 * row_bytes),
+        };
+        Ok((0..self.rows)
+            .step_by(per_part)
+            .map(|r0| {
+                let rows = r0..(r0 + per_part).min(self.rows);
+                MatrixPart {
+                    codes: range(&self.codes, row_bytes, &rows),
+                    params: range(&self.qparams, param_row_bytes, &rows),
+                    rows,
+                }
+            })
+            .collect())
+    }
 }
 
 /// One transformer block's weights.
@@ -53,14 +106,14 @@ pub struct ModelWeights {
 }
 
 /// The largest buffer and binding a model of `cfg` with a `context`-position KV cache
-/// needs (weights — as Q8 when `q8` may hold any matrix —, KV cache per layer,
-/// attention scratch).
+/// needs (weights — as Q8 when `q8` may hold any matrix, whose vocabulary table is then
+/// bound in parts ([`MatrixBuffers::parts`]) —, KV cache per layer, attention scratch).
 pub fn limits_needed(cfg: &ModelConfig, context: usize, q8: bool) -> LimitsNeeded {
     let h = cfg.hidden_size;
     let format = if q8 { MatrixFormat::Q8 } else { MatrixFormat::Q4 };
     let code_bytes = |rows, cols| format.code_bytes(rows, cols);
-    let largest = [
-        code_bytes(cfg.vocab_size, h),
+    let table = code_bytes(cfg.vocab_size, h);
+    let bound = [
         code_bytes(cfg.q_dim() + 2 * cfg.kv_dim(), h),
         code_bytes(2 * cfg.ffn_size, h),
         code_bytes(h, cfg.ffn_size),
@@ -73,8 +126,8 @@ pub fn limits_needed(cfg: &ModelConfig, context: usize, q8: bool) -> LimitsNeede
     .max()
     .unwrap_or(0);
     LimitsNeeded {
-        max_buffer: largest,
-        max_storage_binding: largest,
+        max_buffer: bound.max(table),
+        max_storage_binding: if q8 { bound } else { bound.max(table) },
     }
 }
 
@@ -413,6 +466,12 @@ impl ModelWeights {
             .map(|(n, f)| format!("{n} {}", f.name()))
             .collect();
         parts.join(" + ")
+    }
+
+    /// The token embedding bound in parts on `ctx` ([`MatrixBuffers::parts`]).
+    pub fn embedding_parts(&self, ctx: &GpuContext) -> Result<Vec<MatrixPart<'_>>> {
+        self.token_embd
+            .parts(ctx.limits.max_storage_buffer_binding_size)
     }
 
     /// The LM head: `output.weight`, or the token embedding when tied.

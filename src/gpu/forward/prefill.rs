@@ -16,6 +16,7 @@ use crate::gpu::buffers::padded;
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention_prefill::AttentionPrefill;
 use crate::gpu::kernels::embed_prefill::EmbedPrefill;
+use crate::gpu::kernels::embed_q4::{split_of, table_bindings};
 use crate::gpu::kernels::gemm_q4::{
     ChunkUniform, GemmDispatch, GemmQ4, GemmVariant, MAX_LANE_TOKENS,
 };
@@ -124,6 +125,7 @@ impl Prefill {
                     norm_eps: norm.then_some(cfg.rms_eps),
                     add_parts: 0,
                     format,
+                    row0: 0,
                 };
                 match format {
                     MatrixFormat::Q4 => GemmQ4::new(ctx, spec),
@@ -137,8 +139,9 @@ impl Prefill {
         let qkv_rows = qd + 2 * cfg.kv_dim();
         let shape = KvCache::shape(cfg, context);
         let f = cfg.ffn_size;
+        let split = split_of(&w.embedding_parts(ctx)?)?;
         let k = Kernels {
-            embed: EmbedPrefill::new(ctx, h, w.token_embd.format),
+            embed: EmbedPrefill::new(ctx, h, w.token_embd.format, split),
             gemms: [
                 gemm_role(0, qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true)?,
                 gemm_role(1, h, qd, Epilogue::AddInto, false, false)?,
@@ -179,10 +182,8 @@ impl Prefill {
             )?;
             Ok::<_, Error>(Step::Gemm(d))
         };
-        let e = &w.token_embd;
-        let embed = k
-            .embed
-            .dispatch(ctx, &chunk, &tokens, &e.codes, &e.qparams, &x, len);
+        let table = table_bindings(&w.embedding_parts(ctx)?);
+        let embed = k.embed.dispatch(ctx, (&chunk, &tokens), table, &x, len);
         let mut d = vec![Step::Embed(embed)];
         for (i, l) in w.layers.iter().enumerate() {
             let (q_norm, k_norm) = match &l.qk_norm {

@@ -10,6 +10,7 @@ use super::step::{
 use super::Activations;
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention::{AttentionInputs, OutputProjection};
+use crate::gpu::kernels::embed_q4::table_bindings;
 use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, GemvQ4, HeadArgmax, ResidualParts};
 use crate::gpu::kernels::rope_kv::KvBuffers;
 use crate::gpu::kv_cache::KvCache;
@@ -135,11 +136,14 @@ impl<'a> Recorder<'a> {
 
     /// h = the embedding of the step's token (or of the previous step's argmax).
     fn embed(&mut self, h: &wgpu::Buffer) {
-        let (e, prev) = (&self.m.weights.token_embd, &self.a.argmax);
+        let prev = &self.a.argmax;
+        let e = (self.m.weights)
+            .embedding_parts(self.ctx)
+            .expect("the embedding's parts, as its kernel was made");
         let d = self
             .k
             .embed
-            .dispatch(self.ctx, self.step, &e.codes, &e.qparams, h, prev);
+            .dispatch(self.ctx, self.step, table_bindings(&e), h, prev);
         self.push(StepKernel::Embed, StepWork::Fixed(d));
     }
 
@@ -264,6 +268,9 @@ impl<'a> Recorder<'a> {
     /// logits = W_head · rmsnorm(h) (on GPUs with each workgroup's best logit).
     fn head(&mut self, h: &'a wgpu::Buffer) {
         let w = self.m.weights;
+        let Some(head) = self.k.head.whole() else {
+            return self.head_in_parts(h);
+        };
         if self.k.argmax_partials.is_some() {
             let (m, codes) = self.m.codes(w.head(), None);
             let a = self.a;
@@ -272,7 +279,7 @@ impl<'a> Recorder<'a> {
                 partials: &a.head_partials,
             };
             let norm = Some(&w.output_norm);
-            let d = self.k.head.dispatch_argmax(
+            let d = head.dispatch_argmax(
                 self.ctx, codes, &m.qparams, h, norm, &a.none, &a.logits, fused,
             );
             return self.push(StepKernel::Head, StepWork::Fixed(d));
@@ -285,7 +292,26 @@ impl<'a> Recorder<'a> {
             out: &self.a.logits,
             parts: None,
         };
-        self.gemv_in(StepKernel::Head, &self.k.head, g);
+        self.gemv_in(StepKernel::Head, head, g);
+    }
+
+    /// [`Recorder::head`] over a head bound in parts, one GEMV each.
+    fn head_in_parts(&mut self, h: &'a wgpu::Buffer) {
+        let (w, a) = (self.m.weights, self.a);
+        let parts = w
+            .head()
+            .parts(self.ctx.limits.max_storage_buffer_binding_size)
+            .expect("the head's parts, as its kernels were made");
+        let fused = self.k.argmax_partials.as_ref().map(|_| HeadArgmax {
+            mask: &a.mask,
+            partials: &a.head_partials,
+        });
+        let norm = Some(&w.output_norm);
+        for ((gemv, rows), part) in self.k.head.parts.iter().zip(&parts) {
+            assert_eq!(rows, &part.rows);
+            let d = gemv.dispatch_part(self.ctx, part, h, norm, &a.logits, fused);
+            self.push(StepKernel::Head, StepWork::Fixed(d));
+        }
     }
 
     /// The argmax of the logits (on GPUs: of the head's workgroup bests).

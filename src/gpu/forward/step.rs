@@ -11,7 +11,7 @@ use crate::gpu::kernels::argmax_partials::ArgmaxPartials;
 use crate::gpu::kernels::attention::{
     dispatches_at, Attention, AttentionDispatch, AttentionVariant, DispatchesAt, WoFold,
 };
-use crate::gpu::kernels::embed_q4::EmbedQ4;
+use crate::gpu::kernels::embed_q4::{split_of, EmbedQ4};
 use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant};
 use crate::gpu::kernels::rope_kv::HeadShape;
 use crate::gpu::kernels::{Dispatch, MatrixFormat};
@@ -153,7 +153,7 @@ pub(super) struct Kernels {
     pub(super) attn_output: Option<RoleGemv>,
     pub(super) gate_up: RoleGemv,
     pub(super) down: RoleGemv,
-    pub(super) head: GemvQ4,
+    pub(super) head: HeadGemv,
     /// The argmax over the logits: the step's on CPU adapters, and on GPUs the selection's
     /// after logit adjustments or a mask uploaded after the head ran (forward/select.rs).
     pub(super) argmax: Argmax,
@@ -180,6 +180,7 @@ impl Kernels {
             norm_eps: norm.then_some(cfg.rms_eps),
             add_parts,
             format: MatrixFormat::Q4,
+            row0: 0,
         };
         let role = |j: usize| weights.layers.iter().map(move |l| l.matrices()[j]);
         let qkv_rows = cfg.q_dim() + 2 * cfg.kv_dim();
@@ -229,14 +230,15 @@ impl Kernels {
             format: weights.head().format,
             ..spec(v, h, head_epilogue, false, true, 0)
         };
-        let head = GemvQ4::new(ctx, head_design, head_spec)?;
+        let head = HeadGemv::new(ctx, head_design, head_spec, weights.head())?;
         let argmax_partials = (head_epilogue == Epilogue::StoreArgmax)
             .then(|| ArgmaxPartials::new(ctx, head.workgroups()));
+        let split = split_of(&weights.embedding_parts(ctx)?)?;
         let qkv_spec = spec(qkv_rows, h, Epilogue::Store, cfg.qkv_bias, true, 0);
         let gate_up_spec = spec(f, h, Epilogue::SwiGlu, false, true, add_parts);
         let down_spec = spec(h, f, Epilogue::AddInto, false, false, 0);
         Ok(Kernels {
-            embed: EmbedQ4::new(ctx, v, h, weights.token_embd.format)?,
+            embed: EmbedQ4::new(ctx, v, h, weights.token_embd.format, split)?,
             qkv: RoleGemv::gemv(ctx, designs.qkv, qkv_spec, role(QKV))?,
             attention,
             attn_output,
@@ -246,6 +248,57 @@ impl Kernels {
             argmax: Argmax::new(ctx, v),
             argmax_partials,
         })
+    }
+}
+
+/// The LM head GEMV: one kernel, or one per part of a head whose codes exceed a storage
+/// binding (a Q8 head of a large vocabulary: [`MatrixBuffers::parts`]).
+pub(super) struct HeadGemv {
+    pub(super) parts: Vec<(GemvQ4, std::ops::Range<usize>)>,
+}
+
+impl HeadGemv {
+    fn new(
+        ctx: &GpuContext,
+        design: GemvVariant,
+        spec: GemvSpec,
+        head: &MatrixBuffers,
+    ) -> Result<HeadGemv> {
+        let max_binding = ctx.limits.max_storage_buffer_binding_size;
+        let parts = head.parts(max_binding)?;
+        if parts.len() > 1 && !matches!(design, GemvVariant::GpuRows(_)) {
+            return Err(crate::error::Error::ExceedsDeviceLimits {
+                what: format!("the {} LM head's codes", head.format.name()),
+                limit: "max_storage_buffer_binding_size",
+                needed: head.format.code_bytes(head.rows, head.cols),
+                available: max_binding,
+            });
+        }
+        let parts = parts
+            .into_iter()
+            .map(|p| {
+                let part = GemvSpec {
+                    n: p.rows.len(),
+                    row0: p.rows.start,
+                    ..spec
+                };
+                Ok((GemvQ4::new(ctx, design, part)?, p.rows))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(HeadGemv { parts })
+    }
+
+    /// The kernel of a head in one part.
+    pub(super) fn whole(&self) -> Option<&GemvQ4> {
+        match &self.parts[..] {
+            [(k, _)] => Some(k),
+            _ => None,
+        }
+    }
+
+    /// Workgroups of all parts (the fused argmax's partials).
+    pub(super) fn workgroups(&self) -> u32 {
+        self.parts.iter().map(|(k, _)| k.workgroups()).sum()
     }
 }
 

@@ -258,6 +258,11 @@ impl GemmQ4 {
                 "GEMM N {n} × K {k}: N must be positive and K a positive multiple of 64"
             )));
         }
+        if spec.row0 > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "GEMM N {n} × K {k}: prefill never computes a part of a split matrix"
+            )));
+        }
         let constants = spec.constants();
         let kernel = match variant {
             GemmVariant::RowLanesFromTexture(_) if spec.format == MatrixFormat::Q8 => {

@@ -10,6 +10,7 @@ pub use super::soft::gemv_rows::{RowsLayout, XLoads};
 use super::{Binding, Dispatch, KernelPipeline, MatrixFormat, Slot};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
+use crate::gpu::weights::MatrixPart;
 
 /// The overrides of [`GemvSpec::constants`] and code unpacking, shared with the GEMM.
 pub(crate) const Q4_COMMON_WGSL: &str = concat!(
@@ -243,19 +244,28 @@ pub struct GemvSpec {
     pub add_parts: usize,
     /// How the matrix is stored (Q8 g32: the GPU rows design only).
     pub format: MatrixFormat,
+    /// The matrix is rows `row0..row0 + n · parts` of a larger one split by rows (bound
+    /// part by part: [`crate::gpu::weights::MatrixBuffers::part`]): outputs, and the fused
+    /// argmax's indices and partials, start at `row0` (a multiple of the workgroup's
+    /// rows; one part only: `Store` and `StoreArgmax` without bias). 0: a whole matrix.
+    pub row0: usize,
 }
 
 impl GemvSpec {
-    /// The override values of shaders/q4_common.wgsl for this spec.
-    pub(crate) fn constants(&self) -> [(&'static str, f64); 6] {
-        [
+    /// The override values of shaders/q4_common.wgsl for this spec (ROW0 only where
+    /// nonzero: the CPU adapters' designs do not read it).
+    pub(crate) fn constants(&self) -> Vec<(&'static str, f64)> {
+        let row0 = (self.row0 > 0).then_some(("ROW0", self.row0 as f64));
+        let mut c = vec![
             ("N", self.n as f64),
             ("K", self.k as f64),
             ("EPILOGUE", self.epilogue.code()),
             ("HAS_BIAS", if self.bias { 1.0 } else { 0.0 }),
             ("NORM", if self.norm_eps.is_some() { 1.0 } else { 0.0 }),
             ("EPS", f64::from(self.norm_eps.unwrap_or(0.0))),
-        ]
+        ];
+        c.extend(row0);
+        c
     }
 
     /// A plain GEMV: no bias, no norm.
@@ -268,6 +278,7 @@ impl GemvSpec {
             norm_eps: None,
             add_parts: 0,
             format: MatrixFormat::Q4,
+            row0: 0,
         }
     }
 }
@@ -434,7 +445,16 @@ impl GemvQ4 {
                 format!("gemv_q4/{}/{wg}x{rows}{loads}", variant.name())
             }
         };
-        let mut constants = spec.constants().to_vec();
+        let split = spec.row0 > 0;
+        let whole_parts = matches!(variant, GemvVariant::GpuRows(g) if spec.row0 % g.rows() as usize == 0);
+        if split && (!whole_parts || spec.bias || !matches!(spec.epilogue, Epilogue::Store | Epilogue::StoreArgmax)) {
+            return Err(Error::InvalidArgument(format!(
+                "GEMV {n} × {k} from row {}: a part of a split matrix needs the GPU rows \
+                 design, a first row on a workgroup's boundary, no bias and a store",
+                spec.row0
+            )));
+        }
+        let mut constants = spec.constants();
         if variant == GemvVariant::RowsFromTexture {
             constants.push(("WG", f64::from(layout.wg)));
         }
@@ -529,7 +549,31 @@ impl GemvQ4 {
         residual: Option<ResidualParts>,
     ) -> Dispatch {
         let extra = residual.map(|r| [r.parts, r.h_out]);
-        self.dispatch_extra(ctx, codes, qparams, x, norm_weight, bias, out, extra)
+        let codes = codes.binding(self.variant.reads_texture(), "gemv_q4");
+        let matrix = (codes, Binding::Buffer(qparams));
+        self.dispatch_extra(ctx, matrix, x, norm_weight, bias, out, extra)
+    }
+
+    /// [`GemvQ4::dispatch`] of one part of a matrix bound in parts (the spec's `row0`
+    /// is the part's first row; `out` the whole output), with the fused argmax's buffers
+    /// exactly when the spec fuses it.
+    pub fn dispatch_part(
+        &self,
+        ctx: &GpuContext,
+        part: &MatrixPart,
+        x: &wgpu::Buffer,
+        norm_weight: Option<&wgpu::Buffer>,
+        out: &wgpu::Buffer,
+        argmax: Option<HeadArgmax>,
+    ) -> Dispatch {
+        assert_eq!(part.rows.start, self.spec.row0, "gemv_q4: the part's first row");
+        assert_eq!(part.rows.len(), self.spec.n * self.spec.epilogue.parts());
+        let matrix = (
+            Binding::Range(part.codes.clone()),
+            Binding::Range(part.params.clone()),
+        );
+        let extra = argmax.map(|a| [a.mask, a.partials]);
+        self.dispatch_extra(ctx, matrix, x, norm_weight, x, out, extra)
     }
 
     /// [`GemvQ4::dispatch`] for the [`Epilogue::StoreArgmax`] head, with its argmax's
@@ -548,17 +592,19 @@ impl GemvQ4 {
     ) -> Dispatch {
         assert_eq!(self.spec.epilogue, Epilogue::StoreArgmax);
         let extra = Some([argmax.mask, argmax.partials]);
-        self.dispatch_extra(ctx, codes, qparams, x, norm_weight, bias, out, extra)
+        let codes = codes.binding(self.variant.reads_texture(), "gemv_q4");
+        let matrix = (codes, Binding::Buffer(qparams));
+        self.dispatch_extra(ctx, matrix, x, norm_weight, bias, out, extra)
     }
 
-    /// The dispatch with the bindings past `out` (6 and 7: the partial vectors and the
-    /// next residual, or the mask and the argmax partials), checked against the spec.
+    /// The dispatch of the matrix's (codes, qparams) bindings, with the bindings past
+    /// `out` (6 and 7: the partial vectors and the next residual, or the mask and the
+    /// argmax partials), checked against the spec.
     #[allow(clippy::too_many_arguments)]
     fn dispatch_extra(
         &self,
         ctx: &GpuContext,
-        codes: Codes,
-        qparams: &wgpu::Buffer,
+        (codes, qparams): (Binding, Binding),
         x: &wgpu::Buffer,
         norm_weight: Option<&wgpu::Buffer>,
         bias: &wgpu::Buffer,
@@ -577,10 +623,9 @@ impl GemvQ4 {
             self.spec.norm_eps.is_some(),
             "gemv_q4: norm weights are bound exactly when the norm is fused"
         );
-        let codes = codes.binding(self.variant.reads_texture(), "gemv_q4");
         let norm = norm_weight.unwrap_or(x);
         let b = Binding::Buffer;
-        let mut bindings = vec![codes, b(qparams), b(x), b(norm), b(bias), b(out)];
+        let mut bindings = vec![codes, qparams, b(x), b(norm), b(bias), b(out)];
         if let Some([first, second]) = extra {
             bindings.extend([b(first), b(second)]);
         }
