@@ -12,6 +12,7 @@ use pocketrt::gpu::kernels::embed_q4::{
 use pocketrt::gpu::kernels::gemm_q4::ChunkUniform;
 use pocketrt::gpu::kernels::rmsnorm::RmsNorm;
 use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
+use pocketrt::gpu::weights::MatrixBuffers;
 use pocketrt::gpu::StepUniform;
 use pocketrt::quant::{QMatrix, Q4Tensor, Q8Tensor};
 
@@ -124,7 +125,7 @@ fn prefill_embedding_gather_returns_the_chunk_tokens_rows() {
     let (vocab, k) = (300usize, 128usize);
     let tokens = [5u32, 0, 299, 5, 17, 200, 1];
     for format in FORMATS {
-        let (table, codes, qparams) = table(format, (vocab, k), 12);
+        let (t, codes, qparams) = table(format, (vocab, k), 12);
         let kernel = EmbedPrefill::new(ctx, k, format, None);
         let chunk = ctx.uniform("chunk", 16);
         let tb = ctx.storage_init("tokens", &tokens).unwrap();
@@ -148,8 +149,8 @@ fn prefill_embedding_gather_returns_the_chunk_tokens_rows() {
         }
         ctx.queue.submit([enc.finish()]);
         let mut want = vec![0f32; (count + 1) * k];
-        for (t, row) in tokens.iter().zip(want.chunks_exact_mut(k)) {
-            table.dequantize_row(*t as usize, row);
+        for (id, row) in tokens.iter().zip(want.chunks_exact_mut(k)) {
+            t.dequantize_row(*id as usize, row);
         }
         want[count * k..].fill(7.0);
         let got = ctx.read_f32(&out, (count + 1) * k).unwrap();
@@ -266,5 +267,67 @@ fn masked_argmax_picks_the_best_allowed_token() {
             cpu_argmax(&logits),
             "flag off (n = {n})"
         );
+    }
+}
+
+/// A table bound in two parts (as one whose codes exceed a storage binding:
+/// `MatrixBuffers::parts`, here with a binding of 4,096 rows): both gathers read rows on
+/// either side of the split, the decode gather also the token on the GPU.
+#[test]
+fn embedding_gathers_read_a_table_bound_in_two_parts() {
+    let ctx = gpu();
+    let (vocab, k) = (4096 + 300, 64);
+    for format in FORMATS {
+        let (t, codes, qparams) = table(format, (vocab, k), 13);
+        let m = MatrixBuffers {
+            codes,
+            qparams,
+            rows: vocab,
+            cols: k,
+            format,
+        };
+        let parts = m.parts(4096 * format.code_bytes(1, k)).unwrap();
+        let split = split_of(&parts).unwrap();
+        assert_eq!(split, Some(4096));
+        let step = ctx.uniform("step", 16);
+        let out = ctx.storage("out", 4 * k as u64).unwrap();
+        let prev = ctx.storage_init("prev", &[4097u32, 0]).unwrap();
+        let kernel = EmbedQ4::new(ctx, vocab, k, format, split).unwrap();
+        let d = kernel.dispatch(ctx, &step, table_bindings(&parts), &out, &prev);
+        for (token, row) in [(0u32, 0), (4095, 4095), (4096, 4096), (4395, 4395)]
+            .into_iter()
+            .chain([(TOKEN_ON_GPU, 4097)])
+        {
+            let s = StepUniform {
+                token,
+                ..Default::default()
+            };
+            ctx.queue.write_buffer(&step, 0, bytemuck::bytes_of(&s));
+            run(ctx, &[&d]);
+            let mut want = vec![0f32; k];
+            t.dequantize_row(row, &mut want);
+            let got = ctx.read_f32(&out, k).unwrap();
+            assert_close(&format!("{format:?} split row {row}"), &got, &want, 1e-6, 0.0);
+        }
+        let tokens = [4095u32, 4096, 3, 4395];
+        let kernel = EmbedPrefill::new(ctx, k, format, split);
+        let chunk = ctx.uniform("chunk", 16);
+        let tb = ctx.storage_init("tokens", &tokens).unwrap();
+        let out = ctx.storage("out", (4 * tokens.len() * k) as u64).unwrap();
+        let d = kernel.dispatch(ctx, (&chunk, &tb), table_bindings(&parts), &out, tokens.len());
+        let uniform = ChunkUniform {
+            start: 0,
+            count: tokens.len() as u32,
+            pad: [0; 2],
+        };
+        ctx.queue
+            .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
+        run(ctx, &[&d]);
+        let mut want = vec![0f32; tokens.len() * k];
+        for (t_id, row) in tokens.iter().zip(want.chunks_exact_mut(k)) {
+            t.dequantize_row(*t_id as usize, row);
+        }
+        let got = ctx.read_f32(&out, tokens.len() * k).unwrap();
+        assert_close(&format!("{format:?} split prefill"), &got, &want, 1e-6, 0.0);
     }
 }
