@@ -41,6 +41,28 @@ impl GpuContext {
         }))
     }
 
+    /// A storage buffer of `bytes` that is bound in parts of at most the binding limit
+    /// (a vocabulary table: [`crate::gpu::weights::MatrixBuffers::parts`]), so only the
+    /// buffer limit applies.
+    pub fn storage_in_parts(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
+        let size = padded(bytes);
+        if size > self.limits.max_buffer_size {
+            return Err(Error::ExceedsDeviceLimits {
+                what: label.into(),
+                limit: "max_buffer_size",
+                needed: size,
+                available: self.limits.max_buffer_size,
+            });
+        }
+        self.count(size);
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: STORAGE,
+            mapped_at_creation: false,
+        }))
+    }
+
     /// A storage buffer holding `data` (little-endian words).
     pub fn storage_init<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> Result<wgpu::Buffer> {
         let bytes: &[u8] = bytemuck::cast_slice(data);

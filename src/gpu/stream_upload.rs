@@ -9,7 +9,7 @@
 //! that fails is simply written again (the same bytes land at the same places).
 
 use super::device::GpuContext;
-use super::weights::{alloc_matrix, assemble, layout, Filled, ModelWeights, Slot};
+use super::weights::{alloc_matrix, assemble, is_vocab_table, layout, Filled, ModelWeights, Slot};
 use crate::gpu::kernels::MatrixFormat;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
@@ -150,7 +150,8 @@ impl StreamedWeights {
                 Slot::Matrix { label, parts, cols } => {
                     let rows = parts.iter().map(|p| p.1).sum();
                     let (dtype, format, params) = stacked_dtype(tensors, &label, &parts)?;
-                    let m = alloc_matrix(ctx, &label, (rows, cols), format)?;
+                    let table = is_vocab_table(&parts);
+                    let m = alloc_matrix(ctx, &label, (rows, cols), format, table)?;
                     let (mut codes_at, mut params_at) = (0u64, 0u64);
                     for (name, r) in &parts {
                         let t = entry_of(tensors, name, &[*r, cols], &[dtype], dtype.name())?;

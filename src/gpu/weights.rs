@@ -217,15 +217,29 @@ pub fn holds_q8(src: &dyn ModelSource, weights: WeightFormat) -> Result<bool> {
     Ok(false)
 }
 
-/// Empty buffers for a matrix slot of `rows` × `cols` in `format`.
+/// Is the matrix slot of tensors `parts` a vocabulary table (the embedding or the untied
+/// head), whose codes may be bound in parts ([`MatrixBuffers::parts`])?
+pub(super) fn is_vocab_table(parts: &[(String, usize)]) -> bool {
+    matches!(parts, [(name, _)] if name == "token_embd.weight" || name == "output.weight")
+}
+
+/// Empty buffers for a matrix slot of `rows` × `cols` in `format`; the codes of a Q8
+/// vocabulary table ([`is_vocab_table`]: `table`) may exceed a storage binding.
 pub(super) fn alloc_matrix(
     ctx: &GpuContext,
     label: &str,
     (rows, cols): (usize, usize),
     format: MatrixFormat,
+    table: bool,
 ) -> Result<MatrixBuffers> {
+    let codes_label = format!("{label}.codes");
+    let code_bytes = format.code_bytes(rows, cols);
+    let codes = match table && format == MatrixFormat::Q8 {
+        true => ctx.storage_in_parts(&codes_label, code_bytes)?,
+        false => ctx.storage(&codes_label, code_bytes)?,
+    };
     Ok(MatrixBuffers {
-        codes: ctx.storage(&format!("{label}.codes"), format.code_bytes(rows, cols))?,
+        codes,
         qparams: ctx.storage(
             &format!("{label}.qparams"),
             MatrixFormat::param_bytes(rows, cols),
@@ -283,7 +297,7 @@ fn upload_matrix(
         .map(|(name, _)| Ok(src.tensor(name)?.dtype.clone()))
         .collect::<Result<Vec<_>>>()?;
     let format = slot_format(weights, dtypes.iter().map(String::as_str));
-    let out = alloc_matrix(ctx, label, (rows, cols), format)?;
+    let out = alloc_matrix(ctx, label, (rows, cols), format, is_vocab_table(parts))?;
     let (mut code_off, mut param_off) = (0u64, 0u64);
     for (name, r) in parts {
         let m = read_part(src, name, weights, format)?;
