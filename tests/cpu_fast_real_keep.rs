@@ -35,6 +35,11 @@ struct Reference {
 /// Tokens of each reference prompt's greedy continuation on the fast CPU backend in
 /// `mode` that equal llama.cpp's (a common prefix), printing the engine and its speed.
 fn matching_tokens(mode: WeightMode) -> Vec<usize> {
+    matching_tokens_on(Backend::Cpu, mode, usize::MAX)
+}
+
+/// [`matching_tokens`] on `backend`, for the first `prompts` prompts.
+fn matching_tokens_on(backend: Backend, mode: WeightMode, prompts: usize) -> Vec<usize> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/oracle/llamacpp/reference.json"
@@ -42,10 +47,10 @@ fn matching_tokens(mode: WeightMode) -> Vec<usize> {
     let reference: Reference =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut src = format::open(&coder_gguf()).unwrap();
-    let mut engine = Engine::load(src.as_mut(), Backend::Cpu, mode, 64).unwrap();
+    let mut engine = Engine::load(src.as_mut(), backend, mode, 64).unwrap();
     println!("{}: {}", mode.name(), engine.description());
     let mut counts = vec![];
-    for case in &reference.cases {
+    for case in reference.cases.iter().take(prompts) {
         engine.rewind(0);
         let t = std::time::Instant::now();
         let got = engine.greedy(&case.prompt_ids, GENERATE, |_| true).unwrap();
@@ -71,4 +76,22 @@ fn fast_cpu_keep_weights_continue_every_reference_prompt_like_llama_cpp() {
     let q4 = matching_tokens(WeightMode::Q4);
     println!("tokens as llama.cpp per prompt: keep {keep:?}, q4 {q4:?}");
     assert!(keep.iter().all(|&n| n >= KEEP_MATCH), "keep: {keep:?}");
+}
+
+/// The GPU backend (lavapipe in CI) with keep weights: every matrix Q8 g32 there (Q4_K
+/// and Q6_K requantized, Q5_0 and Q8_0 kept), f32 activations. The first prompt (~30 s
+/// on lavapipe); all three in the long tier.
+#[test]
+fn gpu_keep_weights_continue_the_first_reference_prompt_like_llama_cpp() {
+    let keep = matching_tokens_on(Backend::Gpu, WeightMode::Keep, 1);
+    assert!(keep.iter().all(|&n| n >= KEEP_MATCH), "gpu keep: {keep:?}");
+}
+
+#[test]
+#[ignore = "long tier: the three prompts on the GPU (~100 s on lavapipe), one in the default tier"]
+fn gpu_keep_weights_continue_every_reference_prompt_like_llama_cpp_long() {
+    let keep = matching_tokens_on(Backend::Gpu, WeightMode::Keep, 3);
+    let q4 = matching_tokens_on(Backend::Gpu, WeightMode::Q4, 3);
+    println!("GPU tokens as llama.cpp per prompt: keep {keep:?}, q4 {q4:?}");
+    assert!(keep.iter().all(|&n| n >= KEEP_MATCH), "gpu keep: {keep:?}");
 }
