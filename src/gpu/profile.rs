@@ -228,7 +228,7 @@ impl DeviceProfile {
             gemm: GemmVariant::RowLanesFromTexture(order),
             prefill_attention: AttentionPrefillVariant::Lanes,
             q8: Q8Designs {
-                gemv: GPU_ROWS,
+                gemv: SOFT_Q8_ROWS,
                 gemm: GemmTiles::F32,
             },
             ..gpu
@@ -416,6 +416,18 @@ const GPU_ROWS: GpuRows = GpuRows {
     tpr: 16,
     slots: 8,
     rps: 2,
+    reduce: SlotReduce::Tree,
+    f16: false,
+};
+
+/// The CPU adapters' Q8 GEMV layout: one lane per row (no reduction across lanes), 8
+/// rows per lane reusing each x load, 64 lanes. Measured on lavapipe (the coder's Q8
+/// decode, tok/s with prefill): 1 × 64 × 8 gave 3.6–5.1, 8 × 16 × 2 (the GPU layout) 0.8,
+/// 1 × 64 × 2 2.3, 4 × 16 × 4 2.1, 1 × 16 × 8 3.5.
+const SOFT_Q8_ROWS: GpuRows = GpuRows {
+    tpr: 1,
+    slots: 64,
+    rps: 8,
     reduce: SlotReduce::Tree,
     f16: false,
 };
