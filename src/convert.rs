@@ -235,13 +235,21 @@ pub fn package_bytes(config: &ModelConfig) -> Result<u64> {
 /// default), in order: matrices Q4 g64, vectors f32, every part at the next aligned offset
 /// of the package's stream.
 pub fn converted_tensors(config: &ModelConfig) -> Result<Vec<TensorEntry>> {
+    converted_tensors_with(config, |_| false)
+}
+
+/// [`converted_tensors`] with the matrices `q8(name)` says in Q8 g32.
+pub fn converted_tensors_with(
+    config: &ModelConfig,
+    q8: impl Fn(&str) -> bool,
+) -> Result<Vec<TensorEntry>> {
     let mut pos = 0u64;
     let mut out = Vec::new();
     for (name, shape) in config.expected_tensors() {
-        let dtype = if shape.len() == 2 {
-            DType::Q4g64
-        } else {
-            DType::F32
+        let dtype = match shape.len() == 2 {
+            true if q8(&name) => DType::Q8g32,
+            true => DType::Q4g64,
+            false => DType::F32,
         };
         let parts = dtype
             .expected_parts(&shape)

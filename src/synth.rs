@@ -245,6 +245,13 @@ impl SynthSource {
     /// The whole model as a GGUF writer (matrices Q4_1, vectors f32); holds every tensor
     /// in memory (~192 MB for pocket-0.3b).
     pub fn gguf_writer(&self) -> Result<GgufWriter> {
+        self.gguf_writer_with_q8_0(&[])
+    }
+
+    /// [`SynthSource::gguf_writer`] with the matrices named in `q8_0` as Q8_0 (their
+    /// values quantized by ggml's Q8_0 rounding): a GGUF of mixed types, as a Q4_K_M
+    /// file's.
+    pub fn gguf_writer_with_q8_0(&self, q8_0: &[&str]) -> Result<GgufWriter> {
         let mut w = GgufWriter::new();
         for (k, v) in self.gguf_metadata() {
             w.meta(&k, v);
@@ -252,7 +259,13 @@ impl SynthSource {
         for t in &self.tensors {
             // ggml order: innermost dimension first.
             let dims: Vec<u64> = t.shape.iter().rev().map(|&d| d as u64).collect();
-            if t.shape.len() == 2 {
+            if t.shape.len() == 2 && q8_0.contains(&t.name.as_str()) {
+                let (rows, cols) = (t.shape[0], t.shape[1]);
+                let q4_1 = self.q4_1_bytes(&t.name)?;
+                let values = crate::format::gguf_dequant::dequantize(GgmlType::Q4_1, &q4_1, rows * cols)?;
+                let q = crate::quant::Q8Tensor::quantize(&values, rows, cols)?;
+                w.tensor(&t.name, &dims, GgmlType::Q8_0, &q.to_ggml_q8_0())?;
+            } else if t.shape.len() == 2 {
                 w.tensor(&t.name, &dims, GgmlType::Q4_1, &self.q4_1_bytes(&t.name)?)?;
             } else {
                 let v = self.vector(&t.name)?;

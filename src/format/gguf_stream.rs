@@ -3,8 +3,11 @@
 //! chunks of any size, in order ([`GgufStream::feed`]). Every tensor the engine reads comes
 //! out as the [`Chunk`]s of the pocket package [`convert`](crate::convert::convert) would
 //! write for it — matrices Q4 g64 (Q4_1 pairs with equal params kept bit-exactly, the same
-//! `Q4Tensor::from_ggml` as the converter), vectors f32 — a batch of rows at a time, so the
-//! host holds one batch (≈ 256 KiB), never a whole tensor.
+//! `Q4Tensor::from_ggml` as the converter) or, with `keep` or `q8` weights, Q8 g32 where
+//! [`WeightFormat::stores_q8`] says (Q8_0 kept exactly, `Q8Tensor::from_ggml`; a stack
+//! — q|k|v, gate|up — holding one Q8 matrix is all Q8, as the GPU stacks it), vectors f32
+//! — a batch of rows at a time, so the host holds one batch (≈ 256 KiB), never a whole
+//! tensor.
 //!
 //! Chunks name indices into [`GgufStream::tensors`] (the converter's tensor table,
 //! [`converted_tensors`]), so a consumer of package chunks (the GPU's streamed upload)
@@ -15,9 +18,10 @@ use super::gguf_dequant::dequantize;
 use super::gguf_source::{permuted_heads, unpermute_rows};
 use super::package::{Chunk, TensorEntry};
 use crate::config::ModelConfig;
-use crate::convert::converted_tensors;
+use crate::convert::converted_tensors_with;
 use crate::error::{Error, Result};
-use crate::quant::{MergeStats, Q4Tensor, GROUP};
+use crate::quant::{MergeStats, Q4Tensor, Q8Tensor, WeightFormat, GROUP, Q8_GROUP};
+use super::package::DType;
 
 /// A header (metadata + tensor table) larger than this is refused.
 pub const MAX_HEADER_BYTES: usize = 64 << 20;
@@ -67,6 +71,8 @@ struct Job {
     /// Llama's permuted q/k rows: the head size to undo it per head, else 0.
     head_rows: usize,
     matrix: bool,
+    /// A 4-bit matrix the weights hold as Q4, in a Q8 stack: to Q8 through Q4 g64.
+    via_q4: bool,
 }
 
 /// Where the stream is: everything needed to resume feeding (see [`GgufStream::rewind`]).
@@ -101,11 +107,23 @@ pub struct GgufStream {
 }
 
 impl GgufStream {
-    /// Plan the conversion of the GGUF whose header is `gguf`: every tensor the engine
-    /// needs must be present with the config's shape (checked before any byte is fed).
+    /// Plan the conversion of the GGUF whose header is `gguf` to Q4 matrices: every
+    /// tensor the engine needs must be present with the config's shape (checked before
+    /// any byte is fed).
     pub fn new(gguf: Gguf, what: &str) -> Result<GgufStream> {
+        Self::new_as(gguf, what, WeightFormat::Q4)
+    }
+
+    /// [`GgufStream::new`] with each matrix as `weights` holds it (see the module doc).
+    pub fn new_as(gguf: Gguf, what: &str, weights: WeightFormat) -> Result<GgufStream> {
         let config = ModelConfig::from_gguf(&gguf, gguf.tensor("output.weight").is_some())?;
-        let tensors = converted_tensors(&config)?;
+        let held_q8 = |name: &str| {
+            let ty = gguf.tensor(name).map(|t| t.ty.name());
+            ty.is_some_and(|ty| weights.stores_q8(ty))
+        };
+        let tensors = converted_tensors_with(&config, |name| {
+            stack_of(name).iter().any(|n| held_q8(n))
+        })?;
         let mut jobs = Vec::with_capacity(tensors.len());
         for (entry, t) in tensors.iter().enumerate() {
             let info = gguf
@@ -146,6 +164,7 @@ impl GgufStream {
                 batch_rows,
                 head_rows,
                 matrix,
+                via_q4: t.dtype == DType::Q8g32 && !weights.stores_q8(info.ty.name()),
             });
         }
         jobs.sort_by_key(|j| j.start);
@@ -277,14 +296,31 @@ impl GgufStream {
                 &unpermuted[..]
             }
         };
-        let (q, stats) = Q4Tensor::from_ggml(job.ty, batch, nr, job.cols).map_err(corrupt)?;
+        let (q4, q8, stats);
+        let (codes, params, codes_at, params_at) = match self.tensors[job.entry].dtype {
+            DType::Q8g32 if job.cols % (2 * Q8_GROUP) != 0 => {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: {} columns, not a multiple of 64, do not stream as Q8 g32",
+                    job.cols
+                )))
+            }
+            DType::Q8g32 => {
+                let rows = (batch, nr, job.cols);
+                (q8, stats) = q8_rows(job.ty, rows, job.via_q4).map_err(corrupt)?;
+                let (codes, scales) = (q8.codes_bytes(), q8.scales_bytes());
+                (codes, scales, r0 * job.cols, r0 * job.cols / 16)
+            }
+            _ => {
+                (q4, stats) = Q4Tensor::from_ggml(job.ty, batch, nr, job.cols).map_err(corrupt)?;
+                let (codes, qparams) = (q4.codes_bytes(), q4.qparams_bytes());
+                (codes, qparams, r0 * job.cols / 2, r0 * (job.cols / GROUP) * 4)
+            }
+        };
         self.merge.groups_exact += stats.groups_exact;
         self.merge.groups_requantized += stats.groups_requantized;
-        let codes_at = (r0 * job.cols / 2) as u64;
-        let params_at = (r0 * (job.cols / GROUP) * 4) as u64;
         for (part, offset, bytes) in [
-            (0, codes_at, q.codes_bytes()),
-            (1, params_at, q.qparams_bytes()),
+            (0, codes_at as u64, codes),
+            (1, params_at as u64, params),
         ] {
             emit(Chunk {
                 tensor: job.entry,
@@ -307,6 +343,41 @@ impl GgufStream {
             }),
         }
     }
+}
+
+/// Rows of a ggml tensor as Q8 g32 (`Q8Tensor::from_ggml`: kept exactly where its type
+/// allows); `via_q4`: a matrix the weights hold as Q4 in a Q8 stack, through Q4 g64
+/// first, as the GPU's upload and the CPU backend's stacks convert it, so every backend
+/// computes with the same values.
+fn q8_rows(
+    ty: GgmlType,
+    (bytes, rows, cols): (&[u8], usize, usize),
+    via_q4: bool,
+) -> Result<(Q8Tensor, MergeStats)> {
+    if !via_q4 {
+        return Q8Tensor::from_ggml(ty, bytes, rows, cols);
+    }
+    let (q4, _) = Q4Tensor::from_ggml(ty, bytes, rows, cols)?;
+    let q8 = Q8Tensor::quantize(&q4.dequantize(), rows, cols)?;
+    let stats = MergeStats {
+        groups_exact: 0,
+        groups_requantized: (rows * cols / Q8_GROUP) as u64,
+    };
+    Ok((q8, stats))
+}
+
+/// The tensors stacked with `name` into one GPU matrix (q|k|v, gate|up), itself included.
+fn stack_of(name: &str) -> Vec<String> {
+    let Some((layer, role)) = name.rsplit_once('.').and_then(|(stem, _)| stem.rsplit_once('.'))
+    else {
+        return vec![name.to_string()];
+    };
+    let roles: &[&str] = match role {
+        "attn_q" | "attn_k" | "attn_v" => &["attn_q", "attn_k", "attn_v"],
+        "ffn_gate" | "ffn_up" => &["ffn_gate", "ffn_up"],
+        _ => return vec![name.to_string()],
+    };
+    roles.iter().map(|r| format!("{layer}.{r}.weight")).collect()
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@ use super::*;
 use crate::convert::{convert, ConvertOptions};
 use crate::format::gguf_source::GgufSource;
 use crate::format::package::{load_tensor, Manifest};
+use crate::format::source::ModelSource;
 use crate::synth::SynthSource;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -66,8 +67,16 @@ fn header(bytes: &[u8]) -> (Gguf, usize) {
 
 /// Every part's bytes as the stream emits them (checked to cover each part exactly once).
 fn stream_all(bytes: &[u8]) -> (GgufStream, HashMap<(usize, usize), Vec<u8>>) {
+    stream_all_as(bytes, WeightFormat::Q4)
+}
+
+/// [`stream_all`] with each matrix as `weights` holds it.
+fn stream_all_as(
+    bytes: &[u8],
+    weights: WeightFormat,
+) -> (GgufStream, HashMap<(usize, usize), Vec<u8>>) {
     let (g, prefix) = header(bytes);
-    let mut stream = GgufStream::new(g, "test").unwrap();
+    let mut stream = GgufStream::new_as(g, "test", weights).unwrap();
     let mut out: HashMap<(usize, usize), Vec<u8>> = HashMap::new();
     let mut written: HashMap<(usize, usize), u64> = HashMap::new();
     let tensors = stream.tensors().to_vec();
@@ -201,4 +210,82 @@ fn bad_headers_are_typed_errors() {
             .unwrap()
             .is_none()
     );
+}
+
+/// `q8` weights: every matrix Q8 g32, byte for byte the package `convert --weights q8`
+/// writes from the same file.
+#[test]
+fn streamed_q8_conversion_equals_the_native_converter_byte_for_byte() {
+    let dir = TempDir::new("q8");
+    let bytes = SynthSource::preset("tiny-qwen2", 5)
+        .unwrap()
+        .gguf_writer()
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    let path = dir.0.join("model.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    let opts = ConvertOptions {
+        weights: WeightFormat::Q8,
+        ..Default::default()
+    };
+    let mut src = GgufSource::open(&path).unwrap();
+    let manifest = convert(&mut src, &dir.0.join("pkg"), &opts, &mut |_| {})
+        .unwrap()
+        .manifest;
+    let (stream, out) = stream_all_as(&bytes, WeightFormat::Q8);
+    assert_eq!(stream.tensors(), &manifest.tensors[..], "the converter's table");
+    for (t, entry) in manifest.tensors.iter().enumerate() {
+        let want = load_tensor(dir.0.join("pkg"), &manifest, &entry.name).unwrap();
+        let got: Vec<u8> = (0..entry.parts.len())
+            .flat_map(|p| out[&(t, p)].clone())
+            .collect();
+        assert!(got == want, "tensor {} differs from the package", entry.name);
+    }
+}
+
+/// `keep` weights over a GGUF of Q4_1 and Q8_0 matrices: the Q8_0 ones kept exactly as
+/// Q8 g32, the Q4_1 ones as Q4 g64, except those stacked with a Q8_0 one (q|k with v),
+/// which are Q8 through Q4 g64 (as the GPU's upload makes them).
+#[test]
+fn keep_streams_q8_0_matrices_and_their_stacks_as_q8() {
+    let dir = TempDir::new("keep");
+    let q8_0 = ["blk.0.attn_v.weight", "blk.1.ffn_down.weight", "token_embd.weight"];
+    let bytes = SynthSource::preset("tiny-qwen3", 5)
+        .unwrap()
+        .gguf_writer_with_q8_0(&q8_0)
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    let path = dir.0.join("model.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    let mut src = GgufSource::open(&path).unwrap();
+    let (stream, out) = stream_all_as(&bytes, WeightFormat::Keep);
+    let stacked = ["blk.0.attn_q.weight", "blk.0.attn_k.weight"];
+    let mut seen = 0;
+    for (t, entry) in stream.tensors().iter().enumerate() {
+        if entry.shape.len() != 2 {
+            continue;
+        }
+        let name = entry.name.as_str();
+        let got: Vec<u8> = (0..2).flat_map(|p| out[&(t, p)].clone()).collect();
+        let want = if q8_0.contains(&name) {
+            let (q, stats) = src.read_q8(name).unwrap();
+            assert_eq!(stats.groups_requantized, 0, "{name}: Q8_0 kept exactly");
+            [q.codes_bytes(), q.scales_bytes()].concat()
+        } else if stacked.contains(&name) {
+            let (q4, _) = src.read_q4(name).unwrap();
+            let q = Q8Tensor::quantize(&q4.dequantize(), q4.rows, q4.cols).unwrap();
+            [q.codes_bytes(), q.scales_bytes()].concat()
+        } else {
+            let (q, _) = src.read_q4(name).unwrap();
+            [q.codes_bytes(), q.qparams_bytes()].concat()
+        };
+        let q8 = q8_0.contains(&name) || stacked.contains(&name);
+        seen += usize::from(q8);
+        let dtype = if q8 { DType::Q8g32 } else { DType::Q4g64 };
+        assert_eq!(entry.dtype, dtype, "{name}");
+        assert!(got == want, "{name}: the streamed bytes");
+    }
+    assert_eq!(seen, 5);
 }

@@ -134,6 +134,17 @@ impl StreamedWeights {
         Self::allocate_for(ctx, &manifest.config, &manifest.tensors)
     }
 
+    /// Whether every matrix stack of a `config` model with `tensors` streams to the GPU:
+    /// one type per stack (q4g64 or q8g32); the error says which does not.
+    pub fn check_stacks(config: &ModelConfig, tensors: &[TensorEntry]) -> Result<()> {
+        for slot in layout(config) {
+            if let Slot::Matrix { label, parts, .. } = slot {
+                stacked_dtype(tensors, &label, &parts)?;
+            }
+        }
+        Ok(())
+    }
+
     /// [`StreamedWeights::allocate`] for a tensor table without shards (e.g. the one a
     /// GGUF streams into, [`crate::format::gguf_stream`]): chunks name indices into
     /// `tensors`.

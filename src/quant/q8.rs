@@ -143,6 +143,17 @@ impl Q8Tensor {
         c
     }
 
+    /// The matrix as ggml Q8_0 blocks (per group: the f16 scale, then the 32 codes): the
+    /// bytes of a Q8_0 tensor with these values.
+    pub fn to_ggml_q8_0(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.groups() * (2 + Q8_GROUP));
+        for g in 0..self.groups() {
+            out.extend_from_slice(&self.scale_bits(g).to_le_bytes());
+            out.extend(self.group_codes(g).map(|c| c as u8));
+        }
+        out
+    }
+
     /// Quantize row-major f32 data (ggml's Q8_0 rounding).
     pub fn quantize(data: &[f32], rows: usize, cols: usize) -> Result<Q8Tensor> {
         let n = checked_elems(rows, cols)?;

@@ -5,9 +5,10 @@
 //! `software`, `gpu::profile`) → a probe of the model's layer shapes is timed on both
 //! before any weight arrives (`engine::probe`; the decision is kept in Cache Storage per
 //! adapter and shape), and only the faster is loaded; a real GPU → WebGPU. A package
-//! holding Q8 g32 matrices (`convert --weights q8|keep`) runs on the CPU backend, which
-//! runs them as stored: the GPU runs Q4 g64 only yet (`webgpu` is refused with a typed
-//! error).
+//! holding Q8 g32 matrices (`convert --weights q8|keep`) runs as stored on either: on a
+//! real GPU in WebGPU (its Q8 kernels), on a software adapter on the CPU backend (the
+//! adapter's Q8 design is slower), and where a matrix stack mixes Q4 and Q8 (which
+//! streams to the CPU only) on the CPU backend (`webgpu` is refused with a typed error).
 
 use super::device::{gpu_for, require_webgpu};
 use super::fetch::{cached, open_cache, store};
@@ -99,25 +100,34 @@ impl Decided {
             reason,
         };
         let q8 = q8_matrices(manifest);
+        let stacks = StreamedWeights::check_stacks(config, &manifest.tensors);
         Ok(match choice {
             Choice::Cpu => cpu("requested (backend: \"cpu\")".into()),
-            Choice::WebGpu if q8 > 0 => return Err(gpu_runs_q4_only(q8)),
-            Choice::Auto if q8 > 0 => cpu(format!(
-                "{q8} matrices in Q8 g32, which the CPU backend runs as stored (WebGPU runs \
-                 Q4 g64 only yet)"
-            )),
             Choice::WebGpu => {
+                stacks?;
                 require_webgpu()?;
-                let (ctx, plan) = gpu_for(config, context, profile).await?;
+                let (ctx, plan) = gpu_for(config, context, profile, q8 > 0).await?;
                 gpu(ctx, plan, "requested (backend: \"webgpu\")".into())
             }
+            Choice::Auto if stacks.is_err() => cpu(format!(
+                "{q8} matrices in Q8 g32, some stacked with Q4 g64 ones, which the CPU \
+                 backend runs as stored (WebGPU streams one format per stack)"
+            )),
             Choice::Auto => match require_webgpu() {
                 Err(_) => cpu("no WebGPU in this browser (navigator.gpu is missing)".into()),
-                Ok(()) => match gpu_for(config, context, profile).await {
+                Ok(()) => match gpu_for(config, context, profile, q8 > 0).await {
                     Err(Error::NoGpuAdapter { detail }) | Err(Error::NoWebGpu(detail)) => {
                         cpu(format!("no WebGPU adapter ({detail})"))
                     }
                     Err(e) => return Err(e),
+                    Ok((ctx, _)) if ctx.profile.software && q8 > 0 => Decided {
+                        probed: Some(ctx.clone()),
+                        ..cpu(format!(
+                            "{q8} matrices in Q8 g32, which the CPU backend runs as stored \
+                             faster than the software adapter {}",
+                            ctx.adapter_label()
+                        ))
+                    },
                     Ok((ctx, plan)) if ctx.profile.software => {
                         let adapter = ctx.adapter_label();
                         let (d, why) = decision(&ctx, config, &adapter, cache).await?;
@@ -224,16 +234,6 @@ impl Target {
 fn q8_matrices(manifest: &Manifest) -> usize {
     let q8 = |t: &&crate::format::package::TensorEntry| t.dtype == DType::Q8g32;
     manifest.tensors.iter().filter(q8).count()
-}
-
-/// `backend: "webgpu"` asked for a package with `q8` Q8 g32 matrices.
-fn gpu_runs_q4_only(q8: usize) -> Error {
-    Error::Unsupported {
-        what: format!("this package ({q8} matrices in Q8 g32)"),
-        kind: "weight format for WebGPU",
-        name: "q8g32".into(),
-        supported: "q4g64 (convert with --weights q4 for WebGPU, or load it with backend: \"cpu\" or \"auto\")",
-    }
 }
 
 /// Empty weight buffers for the GPU, and its planned context.

@@ -25,14 +25,18 @@ pub(super) fn forget() {
 }
 
 /// The device, in the profile called `profile` (`None`: detected), and memory plan for
-/// `context` positions of a model of `config`.
+/// `context` positions of a model of `config` (holding Q8 g32 matrices when `q8`).
 pub(super) async fn gpu_for(
     config: &ModelConfig,
     context: usize,
     profile: Option<&str>,
+    q8: bool,
 ) -> Result<(Arc<GpuContext>, MemoryPlan)> {
-    let ctx = device(limits_needed(config, context.max(1)), profile).await?;
-    let budget = Budget::for_device(TABLET_BUDGET, &ctx);
+    let ctx = device(limits_needed(config, context.max(1), q8), profile).await?;
+    let budget = Budget {
+        q8_weights: q8,
+        ..Budget::for_device(TABLET_BUDGET, &ctx)
+    };
     let plan = MemoryPlan::choose(config, Some(context), &budget)?;
     Ok((ctx, plan))
 }

@@ -259,6 +259,7 @@ impl GgufLoad<'_> {
             stream.config(),
             requested_context(stream.config(), self.opts),
             self.opts.profile.as_deref(),
+            false,
         )
         .await?;
         let weights = StreamedWeights::allocate_for(&ctx, stream.config(), stream.tensors())?;
