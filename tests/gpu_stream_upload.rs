@@ -12,6 +12,7 @@ use pocketrt::format::package::{DType, Manifest, ShardReader};
 use pocketrt::format::source::open;
 use pocketrt::gpu::stream_upload::StreamedWeights;
 use pocketrt::gpu::GpuModel;
+use pocketrt::quant::WeightFormat;
 use pocketrt::sampler::Sampler;
 use std::path::{Path, PathBuf};
 
@@ -20,10 +21,16 @@ const STEPS: usize = 12;
 
 /// The tiny Qwen3 fixture converted to a package with 20,000-byte shards.
 fn package(name: &str) -> (tempdir::Dir, Manifest) {
+    package_as(name, WeightFormat::Q4)
+}
+
+/// [`package`] with its matrices as `weights` holds them.
+fn package_as(name: &str, weights: WeightFormat) -> (tempdir::Dir, Manifest) {
     let out = tempdir::Dir::new(name);
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle/qwen3");
     let opts = ConvertOptions {
         shard_bytes: Some(20_000),
+        weights,
         ..Default::default()
     };
     let report = convert(&mut *open(&src).unwrap(), &out.0, &opts, &mut |_| {}).unwrap();
@@ -69,6 +76,46 @@ fn streamed_package_decodes_like_the_disk_upload() {
     for chunk in [4093, 65_536, 7] {
         let mut model = stream(&dir.0, &manifest, chunk).unwrap();
         assert_eq!(greedy_async(&mut model), want, "chunk size {chunk}");
+    }
+}
+
+/// A package of Q8 g32 matrices streams into the GPU's Q8 buffers (its vocabulary table
+/// included) and decodes like the disk upload of the same package, as stored.
+#[test]
+fn streamed_q8_package_decodes_like_the_disk_upload() {
+    let (dir, manifest) = package_as("stream_q8", WeightFormat::Q8);
+    let src = &mut *open(&dir.0).unwrap();
+    let keep = WeightFormat::Keep;
+    let mut disk = GpuModel::load_as(gpu().clone(), src, CONTEXT, keep, Default::default()).unwrap();
+    assert_eq!(disk.weights_summary(), "9 q8");
+    let mut want = vec![1u32];
+    for pos in 0..STEPS {
+        want.push(disk.decode(want[pos], pos).unwrap());
+    }
+    let mut model = stream(&dir.0, &manifest, 4093).unwrap();
+    assert_eq!(model.weights_summary(), "9 q8");
+    assert_eq!(greedy_async(&mut model), want);
+}
+
+/// A stack that mixes Q4 g64 and Q8 g32 tensors (q|k|v of a `keep` package whose v alone
+/// was Q8) cannot be streamed to the GPU as stored: a typed error naming the stack,
+/// before any upload.
+#[test]
+fn a_stack_mixing_q4_and_q8_is_refused_before_upload() {
+    let (_dir, mut manifest) = package("stream_mixed");
+    let (_q8_dir, q8) = package_as("stream_mixed_q8", WeightFormat::Q8);
+    let v = index_of(&manifest, "blk.1.attn_v.weight");
+    manifest.tensors[v] = q8.tensors[index_of(&q8, "blk.1.attn_v.weight")].clone();
+    let err = StreamedWeights::allocate_for(gpu(), &manifest.config, &manifest.tensors)
+        .err()
+        .unwrap();
+    let check = StreamedWeights::check_stacks(&manifest.config, &manifest.tensors);
+    for e in [err, check.unwrap_err()] {
+        assert!(
+            matches!(&e, Error::Unsupported { what, .. } if what == "blk.1.qkv"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("--weights q4 or q8"), "{e}");
     }
 }
 
