@@ -123,11 +123,15 @@ impl Engine {
                              on --backend reference)";
             match backend {
                 Backend::Cpu => {
-                    return Err(Error::InvalidArgument(format!("the CPU backend {fast_only}")))
+                    return Err(Error::InvalidArgument(format!(
+                        "the CPU backend {fast_only}"
+                    )))
                 }
                 #[cfg(not(target_arch = "wasm32"))]
                 Backend::Gpu => {
-                    return Err(Error::InvalidArgument(format!("the GPU backend {fast_only}")))
+                    return Err(Error::InvalidArgument(format!(
+                        "the GPU backend {fast_only}"
+                    )))
                 }
                 Backend::Reference | Backend::Auto => {}
             }
@@ -151,7 +155,8 @@ impl Engine {
                         // The CPU adapters' Q8 design (the GPU rows GEMV, without their
                         // code textures) is slower than the CPU backend's int8 tiles.
                         let cpu_context = cpu_context(&config, context)?;
-                        let (inner, description) = Self::load_fast_as(src, format, cpu_context, "")?;
+                        let (inner, description) =
+                            Self::load_fast_as(src, format, cpu_context, "")?;
                         let why = format!(
                             "{description}; CPU backend: Q8 matrices, which the software \
                              adapter {} runs slower",
@@ -168,8 +173,7 @@ impl Engine {
                             let description = format!("{description}; {why}");
                             return Ok(Engine::new(inner, config, cpu_context, description));
                         }
-                        let (model, description) =
-                            Self::load_gpu(ctx, src, plan.context, format)?;
+                        let (model, description) = Self::load_gpu(ctx, src, plan.context, format)?;
                         let description = format!("{description}; {why}");
                         return Ok(Engine::new(
                             Inner::Gpu(model),

@@ -262,7 +262,8 @@ impl SynthSource {
             if t.shape.len() == 2 && q8_0.contains(&t.name.as_str()) {
                 let (rows, cols) = (t.shape[0], t.shape[1]);
                 let q4_1 = self.q4_1_bytes(&t.name)?;
-                let values = crate::format::gguf_dequant::dequantize(GgmlType::Q4_1, &q4_1, rows * cols)?;
+                let values =
+                    crate::format::gguf_dequant::dequantize(GgmlType::Q4_1, &q4_1, rows * cols)?;
                 let q = crate::quant::Q8Tensor::quantize(&values, rows, cols)?;
                 w.tensor(&t.name, &dims, GgmlType::Q8_0, &q.to_ggml_q8_0())?;
             } else if t.shape.len() == 2 {

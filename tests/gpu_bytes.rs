@@ -40,7 +40,8 @@ fn step_reads_account_for_every_weight_buffer_and_the_kv_positions_read() {
             let cfg = &m.config;
             let reads = m.step_reads(0);
             let w = &m.weights;
-            let size = |q: &pocketrt::gpu::weights::MatrixBuffers| q.codes.size() + q.qparams.size();
+            let size =
+                |q: &pocketrt::gpu::weights::MatrixBuffers| q.codes.size() + q.qparams.size();
             // (kernel, the buffers of its matrices, the f32 activations it may read).
             let (h, f) = (cfg.hidden_size as u64, cfg.ffn_size as u64);
             let layer = |pick: fn(&pocketrt::gpu::weights::LayerWeights) -> u64| {

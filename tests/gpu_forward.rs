@@ -63,7 +63,10 @@ fn check_source(name: &str, source: impl Fn() -> Box<dyn ModelSource>) {
 fn check_source_as(name: &str, source: impl Fn() -> Box<dyn ModelSource>, weights: WeightFormat) {
     for ctx in profiles() {
         for fold in [true, false] {
-            let what = format!("{name} {weights:?} profile {} fold {fold}", ctx.profile.name);
+            let what = format!(
+                "{name} {weights:?} profile {} fold {fold}",
+                ctx.profile.name
+            );
             // QKV, attention with the output projection folded in, residual + parts +
             // gate/up, down (every fixture's heads fold: head_dim % 8 == 0); unfolded, the
             // O GEMV too. A Q8 W_o never folds (the attention designs read Q4).
@@ -206,8 +209,19 @@ fn mixed_q4_and_q8_gpu_decode_matches_the_oracle() {
             };
             check_step(ctx, &what, &source, case);
         }
-        let m = GpuModel::load_as(ctx.clone(), &mut *source(), 8, WeightFormat::Keep, Default::default());
-        assert_eq!(m.unwrap().weights_summary(), "5 q4 + 4 q8", "{}", ctx.profile.name);
+        let m = GpuModel::load_as(
+            ctx.clone(),
+            &mut *source(),
+            8,
+            WeightFormat::Keep,
+            Default::default(),
+        );
+        assert_eq!(
+            m.unwrap().weights_summary(),
+            "5 q4 + 4 q8",
+            "{}",
+            ctx.profile.name
+        );
     }
 }
 

@@ -23,7 +23,7 @@ use pocketrt::gpu::kernels::gemv_q4::{
     Codes, CodesRead, Epilogue, GemvSpec, MatrixCodes, TextureOrder, XLoads,
 };
 use pocketrt::gpu::kernels::MatrixFormat;
-use pocketrt::quant::{QMatrix, Q4Tensor, Q8Tensor};
+use pocketrt::quant::{Q4Tensor, Q8Tensor, QMatrix};
 
 const EPS: f32 = 1e-6;
 

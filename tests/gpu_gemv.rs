@@ -23,7 +23,7 @@ use pocketrt::gpu::kernels::gemv_q4::{
     SlotReduce, XLoads,
 };
 use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
-use pocketrt::quant::{QMatrix, Q4Tensor, Q8Tensor};
+use pocketrt::quant::{Q4Tensor, Q8Tensor, QMatrix};
 
 /// Which kernel designs a case runs in.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use pocketrt::gpu::kernels::rmsnorm::RmsNorm;
 use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
 use pocketrt::gpu::weights::MatrixBuffers;
 use pocketrt::gpu::StepUniform;
-use pocketrt::quant::{QMatrix, Q4Tensor, Q8Tensor};
+use pocketrt::quant::{Q4Tensor, Q8Tensor, QMatrix};
 
 /// A random `vocab` × `k` table in `format`, and its buffers (codes, qparams or scales).
 fn table(
@@ -130,7 +130,9 @@ fn prefill_embedding_gather_returns_the_chunk_tokens_rows() {
         let chunk = ctx.uniform("chunk", 16);
         let tb = ctx.storage_init("tokens", &tokens).unwrap();
         // One row more than the chunk's: the gather must leave it alone.
-        let out = ctx.storage_init("out", &vec![7f32; (tokens.len() + 1) * k]).unwrap();
+        let out = ctx
+            .storage_init("out", &vec![7f32; (tokens.len() + 1) * k])
+            .unwrap();
         let max = tokens.len() + 1;
         let table = whole_table(&codes, &qparams);
         let d = kernel.dispatch(ctx, (&chunk, &tb), table, &out, max);
@@ -307,14 +309,26 @@ fn embedding_gathers_read_a_table_bound_in_two_parts() {
             let mut want = vec![0f32; k];
             t.dequantize_row(row, &mut want);
             let got = ctx.read_f32(&out, k).unwrap();
-            assert_close(&format!("{format:?} split row {row}"), &got, &want, 1e-6, 0.0);
+            assert_close(
+                &format!("{format:?} split row {row}"),
+                &got,
+                &want,
+                1e-6,
+                0.0,
+            );
         }
         let tokens = [4095u32, 4096, 3, 4395];
         let kernel = EmbedPrefill::new(ctx, k, format, split);
         let chunk = ctx.uniform("chunk", 16);
         let tb = ctx.storage_init("tokens", &tokens).unwrap();
         let out = ctx.storage("out", (4 * tokens.len() * k) as u64).unwrap();
-        let d = kernel.dispatch(ctx, (&chunk, &tb), table_bindings(&parts), &out, tokens.len());
+        let d = kernel.dispatch(
+            ctx,
+            (&chunk, &tb),
+            table_bindings(&parts),
+            &out,
+            tokens.len(),
+        );
         let uniform = ChunkUniform {
             start: 0,
             count: tokens.len() as u32,

@@ -86,7 +86,8 @@ fn streamed_q8_package_decodes_like_the_disk_upload() {
     let (dir, manifest) = package_as("stream_q8", WeightFormat::Q8);
     let src = &mut *open(&dir.0).unwrap();
     let keep = WeightFormat::Keep;
-    let mut disk = GpuModel::load_as(gpu().clone(), src, CONTEXT, keep, Default::default()).unwrap();
+    let mut disk =
+        GpuModel::load_as(gpu().clone(), src, CONTEXT, keep, Default::default()).unwrap();
     assert_eq!(disk.weights_summary(), "9 q8");
     let mut want = vec![1u32];
     for pos in 0..STEPS {

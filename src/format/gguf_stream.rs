@@ -16,12 +16,12 @@
 use super::gguf::{GgmlType, Gguf};
 use super::gguf_dequant::dequantize;
 use super::gguf_source::{permuted_heads, unpermute_rows};
+use super::package::DType;
 use super::package::{Chunk, TensorEntry};
 use crate::config::ModelConfig;
 use crate::convert::converted_tensors_with;
 use crate::error::{Error, Result};
 use crate::quant::{MergeStats, Q4Tensor, Q8Tensor, WeightFormat, GROUP, Q8_GROUP};
-use super::package::DType;
 
 /// A header (metadata + tensor table) larger than this is refused.
 pub const MAX_HEADER_BYTES: usize = 64 << 20;
@@ -121,9 +121,8 @@ impl GgufStream {
             let ty = gguf.tensor(name).map(|t| t.ty.name());
             ty.is_some_and(|ty| weights.stores_q8(ty))
         };
-        let tensors = converted_tensors_with(&config, |name| {
-            stack_of(name).iter().any(|n| held_q8(n))
-        })?;
+        let tensors =
+            converted_tensors_with(&config, |name| stack_of(name).iter().any(|n| held_q8(n)))?;
         let mut jobs = Vec::with_capacity(tensors.len());
         for (entry, t) in tensors.iter().enumerate() {
             let info = gguf
@@ -298,7 +297,7 @@ impl GgufStream {
         };
         let (q4, q8, stats);
         let (codes, params, codes_at, params_at) = match self.tensors[job.entry].dtype {
-            DType::Q8g32 if job.cols % (2 * Q8_GROUP) != 0 => {
+            DType::Q8g32 if !job.cols.is_multiple_of(2 * Q8_GROUP) => {
                 return Err(Error::InvalidArgument(format!(
                     "{name}: {} columns, not a multiple of 64, do not stream as Q8 g32",
                     job.cols
@@ -313,15 +312,17 @@ impl GgufStream {
             _ => {
                 (q4, stats) = Q4Tensor::from_ggml(job.ty, batch, nr, job.cols).map_err(corrupt)?;
                 let (codes, qparams) = (q4.codes_bytes(), q4.qparams_bytes());
-                (codes, qparams, r0 * job.cols / 2, r0 * (job.cols / GROUP) * 4)
+                (
+                    codes,
+                    qparams,
+                    r0 * job.cols / 2,
+                    r0 * (job.cols / GROUP) * 4,
+                )
             }
         };
         self.merge.groups_exact += stats.groups_exact;
         self.merge.groups_requantized += stats.groups_requantized;
-        for (part, offset, bytes) in [
-            (0, codes_at as u64, codes),
-            (1, params_at as u64, params),
-        ] {
+        for (part, offset, bytes) in [(0, codes_at as u64, codes), (1, params_at as u64, params)] {
             emit(Chunk {
                 tensor: job.entry,
                 part,
@@ -368,7 +369,9 @@ fn q8_rows(
 
 /// The tensors stacked with `name` into one GPU matrix (q|k|v, gate|up), itself included.
 fn stack_of(name: &str) -> Vec<String> {
-    let Some((layer, role)) = name.rsplit_once('.').and_then(|(stem, _)| stem.rsplit_once('.'))
+    let Some((layer, role)) = name
+        .rsplit_once('.')
+        .and_then(|(stem, _)| stem.rsplit_once('.'))
     else {
         return vec![name.to_string()];
     };
@@ -377,7 +380,10 @@ fn stack_of(name: &str) -> Vec<String> {
         "ffn_gate" | "ffn_up" => &["ffn_gate", "ffn_up"],
         _ => return vec![name.to_string()],
     };
-    roles.iter().map(|r| format!("{layer}.{r}.weight")).collect()
+    roles
+        .iter()
+        .map(|r| format!("{layer}.{r}.weight"))
+        .collect()
 }
 
 #[cfg(test)]

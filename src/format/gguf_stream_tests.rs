@@ -234,13 +234,21 @@ fn streamed_q8_conversion_equals_the_native_converter_byte_for_byte() {
         .unwrap()
         .manifest;
     let (stream, out) = stream_all_as(&bytes, WeightFormat::Q8);
-    assert_eq!(stream.tensors(), &manifest.tensors[..], "the converter's table");
+    assert_eq!(
+        stream.tensors(),
+        &manifest.tensors[..],
+        "the converter's table"
+    );
     for (t, entry) in manifest.tensors.iter().enumerate() {
         let want = load_tensor(dir.0.join("pkg"), &manifest, &entry.name).unwrap();
         let got: Vec<u8> = (0..entry.parts.len())
             .flat_map(|p| out[&(t, p)].clone())
             .collect();
-        assert!(got == want, "tensor {} differs from the package", entry.name);
+        assert!(
+            got == want,
+            "tensor {} differs from the package",
+            entry.name
+        );
     }
 }
 
@@ -250,7 +258,11 @@ fn streamed_q8_conversion_equals_the_native_converter_byte_for_byte() {
 #[test]
 fn keep_streams_q8_0_matrices_and_their_stacks_as_q8() {
     let dir = TempDir::new("keep");
-    let q8_0 = ["blk.0.attn_v.weight", "blk.1.ffn_down.weight", "token_embd.weight"];
+    let q8_0 = [
+        "blk.0.attn_v.weight",
+        "blk.1.ffn_down.weight",
+        "token_embd.weight",
+    ];
     let bytes = SynthSource::preset("tiny-qwen3", 5)
         .unwrap()
         .gguf_writer_with_q8_0(&q8_0)

@@ -10,10 +10,10 @@
 
 use super::device::GpuContext;
 use super::weights::{alloc_matrix, assemble, is_vocab_table, layout, Filled, ModelWeights, Slot};
-use crate::gpu::kernels::MatrixFormat;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Chunk, DType, Manifest, TensorEntry};
+use crate::gpu::kernels::MatrixFormat;
 use std::collections::HashMap;
 
 /// Where one tensor part goes.

@@ -8,7 +8,7 @@ use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::source::ModelSource;
 use crate::gpu::kernels::MatrixFormat;
-use crate::quant::{QMatrix, Q8Tensor, WeightFormat};
+use crate::quant::{Q8Tensor, QMatrix, WeightFormat};
 use std::ops::Range;
 
 /// A weight matrix on the GPU in `format` ([`MatrixFormat`]: Q4 g64 codes
@@ -110,7 +110,11 @@ pub struct ModelWeights {
 /// bound in parts ([`MatrixBuffers::parts`]) —, KV cache per layer, attention scratch).
 pub fn limits_needed(cfg: &ModelConfig, context: usize, q8: bool) -> LimitsNeeded {
     let h = cfg.hidden_size;
-    let format = if q8 { MatrixFormat::Q8 } else { MatrixFormat::Q4 };
+    let format = if q8 {
+        MatrixFormat::Q8
+    } else {
+        MatrixFormat::Q4
+    };
     let code_bytes = |rows, cols| format.code_bytes(rows, cols);
     let table = code_bytes(cfg.vocab_size, h);
     let bound = [
@@ -310,7 +314,10 @@ fn upload_matrix(
         }
         let (codes, params): (&[u8], &[u8]) = match &m {
             QMatrix::Q4(t) => (t.codes_bytes(), t.qparams_bytes()),
-            QMatrix::Q8(t) => (bytemuck::cast_slice(&t.codes), bytemuck::cast_slice(&t.scales)),
+            QMatrix::Q8(t) => (
+                bytemuck::cast_slice(&t.codes),
+                bytemuck::cast_slice(&t.scales),
+            ),
         };
         ctx.queue.write_buffer(&out.codes, code_off, codes);
         ctx.queue.write_buffer(&out.qparams, param_off, params);
@@ -462,7 +469,10 @@ impl ModelWeights {
     /// Every matrix: the token embedding, the layers' in step order, the untied head.
     fn matrices(&self) -> impl Iterator<Item = &MatrixBuffers> {
         let layers = self.layers.iter().flat_map(LayerWeights::matrices);
-        [&self.token_embd].into_iter().chain(layers).chain(&self.output)
+        [&self.token_embd]
+            .into_iter()
+            .chain(layers)
+            .chain(&self.output)
     }
 
     /// Whether any matrix is Q8.

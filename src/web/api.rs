@@ -11,6 +11,7 @@ use crate::api::ContextPolicy;
 use crate::error::{Error, Result};
 use crate::generate::{ContextOverflow, GenerateOptions};
 use crate::gpu::profile::{DeviceProfile, PROFILE_NAMES};
+use crate::quant::WeightFormat;
 use crate::sampler::SamplerConfig;
 use crate::tokenizer::Message;
 use js_sys::{Promise, Reflect};
@@ -116,6 +117,10 @@ fn load_options(options: &JsValue) -> Result<LoadOptions> {
                 .as_deref(),
         )?,
         profile: profile(options)?,
+        weights: match opt(options, "weights").and_then(|v| v.as_string()) {
+            Some(name) => name.parse()?,
+            None => WeightFormat::Keep,
+        },
         offline: opt(options, "offline").and_then(|v| v.as_bool()) == Some(true),
         over_quota: OverQuota::parse(
             opt(options, "overQuota")
@@ -189,7 +194,9 @@ impl PocketModel {
     /// "auto"), `profile` (one of `gpu::profile::PROFILE_NAMES`: the WebGPU device profile,
     /// `gpu::profile`, forced instead of detected — an unknown name, or one the adapter
     /// cannot run, fails with code `INVALID_ARGUMENT` and the reason; the CPU backend
-    /// ignores it).
+    /// ignores it), `weights` ("keep" (default) | "q4" | "q8": how a GGUF's matrices are
+    /// held on the GPU — keep: Q4_0/Q4_1 as Q4 g64, the rest (Q8_0 exactly) as Q8 g32;
+    /// packages run as they are stored).
     pub async fn load(url: String, options: JsValue) -> Result<PocketModel, JsValue> {
         let (session, report) = open(&url, &options).await.map_err(to_js)?;
         Ok(PocketModel {

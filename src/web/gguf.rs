@@ -1,7 +1,8 @@
 //! Loading a GGUF URL. The file is read in order, in pieces of 32 MiB (HTTP range
 //! requests): the header is parsed from the first bytes, then every byte streams through a
-//! [`GgufStream`] — tensors converted to Q4 g64 on the fly exactly as the native converter
-//! does (Q4_1 pairs losslessly) — into the GPU buffers ([`StreamedWeights`]); the wasm heap
+//! [`GgufStream`] — tensors converted on the fly exactly as the native converter does, to
+//! Q4 g64 (Q4_1 pairs losslessly) or Q8 g32 (Q8_0 exactly) as the `weights` option says
+//! (default keep: as its author quantized them) — into the GPU buffers ([`StreamedWeights`]); the wasm heap
 //! holds the header and one batch of rows. Each piece is stored in Cache Storage under its
 //! own key (`URL?pocketrt-piece=N`), so a second load reads the pieces with no network and
 //! an interrupted load fetches only the pieces it lacks. A server that ignores ranges
@@ -22,7 +23,7 @@ use super::model::WebModel;
 use super::snapshot::Identity;
 use crate::error::{Error, Result};
 use crate::format::gguf_stream::{header_from_prefix, GgufStream};
-use crate::format::package::SHARD_MAX;
+use crate::format::package::{DType, SHARD_MAX};
 use crate::gpu::stream_upload::StreamedWeights;
 use crate::gpu::{GpuContext, GpuModel};
 use crate::tokenizer::{ChatTemplate, Tokenizer};
@@ -240,7 +241,8 @@ impl GgufLoad<'_> {
                     buf.extend_from_slice(bytes);
                     if let Some(gguf) = header_from_prefix(buf, total, self.url)? {
                         let prefix = std::mem::take(buf);
-                        *sink = self.prepare(GgufStream::new(gguf, self.url)?).await?;
+                        let stream = GgufStream::new_as(gguf, self.url, self.opts.weights)?;
+                        *sink = self.prepare(stream).await?;
                         feed(sink, &prefix)?;
                     }
                 }
@@ -259,7 +261,7 @@ impl GgufLoad<'_> {
             stream.config(),
             requested_context(stream.config(), self.opts),
             self.opts.profile.as_deref(),
-            false,
+            stream.tensors().iter().any(|t| t.dtype == DType::Q8g32),
         )
         .await?;
         let weights = StreamedWeights::allocate_for(&ctx, stream.config(), stream.tensors())?;

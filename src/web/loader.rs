@@ -17,6 +17,7 @@ use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Manifest, ShardReader, MANIFEST_FILE};
 use crate::gpu::GpuContext;
+use crate::quant::WeightFormat;
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 use futures_util::future::join_all;
 use std::cell::{Cell, RefCell};
@@ -44,6 +45,9 @@ pub struct LoadOptions {
     /// The device profile forced by name (one of `gpu::profile::PROFILE_NAMES`; `None`:
     /// the one `DeviceProfile::detect` picks). WebGPU only: the CPU backend has none.
     pub profile: Option<String>,
+    /// How a GGUF's matrices are held (`weights`: "q4" | "q8" | "keep", default keep:
+    /// as its author quantized them, `WeightFormat`); packages run as stored.
+    pub weights: WeightFormat,
     /// No requests at all: every file must be in the cache (`cache.rs`).
     pub offline: bool,
     /// What a load the storage quota cannot hold does.

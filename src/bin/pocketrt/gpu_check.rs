@@ -93,7 +93,9 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
     let cfg = src.config().clone();
     let context = check_context(&a, &cfg)?;
 
-    let ctx = Arc::new(GpuContext::new_blocking(limits_needed(&cfg, context, false))?);
+    let ctx = Arc::new(GpuContext::new_blocking(limits_needed(
+        &cfg, context, false,
+    ))?);
     let adapter = &ctx.adapter;
     eprintln!(
         "adapter: {} ({}, {:?}, subgroups {:?}, timestamps {})",

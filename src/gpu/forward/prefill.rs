@@ -269,7 +269,10 @@ impl GpuModel {
         let gemms = &self.prefill.kernels.gemms;
         profile.batched_prefill
             && (!profile.gemm.is_lanes()
-                || gemms.iter().flat_map(ByFormat::all).all(|g| g.variant().is_lanes()))
+                || gemms
+                    .iter()
+                    .flat_map(ByFormat::all)
+                    .all(|g| g.variant().is_lanes()))
     }
 
     /// Run prompt tokens at positions `start..` whose successors are not needed: batched

@@ -4,8 +4,7 @@
 //! + SwiGLU, down + residual] → norm + head → argmax.
 
 use super::step::{
-    Kernels, RoleGemv, StepDispatch, StepKernel, StepMatrices, StepWork, DOWN, GATE_UP, OUTPUT,
-    QKV,
+    Kernels, RoleGemv, StepDispatch, StepKernel, StepMatrices, StepWork, DOWN, GATE_UP, OUTPUT, QKV,
 };
 use super::Activations;
 use crate::gpu::device::GpuContext;

@@ -51,7 +51,15 @@ impl EmbedPrefill {
     ) -> Dispatch {
         let [codes, qparams, codes_hi, qparams_hi] = table;
         let b = Binding::Buffer;
-        let bindings = [b(chunk), b(tokens), codes, qparams, b(out), codes_hi, qparams_hi];
+        let bindings = [
+            b(chunk),
+            b(tokens),
+            codes,
+            qparams,
+            b(out),
+            codes_hi,
+            qparams_hi,
+        ];
         self.kernel
             .dispatch_bindings(ctx, &bindings, self.workgroups(max_tokens))
     }

@@ -3,9 +3,9 @@
 
 use super::gemv_q4::{Q4_UNPACK_WGSL, Q8_UNPACK_WGSL};
 use super::{Binding, Dispatch, KernelPipeline, MatrixFormat, Slot, STEP_WGSL};
-use crate::gpu::weights::MatrixPart;
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
+use crate::gpu::weights::MatrixPart;
 
 const WGSL: &str = include_str!("../../../shaders/embed_q4.wgsl");
 const Q4_ROW_WGSL: &str = include_str!("../../../shaders/embed_q4_row.wgsl");
@@ -41,7 +41,12 @@ pub fn split_of(parts: &[MatrixPart]) -> Result<Option<usize>> {
 pub fn table_bindings<'a>(parts: &[MatrixPart<'a>]) -> [Binding<'a>; 4] {
     let hi = parts.last().expect("a table has a part");
     let r = |b: &wgpu::BufferBinding<'a>| Binding::Range(b.clone());
-    [r(&parts[0].codes), r(&parts[0].params), r(&hi.codes), r(&hi.params)]
+    [
+        r(&parts[0].codes),
+        r(&parts[0].params),
+        r(&hi.codes),
+        r(&hi.params),
+    ]
 }
 
 /// The bindings of a table in one part: its whole codes and qparams buffers.
@@ -113,7 +118,15 @@ impl EmbedQ4 {
     ) -> Dispatch {
         let [codes, qparams, codes_hi, qparams_hi] = table;
         let b = Binding::Buffer;
-        let bindings = [b(step), codes, qparams, b(out), b(prev), codes_hi, qparams_hi];
+        let bindings = [
+            b(step),
+            codes,
+            qparams,
+            b(out),
+            b(prev),
+            codes_hi,
+            qparams_hi,
+        ];
         self.kernel.dispatch_bindings(ctx, &bindings, 1)
     }
 }

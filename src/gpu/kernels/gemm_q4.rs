@@ -291,10 +291,16 @@ impl GemmQ4 {
                     MatrixFormat::Q8 => &[Q8_UNPACK_WGSL, Q8_WEIGHTS_WGSL].concat(),
                 };
                 let header = tiles.wgsl(spec.format);
-                let source = [&header, CHUNK_WGSL, Q4_COMMON_WGSL, COMMON_WGSL, weights, WGSL];
+                let source = [
+                    &header,
+                    CHUNK_WGSL,
+                    Q4_COMMON_WGSL,
+                    COMMON_WGSL,
+                    weights,
+                    WGSL,
+                ];
                 let label = format!("gemm_{}/tiles/{}", spec.format.name(), tiles.label());
-                let kernel =
-                    KernelPipeline::new(ctx, &label, &source.concat(), &slots, &constants);
+                let kernel = KernelPipeline::new(ctx, &label, &source.concat(), &slots, &constants);
                 Kernel::Tiles(kernel, tiles)
             }
         };

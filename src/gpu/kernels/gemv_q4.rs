@@ -166,7 +166,9 @@ impl GpuRows {
         };
         match format {
             MatrixFormat::Q4 => [&consts, reduce, x, epilogue, GPU_ROWS_WGSL].concat(),
-            MatrixFormat::Q8 => [&consts, reduce, epilogue, Q8_UNPACK_WGSL, GPU_ROWS_Q8_WGSL].concat(),
+            MatrixFormat::Q8 => {
+                [&consts, reduce, epilogue, Q8_UNPACK_WGSL, GPU_ROWS_Q8_WGSL].concat()
+            }
         }
     }
 
@@ -446,8 +448,12 @@ impl GemvQ4 {
             }
         };
         let split = spec.row0 > 0;
-        let whole_parts = matches!(variant, GemvVariant::GpuRows(g) if spec.row0 % g.rows() as usize == 0);
-        if split && (!whole_parts || spec.bias || !matches!(spec.epilogue, Epilogue::Store | Epilogue::StoreArgmax)) {
+        let whole_parts = matches!(variant, GemvVariant::GpuRows(g) if spec.row0.is_multiple_of(g.rows() as usize));
+        if split
+            && (!whole_parts
+                || spec.bias
+                || !matches!(spec.epilogue, Epilogue::Store | Epilogue::StoreArgmax))
+        {
             return Err(Error::InvalidArgument(format!(
                 "GEMV {n} × {k} from row {}: a part of a split matrix needs the GPU rows \
                  design, a first row on a workgroup's boundary, no bias and a store",
@@ -566,7 +572,10 @@ impl GemvQ4 {
         out: &wgpu::Buffer,
         argmax: Option<HeadArgmax>,
     ) -> Dispatch {
-        assert_eq!(part.rows.start, self.spec.row0, "gemv_q4: the part's first row");
+        assert_eq!(
+            part.rows.start, self.spec.row0,
+            "gemv_q4: the part's first row"
+        );
         assert_eq!(part.rows.len(), self.spec.n * self.spec.epilogue.parts());
         let matrix = (
             Binding::Range(part.codes.clone()),
