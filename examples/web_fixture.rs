@@ -3,10 +3,12 @@
 //!   and `expected.json` with the native engine's greedy tokens for a prompt (on the GPU,
 //!   and on the fast CPU backend: `cpu_tokens`);
 //! - DIR/q8: the same model converted with `--weights q8` (every matrix Q8 g32), and in
-//!   `expected.json` the fast CPU backend's greedy tokens for it (`q8_tokens`; the browser
-//!   runs such a package on its CPU backend, as stored);
+//!   `expected.json` the fast CPU backend's and the GPU's (`swiftshader` profile, the
+//!   browser's) greedy tokens for it as stored (`q8_tokens`, `q8_gpu_tokens`);
 //! - DIR/tiny.gguf: the same model as a Q4_1 GGUF (tokenizer and template in its
 //!   metadata), and in `expected.json` the native engine's greedy tokens for it;
+//! - DIR/tiny-q8.gguf: the same with three matrices Q8_0, and the GPU's (`swiftshader`
+//!   profile) greedy tokens for it with keep weights (`gguf_q8_tokens`);
 //! - DIR/api: the OpenAI request fixtures' tiny Qwen3-shaped model (tests/api_common: the
 //!   real Qwen3 template) as a package, and `DIR/api_expected.json`: every fixture's
 //!   outcomes (responses, chunks) natively on the GPU (in the `swiftshader` profile, the
@@ -73,6 +75,8 @@ fn main() -> pocketrt::Result<()> {
     };
     convert(&mut tiny, &q8, &q8_opts, &mut |_| {})?;
     let (_, q8_tokens, q8_engine) = greedy(&q8, Backend::Cpu, WeightMode::Keep)?;
+    let (_, q8_gpu_tokens, q8_gpu_engine) =
+        native_greedy_swiftshader(&q8, &tok, WeightFormat::Keep)?;
 
     // The same model as a GGUF, its tokenizer and template in the metadata.
     let gguf = Path::new(dir).join("tiny.gguf");
@@ -81,11 +85,20 @@ fn main() -> pocketrt::Result<()> {
     let gguf_tok = Tokenizer::from_gguf(&g)?;
     let (gguf_prompt_ids, gguf_tokens, _) =
         native_greedy(&gguf, &gguf_tok, Backend::Gpu, WeightMode::Q4)?;
+    // A GGUF of mixed types, as a Q4_K_M file's: Q8_0 where the names say (q|k|v of
+    // layer 0 then Q8 on the GPU), Q4_1 elsewhere; natively on the GPU as stored.
+    let gguf_q8 = Path::new(dir).join("tiny-q8.gguf");
+    let q8_0 = ["token_embd.weight", "blk.0.attn_v.weight", "blk.1.ffn_down.weight"];
+    write_gguf_with_q8_0(&tiny, &tok, &gguf_q8, &q8_0)?;
+    let (_, gguf_q8_tokens, gguf_q8_engine) =
+        native_greedy_swiftshader(&gguf_q8, &gguf_tok, WeightFormat::Keep)?;
 
     let expected = serde_json::json!({
         "prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": tokens, "engine": engine,
         "cpu_tokens": cpu_tokens, "cpu_engine": cpu_engine,
         "q8_tokens": q8_tokens, "q8_engine": q8_engine,
+        "q8_gpu_tokens": q8_gpu_tokens, "q8_gpu_engine": q8_gpu_engine,
+        "gguf_q8_tokens": gguf_q8_tokens, "gguf_q8_engine": gguf_q8_engine,
         "gguf_prompt_ids": gguf_prompt_ids, "gguf_tokens": gguf_tokens,
     });
     std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
@@ -189,7 +202,17 @@ fn vocabulary_json(vocab: usize) -> String {
 
 /// `src` as a Q4_1 GGUF at `path`, with `tok` and the chat template in its metadata.
 fn write_gguf(src: &SynthSource, tok: &Tokenizer, path: &Path) -> pocketrt::Result<()> {
-    let mut writer = src.gguf_writer()?;
+    write_gguf_with_q8_0(src, tok, path, &[])
+}
+
+/// [`write_gguf`] with the matrices named in `q8_0` as Q8_0.
+fn write_gguf_with_q8_0(
+    src: &SynthSource,
+    tok: &Tokenizer,
+    path: &Path,
+    q8_0: &[&str],
+) -> pocketrt::Result<()> {
+    let mut writer = src.gguf_writer_with_q8_0(q8_0)?;
     for (key, value) in tokenizer_metadata(tok, TEMPLATE) {
         writer.meta(&key, value);
     }
@@ -206,11 +229,34 @@ fn native_greedy(
     backend: Backend,
     weights: WeightMode,
 ) -> pocketrt::Result<(Vec<u32>, Vec<u32>, String)> {
+    native_greedy_on(path, tok, |src| Engine::load(src, backend, weights, 64))
+}
+
+/// [`native_greedy`] on the GPU in the `swiftshader` profile (the browser's WebGPU is
+/// SwiftShader: its profile's kernels, for the same sums), `weights` as stored.
+fn native_greedy_swiftshader(
+    path: &Path,
+    tok: &Tokenizer,
+    weights: WeightFormat,
+) -> pocketrt::Result<(Vec<u32>, Vec<u32>, String)> {
+    native_greedy_on(path, tok, |src| {
+        let need = pocketrt::gpu::weights::limits_needed(src.config(), 64, true);
+        let ctx = GpuContext::new_blocking(need)?.with_profile("swiftshader")?;
+        Engine::load_on_gpu_as(std::sync::Arc::new(ctx), src, 64, weights)
+    })
+}
+
+/// [`native_greedy`] on the engine `load` makes.
+fn native_greedy_on(
+    path: &Path,
+    tok: &Tokenizer,
+    load: impl FnOnce(&mut dyn pocketrt::format::ModelSource) -> pocketrt::Result<Engine>,
+) -> pocketrt::Result<(Vec<u32>, Vec<u32>, String)> {
     let prompt_ids = tok.encode(PROMPT, true);
     let mut src = pocketrt::format::open(path)?;
     let mut eos = src.config().eos_token_ids.clone();
     eos.extend_from_slice(tok.eos_ids());
-    let mut engine = Engine::load(src.as_mut(), backend, weights, 64)?;
+    let mut engine = load(src.as_mut())?;
     let mut tokens = engine.greedy(&prompt_ids, TOKENS, |_| true)?;
     if let Some(end) = tokens.iter().position(|t| eos.contains(t)) {
         tokens.truncate(end);

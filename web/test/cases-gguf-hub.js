@@ -54,6 +54,24 @@ export const tests = {
     console.log(`     GGUF first load ${first.ms.toFixed(0)} ms, cached ${second.ms.toFixed(0)} ms`);
   },
 
+  // A GGUF of mixed types (three matrices Q8_0, the rest Q4_1, as a Q4_K_M file mixes):
+  // `weights: keep` (the default) streams the Q8_0 ones to WebGPU as Q8 g32 with native's
+  // tokens; an unknown weights name is a typed error.
+  async a_gguf_with_q8_0_matrices_keeps_them_on_webgpu_like_native({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    const r = await load(page, '/models/tiny/tiny-q8.gguf', { cache: false });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    assert.equal(r.info.backend, 'webgpu');
+    const got = await greedy(page, want);
+    assert.deepEqual(got.tokens, want.gguf_q8_tokens, `greedy tokens equal native (${want.gguf_q8_engine})`);
+    assert.notDeepEqual(want.gguf_q8_tokens, want.gguf_tokens, 'the Q8_0 matrices change the tokens');
+    await page.evaluate(() => window.model.unload());
+    const bad = await load(page, '/models/tiny/tiny-q8.gguf', { cache: false, weights: 'q5' });
+    assert.equal(bad.code, 'INVALID_ARGUMENT', bad.message);
+    assert.match(bad.message, /expected q4, q8 or keep/);
+  },
+
   async a_gguf_streams_with_progress_from_a_server_without_ranges({ page, server, fixture }) {
     const want = expected(fixture);
     await plainPage(page, server);
