@@ -1,4 +1,4 @@
-// The GPU GEMV's fused argmax (the LM head, gemv_q4_rows_gpu.wgsl with the wrapper's
+// The GPU GEMV's fused argmax (the LM head, gemv_rows_gpu.wgsl with the wrapper's
 // ARGMAX epilogue): after storing its rows, each workgroup writes the best of them to
 // partials[wg] = (index, value bits) (a part of a split head: from its first row ROW0,
 // a multiple of the workgroup's rows, on): the largest value, the lowest index on ties, NaN

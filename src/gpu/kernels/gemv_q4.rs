@@ -20,7 +20,8 @@ pub(crate) const Q4_COMMON_WGSL: &str = concat!(
 /// Code unpacking alone (`lo4`, `hi4`), for other kernels reading Q4 codes.
 pub(crate) const Q4_UNPACK_WGSL: &str = include_str!("../../../shaders/q4_unpack.wgsl");
 const COMMON_WGSL: &str = include_str!("../../../shaders/gemv_q4_common.wgsl");
-const GPU_ROWS_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu.wgsl");
+const GPU_ROWS_WGSL: &str = include_str!("../../../shaders/gemv_rows_gpu.wgsl");
+const GPU_ROWS_Q4_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu.wgsl");
 const GPU_TREE_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_tree.wgsl");
 const GPU_SUBGROUP_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_subgroup.wgsl");
 const GPU_X_F32_WGSL: &str = include_str!("../../../shaders/gemv_q4_rows_gpu_f32.wgsl");
@@ -77,7 +78,7 @@ pub enum GemvVariant {
     /// own variables (shaders/soft/gemv_q4_tiled.wgsl): the `lavapipe` profile's.
     RowsFromTiles,
     /// Several rows per workgroup, x reused across them, lanes of a row slot splitting
-    /// its chunks (shaders/gemv_q4_rows_gpu.wgsl): the design for real GPUs.
+    /// its chunks (shaders/gemv_rows_gpu.wgsl): the design for real GPUs.
     GpuRows(GpuRows),
 }
 
@@ -164,12 +165,11 @@ impl GpuRows {
         } else {
             "fn argmax_epilogue(wg: u32, lid: u32, lane: u32, base: u32) {}\n"
         };
-        match format {
-            MatrixFormat::Q4 => [&consts, reduce, x, epilogue, GPU_ROWS_WGSL].concat(),
-            MatrixFormat::Q8 => {
-                [&consts, reduce, epilogue, Q8_UNPACK_WGSL, GPU_ROWS_Q8_WGSL].concat()
-            }
-        }
+        let chunk = match format {
+            MatrixFormat::Q4 => [x, GPU_ROWS_Q4_WGSL].concat(),
+            MatrixFormat::Q8 => [Q8_UNPACK_WGSL, GPU_ROWS_Q8_WGSL].concat(),
+        };
+        [&consts, reduce, epilogue, &chunk, GPU_ROWS_WGSL].concat()
     }
 
     /// What must open the source (`enable f16;` for the f16 lanes).
