@@ -88,7 +88,11 @@ fn main() -> pocketrt::Result<()> {
     // A GGUF of mixed types, as a Q4_K_M file's: Q8_0 where the names say (q|k|v of
     // layer 0 then Q8 on the GPU), Q4_1 elsewhere; natively on the GPU as stored.
     let gguf_q8 = Path::new(dir).join("tiny-q8.gguf");
-    let q8_0 = ["token_embd.weight", "blk.0.attn_v.weight", "blk.1.ffn_down.weight"];
+    let q8_0 = [
+        "token_embd.weight",
+        "blk.0.attn_v.weight",
+        "blk.1.ffn_down.weight",
+    ];
     write_gguf_with_q8_0(&tiny, &tok, &gguf_q8, &q8_0)?;
     let (_, gguf_q8_tokens, gguf_q8_engine) =
         native_greedy_swiftshader(&gguf_q8, &gguf_tok, WeightFormat::Keep)?;

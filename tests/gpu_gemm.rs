@@ -17,8 +17,8 @@
 
 mod gpu_common;
 
-use gpu_common::{assert_close, f16_round, gpu, profiles, rmsnorm, Rng};
-use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4, GemmTiles, GemmVariant};
+use gpu_common::{assert_close, chunk_uniform, f16_round, gpu, profiles, rmsnorm, Rng};
+use pocketrt::gpu::kernels::gemm_q4::{GemmQ4, GemmTiles, GemmVariant};
 use pocketrt::gpu::kernels::gemv_q4::{
     Codes, CodesRead, Epilogue, GemvSpec, MatrixCodes, TextureOrder, XLoads,
 };
@@ -129,14 +129,7 @@ fn run_case(variant: GemmVariant, spec: GemvSpec, m: usize, seed: u64) -> (Vec<f
         _ => XLoads::Each,
     };
     assert_eq!(kernel.x_loads(), lanes.then_some(x_loads));
-    let chunk = ctx.uniform("chunk", 16);
-    let uniform = ChunkUniform {
-        start: 0,
-        count: m as u32,
-        pad: [0; 2],
-    };
-    ctx.queue
-        .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
+    let chunk = chunk_uniform(m);
     let (code_words, params) = match &w {
         QMatrix::Q4(q) => (&q.codes, &q.qparams),
         QMatrix::Q8(q) => (&q.codes, &q.scales),

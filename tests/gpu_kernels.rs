@@ -3,13 +3,12 @@
 
 mod gpu_common;
 
-use gpu_common::{assert_close, gpu, mask_buffer, rmsnorm, Rng};
+use gpu_common::{assert_close, chunk_uniform, gpu, mask_buffer, rmsnorm, Rng};
 use pocketrt::gpu::kernels::argmax::Argmax;
 use pocketrt::gpu::kernels::embed_prefill::EmbedPrefill;
 use pocketrt::gpu::kernels::embed_q4::{
     split_of, table_bindings, whole_table, EmbedQ4, TOKEN_ON_GPU,
 };
-use pocketrt::gpu::kernels::gemm_q4::ChunkUniform;
 use pocketrt::gpu::kernels::rmsnorm::RmsNorm;
 use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
 use pocketrt::gpu::weights::MatrixBuffers;
@@ -127,23 +126,15 @@ fn prefill_embedding_gather_returns_the_chunk_tokens_rows() {
     for format in FORMATS {
         let (t, codes, qparams) = table(format, (vocab, k), 12);
         let kernel = EmbedPrefill::new(ctx, k, format, None);
-        let chunk = ctx.uniform("chunk", 16);
+        let count = tokens.len();
+        let chunk = chunk_uniform(count);
         let tb = ctx.storage_init("tokens", &tokens).unwrap();
         // One row more than the chunk's: the gather must leave it alone.
         let out = ctx
-            .storage_init("out", &vec![7f32; (tokens.len() + 1) * k])
+            .storage_init("out", &vec![7f32; (count + 1) * k])
             .unwrap();
-        let max = tokens.len() + 1;
         let table = whole_table(&codes, &qparams);
-        let d = kernel.dispatch(ctx, (&chunk, &tb), table, &out, max);
-        let count = tokens.len();
-        let uniform = ChunkUniform {
-            start: 0,
-            count: count as u32,
-            pad: [0; 2],
-        };
-        ctx.queue
-            .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
+        let d = kernel.dispatch(ctx, (&chunk, &tb), table, &out, count + 1);
         let mut enc = ctx.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
@@ -319,7 +310,7 @@ fn embedding_gathers_read_a_table_bound_in_two_parts() {
         }
         let tokens = [4095u32, 4096, 3, 4395];
         let kernel = EmbedPrefill::new(ctx, k, format, split);
-        let chunk = ctx.uniform("chunk", 16);
+        let chunk = chunk_uniform(tokens.len());
         let tb = ctx.storage_init("tokens", &tokens).unwrap();
         let out = ctx.storage("out", (4 * tokens.len() * k) as u64).unwrap();
         let d = kernel.dispatch(
@@ -329,13 +320,6 @@ fn embedding_gathers_read_a_table_bound_in_two_parts() {
             &out,
             tokens.len(),
         );
-        let uniform = ChunkUniform {
-            start: 0,
-            count: tokens.len() as u32,
-            pad: [0; 2],
-        };
-        ctx.queue
-            .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
         run(ctx, &[&d]);
         let mut want = vec![0f32; tokens.len() * k];
         for (t_id, row) in tokens.iter().zip(want.chunks_exact_mut(k)) {

@@ -32,23 +32,58 @@ const SIZES: [usize; 7] = [1, 3, 17, 1000, 4093, 65_537, 7];
 /// The synthetic model `preset` as GGUF bytes, and the package the native converter
 /// makes from that same file.
 fn gguf_and_package(preset: &str, dir: &TempDir) -> (Vec<u8>, Manifest) {
+    gguf_and_package_as(preset, dir, WeightFormat::Q4)
+}
+
+/// [`gguf_and_package`] converted with `weights`.
+fn gguf_and_package_as(preset: &str, dir: &TempDir, weights: WeightFormat) -> (Vec<u8>, Manifest) {
+    let (bytes, mut src) = gguf_file(preset, dir, &[]);
+    let opts = ConvertOptions {
+        weights,
+        ..Default::default()
+    };
+    let report = convert(&mut src, &dir.0.join("pkg"), &opts, &mut |_| {}).unwrap();
+    (bytes, report.manifest)
+}
+
+/// The synthetic model `preset` as GGUF bytes (the matrices named in `q8_0` as Q8_0,
+/// the rest Q4_1), written to `dir` and opened there.
+fn gguf_file(preset: &str, dir: &TempDir, q8_0: &[&str]) -> (Vec<u8>, GgufSource) {
     let bytes = SynthSource::preset(preset, 5)
         .unwrap()
-        .gguf_writer()
+        .gguf_writer_with_q8_0(q8_0)
         .unwrap()
         .to_bytes()
         .unwrap();
     let path = dir.0.join("model.gguf");
     std::fs::write(&path, &bytes).unwrap();
-    let mut src = GgufSource::open(&path).unwrap();
-    let report = convert(
-        &mut src,
-        &dir.0.join("pkg"),
-        &ConvertOptions::default(),
-        &mut |_| {},
-    )
-    .unwrap();
-    (bytes, report.manifest)
+    (bytes, GgufSource::open(&path).unwrap())
+}
+
+/// The streamed tensors (`out`, of `stream`) equal the package in `dir` of `manifest`,
+/// and the stream's table is its.
+fn assert_equals_package(
+    what: &str,
+    dir: &TempDir,
+    manifest: &Manifest,
+    (stream, out): (&GgufStream, &HashMap<(usize, usize), Vec<u8>>),
+) {
+    assert_eq!(
+        stream.tensors(),
+        &manifest.tensors[..],
+        "{what}: the converter's table"
+    );
+    for (t, entry) in manifest.tensors.iter().enumerate() {
+        let want = load_tensor(dir.0.join("pkg"), manifest, &entry.name).unwrap();
+        let got: Vec<u8> = (0..entry.parts.len())
+            .flat_map(|p| out[&(t, p)].clone())
+            .collect();
+        assert!(
+            got == want,
+            "{what}: tensor {} differs from the package",
+            entry.name
+        );
+    }
 }
 
 /// Parse the header from a growing prefix (chunks of `SIZES`); returns it and the prefix.
@@ -120,22 +155,7 @@ fn streamed_conversion_equals_the_native_converter_byte_for_byte() {
         let dir = TempDir::new(preset);
         let (bytes, manifest) = gguf_and_package(preset, &dir);
         let (stream, out) = stream_all(&bytes);
-        assert_eq!(
-            stream.tensors(),
-            &manifest.tensors[..],
-            "{preset}: the converter's table"
-        );
-        for (t, entry) in manifest.tensors.iter().enumerate() {
-            let want = load_tensor(dir.0.join("pkg"), &manifest, &entry.name).unwrap();
-            let got: Vec<u8> = (0..entry.parts.len())
-                .flat_map(|p| out[&(t, p)].clone())
-                .collect();
-            assert!(
-                got == want,
-                "{preset}: tensor {} differs from the package",
-                entry.name
-            );
-        }
+        assert_equals_package(preset, &dir, &manifest, (&stream, &out));
         // Synthetic Q4_1 pairs carry equal params: every group is kept exactly.
         assert_eq!(
             stream.merge().groups_requantized,
@@ -217,39 +237,9 @@ fn bad_headers_are_typed_errors() {
 #[test]
 fn streamed_q8_conversion_equals_the_native_converter_byte_for_byte() {
     let dir = TempDir::new("q8");
-    let bytes = SynthSource::preset("tiny-qwen2", 5)
-        .unwrap()
-        .gguf_writer()
-        .unwrap()
-        .to_bytes()
-        .unwrap();
-    let path = dir.0.join("model.gguf");
-    std::fs::write(&path, &bytes).unwrap();
-    let opts = ConvertOptions {
-        weights: WeightFormat::Q8,
-        ..Default::default()
-    };
-    let mut src = GgufSource::open(&path).unwrap();
-    let manifest = convert(&mut src, &dir.0.join("pkg"), &opts, &mut |_| {})
-        .unwrap()
-        .manifest;
+    let (bytes, manifest) = gguf_and_package_as("tiny-qwen2", &dir, WeightFormat::Q8);
     let (stream, out) = stream_all_as(&bytes, WeightFormat::Q8);
-    assert_eq!(
-        stream.tensors(),
-        &manifest.tensors[..],
-        "the converter's table"
-    );
-    for (t, entry) in manifest.tensors.iter().enumerate() {
-        let want = load_tensor(dir.0.join("pkg"), &manifest, &entry.name).unwrap();
-        let got: Vec<u8> = (0..entry.parts.len())
-            .flat_map(|p| out[&(t, p)].clone())
-            .collect();
-        assert!(
-            got == want,
-            "tensor {} differs from the package",
-            entry.name
-        );
-    }
+    assert_equals_package("q8", &dir, &manifest, (&stream, &out));
 }
 
 /// `keep` weights over a GGUF of Q4_1 and Q8_0 matrices: the Q8_0 ones kept exactly as
@@ -263,15 +253,7 @@ fn keep_streams_q8_0_matrices_and_their_stacks_as_q8() {
         "blk.1.ffn_down.weight",
         "token_embd.weight",
     ];
-    let bytes = SynthSource::preset("tiny-qwen3", 5)
-        .unwrap()
-        .gguf_writer_with_q8_0(&q8_0)
-        .unwrap()
-        .to_bytes()
-        .unwrap();
-    let path = dir.0.join("model.gguf");
-    std::fs::write(&path, &bytes).unwrap();
-    let mut src = GgufSource::open(&path).unwrap();
+    let (bytes, mut src) = gguf_file("tiny-qwen3", &dir, &q8_0);
     let (stream, out) = stream_all_as(&bytes, WeightFormat::Keep);
     let stacked = ["blk.0.attn_q.weight", "blk.0.attn_k.weight"];
     let mut seen = 0;

@@ -30,15 +30,8 @@ impl GpuContext {
 
     /// A zero-filled storage buffer of `bytes` (checked against the device limits).
     pub fn storage(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
-        let size = padded(bytes);
-        self.check_binding(label, size)?;
-        self.count(size);
-        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size,
-            usage: STORAGE,
-            mapped_at_creation: false,
-        }))
+        self.check_binding(label, padded(bytes))?;
+        self.storage_in_parts(label, bytes)
     }
 
     /// A storage buffer of `bytes` that is bound in parts of at most the binding limit

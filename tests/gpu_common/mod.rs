@@ -24,6 +24,21 @@ pub fn gpu() -> &'static Arc<GpuContext> {
     })
 }
 
+/// A prefill chunk uniform on the test device saying `count` tokens from position 0.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn chunk_uniform(count: usize) -> wgpu::Buffer {
+    let ctx = gpu();
+    let chunk = ctx.uniform("chunk", 16);
+    let uniform = pocketrt::gpu::kernels::gemm_q4::ChunkUniform {
+        start: 0,
+        count: count as u32,
+        pad: [0; 2],
+    };
+    ctx.queue
+        .write_buffer(&chunk, 0, bytemuck::bytes_of(&uniform));
+    chunk
+}
+
 /// The test device in every named profile it can run (`GpuContext::with_profile`): all
 /// of them where it is lavapipe (CI), else at least the ones that need no feature (`gpu`,
 /// `swiftshader`); a profile that needs subgroups may be refused there, with its error,
