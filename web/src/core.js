@@ -176,6 +176,7 @@ function wasmOptions(options) {
     hubEndpoint: options.hubEndpoint,
     backend: options.backend,
     profile: options.profile,
+    weights: options.weights,
     contextOverflow: options.contextOverflow,
     offline: options.offline,
     overQuota: options.overQuota,
@@ -285,6 +286,8 @@ export class Pocket {
    * profile ("gpu" | "gpu-subgroups" | "lavapipe" | "swiftshader": the WebGPU kernels' device profile, forced
    * instead of detected from the adapter; an unknown name or one the adapter cannot run
    * fails with code INVALID_ARGUMENT; `info.profile` / `info.profileDetail` say which ran),
+   * weights ("keep", the default | "q4" | "q8": how a GGUF URL's matrices are held —
+   * keep: Q4_0/Q4_1 as Q4 g64, the rest, Q8_0 exactly, as Q8 g32; packages run as stored),
    * threads (the CPU backend's; default: the cores, at most 8, in a Worker of a
    * cross-origin-isolated page, else 1 — see `model.threads`, `info.threadsReason`; the
    * first threaded load in a page or Worker fixes it; only CPU-backend loads use

@@ -53,6 +53,10 @@ export interface LoadOptions {
    * "swiftshader" (other CPU adapters). An unknown name, or a profile the adapter cannot
    * run, fails with code INVALID_ARGUMENT saying why. The CPU backend ignores it. */
   profile?: ProfileName;
+  /** How a GGUF URL's matrices are held on the GPU: "keep" (default: as their author
+   * quantized them — Q4_0/Q4_1 as Q4 g64, the rest, Q8_0 exactly, as Q8 g32), "q4" (all
+   * Q4 g64: half the memory of Q8) or "q8". Packages run as they are stored. */
+  weights?: 'keep' | 'q4' | 'q8';
   /** The CPU backend's threads (1 to 64; default: the cores, at most 8). More than one
    * needs a Worker of a cross-origin-isolated page with shared WebAssembly.Memory, else
    * the load runs on one thread (`info.threadsReason` says why). Only loads sure to run on
