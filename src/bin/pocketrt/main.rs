@@ -45,10 +45,10 @@ enum Command {
         /// Shard size in MiB (at most 32).
         #[arg(long, default_value_t = 32)]
         shard_mb: u64,
-        /// How each matrix is stored: q4 (Q4 g64, what every backend runs), q8 (Q8 g32),
-        /// or keep (as the source is: Q4_0/Q4_1 as Q4, the rest as Q8, so Q8_0 and Q5_0
-        /// stay exact; the CPU and reference backends run Q8, the GPU requantizes to Q4).
-        #[arg(long, default_value = "q4")]
+        /// How each matrix is stored: keep (default: as the source is — Q4_0/Q4_1 as Q4
+        /// g64, the rest as Q8 g32, so Q8_0 and Q5_0 stay exact), q4 (Q4 g64: half the
+        /// bytes of Q8) or q8 (Q8 g32). Every backend runs both formats.
+        #[arg(long, default_value = "keep")]
         weights: pocketrt::quant::WeightFormat,
         /// Prune the vocabulary to the tokens this corpus uses (a text file or a folder of
         /// text files; repeatable), closed under BPE merges. Needs --vocab-size.

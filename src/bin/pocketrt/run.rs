@@ -54,8 +54,9 @@ pub struct ModelArgs {
     /// Use the GPU adapter whose name contains this (see `pocketrt adapters`).
     #[arg(long)]
     pub adapter: Option<String>,
-    /// Weight precision (f32: reference backend only).
-    #[arg(long, value_enum, default_value = "q4")]
+    /// Weight precision (default keep: each matrix as its source stores it; f32:
+    /// reference backend only).
+    #[arg(long, value_enum, default_value = "keep")]
     pub weights: Weights,
     /// KV cache positions (default: run: prompt + -n; chat: the largest context that fits
     /// the memory budget on the GPU, 4096 on the CPU; with --session FILE, run: at least
