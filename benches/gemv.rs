@@ -154,6 +154,7 @@ fn decode_figures(preset: &str) -> serde_json::Value {
     let ctx = GpuContext::new_blocking(limits_needed(
         pocketrt::format::ModelSource::config(&src),
         context,
+        false,
     ))
     .expect("device");
     let mut model = GpuModel::load(Arc::new(ctx), &mut src, context).expect("load");
