@@ -36,7 +36,10 @@ use super::kernels::gemm_q4::{GemmTiles, GemmVariant};
 use super::kernels::gemv_q4::{GemvVariant, GpuRows, SlotReduce, TextureOrder};
 use super::kernels::rope_kv::HeadShape;
 use super::kernels::soft::gemm_q4_lanes::tokens_for_limit;
+
+mod designs;
 use crate::error::{Error, Result};
+pub use designs::{GemvDesigns, Q8Designs, TopKDesign};
 
 /// The profiles that can be forced by name.
 pub const PROFILE_NAMES: [&str; 4] = ["gpu", "gpu-subgroups", "lavapipe", "swiftshader"];
@@ -54,53 +57,6 @@ pub const GPU_SPLIT_LEN: usize = 256;
 
 /// Most tokens per prefill chunk (and submit), any profile.
 pub const PREFILL_CHUNK: usize = 256;
-
-/// The decode GEMV design of each matrix role.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GemvDesigns {
-    /// Norm + QKV.
-    pub qkv: GemvVariant,
-    /// The attention output projection (when not folded into attention).
-    pub o: GemvVariant,
-    /// Norm + gate/up + SwiGLU.
-    pub gate_up: GemvVariant,
-    /// Down + residual.
-    pub down: GemvVariant,
-    /// Final norm + LM head.
-    pub head: GemvVariant,
-}
-
-impl GemvDesigns {
-    fn all(v: GemvVariant) -> GemvDesigns {
-        GemvDesigns {
-            qkv: v,
-            o: v,
-            gate_up: v,
-            down: v,
-            head: v,
-        }
-    }
-
-    /// (role, design) in step order.
-    pub fn roles(&self) -> [(&'static str, GemvVariant); 5] {
-        [
-            ("qkv", self.qkv),
-            ("o", self.o),
-            ("gate_up", self.gate_up),
-            ("down", self.down),
-            ("head", self.head),
-        ]
-    }
-}
-
-/// How the sampler's candidates are found on the GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TopKDesign {
-    /// Radix select in workgroups of 256: about √(n/64) workgroups each select the 64
-    /// best of a chunk, one selects and sorts the 64 best of theirs (shaders/topk.wgsl);
-    /// greedy decoding runs argmax alone (shaders/argmax.wgsl).
-    Radix,
-}
 
 /// Every choice of kernel design the engine makes on one device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,17 +97,6 @@ pub struct DeviceProfile {
     pub topk: TopKDesign,
     /// The designs for Q8 g32 matrices.
     pub q8: Q8Designs,
-}
-
-/// How Q8 g32 matrices are computed (one design per profile for every role: the GPU rows
-/// GEMV and the workgroup-tiles GEMM, x in f32; CPU adapters run them too, slower than
-/// their Q4 designs, which read the codes from textures).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Q8Designs {
-    /// Decode GEMVs (x in f32: `f16` is false).
-    pub gemv: GpuRows,
-    /// Prefill GEMMs.
-    pub gemm: GemmTiles,
 }
 
 impl DeviceProfile {
