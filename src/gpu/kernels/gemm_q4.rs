@@ -5,7 +5,9 @@
 //! the profile, [`GemmTiles`]), and on CPU adapters,
 //! where barriers and per-lane storage loads are slow, one row per invocation reusing
 //! each weight across a tile of tokens read as uniforms (gemm_q4_lanes.rs). `M` comes
-//! from the chunk uniform, so one pipeline and bind group serve every chunk size.
+//! from the chunk uniform, so one pipeline and bind group serve every chunk size. Q8 g32
+//! matrices (`GemvSpec::format`) run the workgroup tiles, with their own weight staging
+//! (shaders/gemm_q8_weights.wgsl), on every adapter.
 
 use super::gemv_q4::{Codes, GemvSpec, TextureOrder, XLoads, Q4_COMMON_WGSL, Q8_UNPACK_WGSL};
 use super::soft::gemm_q4_lanes::{Bindings, LanesDispatch, LanesGemm, TOKENS};

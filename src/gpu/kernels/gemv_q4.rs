@@ -1,8 +1,10 @@
 //! Q4 g64 GEMV for decode: `y = W·x` (+ bias) with an optional fused RMSNorm prologue
 //! (`x` → rmsnorm(x) ⊙ norm weights) and an epilogue (store, residual add, or fused
 //! gate/up + SwiGLU). One wrapper over the designs the device profile picks per matrix
-//! role: one workgroup per row on GPUs (shaders/gemv_q4_wg.wgsl), and on CPU adapters
+//! role: row slots of lanes on GPUs (shaders/gemv_rows_gpu.wgsl), and on CPU adapters
 //! several rows per invocation with the codes read from a texture (`soft::gemv_rows`).
+//! Q8 g32 matrices (`GemvSpec::format`) run the GPU rows design with the Q8 chunk
+//! (shaders/gemv_q8_rows_gpu.wgsl) on every adapter.
 
 pub use super::q4_codes::{Codes, CodesRead, MatrixCodes, TextureOrder};
 use super::soft::gemv_rows;
