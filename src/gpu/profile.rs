@@ -36,6 +36,7 @@ use super::kernels::gemm_q4::{GemmTiles, GemmVariant};
 use super::kernels::gemv_q4::{GemvVariant, GpuRows, SlotReduce, TextureOrder};
 use super::kernels::rope_kv::HeadShape;
 use super::kernels::soft::gemm_q4_lanes::tokens_for_limit;
+use super::kernels::MatrixFormat;
 
 mod designs;
 use crate::error::{Error, Result};
@@ -276,10 +277,22 @@ impl DeviceProfile {
         self.subgroup_size == Some(LANES_SUBGROUP)
     }
 
-    /// The prefill GEMM design for K inputs under a uniform binding limit of
-    /// `max_uniform` bytes: the profile's, but workgroup tiles where the lanes design's
-    /// token rows do not fit a uniform binding.
-    pub fn gemm_for(&self, k: usize, max_uniform: u64) -> GemmVariant {
+    /// The decode GEMV design of a role whose Q4 design is `q4` for a matrix in `format`:
+    /// that one, or the profile's Q8 design.
+    pub fn gemv_in(&self, q4: GemvVariant, format: MatrixFormat) -> GemvVariant {
+        match format {
+            MatrixFormat::Q4 => q4,
+            MatrixFormat::Q8 => GemvVariant::GpuRows(self.q8.gemv),
+        }
+    }
+
+    /// The prefill GEMM design for K inputs of a matrix in `format` under a uniform
+    /// binding limit of `max_uniform` bytes: the profile's (its Q8 design for Q8), but
+    /// workgroup tiles where the lanes design's token rows do not fit a uniform binding.
+    pub fn gemm_for(&self, k: usize, max_uniform: u64, format: MatrixFormat) -> GemmVariant {
+        if format == MatrixFormat::Q8 {
+            return GemmVariant::WorkgroupTiles(self.q8.gemm);
+        }
         match self.gemm {
             g if g.is_lanes() && tokens_for_limit(max_uniform, k).is_none() => {
                 GemmVariant::WorkgroupTiles(GemmTiles::F32)
@@ -615,9 +628,9 @@ mod tests {
             s.attention_for(shape(64), true),
             AttentionVariant::Workgroup
         );
-        assert_eq!(p.gemm_for(896, 65_536), p.gemm);
+        assert_eq!(p.gemm_for(896, 65_536, MatrixFormat::Q4), p.gemm);
         assert_eq!(
-            p.gemm_for(1 << 20, 65_536),
+            p.gemm_for(1 << 20, 65_536, MatrixFormat::Q4),
             GemmVariant::WorkgroupTiles(GemmTiles::F32)
         );
         // The gpu profile: the group design, folded or not, but the workgroup design for

@@ -17,14 +17,12 @@ use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention_prefill::AttentionPrefill;
 use crate::gpu::kernels::embed_prefill::EmbedPrefill;
 use crate::gpu::kernels::embed_q4::{split_of, table_bindings};
-use crate::gpu::kernels::gemm_q4::{
-    ChunkUniform, GemmDispatch, GemmQ4, GemmVariant, MAX_LANE_TOKENS,
-};
+use crate::gpu::kernels::gemm_q4::{ChunkUniform, GemmDispatch, GemmQ4, MAX_LANE_TOKENS};
 use crate::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvSpec};
 use crate::gpu::kernels::rope_kv::KvBuffers;
 use crate::gpu::kernels::rope_kv_prefill::RopeKvPrefill;
 use crate::gpu::kernels::soft::gemm_q4_lanes::{records_bytes, tokens_for_limit};
-use crate::gpu::kernels::{grid, Dispatch, MatrixFormat};
+use crate::gpu::kernels::{grid, Dispatch};
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::profile::PREFILL_CHUNK;
 
@@ -127,13 +125,7 @@ impl Prefill {
                     format,
                     row0: 0,
                 };
-                match format {
-                    MatrixFormat::Q4 => GemmQ4::new(ctx, spec),
-                    MatrixFormat::Q8 => {
-                        let tiles = GemmVariant::WorkgroupTiles(ctx.profile.q8.gemm);
-                        GemmQ4::with_variant(ctx, tiles, spec)
-                    }
-                }
+                GemmQ4::new(ctx, spec)
             })
         };
         let qkv_rows = qd + 2 * cfg.kv_dim();

@@ -132,10 +132,7 @@ impl RoleGemv {
         matrices: impl Iterator<Item = &'m MatrixBuffers> + Clone,
     ) -> Result<RoleGemv> {
         ByFormat::new(matrices, |format| {
-            let variant = match format {
-                MatrixFormat::Q4 => design,
-                MatrixFormat::Q8 => GemvVariant::GpuRows(ctx.profile.q8.gemv),
-            };
+            let variant = ctx.profile.gemv_in(design, format);
             GemvQ4::new(ctx, variant, GemvSpec { format, ..spec })
         })
     }
@@ -218,10 +215,7 @@ impl Kernels {
         let add_parts = if fold { attention.parts() } else { 0 };
         // The head's design: the profile's for Q4, its Q8 design (the GPU rows, which
         // fuse the argmax) for Q8.
-        let head_design = match weights.head().format {
-            MatrixFormat::Q4 => designs.head,
-            MatrixFormat::Q8 => GemvVariant::GpuRows(ctx.profile.q8.gemv),
-        };
+        let head_design = ctx.profile.gemv_in(designs.head, weights.head().format);
         let head_epilogue = match head_design.fused_argmax_rows() {
             Some(_) => Epilogue::StoreArgmax,
             None => Epilogue::Store,

@@ -249,7 +249,8 @@ impl GemmQ4 {
     /// The GEMM of `spec` in the profile's variant ([`crate::gpu::DeviceProfile::gemm_for`]).
     pub fn new(ctx: &GpuContext, spec: GemvSpec) -> Result<GemmQ4> {
         let max_uniform = ctx.limits.max_uniform_buffer_binding_size;
-        Self::with_variant(ctx, ctx.profile.gemm_for(spec.k, max_uniform), spec)
+        let variant = ctx.profile.gemm_for(spec.k, max_uniform, spec.format);
+        Self::with_variant(ctx, variant, spec)
     }
 
     /// The GEMM of `spec` in `variant` (any variant runs on any adapter).
