@@ -1,6 +1,6 @@
 //! The fast CPU backend's Q8 g32 kernels (`Packed` from a `Q8Tensor`: the codes permuted
 //! into the activations' nibble order) on every kernel this CPU runs (scalar and the AVX2
-//! family on x86-64, simd128 on wasm; NEON runs the scalar Q8 kernel), in both input precisions:
+//! family on x86-64, NEON and NEON dotprod on aarch64, simd128 on wasm), in both input precisions:
 //!
 //! 1. Exact math: `Σ_g scale·d·Σ code·q` (int8) or `Σ_g scale·Σ code·x` (f32) to f32
 //!    accuracy (≤ 1e-5 of the terms' magnitudes, computed in f64), and against the

@@ -6,8 +6,8 @@
 //! variant enables its features). For int8 all compute the same exact integer lane sums
 //! per group and scale them in one shared order ([`Int8Sum`], [`Q8Sum`]), so every kernel
 //! gives the scalar kernel's results bit for bit; for f32 they differ in summation order
-//! only. Q8 g32 has SIMD int8 kernels on x86-64 (the AVX2 family) and wasm (simd128);
-//! NEON, and f32 on wasm, run the scalar Q8 kernel (the same numbers).
+//! only. Q8 g32 has SIMD int8 kernels on every ISA (the AVX2 family, NEON, simd128); f32
+//! Q8 on NEON and wasm runs the scalar Q8 kernel (the same numbers).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -15,6 +15,8 @@ mod avx2;
 mod avx2_q8;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+#[cfg(target_arch = "aarch64")]
+mod neon_q8;
 mod scalar;
 mod scalar_q8;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -283,8 +285,8 @@ impl Kernel {
             (Format::Q8, Kernel::Avx2 | Kernel::AvxVnni | Kernel::Avx512Vnni, Precision::F32) => unsafe {
                 avx2_q8::rows_f32(w, a, out)
             },
-            // Kernels without a Q8 kernel (NEON; f32 on wasm) run the scalar Q8 kernel: the
-            // same numbers (int8 bit for bit).
+            // Kernels without a Q8 f32 kernel (NEON, wasm) run the scalar Q8 kernel (int8
+            // only where the kernel has no tile: the scalar one).
             (Format::Q8, _, Precision::Int8) => scalar_q8::rows_i8(w, a, out),
             (Format::Q8, _, Precision::F32) => scalar_q8::rows_f32(w, a, out),
             // Int8 Q4 GEMVs on the SIMD kernels are one-token tiles (above).
@@ -299,7 +301,7 @@ impl Kernel {
     /// `t < acts.len() ≤ TILE`, as [`Kernel::rows`] computes each (the same sums, so the
     /// same results up to the order of the f32 additions: none for int8). Int8 on the SIMD
     /// kernels is a true tile: a weight group is unpacked once for every token; elsewhere
-    /// (f32, scalar, Q8 on NEON) it runs [`Kernel::rows`] token by token.
+    /// (f32, scalar) it runs [`Kernel::rows`] token by token.
     ///
     /// Panics, as `rows` does, when a slice is shorter than the shapes need.
     pub fn tile(self, w: Rows, acts: &[Acts], out: &mut [f32], stride: usize) {
@@ -369,6 +371,10 @@ impl Kernel {
             (Format::Q4, Kernel::Neon) => tiles!(neon::tile_i8),
             #[cfg(target_arch = "aarch64")]
             (Format::Q4, Kernel::NeonDotprod) => tiles!(neon::tile_i8_sdot),
+            #[cfg(target_arch = "aarch64")]
+            (Format::Q8, Kernel::Neon) => tiles!(neon_q8::tile_i8),
+            #[cfg(target_arch = "aarch64")]
+            (Format::Q8, Kernel::NeonDotprod) => tiles!(neon_q8::tile_i8_sdot),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             (Format::Q4, Kernel::Simd128) => tiles!(simd128::tile_i8),
             #[cfg(all(target_arch = "wasm32", feature = "wasm-relaxed-simd"))]
@@ -475,7 +481,10 @@ impl Q8Sum {
 /// for every finite f16: exponent and mantissa moved into place give the value times
 /// 2^-112; multiplying by 2^112 rescales it (and normalizes subnormals); then the sign.
 #[cfg_attr(
-    not(all(target_arch = "wasm32", target_feature = "simd128")),
+    not(any(
+        target_arch = "aarch64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )),
     allow(dead_code)
 )]
 #[inline(always)]

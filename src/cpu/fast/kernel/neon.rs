@@ -37,7 +37,7 @@ unsafe fn dot16(
 /// MSRV. (Inlined into the tile, which enables `dotprod` for the assembler.)
 #[inline]
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn sdot16(
+pub(super) unsafe fn sdot16(
     acc: int32x4_t,
     lo: int8x16_t,
     xl: int8x16_t,
@@ -60,7 +60,7 @@ unsafe fn sdot16(
 
 /// `((acc0 + acc2) + (acc1 + acc3)) + mins`: `Int8Sum`'s finish.
 #[inline(always)]
-unsafe fn finish4(acc: float32x4_t, mins: f32) -> f32 {
+pub(super) unsafe fn finish4(acc: float32x4_t, mins: f32) -> f32 {
     let s = vadd_f32(vget_low_f32(acc), vget_high_f32(acc));
     (vget_lane_f32::<0>(s) + vget_lane_f32::<1>(s)) + mins
 }
