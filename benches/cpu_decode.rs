@@ -1,8 +1,9 @@
 //! Decode speed of the fast CPU backend (`cpu::fast`): greedy tok/s, one token at a time
 //! as `pocketrt run` decodes, in both input precisions (int8, the default, and f32), on
-//! rayon's threads (set RAYON_NUM_THREADS); and prompt tok/s of batched prefill
-//! (`FastModel::prefill` from position 0 with the last position's logits, as llama.cpp's pp) at
-//! each `--prefill` length, in int8, on each SIMD kernel this CPU has (the best first);
+//! rayon's threads (set RAYON_NUM_THREADS), on the kernel the load chose by timing; then
+//! in int8 on each SIMD kernel this CPU has (the CPUID order's best first), decode again
+//! and prompt tok/s of batched prefill (`FastModel::prefill` from position 0 with the last
+//! position's logits, as llama.cpp's pp) at each `--prefill` length;
 //! and per kernel, on the calling thread, the int8 GEMV of a 2,560 × 896 matrix (Pocket's
 //! gate/up shape) and its 4-token tile (`Kernel::tile`, prefill's product) per token.
 //! Prints one JSON object.
@@ -15,7 +16,9 @@
 //! GGUF (`pocketrt synth --preset pocket-0.3b --gguf`). scripts/bench-cpu-vs-llama runs
 //! this next to llama.cpp's CPU engine on the same GGUF.
 
-use pocketrt::cpu::fast::{Acts, FastModel, Kernel, Logits, Precision, Rows, PREFILL_CHUNK, TILE};
+use pocketrt::cpu::fast::{
+    time_kernels, FastModel, Kernel, Logits, Precision, Rows, PREFILL_CHUNK, TILE,
+};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::format;
 use pocketrt::quant::WeightFormat;
@@ -127,49 +130,26 @@ fn prefill(model: &FastModel, n: usize, reps: usize) -> pocketrt::Result<Vec<f64
 
 /// Microseconds per token of the int8 product of a 2,560 × 896 Q4 matrix on each SIMD
 /// kernel, on this thread: the GEMV (one token) and the `TILE`-token tile; the best of
-/// `reps` rounds, the kernels alternating within each round (this machine's load varies).
+/// `reps` rounds, the kernels alternating within each round (this machine's load varies):
+/// `time_kernels`, which the fast model's kernel choice at load runs on its own matrix.
 fn kernel_figures(reps: usize) -> serde_json::Value {
     let (rows, cols) = (2560, 896);
     let mut rng = pocketrt::synth::Rng::new(3);
     let data: Vec<f32> = (0..rows * cols).map(|_| rng.unit() * 0.05).collect();
     let w = pocketrt::quant::Q4Tensor::quantize(&data, rows, cols).expect("a Q4 matrix");
-    let acts: Vec<Acts> = (0..TILE)
-        .map(|t| {
-            let x: Vec<f32> = (0..cols)
-                .map(|i| ((i * 7 + t * 13) % 29) as f32 - 14.0)
-                .collect();
-            Acts::new(Precision::Int8, &x)
-        })
-        .collect();
-    let m = Rows::from(&w);
     let kernels: Vec<Kernel> = Kernel::available()
         .into_iter()
         .filter(|k| *k != Kernel::Scalar)
         .collect();
-    let mut best = vec![[f64::INFINITY; 2]; kernels.len()];
-    let mut out = vec![0.0f32; rows * TILE];
-    const CALLS: usize = 100;
-    for _ in 0..reps.max(4) {
-        for (k, kernel) in kernels.iter().enumerate() {
-            for (i, n) in [1, TILE].into_iter().enumerate() {
-                let t = Instant::now();
-                for _ in 0..CALLS {
-                    kernel.tile(m, &acts[..n], &mut out, TILE);
-                }
-                let us = t.elapsed().as_secs_f64() * 1e6 / (CALLS * n) as f64;
-                best[k][i] = best[k][i].min(us);
-            }
-        }
-    }
-    let figures: Vec<_> = kernels
-        .iter()
-        .zip(&best)
-        .map(|(k, [gemv, tile])| {
+    let figures: Vec<_> = time_kernels(&kernels, Rows::from(&w), reps.max(4), 100)
+        .into_iter()
+        .map(|t| {
+            let (gemv, tile) = (t.gemv_us, t.tile_us_per_token);
             eprintln!(
                 "{} 2560×896: GEMV {gemv:.1} µs, {TILE}-token tile {tile:.1} µs per token",
-                k.name()
+                t.kernel.name()
             );
-            serde_json::json!({"kernel": k.name(), "gemv_us": gemv, "tile_us_per_token": tile})
+            serde_json::json!({"kernel": t.kernel.name(), "gemv_us": gemv, "tile_us_per_token": tile})
         })
         .collect();
     serde_json::json!({"rows": rows, "cols": cols, "threads": 1, "runs": figures})
@@ -212,13 +192,27 @@ fn main() {
             continue;
         }
         let mut prefills = vec![];
-        // Every SIMD kernel this CPU has (the best one is the default).
+        // Every SIMD kernel this CPU has (the load chose one by timing: `backend` says which).
         let kernels = Kernel::available()
             .into_iter()
             .filter(|k| *k != Kernel::Scalar);
+        let chosen = model.kernel();
         let mut model = model;
+        let mut decodes = vec![];
         for kernel in kernels.rev() {
             model = model.with_kernel(kernel);
+            // Decode on every kernel too: whether the timed choice at load was the fastest.
+            let tok_s = run(&model, &a).unwrap_or_else(|e| {
+                eprintln!("{e}");
+                std::process::exit(1)
+            });
+            let best = tok_s.iter().copied().fold(0.0, f64::max);
+            eprintln!(
+                "decode on {}: best {best:.1} tok/s {tok_s:.1?}",
+                kernel.name()
+            );
+            decodes.push(serde_json::json!({"kernel": kernel.name(), "tok_s": tok_s,
+                "tok_s_best": best}));
             for &n in &a.prefill {
                 let tok_s = prefill(&model, n, a.reps).unwrap_or_else(|e| {
                     eprintln!("{e}");
@@ -235,6 +229,7 @@ fn main() {
         }
         report["prefill"] = serde_json::json!({"precision": "int8", "chunk": PREFILL_CHUNK,
             "runs": prefills});
+        report["decode_by_kernel"] = serde_json::json!({"chosen": chosen.name(), "runs": decodes});
     }
     report["kernels"] = kernel_figures(a.reps);
     println!("{report:#}");

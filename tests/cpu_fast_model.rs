@@ -2,7 +2,9 @@
 //! weights: Q4 g64; Q8 g32, and keep, which on these f32 fixtures is Q8 g32 as well) on the
 //! tiny fixture models of all three architectures, on every kernel this CPU runs: logits at
 //! every step and greedy tokens over 24 steps; and the same through `Engine` with
-//! `Backend::Cpu` (q4 and keep weights).
+//! `Backend::Cpu` (q4 and keep weights). The kernel a load picks by timing is the fastest
+//! of the times it reports, and no result depends on it: every SIMD kernel of this CPU
+//! gives the same logits bit for bit, decode and prefill, attention included.
 //!
 //! Tolerances:
 //! - f32 inputs (`Precision::F32`): the GPU tests' — max abs error ≤ 1e-3 · max|logit| +
@@ -23,7 +25,7 @@ mod gpu_common;
 use cpu_fast_common::{
     assert_logits_match, fast, fast_in, fixture, kernels_and_precisions, oracle,
 };
-use pocketrt::cpu::fast::{Kernel, Precision};
+use pocketrt::cpu::fast::{FastModel, Kernel, Logits, Precision};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
@@ -140,10 +142,7 @@ fn check_engine(mode: WeightMode) -> String {
     let mut src = open(&fixture("qwen3")).unwrap();
     let mut engine = Engine::load(&mut *src, Backend::Cpu, mode, CONTEXT).unwrap();
     let d = engine.description().to_string();
-    assert!(
-        d.starts_with("cpu (") && d.contains(Kernel::best().name()),
-        "{d}"
-    );
+    assert!(d.starts_with("cpu (") && d.contains(" int8 kernels"), "{d}");
     engine.feed_all(&PROMPT[..3]).unwrap();
     engine.feed(PROMPT[3]).unwrap();
     let mut got = vec![engine.step(PROMPT[4]).unwrap()];
@@ -188,6 +187,68 @@ fn f32_weights_are_refused_by_the_cpu_backend_and_run_on_the_reference() {
     );
     let e = Engine::load(&mut *src, Backend::Reference, WeightMode::F32, CONTEXT).unwrap();
     assert_eq!(e.description(), "reference cpu (f32 weights)");
+}
+
+/// Logits of every position of `PROMPT` by prefill, then of `STEPS` greedy decode steps,
+/// end to end.
+fn logits_of(model: &FastModel) -> Vec<f32> {
+    let vocab = model.config.vocab_size;
+    let mut cache = model.new_cache(CONTEXT).unwrap();
+    let mut all = model.prefill(&PROMPT, &mut cache, Logits::All).unwrap();
+    for _ in 0..STEPS {
+        let token = argmax(&all[all.len() - vocab..]).unwrap() as u32;
+        all.extend(model.forward(token, &mut cache).unwrap());
+    }
+    all
+}
+
+#[test]
+fn the_kernel_timed_at_load_is_the_fastest_and_no_result_depends_on_it() {
+    for mode in [WeightMode::Q4, WeightMode::Q8] {
+        let mut src = open(&fixture("qwen3")).unwrap();
+        let format = mode.format().unwrap();
+        let model = FastModel::load_as(&mut *src, Precision::Int8, format).unwrap();
+        let simd: Vec<Kernel> = Kernel::available()
+            .into_iter()
+            .filter(|&k| k != Kernel::Scalar)
+            .collect();
+        let timings = model.kernel_timings();
+        let d = model.describe();
+        if simd.len() < 2 || std::env::var_os("POCKETRT_CPU_KERNEL").is_some() {
+            assert!(timings.is_empty(), "{d}");
+            assert_eq!(model.kernel(), Kernel::best(), "{d}");
+        } else {
+            let timed: Vec<Kernel> = timings.iter().map(|t| t.kernel).collect();
+            assert_eq!(timed, simd, "{d}: every SIMD kernel timed once");
+            assert!(timings
+                .iter()
+                .all(|t| t.score() > 0.0 && t.score().is_finite()));
+            let fastest = timings
+                .iter()
+                .min_by(|a, b| a.score().total_cmp(&b.score()))
+                .unwrap();
+            assert_eq!(model.kernel(), fastest.kernel, "{d}");
+            assert!(d.contains("timed µs per token"), "{d}");
+            println!("{}: {d}", mode.name());
+        }
+        // Whichever it picked: every SIMD kernel gives the same logits, bit for bit.
+        for precision in [Precision::Int8, Precision::F32] {
+            let runs: Vec<_> = simd
+                .iter()
+                .map(|&k| logits_of(&fast_in("qwen3", mode, k, precision)))
+                .collect();
+            for (k, run) in simd.iter().zip(&runs).skip(1) {
+                let what = format!(
+                    "{} {} on {} vs {}",
+                    mode.name(),
+                    precision.name(),
+                    k.name(),
+                    simd[0].name()
+                );
+                assert!(run == &runs[0], "{what}: logits differ");
+            }
+        }
+    }
 }
 
 #[test]

@@ -45,6 +45,7 @@ mod stream;
 pub use acts::{element_of, Acts, Precision};
 pub use gemm::{gemm, gemm_swiglu};
 pub use gemv::{gemv, gemv_swiglu, rows_per_task, threads};
+pub use kernel::{time_kernels, KernelTiming};
 pub use kernel::{Kernel, Rows, TILE};
 pub use model::{FastModel, Logits, PREFILL_CHUNK};
 pub use packed::{Format, Packed};

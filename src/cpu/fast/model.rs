@@ -5,7 +5,7 @@
 
 use super::acts::{Acts, Precision};
 use super::gemv::{for_row_chunks, gemv, gemv_swiglu, on_pool, threads};
-use super::kernel::{Kernel, Rows};
+use super::kernel::{Kernel, KernelTiming, Rows};
 use super::memory::{Matrix, WeightMemory};
 use super::packed::{Format, Packed};
 use crate::config::ModelConfig;
@@ -57,6 +57,9 @@ pub struct FastModel {
     prefill_chunk: usize,
     /// How the weights were asked for (`None`: taken over from the oracle's).
     format: Option<WeightFormat>,
+    /// The SIMD kernels' times on this model's matrix when the kernel was chosen by
+    /// timing ([`FastModel::load_as`]; empty otherwise).
+    kernel_timings: Vec<KernelTiming>,
 }
 
 /// A matrix in the kernels' layout.
@@ -152,7 +155,22 @@ impl FastModel {
         let weights = ModelWeights::load(src, mode)?;
         let mut model = Self::from_weights(config, weights, Kernel::best(), precision)?;
         model.format = Some(format);
+        if precision == Precision::Int8 {
+            model.choose_kernel();
+        }
         Ok(model)
+    }
+
+    /// Run on the fastest of this CPU's SIMD kernels on the first layer's gate matrix
+    /// ([`Kernel::fastest_for`]; natively, where no `POCKETRT_CPU_KERNEL` names one). The
+    /// wasm builds pick theirs at compile time.
+    fn choose_kernel(&mut self) {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(layer) = self.layers.first() {
+            let (kernel, timings) = Kernel::fastest_for(self.rows(&layer.gate));
+            self.kernel = kernel;
+            self.kernel_timings = timings;
+        }
     }
 
     /// Take over Q4 / Q8 weights loaded for the oracle, running on `kernel` in `precision`
@@ -193,6 +211,7 @@ impl FastModel {
             output: (!tied).then(|| m[m.len() - 1]),
             prefill_chunk: prefill::PREFILL_CHUNK,
             format: None,
+            kernel_timings: Vec::new(),
         })
     }
 
@@ -257,14 +276,28 @@ impl FastModel {
         }
     }
 
-    /// "avx2 int8 kernels, 2 threads, huge pages": for descriptions.
+    /// "avx2 int8 kernels (timed µs per token, GEMV + tile: avx2 141, avx512-vnni 165),
+    /// 2 threads, huge pages": for descriptions.
     pub fn describe(&self) -> String {
         let (k, p) = (self.kernel.name(), self.precision.name());
         let huge = match self.weights.huge_page_bytes() {
             0 => "",
             _ => ", huge pages",
         };
-        format!("{k} {p} kernels, {} threads{huge}", threads())
+        let timed = self.kernel_timings.iter();
+        let timed: Vec<_> = timed
+            .map(|t| format!("{} {:.1}", t.kernel.name(), t.score()))
+            .collect();
+        let timed = match timed.is_empty() {
+            true => String::new(),
+            false => format!(" (timed µs per token, GEMV + tile: {})", timed.join(", ")),
+        };
+        format!("{k} {p} kernels{timed}, {} threads{huge}", threads())
+    }
+
+    /// The SIMD kernels' times on this model when its kernel was chosen by timing.
+    pub fn kernel_timings(&self) -> &[KernelTiming] {
+        &self.kernel_timings
     }
 
     /// An empty cache for up to `max_len` tokens (f32, as the oracle's).
@@ -382,7 +415,10 @@ impl FastModel {
     fn attend(&self, q: &[f32], first: usize, kv: (&[f32], &[f32]), len: usize, out: &mut [f32]) {
         let heads = Heads { q, first, kv, len };
         #[cfg(target_arch = "x86_64")]
-        if matches!(self.kernel, Kernel::Avx2 | Kernel::AvxVnni) {
+        if matches!(
+            self.kernel,
+            Kernel::Avx2 | Kernel::AvxVnni | Kernel::Avx512Vnni
+        ) {
             // SAFETY: these kernels are offered only where the CPU has AVX2 and FMA.
             return unsafe { attend_avx2(&self.config, heads, out) };
         }

@@ -23,6 +23,9 @@ mod scalar_q8;
 mod simd128;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128_q8;
+mod timed;
+
+pub use timed::{time_kernels, KernelTiming};
 
 use super::acts::{Acts, Precision};
 use super::packed::{Format, Packed};
