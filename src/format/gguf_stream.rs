@@ -17,7 +17,7 @@ use super::gguf::{GgmlType, Gguf};
 use super::gguf_dequant::dequantize;
 use super::gguf_source::{permuted_heads, unpermute_rows};
 use super::package::DType;
-use super::package::{Chunk, TensorEntry};
+use super::package::{Chunk, Manifest, TensorEntry, FORMAT};
 use crate::config::ModelConfig;
 use crate::convert::converted_tensors_with;
 use crate::error::{Error, Result};
@@ -187,6 +187,20 @@ impl GgufStream {
             merge: MergeStats::default(),
             what: what.to_string(),
         })
+    }
+
+    /// The converted model as a package manifest without shards (its tensor table, config,
+    /// chat template and pooling): what the browser's backend choice and CPU buffers take.
+    pub fn manifest(&self) -> Manifest {
+        Manifest {
+            format: FORMAT.into(),
+            config: self.config.clone(),
+            tokenizer: None,
+            chat_template: self.gguf.get_str("tokenizer.chat_template").map(Into::into),
+            pooling: crate::embed::Pooling::from_gguf(&self.gguf),
+            tensors: self.tensors.clone(),
+            shards: Vec::new(),
+        }
     }
 
     pub fn gguf(&self) -> &Gguf {

@@ -170,6 +170,13 @@ impl Decided {
 impl Target {
     /// Allocate `manifest`'s model for `context` positions where `d` says.
     pub fn new(d: Decided, manifest: &Manifest, context: usize) -> Result<Target> {
+        manifest.validate()?;
+        Self::of_table(d, manifest, context)
+    }
+
+    /// [`Target::new`] for a tensor table the engine made itself, with no shards behind it
+    /// (a GGUF converted as it streams: `GgufStream::manifest`).
+    pub fn of_table(d: Decided, manifest: &Manifest, context: usize) -> Result<Target> {
         let device = d.gpu_context().cloned();
         let gpu = match d.gpu {
             Some((ctx, plan)) => Some(gpu(ctx, plan, manifest)?),
@@ -177,7 +184,7 @@ impl Target {
         };
         let cpu = match gpu {
             Some(_) => None,
-            None => Some(RefCell::new(StreamedTensors::new(manifest)?)),
+            None => Some(RefCell::new(StreamedTensors::of_table(manifest))),
         };
         Ok(Target {
             gpu,
@@ -238,7 +245,7 @@ fn q8_matrices(manifest: &Manifest) -> usize {
 
 /// Empty weight buffers for the GPU, and its planned context.
 fn gpu(ctx: Arc<GpuContext>, plan: MemoryPlan, manifest: &Manifest) -> Result<Gpu> {
-    let weights = StreamedWeights::allocate(&ctx, manifest)?;
+    let weights = StreamedWeights::allocate_for(&ctx, &manifest.config, &manifest.tensors)?;
     Ok(Gpu {
         adapter: ctx.adapter_label(),
         ctx,

@@ -2,32 +2,27 @@
 //! requests): the header is parsed from the first bytes, then every byte streams through a
 //! [`GgufStream`] — tensors converted on the fly exactly as the native converter does, to
 //! Q4 g64 (Q4_1 pairs losslessly) or Q8 g32 (Q8_0 exactly) as the `weights` option says
-//! (default keep: as its author quantized them) — into the GPU buffers ([`StreamedWeights`]); the wasm heap
-//! holds the header and one batch of rows. Each piece is stored in Cache Storage under its
+//! (default keep: as its author quantized them) — into the backend's buffers: the GPU's
+//! (the wasm heap then holds the header and one batch of rows) or the CPU model's. The
+//! backend is chosen as for a package, once the header tells the converted tensor table
+//! (`GgufStream::manifest`, [`Decided`]): `auto` takes WebGPU on a real GPU and the CPU
+//! backend without WebGPU or, for Q8 matrices, on a software adapter. Each piece is stored in Cache Storage under its
 //! own key (`URL?pocketrt-piece=N`), so a second load reads the pieces with no network and
 //! an interrupted load fetches only the pieces it lacks. A server that ignores ranges
 //! (answers 200) is read in one go and cached as one piece. The tokenizer and chat
 //! template come from the GGUF metadata.
 //!
 //! GGUF has no hashes: a cached piece is checked by its length only.
-//!
-//! GGUF files load on WebGPU only (`backend: "cpu"` is refused with `UNSUPPORTED`; the CPU
-//! backend takes pocket packages).
 
-use super::backend::Choice;
+use super::backend::{Decided, Target};
 use super::cache::Record;
-use super::device::{gpu_for, require_webgpu};
 use super::fetch::{self, Body};
-use super::loader::{requested_context, LoadOptions, Loaded, Progress};
-use super::model::WebModel;
+use super::loader::{decide, requested_context, LoadOptions, Loaded, Progress};
 use super::snapshot::Identity;
 use crate::error::{Error, Result};
 use crate::format::gguf_stream::{header_from_prefix, GgufStream};
-use crate::format::package::{DType, SHARD_MAX};
-use crate::gpu::stream_upload::StreamedWeights;
-use crate::gpu::{GpuContext, GpuModel};
+use crate::format::package::SHARD_MAX;
 use crate::tokenizer::{ChatTemplate, Tokenizer};
-use std::sync::Arc;
 use web_sys::{Cache, Response};
 
 /// Bytes per range request and cache entry (the package's shard size: Safari's cache
@@ -81,12 +76,7 @@ impl Layout {
 #[allow(clippy::large_enum_variant)]
 enum Sink {
     Header(Vec<u8>),
-    Tensors {
-        stream: GgufStream,
-        weights: StreamedWeights,
-        ctx: Arc<GpuContext>,
-        context: usize,
-    },
+    Tensors { stream: GgufStream, target: Target },
 }
 
 impl Sink {
@@ -107,15 +97,6 @@ struct GgufLoad<'a> {
 /// are added once the first piece tells the layout).
 pub async fn load(url: &str, progress: Progress<'_>, mut record: Record) -> Result<Loaded> {
     let opts = progress.opts;
-    if opts.backend == Choice::Cpu {
-        return Err(Error::Unsupported {
-            what: url.to_string(),
-            kind: "model file",
-            name: "GGUF on the CPU backend".into(),
-            supported: "GGUF on WebGPU; pocket packages on either backend",
-        });
-    }
-    require_webgpu()?;
     let mut load = GgufLoad {
         url,
         opts,
@@ -137,13 +118,7 @@ pub async fn load(url: &str, progress: Progress<'_>, mut record: Record) -> Resu
         }
         index += 1;
     }
-    let Sink::Tensors {
-        stream,
-        weights,
-        ctx,
-        context,
-    } = sink
-    else {
+    let Sink::Tensors { stream, target } = sink else {
         return Err(Error::corrupt(url, "the file ends inside its GGUF header"));
     };
     stream.finish()?;
@@ -158,16 +133,17 @@ pub async fn load(url: &str, progress: Progress<'_>, mut record: Record) -> Resu
     let total = load.layout.and_then(|l| l.total);
     let model_id = Identity::of_gguf(stream.gguf().version, &config, stream.tensors(), total);
     let pooling = crate::embed::Pooling::from_gguf(stream.gguf());
-    let model = GpuModel::with_weights(ctx, config, weights.finish()?, context)?;
+    let (model, reason) = target.finish()?;
     load.progress.emit("ready", None);
     {
         let mut report = load.progress.report.borrow_mut();
-        report.backend = "webgpu".into();
-        report.backend_reason = "GGUF files load on WebGPU".into();
+        report.context = model.context();
+        report.backend = model.backend().into();
+        report.backend_reason = reason;
         report.set_source();
     }
     Ok(Loaded {
-        model: WebModel::Gpu(Box::new(model)),
+        model,
         tokenizer,
         template,
         report: load.progress.report.into_inner(),
@@ -255,28 +231,23 @@ impl GgufLoad<'_> {
         Ok(got)
     }
 
-    /// The GPU buffers for the model the header describes.
+    /// The backend for the model the header describes, chosen as a package's
+    /// ([`Decided`]), and its empty buffers.
     async fn prepare(&self, stream: GgufStream) -> Result<Sink> {
-        let (ctx, plan) = gpu_for(
-            stream.config(),
-            requested_context(stream.config(), self.opts),
-            self.opts.profile.as_deref(),
-            stream.tensors().iter().any(|t| t.dtype == DType::Q8g32),
-        )
-        .await?;
-        let weights = StreamedWeights::allocate_for(&ctx, stream.config(), stream.tensors())?;
+        let manifest = stream.manifest();
+        let decided: Decided = decide(&manifest, self.opts).await?;
+        let context = requested_context(&manifest.config, self.opts);
+        let target = Target::of_table(decided, &manifest, context)?;
         {
             let mut report = self.progress.report.borrow_mut();
-            report.context = plan.context;
-            report.set_device(&ctx);
+            report.context = target.context();
+            report.adapter = target.adapter();
+            if let Some(ctx) = target.gpu_context() {
+                report.set_device(ctx);
+            }
         }
         self.progress.emit("manifest", None);
-        Ok(Sink::Tensors {
-            stream,
-            weights,
-            ctx,
-            context: plan.context,
-        })
+        Ok(Sink::Tensors { stream, target })
     }
 
     /// A cached piece, if the cache holds one (the first also tells the file's layout).
@@ -346,18 +317,13 @@ impl GgufLoad<'_> {
     }
 }
 
-/// Write `bytes` of the file through the converter to the GPU (no-op while in the header).
+/// Write `bytes` of the file through the converter to the backend's buffers (no-op while
+/// in the header).
 fn feed(sink: &mut Sink, bytes: &[u8]) -> Result<()> {
-    let Sink::Tensors {
-        stream,
-        weights,
-        ctx,
-        ..
-    } = sink
-    else {
+    let Sink::Tensors { stream, target } = sink else {
         return Ok(());
     };
-    let mut writer = weights.writer(ctx);
+    let mut writer = target.writer();
     stream.feed(bytes, &mut |c| writer.write(c))?;
     writer.finish()
 }

@@ -243,7 +243,7 @@ pub async fn choose_backend(name: &str, opts: LoadOptions) -> Result<Option<Back
 
 /// Where the model of `manifest` goes under `opts` (backend, profile, cache), for the
 /// context they ask for ([`requested_context`]).
-async fn decide(manifest: &Manifest, opts: &LoadOptions) -> Result<Decided> {
+pub(super) async fn decide(manifest: &Manifest, opts: &LoadOptions) -> Result<Decided> {
     let context = requested_context(&manifest.config, opts);
     let (profile, cache) = (opts.profile.as_deref(), opts.cache_name.as_deref());
     Decided::new(opts.backend, profile, manifest, context, cache).await

@@ -19,8 +19,9 @@ import { tests as faultTests } from './cases-faults.js';
 import { tests as sessionTests } from './cases-sessions.js';
 import { tests as sharedTests } from './cases-shared.js';
 import { tests as appTests } from './cases-app.js';
+import { tests as realTests } from './cases-real.js';
 
-const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...faultTests, ...sessionTests, ...sharedTests, ...appTests, ...benchTests, ...wllamaTests };
+const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...faultTests, ...sessionTests, ...sharedTests, ...appTests, ...realTests, ...benchTests, ...wllamaTests };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = process.env.POCKETRT_WEB_FIXTURE;
@@ -40,6 +41,8 @@ const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'pocketrt-web-'));
 const models = { tiny: fixture };
 if (process.env.POCKETRT_WEB_LARGE) models.large = process.env.POCKETRT_WEB_LARGE;
 if (process.env.POCKETRT_WEB_BENCH_MODEL) models.bench = process.env.POCKETRT_WEB_BENCH_MODEL;
+// The real coder GGUF's folder (cases-real.js, long tier).
+if (process.env.POCKETRT_CODER_GGUF) models.coder = path.dirname(process.env.POCKETRT_CODER_GGUF);
 const server = await createServer({ models, pkg });
 const browser = await launch();
 const only = process.argv[2];

@@ -31,6 +31,13 @@ impl StreamedTensors {
     /// Zeroed buffers for every tensor part of `manifest` (validated first).
     pub fn new(manifest: &Manifest) -> Result<StreamedTensors> {
         manifest.validate()?;
+        Ok(Self::of_table(manifest))
+    }
+
+    /// Zeroed buffers for a tensor table the engine made itself, with no shards behind it
+    /// (the browser's GGUF converter: `GgufStream::manifest`), so not validated as a
+    /// package's.
+    pub fn of_table(manifest: &Manifest) -> StreamedTensors {
         let tensors = manifest
             .tensors
             .iter()
@@ -51,12 +58,12 @@ impl StreamedTensors {
                     .collect()
             })
             .collect();
-        Ok(StreamedTensors {
+        StreamedTensors {
             manifest: manifest.clone(),
             tensors,
             taken: vec![false; manifest.tensors.len()],
             parts,
-        })
+        }
     }
 
     /// Copy a chunk (as a [`ShardReader`](crate::format::package::ShardReader) of the same
@@ -168,10 +175,10 @@ impl ModelSource for StreamedTensors {
         self.manifest.pooling
     }
     fn container(&self) -> String {
-        format!(
-            "streamed pocket package ({} shards)",
-            self.manifest.shards.len()
-        )
+        match self.manifest.shards.len() {
+            0 => "streamed GGUF (converted)".into(),
+            n => format!("streamed pocket package ({n} shards)"),
+        }
     }
 }
 
