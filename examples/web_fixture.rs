@@ -6,9 +6,11 @@
 //!   `expected.json` the fast CPU backend's and the GPU's (`swiftshader` profile, the
 //!   browser's) greedy tokens for it as stored (`q8_tokens`, `q8_gpu_tokens`);
 //! - DIR/tiny.gguf: the same model as a Q4_1 GGUF (tokenizer and template in its
-//!   metadata), and in `expected.json` the native engine's greedy tokens for it;
+//!   metadata), and in `expected.json` the native engine's greedy tokens for it (on the
+//!   GPU, and on the fast CPU backend: `gguf_cpu_tokens`);
 //! - DIR/tiny-q8.gguf: the same with three matrices Q8_0, and the GPU's (`swiftshader`
-//!   profile) greedy tokens for it with keep weights (`gguf_q8_tokens`);
+//!   profile) and the fast CPU backend's greedy tokens for it with keep weights
+//!   (`gguf_q8_tokens`, `gguf_q8_cpu_tokens`);
 //! - DIR/api: the OpenAI request fixtures' tiny Qwen3-shaped model (tests/api_common: the
 //!   real Qwen3 template) as a package, and `DIR/api_expected.json`: every fixture's
 //!   outcomes (responses, chunks) natively on the GPU (in the `swiftshader` profile, the
@@ -85,6 +87,7 @@ fn main() -> pocketrt::Result<()> {
     let gguf_tok = Tokenizer::from_gguf(&g)?;
     let (gguf_prompt_ids, gguf_tokens, _) =
         native_greedy(&gguf, &gguf_tok, Backend::Gpu, WeightMode::Q4)?;
+    let (_, gguf_cpu_tokens, _) = native_greedy(&gguf, &gguf_tok, Backend::Cpu, WeightMode::Keep)?;
     // A GGUF of mixed types, as a Q4_K_M file's: Q8_0 where the names say (q|k|v of
     // layer 0 then Q8 on the GPU), Q4_1 elsewhere; natively on the GPU as stored.
     let gguf_q8 = Path::new(dir).join("tiny-q8.gguf");
@@ -96,6 +99,8 @@ fn main() -> pocketrt::Result<()> {
     write_gguf_with_q8_0(&tiny, &tok, &gguf_q8, &q8_0)?;
     let (_, gguf_q8_tokens, gguf_q8_engine) =
         native_greedy_swiftshader(&gguf_q8, &gguf_tok, WeightFormat::Keep)?;
+    let (_, gguf_q8_cpu_tokens, gguf_q8_cpu_engine) =
+        native_greedy(&gguf_q8, &gguf_tok, Backend::Cpu, WeightMode::Keep)?;
 
     let expected = serde_json::json!({
         "prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": tokens, "engine": engine,
@@ -103,7 +108,9 @@ fn main() -> pocketrt::Result<()> {
         "q8_tokens": q8_tokens, "q8_engine": q8_engine,
         "q8_gpu_tokens": q8_gpu_tokens, "q8_gpu_engine": q8_gpu_engine,
         "gguf_q8_tokens": gguf_q8_tokens, "gguf_q8_engine": gguf_q8_engine,
+        "gguf_q8_cpu_tokens": gguf_q8_cpu_tokens, "gguf_q8_cpu_engine": gguf_q8_cpu_engine,
         "gguf_prompt_ids": gguf_prompt_ids, "gguf_tokens": gguf_tokens,
+        "gguf_cpu_tokens": gguf_cpu_tokens,
     });
     std::fs::write(Path::new(dir).join("expected.json"), expected.to_string())
         .map_err(|e| pocketrt::Error::io(dir, e))?;

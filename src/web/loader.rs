@@ -219,7 +219,8 @@ async fn locate(name: &str, progress: &Progress<'_>, record: &mut Record) -> Res
 
 /// The backend a load of `name` with `opts` runs on, decided as [`load`] decides it (the
 /// manifest read; on `auto`, a software adapter's probe run or its kept decision taken)
-/// with nothing allocated; `None` for a GGUF file (WebGPU only). The JS API asks this
+/// with nothing allocated; `None` for a GGUF file (decided once its header is read, on the
+/// build that starts the load: the single-threaded one, which runs both). The JS API asks this
 /// before it picks a wasm build: a CPU decision, where the page allows threads, is loaded
 /// by the threaded build, which cannot run WebGPU.
 pub async fn choose_backend(name: &str, opts: LoadOptions) -> Result<Option<BackendChoice>> {

@@ -72,10 +72,32 @@ export const tests = {
     assert.match(bad.message, /expected q4, q8 or keep/);
   },
 
+  // GGUF URLs on the CPU backend (Safari without WebGPU): `backend: "cpu"` converts into
+  // wasm memory with the native CPU backend's tokens; `auto` on the software adapter takes
+  // the CPU backend for a GGUF with Q8_0 matrices (as for a Q8 package), as stored.
+  async a_gguf_url_loads_on_the_cpu_backend_like_native({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    const r = await load(page, GGUF, { cache: false, backend: 'cpu' });
+    assert.ok(r.info, `load failed: ${r.code} ${r.message}`);
+    assert.equal(r.info.backend, 'cpu');
+    assert.match(r.info.backendReason, /requested/);
+    const got = await greedy(page, want);
+    assert.deepEqual(got.ids, want.gguf_prompt_ids);
+    assert.deepEqual(got.tokens, want.gguf_cpu_tokens, 'greedy tokens equal the native CPU backend on the GGUF');
+    await page.evaluate(() => window.model.unload());
+    const q8 = await load(page, '/models/tiny/tiny-q8.gguf', { cache: false, backend: 'auto' });
+    assert.ok(q8.info, `load failed: ${q8.code} ${q8.message}`);
+    assert.equal(q8.info.backend, 'cpu', q8.info.backendReason);
+    assert.match(q8.info.backendReason, /Q8 g32/);
+    assert.deepEqual((await greedy(page, want)).tokens, want.gguf_q8_cpu_tokens, `greedy tokens equal native (${want.gguf_q8_cpu_engine})`);
+  },
+
   async a_gguf_streams_with_progress_from_a_server_without_ranges({ page, server, fixture }) {
     const want = expected(fixture);
     await plainPage(page, server);
     server.state.noRanges = true;
+    let backend;
     try {
       const r = await page.evaluate(async (url) => {
         const events = [];
@@ -88,10 +110,14 @@ export const tests = {
       const last = r.events.at(-1);
       assert.equal(last.loaded, last.total, 'every byte counted');
       assert.equal(last.total, r.info.bytes);
+      backend = r.info.backend;
+      // `auto` on SwiftShader: the software adapter's probe decides, as for a package.
+      assert.match(r.info.backendReason, /software adapter/);
     } finally {
       server.state.noRanges = false;
     }
-    assert.deepEqual((await greedy(page, want)).tokens, want.gguf_tokens);
+    const tokens = backend === 'cpu' ? want.gguf_cpu_tokens : want.gguf_tokens;
+    assert.deepEqual((await greedy(page, want)).tokens, tokens, `on ${backend}`);
   },
 
   async a_190_mb_gguf_streams_with_under_32_mb_of_wasm_memory_growth({ page, server }) {

@@ -40,7 +40,7 @@ export const tests = {
     const url = coderUrl();
     const { cases } = JSON.parse(fs.readFileSync(REFERENCE, 'utf8'));
     await plainPage(page, server);
-    for (const [backend, prompts] of [['webgpu', 1], ['cpu', cases.length]]) {
+    for (const [backend, prompts] of [['cpu', cases.length], ['webgpu', 1]]) {
       const r = await load(page, url, { backend, cache: false, contextLength: 64 });
       assert.ok(r.info, `${backend}: load failed: ${r.code} ${r.message}`);
       assert.equal(r.info.backend, backend);
