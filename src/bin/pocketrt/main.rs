@@ -160,7 +160,22 @@ impl Fold {
     }
 }
 
+/// Mesa's implicit Vulkan device-select layer asks Wayland for the default GPU when the
+/// instance is created; on a headless machine (no usable `XDG_RUNTIME_DIR`) that fails and
+/// libwayland prints "error: XDG_RUNTIME_DIR is invalid or not set in the environment."
+/// twice before every command's own output. There it can choose nothing anyway, so it is
+/// turned off (`NODEVICE_SELECT=1`) unless the environment says otherwise. Called first
+/// in `main`, before any thread exists.
+fn quiet_headless_vulkan() {
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR");
+    let headless = runtime_dir.is_none_or(|d| !std::path::Path::new(&d).is_dir());
+    if headless && std::env::var_os("NODEVICE_SELECT").is_none() {
+        std::env::set_var("NODEVICE_SELECT", "1");
+    }
+}
+
 fn main() -> ExitCode {
+    quiet_headless_vulkan();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Convert {
