@@ -270,6 +270,48 @@ impl ModelSource for StoredAs {
     }
 }
 
+/// Safari advertises no `packed_4x8_integer_dot_product`: with it taken away, every
+/// profile's shaders get `unpack4xU8` polyfilled (`kernels::wgsl_compat`), and decode (W_o
+/// folded: the attention's Q4 unpacking too) and batched prefill (the GEMM's) still match
+/// the oracle.
+#[test]
+fn without_wgsl_packed_4x8_every_profile_decodes_and_prefills_like_the_oracle() {
+    let dir = fixture("qwen3");
+    let source = || open(&dir).unwrap();
+    for base in profiles() {
+        let mut ctx = base.with_profile(base.profile.name).unwrap();
+        ctx.profile.packed_4x8 = false;
+        let ctx = Arc::new(ctx);
+        let what = format!("qwen3 profile {} without packed_4x8", ctx.profile.name);
+        let case = Case {
+            fold: true,
+            per_layer: 4,
+            weights: WeightFormat::Q4,
+        };
+        check_step(&ctx, &what, &source, case);
+        // Batched prefill of a prompt against the oracle's last logits.
+        let prompt = [3u32, 141, 59, 26, 5, 9, 26, 53, 58, 97];
+        let oracle = Model::load(&mut *source(), WeightMode::Q4).unwrap();
+        let mut cache = oracle.new_cache(CONTEXT).unwrap();
+        let want = prompt
+            .iter()
+            .map(|&t| oracle.forward(t, &mut cache).unwrap());
+        let want = want.last().unwrap();
+        let options = StepOptions::default();
+        let mut model = GpuModel::load_as(
+            ctx.clone(),
+            &mut *source(),
+            CONTEXT,
+            WeightFormat::Q4,
+            options,
+        )
+        .unwrap();
+        let got = model.prefill(&prompt, 0).unwrap();
+        let rel = logits_rel(gemv_f16(&ctx));
+        assert_close(&format!("{what} prefill"), &got, &want, rel, 1e-4);
+    }
+}
+
 #[test]
 fn odd_layer_count_gpu_decode_matches_the_oracle() {
     // The residual alternates between two buffers per layer; with an odd layer count the

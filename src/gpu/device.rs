@@ -12,11 +12,16 @@ pub struct OptionalFeatures {
     pub timestamp_query: bool,
     pub shader_f16: bool,
     pub subgroups: bool,
+    /// WGSL's `packed_4x8_integer_dot_product` language extension (`unpack4xU8` and its
+    /// kin): naga implements it; a browser advertises it in
+    /// `navigator.gpu.wgslLanguageFeatures` (Safari does not).
+    pub packed_4x8: bool,
 }
 
 impl OptionalFeatures {
-    fn from_wgpu(f: wgpu::Features) -> Self {
+    fn from_wgpu(f: wgpu::Features, wgsl: wgpu::WgslLanguageFeatures) -> Self {
         OptionalFeatures {
+            packed_4x8: wgsl.contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct),
             timestamp_query: f.contains(wgpu::Features::TIMESTAMP_QUERY),
             shader_f16: f.contains(wgpu::Features::SHADER_F16),
             subgroups: f.contains(wgpu::Features::SUBGROUP),
@@ -150,7 +155,7 @@ pub fn list_adapters() -> Result<Vec<(String, Result<DeviceProfile>)>> {
         .iter()
         .map(|a| {
             let i = a.get_info();
-            let profile = DeviceProfile::choose(forced.as_deref(), &summarize(a));
+            let profile = DeviceProfile::choose(forced.as_deref(), &summarize(&instance, a));
             (
                 format!("{} ({}, {:?})", i.name, i.backend, i.device_type),
                 profile,
@@ -195,9 +200,10 @@ pub fn profile_from_env() -> Option<String> {
 
 /// What the engine learns of an adapter before opening it: its summary (features enabled
 /// on the device) and its limits.
-fn summarize(adapter: &wgpu::Adapter) -> AdapterSummary {
+fn summarize(instance: &wgpu::Instance, adapter: &wgpu::Adapter) -> AdapterSummary {
     let info = adapter.get_info();
-    let features = OptionalFeatures::from_wgpu(adapter.features());
+    let wgsl = instance.wgsl_language_features();
+    let features = OptionalFeatures::from_wgpu(adapter.features(), wgsl);
     let fixed_width = info.subgroup_min_size == info.subgroup_max_size;
     AdapterSummary {
         subgroup_size: (features.subgroups && fixed_width).then_some(info.subgroup_min_size),
@@ -242,7 +248,7 @@ impl GpuContext {
                     detail: e.to_string(),
                 })?,
         };
-        let summary = summarize(&adapter);
+        let summary = summarize(&instance, &adapter);
         let profile = DeviceProfile::choose(profile, &summary)?;
         let available = adapter.features();
         let wanted =

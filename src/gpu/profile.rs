@@ -98,6 +98,10 @@ pub struct DeviceProfile {
     pub topk: TopKDesign,
     /// The designs for Q8 g32 matrices.
     pub q8: Q8Designs,
+    /// WGSL's packed 4x8 builtins (`unpack4xU8`) compile here (the adapter's
+    /// `packed_4x8`); else every shader gets them polyfilled by shifts and masks
+    /// (`kernels::wgsl_for`: Safari).
+    pub packed_4x8: bool,
 }
 
 impl DeviceProfile {
@@ -160,6 +164,7 @@ impl DeviceProfile {
                 gemv: gpu_rows,
                 gemm: gpu_gemm_tiles(adapter),
             },
+            packed_4x8: adapter.features.packed_4x8,
         };
         // CPU adapters: no barriers or workgroup memory (the lanes designs), the codes
         // read from textures (several times faster than storage loads there), splits
@@ -326,6 +331,7 @@ impl DeviceProfile {
             "batched_prefill": self.batched_prefill,
             "subgroup_size": self.subgroup_size,
             "shader_f16": self.shader_f16,
+            "wgsl_packed_4x8": self.packed_4x8,
             "topk": "radix",
             "q8": {
                 "gemv": format!("gpu_rows/{}", self.q8.gemv.label()),
@@ -362,7 +368,11 @@ impl std::fmt::Display for DeviceProfile {
             yes_no(self.shader_f16),
             self.q8.gemv.label(),
             self.q8.gemm.label(),
-        )
+        )?;
+        match self.packed_4x8 {
+            true => Ok(()),
+            false => write!(f, ", unpack4xU8 polyfilled"),
+        }
     }
 }
 
@@ -447,6 +457,7 @@ mod tests {
                 timestamp_query: true,
                 shader_f16: true,
                 subgroups: subgroup.is_some(),
+                packed_4x8: true,
             },
             subgroup_size: subgroup,
         }

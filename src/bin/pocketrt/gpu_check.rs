@@ -170,6 +170,7 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
             "timestamp_query": adapter.features.timestamp_query,
             "shader_f16": adapter.features.shader_f16,
             "subgroups": adapter.features.subgroups,
+            "wgsl_packed_4x8": adapter.features.packed_4x8,
         },
         "profile": ctx.profile.to_json(),
         "model": {

@@ -21,6 +21,7 @@ pub mod rope_kv_prefill;
 pub mod sample_draw;
 pub mod soft;
 pub mod topk;
+pub mod wgsl_compat;
 
 use super::device::GpuContext;
 use std::sync::Arc;
@@ -166,9 +167,10 @@ pub struct KernelPipeline {
 }
 
 impl KernelPipeline {
-    /// Compile `source` (entry point `main`) with `constants` as override values;
-    /// `label` names the kernel and its design. With `POCKETRT_DUMP_WGSL=DIR` the source
-    /// is also written to DIR (natively).
+    /// Compile `source` (entry point `main`) with `constants` as override values, as the
+    /// device takes it ([`wgsl_compat::wgsl_for`]: builtins it lacks polyfilled);
+    /// `label` names the kernel and its design. With `POCKETRT_DUMP_WGSL=DIR` the compiled
+    /// source is also written to DIR (natively).
     pub fn new(
         ctx: &GpuContext,
         label: &str,
@@ -176,6 +178,8 @@ impl KernelPipeline {
         slots: &[Slot],
         constants: &[(&str, f64)],
     ) -> KernelPipeline {
+        let source = wgsl_compat::wgsl_for(ctx.profile.packed_4x8, source);
+        let source = source.as_ref();
         dump_wgsl(label, source, constants);
         let entries: Vec<wgpu::BindGroupLayoutEntry> = slots
             .iter()
