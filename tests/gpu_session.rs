@@ -5,6 +5,8 @@
 //! whole request on the CPU oracle (Q4 weights), greedy token for token. Session snapshots
 //! of a GPU session (f16 rows, `pocketrt::session`) restore into a fresh GPU session that
 //! continues exactly as the uninterrupted one, and into the CPU backend by a prefill.
+//! Decoding pipelined one step ahead (natively in a loop, in the browser one awaited step
+//! at a time) gives step-by-step decoding's tokens.
 
 mod api_common;
 mod gpu_common;
@@ -225,6 +227,72 @@ fn pipelined_sampled_decoding_equals_step_by_step_and_never_waits_before_submitt
 /// every prompt step at most `MAX_IN_FLIGHT` command buffers are in flight, and the cache
 /// ends as the blocking feed leaves it (the same next logits); batched prefill through
 /// the awaited path continues like it too.
+/// The browser's awaited pipelined step (`decode_ahead_async`, its readback awaited with
+/// the next step already submitted): step by step it gives `decode`'s tokens with every
+/// read overlapped; a step ahead made stale — another token at its position, a snapshot's
+/// rows written under it, a prompt token fed — is never used: each continues as a model
+/// that never had it.
+#[test]
+fn awaited_pipelined_steps_equal_decode_and_a_stale_step_ahead_is_never_used() {
+    use pollster::block_on;
+    const N: usize = 10;
+    for ctx in profiles() {
+        let name = ctx.profile.name;
+        let load = || {
+            let src = &mut *open(&fixture()).unwrap();
+            pocketrt::gpu::GpuModel::load(ctx.clone(), src, CONTEXT).unwrap()
+        };
+        let (mut plain, mut model) = (load(), load());
+        let (mut want, mut got) = (vec![5u32], vec![5u32]);
+        for pos in 0..N {
+            want.push(plain.decode(want[pos], pos).unwrap());
+            got.push(block_on(model.decode_ahead_async(got[pos], pos)).unwrap());
+        }
+        assert_eq!(got, want, "{name}: pipelined steps");
+        assert_eq!(
+            model.overlapped_reads(),
+            N as u64,
+            "{name}: every read overlapped"
+        );
+
+        // Another token than the GPU's at the position ahead: computed afresh.
+        let other = (want[N] + 1) % 512;
+        let a = block_on(model.decode_ahead_async(other, N)).unwrap();
+        assert_eq!(a, plain.decode(other, N).unwrap(), "{name}: another token");
+
+        // Rows written under the step ahead (a snapshot restore): the rows of a model that
+        // ran another history, then the step ahead's token and position: as that model
+        // goes on, its token and its cache rows (a token may survive a stale row; its
+        // K/V do not).
+        let same_rows = |m: &pocketrt::gpu::GpuModel, e: &pocketrt::gpu::GpuModel, n| {
+            block_on(m.read_kv_async(0, n)).unwrap() == block_on(e.read_kv_async(0, n)).unwrap()
+        };
+        let mut elsewhere = load();
+        let mut t = 9;
+        for pos in 0..=N {
+            t = elsewhere.decode(t, pos).unwrap();
+        }
+        let rows = block_on(elsewhere.read_kv_async(0, N + 1)).unwrap();
+        model.write_kv(0, N + 1, &rows).unwrap();
+        let b = block_on(model.decode_ahead_async(a, N + 1)).unwrap();
+        let want_b = elsewhere.decode(a, N + 1).unwrap();
+        assert_eq!(b, want_b, "{name}: rows written");
+        assert!(same_rows(&model, &elsewhere, N + 2), "{name}: rows written");
+
+        // Another token fed at the last step's position (its row rewritten), then the
+        // step ahead's own token and position.
+        model.feed(7, N + 1).unwrap();
+        elsewhere.feed(7, N + 1).unwrap();
+        let c = block_on(model.decode_ahead_async(b, N + 2)).unwrap();
+        assert_eq!(
+            c,
+            elsewhere.decode(b, N + 2).unwrap(),
+            "{name}: a token fed"
+        );
+        assert!(same_rows(&model, &elsewhere, N + 3), "{name}: a token fed");
+    }
+}
+
 #[test]
 fn awaited_prompt_feeding_keeps_at_most_max_in_flight_queued() {
     use pocketrt::gpu::forward::MAX_IN_FLIGHT;

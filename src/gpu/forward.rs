@@ -156,6 +156,8 @@ pub struct GpuModel {
     in_flight: std::collections::VecDeque<wgpu::SubmissionIndex>,
     /// Pipelined reads made while the next step was already submitted (forward/pipeline.rs).
     overlapped_reads: std::cell::Cell<u64>,
+    /// The browser's step submitted ahead ([`GpuModel::decode_ahead_async`]).
+    ahead: std::cell::Cell<Option<pipeline::Ahead>>,
     /// GPU time of each step's pass, when enabled (benchmarks).
     timer: Option<GpuTimer>,
     /// Batched prompt processing (forward/prefill.rs).
@@ -334,6 +336,7 @@ impl GpuModel {
             submits: std::cell::Cell::new(0),
             in_flight: Default::default(),
             overlapped_reads: std::cell::Cell::new(0),
+            ahead: std::cell::Cell::new(None),
             timer: None,
             prefill,
         })

@@ -80,7 +80,8 @@ impl WebModel {
         let need = sampler.candidates_needed();
         match self {
             WebModel::Gpu(model) => match need {
-                None => model.decode_async(token, pos).await,
+                // Greedy: pipelined, the next step submitted before this one's readback.
+                None => model.decode_ahead_async(token, pos).await,
                 Some(k) if (1..=TOPK_MAX).contains(&k) => {
                     // The adjustments are applied on the GPU, before its top-k.
                     let (sorted, log_z) = model.decode_topk_async(token, pos, sampler).await?;

@@ -1,12 +1,12 @@
 //! Decode with the host out of the token loop: greedy and sampled steps pipelined one step
 //! ahead (the embedding of step n + 1 reads step n's argmax, or its token drawn on the GPU
 //! from the top-k with the host's seeded number, so step n + 1 is submitted before step
-//! n's token is read back), and a bound on prompt steps and prefill chunks in
-//! flight (blocking natively, awaited in the browser).
+//! n's token is read back), natively in a loop and in the browser one awaited step at a
+//! time ([`GpuModel::decode_ahead_async`]); and a bound on prompt steps and prefill chunks
+//! in flight (blocking natively, awaited in the browser).
 
 use super::{GpuModel, Readback};
 use crate::error::{Error, Result};
-#[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::kernels::embed_q4::TOKEN_ON_GPU;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::kernels::sample_draw::DrawUniform;
@@ -17,6 +17,16 @@ use crate::sampler::GpuDraws;
 /// done: beyond, the host waits for the oldest (natively) or awaits the queue's work
 /// (the browser: [`GpuModel::feed_all_async`]).
 pub const MAX_IN_FLIGHT: usize = 8;
+
+/// A greedy step submitted ahead of its input's readback: position `pos`, its token the
+/// GPU's argmax of the step before, which the host read as `token`; valid while nothing
+/// else was submitted (`submits` then) and no KV row was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Ahead {
+    pos: usize,
+    token: u32,
+    submits: u64,
+}
 
 impl GpuModel {
     /// Greedy decoding from `first` at position `start`, pipelined one step ahead: each
@@ -120,9 +130,46 @@ impl GpuModel {
         self.draw.encode(pass);
     }
 
-    /// Token reads of [`GpuModel::greedy_pipelined`] and [`GpuModel::sampled_pipelined`]
-    /// made while the next step was already submitted (all but those at the end of the
-    /// context).
+    /// [`GpuModel::decode_async`] pipelined one step ahead, for a host that awaits each
+    /// token (the browser): unless it was submitted ahead already (the same `token` at
+    /// `pos`, nothing submitted or written since), the step is submitted; then the next
+    /// step, its token this step's argmax on the GPU; then this step's token is awaited,
+    /// so the GPU works on the next step through the readback, the host's turn and its
+    /// next call. A host that goes on differently (another token, a prompt, a sampler, a
+    /// snapshot restore) makes the step ahead stale: it is submitted again and the stale
+    /// one's cache row is overwritten. The same tokens as [`GpuModel::decode_async`].
+    pub async fn decode_ahead_async(&mut self, token: u32, pos: usize) -> Result<u32> {
+        let ahead = self.ahead.take();
+        let submitted = Ahead {
+            pos,
+            token,
+            submits: self.submits.get(),
+        };
+        if ahead != Some(submitted) {
+            self.submit_step(token, pos, Readback::Argmax)?;
+        }
+        let next = pos + 1 < self.context;
+        if next {
+            self.write_step_uniform(TOKEN_ON_GPU, pos + 1)?;
+            self.submit(self.encode_commands(pos + 1, Readback::Argmax));
+        }
+        let staging = &self.token_staging[pos % 2];
+        let bytes = self.ctx.read_staging_async(staging, 4).await?;
+        let read = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        if next {
+            self.overlapped_reads.set(self.overlapped_reads.get() + 1);
+            self.ahead.set(Some(Ahead {
+                pos: pos + 1,
+                token: read,
+                submits: self.submits.get(),
+            }));
+        }
+        Ok(read)
+    }
+
+    /// Token reads of [`GpuModel::greedy_pipelined`], [`GpuModel::sampled_pipelined`] and
+    /// [`GpuModel::decode_ahead_async`] made while the next step was already submitted
+    /// (all but those at the end of the context).
     pub fn overlapped_reads(&self) -> u64 {
         self.overlapped_reads.get()
     }

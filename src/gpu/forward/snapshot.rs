@@ -59,6 +59,8 @@ impl GpuModel {
     /// Write `rows` (positions `start..start + count`, as [`GpuModel::read_kv`] gives
     /// them) into the cache; the queue orders it before the next step.
     pub fn write_kv(&self, start: usize, count: usize, rows: &[u8]) -> Result<()> {
+        // A step submitted ahead attended to the rows these replace.
+        self.ahead.set(None);
         self.kv.write(&self.ctx.queue, start, count, rows)?;
         self.ctx.check_errors()
     }
