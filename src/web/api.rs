@@ -439,9 +439,12 @@ impl PocketModel {
     }
 
     /// `{ promptTokens, reusedTokens, promptSeconds, generatedTokens, generateSeconds,
-    /// tokensPerSecond }` of the running or last generation (null before any).
+    /// tokensPerSecond, contextShifts, overlappedReads }` of the running or last
+    /// generation (null before any); `overlappedReads`: the model's token reads so far
+    /// made with the next step already submitted (pipelined greedy decode on WebGPU).
     pub fn stats(&self) -> Result<JsValue, JsValue> {
         self.with(|s| {
+            let overlapped = s.model.overlapped_reads();
             Ok(s.stats().map_or(JsValue::NULL, |st| {
                 to_value(&serde_json::json!({
                     "promptTokens": st.prompt_tokens,
@@ -451,6 +454,7 @@ impl PocketModel {
                     "generateSeconds": st.generate_seconds,
                     "tokensPerSecond": st.generate_tok_s(),
                     "contextShifts": st.context_shifts,
+                    "overlappedReads": overlapped,
                 }))
             }))
         })

@@ -53,6 +53,15 @@ impl WebModel {
         }
     }
 
+    /// Token reads made with the next step already submitted (pipelined greedy decode on
+    /// WebGPU; 0 on the CPU backend).
+    pub fn overlapped_reads(&self) -> u64 {
+        match self {
+            WebModel::Gpu(m) => m.overlapped_reads(),
+            WebModel::Cpu { .. } => 0,
+        }
+    }
+
     /// `"webgpu"` or `"cpu"` (the JS API's names).
     pub fn backend(&self) -> &'static str {
         match self {

@@ -270,6 +270,9 @@ export interface GenerateStats {
   tokensPerSecond: number;
   /** Context shifts of a sliding window (`contextOverflow: "slide"`). */
   contextShifts: number;
+  /** The model's token reads so far made with the next step already submitted (greedy
+   * decode on WebGPU is pipelined one step ahead; 0 on the CPU backend). */
+  overlappedReads: number;
 }
 
 export declare function hasWebGPU(): boolean;

@@ -162,6 +162,9 @@ export const tests = {
     assert.equal(d.code_textures, null);
     const tokens = await generateTokens(page, want);
     assert.deepEqual(tokens, want.tokens, `greedy tokens under "gpu" equal native (${want.engine})`);
+    // Pipelined: every token after the prompt's was read with the next step submitted.
+    const stats = await page.evaluate(() => window.model.stats());
+    assert.ok(stats.overlappedReads >= tokens.length - 1, `overlapped reads ${stats.overlappedReads} of ${tokens.length} tokens`);
   },
 
   // The web build detects the profile as natively: SwiftShader is "swiftshader". A forced
