@@ -155,6 +155,16 @@ fn kernel_figures(reps: usize) -> serde_json::Value {
     serde_json::json!({"rows": rows, "cols": cols, "threads": 1, "runs": figures})
 }
 
+/// The runs' tok/s and the best of them; an error ends the bench.
+fn best_of(runs: pocketrt::Result<Vec<f64>>) -> (Vec<f64>, f64) {
+    let tok_s = runs.unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    let best = tok_s.iter().copied().fold(0.0, f64::max);
+    (tok_s, best)
+}
+
 /// A model file, or `synth:PRESET` for a seeded random model of a preset's shapes.
 fn open(model: &str) -> pocketrt::Result<Box<dyn pocketrt::format::ModelSource>> {
     match model.strip_prefix("synth:") {
@@ -179,11 +189,7 @@ fn main() {
                 std::process::exit(1)
             });
         let load_s = t.elapsed().as_secs_f64();
-        let tok_s = run(&model, &a).unwrap_or_else(|e| {
-            eprintln!("{e}");
-            std::process::exit(1)
-        });
-        let best = tok_s.iter().copied().fold(0.0, f64::max);
+        let (tok_s, best) = best_of(run(&model, &a));
         eprintln!("{}: best {best:.1} tok/s {tok_s:.1?}", model.describe());
         report[precision.name()] = serde_json::json!({
             "backend": model.describe(), "load_s": load_s, "tok_s": tok_s, "tok_s_best": best,
@@ -202,11 +208,7 @@ fn main() {
         for kernel in kernels.rev() {
             model = model.with_kernel(kernel);
             // Decode on every kernel too: whether the timed choice at load was the fastest.
-            let tok_s = run(&model, &a).unwrap_or_else(|e| {
-                eprintln!("{e}");
-                std::process::exit(1)
-            });
-            let best = tok_s.iter().copied().fold(0.0, f64::max);
+            let (tok_s, best) = best_of(run(&model, &a));
             eprintln!(
                 "decode on {}: best {best:.1} tok/s {tok_s:.1?}",
                 kernel.name()
@@ -214,11 +216,7 @@ fn main() {
             decodes.push(serde_json::json!({"kernel": kernel.name(), "tok_s": tok_s,
                 "tok_s_best": best}));
             for &n in &a.prefill {
-                let tok_s = prefill(&model, n, a.reps).unwrap_or_else(|e| {
-                    eprintln!("{e}");
-                    std::process::exit(1)
-                });
-                let best = tok_s.iter().copied().fold(0.0, f64::max);
+                let (tok_s, best) = best_of(prefill(&model, n, a.reps));
                 eprintln!(
                     "prefill {n} on {}: best {best:.1} tok/s {tok_s:.1?}",
                     kernel.name()
