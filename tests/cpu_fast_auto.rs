@@ -63,7 +63,9 @@ fn auto_picks_by_adapter_reports_why_and_decodes_the_oracles_tokens() {
             .unwrap();
             let d2 = again.description();
             assert!(d2.contains("remembered from an earlier probe"), "{d2}");
-            assert_eq!(d2.split(';').next(), d.split(';').next(), "{d2}");
+            // Same backend and adapter; the CPU kernel's timings (and so
+            // its pick) may differ from one load to the next.
+            assert_eq!(d2.split(" (").next(), d.split(" (").next(), "{d2}");
             assert!(store.join("backend-choice.json").is_file());
         }
         Some((_, profile)) => {
