@@ -69,6 +69,23 @@ const MAX_DIM: usize = 1 << 20;
 const MAX_LAYERS: usize = 1024;
 
 impl ModelConfig {
+    /// Every shape a decode step's cost depends on, as one string (the key decisions
+    /// about a model on a device are kept under: `engine::probe`, `gpu::tune`).
+    pub fn shape_key(&self) -> String {
+        format!(
+            "{:?}|h{}|l{}|q{}|kv{}|d{}|f{}|v{}|t{}",
+            self.arch,
+            self.hidden_size,
+            self.n_layers,
+            self.n_heads,
+            self.n_kv_heads,
+            self.head_dim,
+            self.ffn_size,
+            self.vocab_size,
+            self.tie_embeddings
+        )
+    }
+
     /// From an HF `config.json`.
     pub fn from_hf_json(text: &str) -> Result<ModelConfig> {
         let what = "config.json";

@@ -307,11 +307,13 @@ impl Engine {
         context: usize,
         weights: WeightFormat,
     ) -> Result<(Box<crate::gpu::GpuModel>, String)> {
+        use crate::gpu::tune::{load_tuned, TunePolicy, DEFAULT_BUDGET};
         let adapter = ctx.adapter_label();
-        let options = Default::default();
-        let model = crate::gpu::GpuModel::load_as(ctx, src, context, weights, options)?;
+        let policy = TunePolicy::from_env()?;
+        let (model, tuning) = load_tuned(ctx, src, context, weights, policy, DEFAULT_BUDGET)?;
+        let tuned = tuning.map_or(String::new(), |t| format!("; {}", t.describe()));
         let description = format!(
-            "gpu {adapter}, {} weights ({}), {} dispatches and 1 submit per token, {}",
+            "gpu {adapter}, {} weights ({}), {} dispatches and 1 submit per token, {}{tuned}",
             weights.name(),
             model.weights_summary(),
             model.dispatches_per_token(),

@@ -50,6 +50,8 @@ pub mod format;
 pub mod generate;
 pub mod gpu;
 pub mod hub;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod kept;
 pub mod prune;
 pub mod quant;
 pub mod sampler;

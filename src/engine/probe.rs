@@ -163,19 +163,7 @@ impl Decision {
     /// The key a decision is kept under: the adapter and every shape a step's cost
     /// depends on.
     pub fn key(adapter: &str, c: &ModelConfig) -> String {
-        format!(
-            "{}|{adapter}|{:?}|h{}|l{}|q{}|kv{}|d{}|f{}|v{}|t{}",
-            env!("CARGO_PKG_VERSION"),
-            c.arch,
-            c.hidden_size,
-            c.n_layers,
-            c.n_heads,
-            c.n_kv_heads,
-            c.head_dim,
-            c.ffn_size,
-            c.vocab_size,
-            c.tie_embeddings
-        )
+        format!("{}|{adapter}|{}", env!("CARGO_PKG_VERSION"), c.shape_key())
     }
 }
 
@@ -341,60 +329,21 @@ async fn gpu_gemv_seconds(ctx: &GpuContext, config: &ModelConfig) -> Result<f64>
     Ok(t.seconds() / GEMV_REPS as f64)
 }
 
+/// The file of the cache folder decisions are kept in (natively: `crate::kept`).
 #[cfg(not(target_arch = "wasm32"))]
-mod native {
-    use super::*;
-    use std::collections::BTreeMap;
-    use std::path::PathBuf;
+const KEPT: &str = "backend-choice.json";
 
-    /// The file decisions are kept in: `$POCKETRT_CACHE_DIR`, else
-    /// `$XDG_CACHE_HOME/pocketrt`, else `~/.cache/pocketrt`; `None` without any.
-    fn store() -> Option<PathBuf> {
-        let var = |k| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        let dir = var("POCKETRT_CACHE_DIR")
-            .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("pocketrt")))
-            .or_else(|| var("HOME").map(|h| h.join(".cache/pocketrt")))?;
-        Some(dir.join("backend-choice.json"))
-    }
-
-    fn read_all() -> BTreeMap<String, Decision> {
-        store()
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or_default()
-    }
-
-    /// The decision kept under `key`, if any (an unreadable store is no decision).
-    pub fn remembered(key: &str) -> Option<Decision> {
-        read_all().remove(key)
-    }
-
-    /// Keep `decision` under `key`. Best effort: a read-only or missing cache folder only
-    /// means the next load probes again.
-    pub fn remember(key: &str, decision: &Decision) {
-        let Some(path) = store() else { return };
-        let mut all = read_all();
-        all.insert(key.to_string(), decision.clone());
-        let Ok(text) = serde_json::to_string_pretty(&all) else {
-            return;
-        };
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        // Written aside and renamed, so a concurrent reader never sees half a file.
-        let tmp = path.with_extension(format!("json.{}", std::process::id()));
-        if std::fs::write(&tmp, text).is_ok() {
-            let _ = std::fs::rename(&tmp, &path);
-        }
-    }
+/// The decision kept under `key`, if any.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn remembered(key: &str) -> Option<Decision> {
+    crate::kept::remembered(KEPT, key)
 }
 
+/// Keep `decision` under `key` (best effort: else the next load probes again).
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::{remember, remembered};
+pub fn remember(key: &str, decision: &Decision) {
+    crate::kept::remember(KEPT, key, decision)
+}
 
 #[cfg(test)]
 mod tests {

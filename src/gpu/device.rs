@@ -62,7 +62,8 @@ pub struct GpuContext {
     pub profile: DeviceProfile,
     pub limits: wgpu::Limits,
     /// Bytes of every buffer created through the helpers in `buffers.rs`.
-    pub(crate) allocated: std::sync::atomic::AtomicU64,
+    /// Shared by the contexts [`GpuContext::tuned_to`] makes (one device, one count).
+    pub(crate) allocated: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Errors the device reported outside error scopes (wgpu's default is to panic), and
     /// why it was lost once it is (see [`GpuContext::check_errors`]).
     errors: std::sync::Arc<std::sync::Mutex<Vec<Reported>>>,
@@ -309,16 +310,37 @@ impl GpuContext {
     /// The same device and queue in the profile called `name` (tests run every profile
     /// on one device; allocations are counted apart).
     pub fn with_profile(&self, name: &str) -> Result<GpuContext> {
-        Ok(GpuContext {
+        let profile = DeviceProfile::named(name, &self.adapter)?;
+        Ok(self.with_design(profile, Default::default()))
+    }
+
+    /// The same device in `profile` (the tuner's candidates), its allocations counted
+    /// apart.
+    pub fn with_device_profile(&self, profile: DeviceProfile) -> GpuContext {
+        self.with_design(profile, Default::default())
+    }
+
+    /// The same device in `profile` (the tuner's choice) for the model whose weights this
+    /// context uploaded: allocations counted together with this context's.
+    pub fn tuned_to(&self, profile: DeviceProfile) -> GpuContext {
+        self.with_design(profile, self.allocated.clone())
+    }
+
+    fn with_design(
+        &self,
+        profile: DeviceProfile,
+        allocated: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) -> GpuContext {
+        GpuContext {
             device: self.device.clone(),
             queue: self.queue.clone(),
             adapter: self.adapter.clone(),
-            profile: DeviceProfile::named(name, &self.adapter)?,
+            profile,
             limits: self.limits.clone(),
-            allocated: Default::default(),
+            allocated,
             errors: self.errors.clone(),
             lost: self.lost.clone(),
-        })
+        }
     }
 
     /// Why the device was lost (`device.lost`, `Device::destroy`), once it is.

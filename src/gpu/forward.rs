@@ -121,7 +121,7 @@ pub struct GpuModel {
     /// Kept alive for the bind groups (and for tests that inspect them).
     pub weights: ModelWeights,
     /// How the weights were read (a reload reads them so again; streamed: as stored).
-    weight_format: WeightFormat,
+    pub(crate) weight_format: WeightFormat,
     /// The decode GEMVs' codes as textures, where the GEMV variant reads them so.
     code_textures: Option<ModelCodeTextures>,
     pub kv: KvCache,
@@ -655,6 +655,12 @@ impl GpuModel {
     /// Free the model's GPU memory now (in a browser, dropping a buffer leaves it to the
     /// garbage collector).
     pub fn destroy(self) {
+        self.release().destroy();
+    }
+
+    /// Free all the model's GPU memory but its weights, which it returns (a tuner's
+    /// candidate over weights another model keeps).
+    pub fn release(self) -> ModelWeights {
         let a = &self.acts;
         let acts = [
             &a.h,
@@ -687,10 +693,10 @@ impl GpuModel {
         }
         self.prefill.destroy();
         self.adjust.destroy();
-        self.weights.destroy();
         self.code_textures
             .iter()
             .for_each(ModelCodeTextures::destroy);
+        self.weights
     }
 
     /// The context this model runs on.

@@ -11,6 +11,7 @@ pub mod plan;
 pub mod profile;
 pub mod stream_upload;
 pub mod timing;
+pub mod tune;
 pub mod weights;
 
 pub use device::{AdapterSummary, GpuContext, LimitsNeeded, OptionalFeatures};

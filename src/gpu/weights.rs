@@ -14,6 +14,7 @@ use std::ops::Range;
 /// A weight matrix on the GPU in `format` ([`MatrixFormat`]: Q4 g64 codes
 /// u32[rows][cols/8] and qparams, or Q8 g32 codes u32[rows][cols/4] and scales, both
 /// u32[rows][cols/64] in `qparams`).
+#[derive(Clone)]
 pub struct MatrixBuffers {
     pub codes: wgpu::Buffer,
     pub qparams: wgpu::Buffer,
@@ -75,6 +76,7 @@ impl MatrixBuffers {
 }
 
 /// One transformer block's weights.
+#[derive(Clone)]
 pub struct LayerWeights {
     pub attn_norm: wgpu::Buffer,
     /// q, k and v projections stacked: rows `q_dim + 2·kv_dim`.
@@ -97,6 +99,7 @@ impl LayerWeights {
     }
 }
 
+#[derive(Clone)]
 pub struct ModelWeights {
     pub token_embd: MatrixBuffers,
     pub layers: Vec<LayerWeights>,

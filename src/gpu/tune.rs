@@ -1,0 +1,571 @@
+//! On-device tuning: the first load of a model shape on an adapter times a short sweep of
+//! the profile's free constants on the model's own weights and keeps the fastest.
+//!
+//! Users' GPUs differ (Apple M1…M5, A-series, Adreno, Mali, Intel, NVIDIA) and none is
+//! measured where the code is written, so the GPU profiles' constants are starting points
+//! (`profile.rs`); the tuner measures them on the device that runs them:
+//! - **What varies** ([`Tuned`]): the decode GEMVs' row layout (lanes per row, row slots,
+//!   rows per slot), the LM head's, the attention split length, W_o folded into attention
+//!   or not, and the folded W_o's rows per workgroup. Only designs that read the weights as
+//!   uploaded: the CPU-adapter profiles (whose codes are copied into textures in their own
+//!   order) have nothing to tune. x stays f32 in the GEMVs: f16 x moves the logits ~2e-3
+//!   from the oracle, enough to change seeded sampled tokens, so speed alone cannot pick it.
+//! - **How**: coordinate descent, one constant at a time in the order of its expected gain
+//!   ([`Stage`]), each candidate a full model over the same weight buffers with a short
+//!   cache, timed on decode steps at position [`TUNE_POS`] (GPU timestamps natively where
+//!   the adapter has them, else wall clock from submit to done over a few queued steps); a
+//!   candidate replaces the best only when [`MARGIN`] faster, so noise keeps the default.
+//!   The sweep stops when its budget (2 s by default) is spent, keeping the best so far.
+//! - **Kept** per (pocketrt version, adapter, profile, model shape, weights): natively in
+//!   the cache folder (`gpu-tune.json`, `crate::kept`), in the browser in Cache Storage;
+//!   a later load applies it without a sweep. `POCKETRT_TUNE=off|auto|force` natively, the
+//!   `tune` load option in the browser; `pocketrt tune MODEL` prints the table.
+//!
+//! Every candidate is a correct design (tests/gpu_tune.rs runs each against the oracle on
+//! lavapipe), so the tuner only chooses how fast.
+
+use super::forward::StepOptions;
+use super::kernels::gemv_q4::{GemvVariant, GpuRows};
+use super::kernels::rope_kv::HeadShape;
+use super::{DeviceProfile, GpuContext, GpuModel};
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+use crate::gpu::weights::ModelWeights;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use web_time::{Duration, Instant};
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native;
+#[cfg(not(target_arch = "wasm32"))]
+pub use native::{load_tuned, tuned_context};
+
+/// The sweep's budget unless told otherwise.
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
+
+/// The position the candidates decode at: a typical chat's history, past a split.
+pub const TUNE_POS: usize = 1023;
+
+/// How much faster a candidate must be to replace the best so far.
+pub const MARGIN: f64 = 0.03;
+
+/// Timed rounds per candidate (best kept), after a warm-up step.
+const ROUNDS: usize = 2;
+/// Decode steps per round, queued before the last one's readback.
+const STEPS: usize = 4;
+
+/// The native environment variable: `off`, `auto` (the default), `on` or `force`.
+pub const TUNE_ENV: &str = "POCKETRT_TUNE";
+
+/// What a load does about tuning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TunePolicy {
+    /// The profile as built.
+    Off,
+    /// On real GPUs (a GPU profile on a hardware adapter): a kept design, else a sweep,
+    /// then kept.
+    #[default]
+    Auto,
+    /// As `Auto` on any profile with something to tune, a GPU profile forced on a
+    /// CPU adapter too (tests, lavapipe).
+    On,
+    /// A sweep wherever there is something to tune, even where a design is kept.
+    Force,
+}
+
+impl TunePolicy {
+    /// `off` / `false`, `auto`, `on` / `true`, or `force`.
+    pub fn parse(s: &str) -> Result<TunePolicy> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "off" | "false" | "0" | "no" => Ok(TunePolicy::Off),
+            "" | "auto" => Ok(TunePolicy::Auto),
+            "on" | "true" | "1" | "yes" => Ok(TunePolicy::On),
+            "force" => Ok(TunePolicy::Force),
+            other => Err(Error::InvalidArgument(format!(
+                "tune {other:?}: expected off, auto, on or force"
+            ))),
+        }
+    }
+
+    /// From [`TUNE_ENV`] (unset: auto).
+    pub fn from_env() -> Result<TunePolicy> {
+        std::env::var(TUNE_ENV).map_or(Ok(TunePolicy::Auto), |v| Self::parse(&v))
+    }
+
+    /// Does a load in `profile` tune (a kept design counts)?
+    pub fn tunes(self, profile: &DeviceProfile) -> bool {
+        let applies = Tuned::of(profile).is_some();
+        match self {
+            TunePolicy::Off => false,
+            TunePolicy::Auto => applies && !profile.software,
+            TunePolicy::On | TunePolicy::Force => applies,
+        }
+    }
+}
+
+/// One GPU GEMV row layout: `slots` row slots of `tpr` lanes, `rps` rows per slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowsLayout {
+    pub slots: u32,
+    pub tpr: u32,
+    pub rps: u32,
+}
+
+impl RowsLayout {
+    fn of(g: GpuRows) -> RowsLayout {
+        RowsLayout {
+            slots: g.slots,
+            tpr: g.tpr,
+            rps: g.rps,
+        }
+    }
+
+    /// `g` with this layout (its reduction and x type kept).
+    fn on(self, g: GpuRows) -> GpuRows {
+        GpuRows {
+            slots: self.slots,
+            tpr: self.tpr,
+            rps: self.rps,
+            ..g
+        }
+    }
+
+    fn fits(self) -> bool {
+        self.slots >= 1
+            && self.tpr.is_power_of_two()
+            && (1..=GpuRows::MAX_RPS).contains(&self.rps)
+            && self.slots * self.tpr <= 256
+    }
+}
+
+impl std::fmt::Display for RowsLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}x{}", self.slots, self.tpr, self.rps)
+    }
+}
+
+/// The profile constants the tuner chooses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tuned {
+    /// QKV, O, gate/up and down.
+    pub gemv: RowsLayout,
+    pub head: RowsLayout,
+    pub split_len: usize,
+    pub fold_output: bool,
+    /// Rows of W_o per workgroup where it is folded into attention.
+    pub wo_rows: u32,
+}
+
+impl Tuned {
+    /// The constants of `p`; `None` where it has nothing to tune (a design other than the
+    /// GPU rows GEMV, or codes copied into textures).
+    pub fn of(p: &DeviceProfile) -> Option<Tuned> {
+        let rows = |v| match v {
+            GemvVariant::GpuRows(g) => Some(g),
+            _ => None,
+        };
+        let [qkv, o, gate_up, down] = [p.gemv.qkv, p.gemv.o, p.gemv.gate_up, p.gemv.down];
+        let gemv = rows(qkv)?;
+        let same = [o, gate_up, down]
+            .into_iter()
+            .all(|v| rows(v) == Some(gemv));
+        if !same || p.code_textures.is_some() {
+            return None;
+        }
+        Some(Tuned {
+            gemv: RowsLayout::of(gemv),
+            head: RowsLayout::of(rows(p.gemv.head)?),
+            split_len: p.split_len,
+            fold_output: p.fold_output,
+            wo_rows: p.wo_blocks.rows,
+        })
+    }
+
+    /// `base` with these constants.
+    pub fn apply(self, base: &DeviceProfile) -> DeviceProfile {
+        let mut p = *base;
+        let on = |layout: RowsLayout, v| match v {
+            GemvVariant::GpuRows(g) => GemvVariant::GpuRows(layout.on(g)),
+            other => other,
+        };
+        p.gemv.qkv = on(self.gemv, p.gemv.qkv);
+        p.gemv.o = on(self.gemv, p.gemv.o);
+        p.gemv.gate_up = on(self.gemv, p.gemv.gate_up);
+        p.gemv.down = on(self.gemv, p.gemv.down);
+        p.gemv.head = on(self.head, p.gemv.head);
+        p.split_len = self.split_len;
+        p.fold_output = self.fold_output;
+        p.wo_blocks.rows = self.wo_rows;
+        p
+    }
+}
+
+impl std::fmt::Display for Tuned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "gemv {}, head {}, split {}, fold W_o {}",
+            self.gemv,
+            self.head,
+            self.split_len,
+            if self.fold_output { "yes" } else { "no" }
+        )?;
+        match self.fold_output {
+            true => write!(f, " ({} rows per block)", self.wo_rows),
+            false => Ok(()),
+        }
+    }
+}
+
+/// The constants swept one at a time, in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Gemv,
+    Head,
+    Split,
+    Fold,
+    WoRows,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 5] = [
+        Stage::Gemv,
+        Stage::Head,
+        Stage::Split,
+        Stage::Fold,
+        Stage::WoRows,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Gemv => "gemv",
+            Stage::Head => "head",
+            Stage::Split => "split",
+            Stage::Fold => "fold",
+            Stage::WoRows => "wo_rows",
+        }
+    }
+
+    /// `cur` with this stage's constant set to each of its values (`cur`'s own first),
+    /// those that fit `base` and `shape`.
+    pub fn variants(self, cur: Tuned, base: &DeviceProfile, shape: HeadShape) -> Vec<Tuned> {
+        let subgroup = base.subgroup_size.is_some();
+        let t = cur.gemv.tpr;
+        let layouts = |list: &[(u32, u32, u32)]| -> Vec<RowsLayout> {
+            list.iter()
+                .map(|&(slots, tpr, rps)| RowsLayout { slots, tpr, rps })
+                // A subgroup reduction needs a slot to be exactly one subgroup.
+                .filter(|l| l.fits() && (!subgroup || l.tpr == t))
+                .collect()
+        };
+        let mut out = vec![cur];
+        match self {
+            Stage::Gemv => {
+                let s = cur.gemv.slots;
+                let list = [(8, 16, 2), (8, 16, 1), (8, 16, 4), (4, 32, 2), (16, 8, 2)];
+                let sub = [(s, t, 1), (s, t, 4), (2 * s, t, 2), (s, t, 2)];
+                let pick = if subgroup { &sub[..] } else { &list[..] };
+                out.extend(layouts(pick).into_iter().map(|gemv| Tuned { gemv, ..cur }));
+            }
+            Stage::Head => {
+                let t = cur.head.tpr;
+                let list = [(8, t, 2), (8, t, 4), (8, t, 8), (16, t, 4)];
+                out.extend(layouts(&list).into_iter().map(|head| Tuned { head, ..cur }));
+            }
+            Stage::Split => {
+                let splits = [256, 512, 1024]
+                    .into_iter()
+                    .filter(|&l| l >= super::profile::GPU_SPLIT_LEN);
+                out.extend(splits.map(|split_len| Tuned { split_len, ..cur }));
+            }
+            Stage::Fold if base.folds(shape) => out.push(Tuned {
+                fold_output: !cur.fold_output,
+                ..cur
+            }),
+            Stage::WoRows if cur.fold_output && base.folds(shape) => {
+                out.extend([16, 32, 64].map(|wo_rows| Tuned { wo_rows, ..cur }));
+            }
+            Stage::Fold | Stage::WoRows => {}
+        }
+        let mut unique: Vec<Tuned> = vec![];
+        for t in out {
+            if !unique.contains(&t) {
+                unique.push(t);
+            }
+        }
+        unique
+    }
+}
+
+/// Every design a sweep from `base` can time (tests run each against the oracle).
+pub fn candidates(base: &DeviceProfile, config: &ModelConfig) -> Vec<DeviceProfile> {
+    let Some(start) = Tuned::of(base) else {
+        return vec![];
+    };
+    let shape = head_shape(config);
+    let mut all = vec![start];
+    for stage in Stage::ALL {
+        for t in stage.variants(start, base, shape) {
+            if !all.contains(&t) {
+                all.push(t);
+            }
+        }
+    }
+    // The W_o rows also with the fold the sweep may have turned on.
+    let folded = Tuned {
+        fold_output: true,
+        ..start
+    };
+    for t in Stage::WoRows.variants(folded, base, shape) {
+        if !all.contains(&t) {
+            all.push(t);
+        }
+    }
+    all.into_iter().map(|t| t.apply(base)).collect()
+}
+
+fn head_shape(c: &ModelConfig) -> HeadShape {
+    HeadShape {
+        n_heads: c.n_heads,
+        n_kv_heads: c.n_kv_heads,
+        head_dim: c.head_dim,
+        context: tune_context(c),
+    }
+}
+
+/// The candidates' cache: up to [`TUNE_POS`], within the model's.
+fn tune_context(c: &ModelConfig) -> usize {
+    (TUNE_POS + 1).min(c.max_context.max(2))
+}
+
+/// One timed candidate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    /// The constant it varied (`start`: the profile as built).
+    pub stage: String,
+    pub design: Tuned,
+    /// Best decode step, ms (`None`: it failed).
+    pub ms: Option<f64>,
+    /// Wall time of the whole trial (building the candidate's pipelines too), s.
+    pub seconds: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A sweep's outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    pub best: Tuned,
+    pub trials: Vec<Trial>,
+    pub seconds: f64,
+    /// `gpu timestamps` or `wall clock`.
+    pub timer: String,
+    /// Every stage ran within the budget.
+    pub complete: bool,
+}
+
+impl Sweep {
+    /// The best trial's time and the profile's own (the first trial), ms.
+    pub fn speedup(&self) -> Option<(f64, f64)> {
+        let start = self.trials.first()?.ms?;
+        let best = self
+            .trials
+            .iter()
+            .filter(|t| t.design == self.best)
+            .find_map(|t| t.ms)?;
+        Some((best, start))
+    }
+
+    /// The table, one line per trial.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:<8} {:>10} {:>8}  design ({}, {:.2} s{})\n",
+            "stage",
+            "ms/token",
+            "trial s",
+            self.timer,
+            self.seconds,
+            if self.complete { "" } else { ", budget spent" }
+        );
+        for t in &self.trials {
+            let ms = t.ms.map_or("failed".into(), |m| format!("{m:.3}"));
+            let mark = if t.design == self.best {
+                "  <- chosen"
+            } else {
+                ""
+            };
+            let err = t
+                .error
+                .as_deref()
+                .map_or(String::new(), |e| format!(" ({e})"));
+            s += &format!(
+                "{:<8} {ms:>10} {:>8.2}  {}{mark}{err}\n",
+                t.stage, t.seconds, t.design
+            );
+        }
+        s
+    }
+}
+
+/// What a load did about tuning, for the description.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tuning {
+    pub tuned: Tuned,
+    /// `None`: remembered from an earlier sweep.
+    pub sweep: Option<Sweep>,
+}
+
+impl Tuning {
+    /// `tuned on this adapter in 1.2 s over 9 designs (0.84 vs 1.02 ms/token): gemv …`.
+    pub fn describe(&self) -> String {
+        match &self.sweep {
+            None => format!(
+                "tuned design remembered from an earlier sweep: {}",
+                self.tuned
+            ),
+            Some(s) => {
+                let vs = s.speedup().map_or(String::new(), |(best, start)| {
+                    format!(", {best:.3} vs {start:.3} ms/token")
+                });
+                format!(
+                    "tuned on this adapter in {:.2} s over {} designs ({}{vs}): {}",
+                    s.seconds,
+                    s.trials.len(),
+                    s.timer,
+                    self.tuned
+                )
+            }
+        }
+    }
+}
+
+/// The key a design is kept under: version, adapter, profile, model shape and weights.
+pub fn key(ctx: &GpuContext, config: &ModelConfig, weights: &ModelWeights) -> String {
+    format!(
+        "{}|{}|{}|{}|{}",
+        env!("CARGO_PKG_VERSION"),
+        ctx.adapter_label(),
+        ctx.profile.name,
+        config.shape_key(),
+        weights.summary()
+    )
+}
+
+/// Sweep the constants of `ctx`'s profile on `weights` within `budget`.
+pub async fn sweep(
+    ctx: &GpuContext,
+    config: &ModelConfig,
+    weights: &ModelWeights,
+    budget: Duration,
+) -> Result<Sweep> {
+    let base = ctx.profile;
+    let Some(start) = Tuned::of(&base) else {
+        return Err(Error::InvalidArgument(format!(
+            "profile {} has nothing to tune (its GEMVs read textures)",
+            base.name
+        )));
+    };
+    let started = Instant::now();
+    let shape = head_shape(config);
+    let mut trials: Vec<Trial> = vec![];
+    let time = |stage, design| trial(ctx, config, weights, stage, design);
+    let (first, by) = time("start", start).await;
+    let Some(mut best_ms) = first.ms else {
+        let why = first.error.unwrap_or_default();
+        return Err(Error::Gpu(format!(
+            "the profile's own design failed to run: {why}"
+        )));
+    };
+    let timer = by;
+    trials.push(first);
+    let mut best = start;
+    let mut complete = true;
+    'stages: for stage in Stage::ALL {
+        for design in stage.variants(best, &base, shape) {
+            if trials.iter().any(|t| t.design == design) {
+                continue;
+            }
+            if started.elapsed() >= budget {
+                complete = false;
+                break 'stages;
+            }
+            let (trial, _) = time(stage.name(), design).await;
+            if let Some(ms) = trial.ms.filter(|&ms| ms < best_ms * (1.0 - MARGIN)) {
+                best = design;
+                best_ms = ms;
+            }
+            trials.push(trial);
+        }
+    }
+    Ok(Sweep {
+        best,
+        trials,
+        seconds: started.elapsed().as_secs_f64(),
+        timer: timer.to_string(),
+        complete,
+    })
+}
+
+/// `design` timed (or its error), and what timed it.
+async fn trial(
+    ctx: &GpuContext,
+    config: &ModelConfig,
+    weights: &ModelWeights,
+    stage: &'static str,
+    design: Tuned,
+) -> (Trial, &'static str) {
+    let started = Instant::now();
+    let (ms, error, by) = match time_design(ctx, config, weights, design).await {
+        Ok((s, by)) => (Some(s * 1e3), None, by),
+        Err(e) => (None, Some(e.to_string()), "wall clock"),
+    };
+    let trial = Trial {
+        stage: stage.to_string(),
+        design,
+        ms,
+        seconds: started.elapsed().as_secs_f64(),
+        error,
+    };
+    (trial, by)
+}
+
+/// Seconds per decode step of `design` over `weights` (and what timed it): a model of its
+/// own with a short cache, a warm-up step, then the best of [`ROUNDS`] of [`STEPS`] steps.
+async fn time_design(
+    ctx: &GpuContext,
+    config: &ModelConfig,
+    weights: &ModelWeights,
+    design: Tuned,
+) -> Result<(f64, &'static str)> {
+    let candidate = Arc::new(ctx.with_device_profile(design.apply(&ctx.profile)));
+    let context = tune_context(config);
+    let options = StepOptions::default();
+    let mut model =
+        GpuModel::with_options(candidate, config.clone(), weights.clone(), context, options)?;
+    let timed = time_steps(&mut model, context - 1).await;
+    drop(model.release());
+    timed
+}
+
+async fn time_steps(model: &mut GpuModel, pos: usize) -> Result<(f64, &'static str)> {
+    #[cfg(not(target_arch = "wasm32"))]
+    if model.enable_gpu_timing() {
+        let mut best = f64::MAX;
+        for _ in 0..ROUNDS * STEPS + 1 {
+            model.decode_async(0, pos).await?;
+            best = best.min(model.last_step_gpu_seconds()?.unwrap_or(f64::MAX));
+        }
+        return Ok((best, "gpu timestamps"));
+    }
+    model.decode_async(0, pos).await?;
+    let mut best = f64::MAX;
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        for _ in 1..STEPS {
+            model.feed_async(0, pos).await?;
+        }
+        model.decode_async(0, pos).await?;
+        best = best.min(t.elapsed().as_secs_f64() / STEPS as f64);
+    }
+    Ok((best, "wall clock"))
+}
