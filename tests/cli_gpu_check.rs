@@ -13,7 +13,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_pocketrt");
 fn gpu_check(profile: Option<&str>, extra: &[&str]) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(["gpu-check", "--preset", "tiny-qwen3", "--long-pos", "64"])
-        .args(["--prefill", "32", "--steps", "8"])
+        .args(["--prefill", "32", "--steps", "8", "--tune-ms", "500"])
         .args(extra);
     match profile {
         Some(p) => cmd.env("POCKETRT_PROFILE", p),
@@ -121,6 +121,18 @@ fn check_report(r: &serde_json::Value) {
     assert_eq!(gemv.len(), if gpu_rows && f16 { 10 } else { 0 }, "{gemv:?}");
     for g in gemv {
         positive(&g["gb_s"], "GEMV GB/s");
+    }
+    // The tuner's sweep where the profile has free constants (the GPU profiles).
+    let tune = &r["tune"];
+    if gpu_rows {
+        let trials = tune["sweep"]["trials"].as_array().unwrap();
+        assert!(!trials.is_empty(), "{tune}");
+        assert_eq!(trials[0]["stage"], "start");
+        positive(&trials[0]["ms"], "the profile's own design, ms per token");
+        assert!(tune["chosen"].as_str().unwrap().starts_with("gemv "), "{tune}");
+        positive(&tune["speedup"], "speedup");
+    } else {
+        assert!(tune["skipped"].as_str().unwrap().contains("textures"), "{tune}");
     }
     let profiles = r["step_profiles"].as_array().unwrap();
     assert_eq!(profiles.len(), 2);

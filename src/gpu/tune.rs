@@ -147,7 +147,7 @@ impl std::fmt::Display for RowsLayout {
 /// The profile constants the tuner chooses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tuned {
-    /// QKV, O, gate/up and down.
+    /// QKV, O, gate/up and down (and every Q8 matrix).
     pub gemv: RowsLayout,
     pub head: RowsLayout,
     pub split_len: usize,
@@ -193,6 +193,8 @@ impl Tuned {
         p.gemv.gate_up = on(self.gemv, p.gemv.gate_up);
         p.gemv.down = on(self.gemv, p.gemv.down);
         p.gemv.head = on(self.head, p.gemv.head);
+        // Q8 matrices (any role) run the same GEMV on their own codes.
+        p.q8.gemv = self.gemv.on(p.q8.gemv);
         p.split_len = self.split_len;
         p.fold_output = self.fold_output;
         p.wo_blocks.rows = self.wo_rows;

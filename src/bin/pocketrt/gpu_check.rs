@@ -17,12 +17,14 @@
 //!    time, bytes read and effective GB/s next to a plain read kernel's GB/s on the same
 //!    adapter (the roofline ratio);
 //! 4. the prefill GEMMs' GFLOP/s per shape and design, and the GPU GEMVs' GB/s with x in
-//!    f32 and f16 (`gpu_check_kernels`).
+//!    f32 and f16 (`gpu_check_kernels`);
+//! 5. the tuner's sweep of the profile's free constants (`gpu::tune`, `--tune-ms`): its
+//!    table, the profile's own design against the one it would keep (not kept here).
 //!
 //! Prints one JSON document on stdout; progress and a summary go to stderr.
 
 use super::bench::{kernel_json, synthetic_prompt};
-use super::gpu_check_kernels::{gemm_figures, gemv_f16_figures};
+use super::gpu_check_kernels::{gemm_figures, gemv_f16_figures, tune_figures};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::ModelSource;
@@ -84,6 +86,9 @@ pub struct GpuCheckArgs {
     /// Each dispatch of the per-kernel profile is timed this many times (the best counts).
     #[arg(long, default_value_t = 3)]
     pub passes: usize,
+    /// The tuner's sweep budget in ms (0: the profile's own design alone).
+    #[arg(long, default_value_t = 2000)]
+    pub tune_ms: u64,
 }
 
 pub fn run(a: GpuCheckArgs) -> Result<()> {
@@ -158,6 +163,8 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
     let gemm = gemm_figures(&ctx, timer.as_ref(), &cfg, gemm_tokens, a.passes)?;
     progress("timing the GPU GEMVs with x in f32 and f16");
     let gemv_f16 = gemv_f16_figures(&ctx, timer.as_ref(), &cfg, a.passes)?;
+    progress("sweeping the tuner's designs");
+    let tune = tune_figures(&ctx, &cfg, &model.weights, a.tune_ms)?;
 
     let report = json!({
         "check": "pocketrt gpu-check",
@@ -193,6 +200,7 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
         "step_profiles": profiles,
         "gemm": gemm,
         "gemv_x_f16": gemv_f16,
+        "tune": tune,
         "total_s": t_start.elapsed().as_secs_f64(),
     });
     print_summary(&report);

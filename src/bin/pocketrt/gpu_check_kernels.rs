@@ -10,6 +10,8 @@ use pocketrt::gpu::kernels::gemv_q4::{
     CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes,
 };
 use pocketrt::gpu::timing::{time_pass, GpuTimer};
+use pocketrt::gpu::tune::{self, Tuned};
+use pocketrt::gpu::weights::ModelWeights;
 use pocketrt::gpu::GpuContext;
 use pocketrt::quant::Q4Tensor;
 use pocketrt::{ModelConfig, Result};
@@ -150,4 +152,23 @@ pub fn gemv_f16_figures(
         }
     }
     Ok(Value::Array(out))
+}
+
+/// The tuner's sweep on `weights` within `budget_ms` (its table on stderr), or why the
+/// profile has nothing to tune. Nothing is kept: the check measures, loads decide.
+pub fn tune_figures(
+    ctx: &GpuContext,
+    cfg: &ModelConfig,
+    weights: &ModelWeights,
+    budget_ms: u64,
+) -> Result<Value> {
+    if Tuned::of(&ctx.profile).is_none() {
+        let why = format!("profile {} reads the codes from textures", ctx.profile.name);
+        return Ok(json!({ "skipped": why }));
+    }
+    let budget = std::time::Duration::from_millis(budget_ms);
+    let s = pollster::block_on(tune::sweep(ctx, cfg, weights, budget))?;
+    eprint!("{}", s.table());
+    let speedup = s.speedup().map(|(best, start)| start / best);
+    Ok(json!({ "sweep": s, "chosen": s.best.to_string(), "speedup": speedup }))
 }

@@ -9,6 +9,7 @@ mod run;
 mod serve;
 mod session;
 mod synth;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -115,6 +116,10 @@ enum Command {
     /// and prefill speed and each kernel's bandwidth against a read kernel's (one JSON
     /// document on stdout; the adapter, its profile and progress on stderr).
     GpuCheck(gpu_check::GpuCheckArgs),
+    /// Tune the GPU profile on this adapter for a model: time its free constants (GEMV
+    /// rows, head rows, attention split, W_o fold) on the model's own weights and keep the
+    /// fastest for every later load (prints the table; see POCKETRT_TUNE).
+    Tune(tune::TuneArgs),
     /// Write a model with a preset's exact shapes and random weights (benchmark model).
     Synth {
         /// pocket-0.3b (MNN-Pocket-0.3B's shapes), tiny-qwen3, tiny-qwen2 or tiny-llama.
@@ -229,6 +234,7 @@ fn main() -> ExitCode {
             json,
         }),
         Command::GpuCheck(args) => gpu_check::run(args),
+        Command::Tune(args) => tune::run(args),
         Command::Synth {
             preset,
             out,

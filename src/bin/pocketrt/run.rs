@@ -43,6 +43,17 @@ pub enum Weights {
     Keep,
 }
 
+impl Weights {
+    pub fn mode(self) -> WeightMode {
+        match self {
+            Weights::Q4 => WeightMode::Q4,
+            Weights::F32 => WeightMode::F32,
+            Weights::Q8 => WeightMode::Q8,
+            Weights::Keep => WeightMode::Keep,
+        }
+    }
+}
+
 /// Which model, where to run it.
 #[derive(clap::Args)]
 pub struct ModelArgs {
@@ -178,12 +189,7 @@ pub fn session(a: &ModelArgs, mut o: Opened, context: Option<usize>) -> Result<S
         Backend::Reference => engine::Backend::Reference,
         Backend::Gpu => engine::Backend::Gpu,
     };
-    let weights = match a.weights {
-        Weights::Q4 => WeightMode::Q4,
-        Weights::F32 => WeightMode::F32,
-        Weights::Q8 => WeightMode::Q8,
-        Weights::Keep => WeightMode::Keep,
-    };
+    let weights = a.weights.mode();
     let budget = a.memory_budget_mb.saturating_mul(1 << 20);
     let engine = Engine::load_planned(o.src.as_mut(), backend, weights, context, budget)?;
     if a.verbose {
