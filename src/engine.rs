@@ -307,10 +307,10 @@ impl Engine {
         context: usize,
         weights: WeightFormat,
     ) -> Result<(Box<crate::gpu::GpuModel>, String)> {
-        use crate::gpu::tune::{load_tuned, TunePolicy, DEFAULT_BUDGET};
+        use crate::gpu::tune::{load_tuned, TunedLoad};
         let adapter = ctx.adapter_label();
-        let policy = TunePolicy::from_env()?;
-        let (model, tuning) = load_tuned(ctx, src, context, weights, policy, DEFAULT_BUDGET)?;
+        let load = TunedLoad::from_env(weights)?;
+        let (model, tuning) = load_tuned(ctx, src, context, load)?;
         let tuned = tuning.map_or(String::new(), |t| format!("; {}", t.describe()));
         let description = format!(
             "gpu {adapter}, {} weights ({}), {} dispatches and 1 submit per token, {}{tuned}",

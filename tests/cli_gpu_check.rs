@@ -129,10 +129,16 @@ fn check_report(r: &serde_json::Value) {
         assert!(!trials.is_empty(), "{tune}");
         assert_eq!(trials[0]["stage"], "start");
         positive(&trials[0]["ms"], "the profile's own design, ms per token");
-        assert!(tune["chosen"].as_str().unwrap().starts_with("gemv "), "{tune}");
+        assert!(
+            tune["chosen"].as_str().unwrap().starts_with("gemv "),
+            "{tune}"
+        );
         positive(&tune["speedup"], "speedup");
     } else {
-        assert!(tune["skipped"].as_str().unwrap().contains("textures"), "{tune}");
+        assert!(
+            tune["skipped"].as_str().unwrap().contains("textures"),
+            "{tune}"
+        );
     }
     let profiles = r["step_profiles"].as_array().unwrap();
     assert_eq!(profiles.len(), 2);
@@ -213,4 +219,72 @@ fn the_gpu_check_script_runs_the_binary_pocketrt_bin_names() {
     assert!(!o.status.success());
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("POCKETRT_BIN"), "{stderr}");
+}
+
+/// `pocketrt ARGS` with `env` set (and `POCKETRT_PROFILE` unset unless `env` sets it).
+fn pocketrt(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).env_remove("POCKETRT_PROFILE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn pocketrt_tune_keeps_its_choice_and_the_next_load_applies_it() {
+    let dir = std::env::temp_dir().join(format!("pocketrt-tune-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (model, cache) = (dir.join("model"), dir.join("cache"));
+    let path = model.to_str().unwrap();
+    let o = pocketrt(&["synth", "--preset", "tiny-qwen3", path], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // The detected lavapipe profile has nothing to tune: the error says how to force one.
+    let o = pocketrt(&["tune", path], &[("POCKETRT_CACHE_DIR", &cache)]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && stderr.contains("POCKETRT_PROFILE=gpu"),
+        "{stderr}"
+    );
+
+    let gpu = Path::new("gpu");
+    let env = [
+        ("POCKETRT_CACHE_DIR", cache.as_path()),
+        ("POCKETRT_PROFILE", gpu),
+    ];
+    let o = pocketrt(&["tune", path, "--budget-ms", "300", "--json"], &env);
+    let r = report(&o);
+    let trials = r["sweep"]["trials"].as_array().unwrap();
+    assert_eq!(trials[0]["stage"], "start");
+    positive(&trials[0]["ms"], "ms per token");
+    assert!(cache.join("gpu-tune.json").is_file());
+
+    // A load in that profile on this adapter applies the kept design, without a sweep.
+    let on = Path::new("on");
+    let env = [env[0], env[1], ("POCKETRT_TUNE", on)];
+    let args = [
+        "bench",
+        path,
+        "--backend",
+        "gpu",
+        "-p",
+        "4",
+        "-n",
+        "2",
+        "-r",
+        "1",
+        "--json",
+    ];
+    let o = pocketrt(&args, &env);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bench: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let backend = bench["tuned"].as_str().unwrap();
+    let tuned = serde_json::from_value::<pocketrt::gpu::tune::Tuned>(r["tuned"].clone());
+    let want = format!(
+        "tuned design remembered from an earlier sweep: {}",
+        tuned.unwrap()
+    );
+    assert!(backend.contains(&want), "{backend}\nwanted: {want}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -250,6 +250,8 @@ fn the_tune_policy_parses_and_every_stage_starts_from_the_current_design() {
     let cfg = pocket_heads();
     for base in tunable() {
         let cur = Tuned::of(&base.profile).unwrap();
+        // The sweep starts from the profile as built.
+        assert_eq!(cur.apply(&base.profile), base.profile);
         for stage in Stage::ALL {
             let shape = pocketrt::gpu::kernels::rope_kv::HeadShape {
                 n_heads: cfg.n_heads,

@@ -38,7 +38,7 @@ use web_time::{Duration, Instant};
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::{load_tuned, tuned_context};
+pub use native::{load_tuned, tuned_context, TunedLoad};
 
 /// The sweep's budget unless told otherwise.
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);

@@ -15,8 +15,10 @@ use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{self, Engine};
 use pocketrt::format::{self, ModelSource};
 use pocketrt::gpu::forward::StepOptions;
+use pocketrt::gpu::tune::{load_tuned, TunedLoad};
 use pocketrt::gpu::weights::limits_needed;
 use pocketrt::gpu::{GpuContext, GpuModel, KernelTime};
+use pocketrt::quant::WeightFormat;
 use pocketrt::{Error, Result};
 use std::path::Path;
 use std::sync::Arc;
@@ -39,7 +41,8 @@ pub struct BenchArgs<'a> {
 /// counts and timestamp timing), every other backend through the engine.
 enum Stepper {
     Engine(Box<Engine>),
-    Gpu(Box<GpuModel>),
+    /// With what the tuner did, if anything.
+    Gpu(Box<GpuModel>, Option<String>),
 }
 
 impl Stepper {
@@ -48,8 +51,14 @@ impl Stepper {
         let engine_backend = match a.backend {
             B::Gpu => {
                 let ctx = GpuContext::new_blocking(limits_needed(src.config(), context, false))?;
-                let model = GpuModel::load_with(Arc::new(ctx), src, context, a.step)?;
-                return Ok(Stepper::Gpu(Box::new(model)));
+                // What users' loads run: the design the tuner keeps for this adapter.
+                let load = TunedLoad {
+                    options: a.step,
+                    ..TunedLoad::from_env(WeightFormat::Q4)?
+                };
+                let (model, tuning) = load_tuned(Arc::new(ctx), src, context, load)?;
+                let tuned = tuning.map(|t| t.describe());
+                return Ok(Stepper::Gpu(Box::new(model), tuned));
             }
             B::Cpu => engine::Backend::Cpu,
             B::Reference => engine::Backend::Reference,
@@ -75,7 +84,7 @@ impl Stepper {
                 e.feed_all(head)?;
                 e.step(last)
             }
-            Stepper::Gpu(m) => {
+            Stepper::Gpu(m, _) => {
                 let logits = m.prefill(prompt, 0)?;
                 Ok(pocketrt::cpu::ops::argmax(&logits).unwrap_or(0) as u32)
             }
@@ -86,14 +95,14 @@ impl Stepper {
     fn submits(&self) -> u64 {
         match self {
             Stepper::Engine(_) => 0,
-            Stepper::Gpu(m) => m.submits(),
+            Stepper::Gpu(m, _) => m.submits(),
         }
     }
 
     fn step(&mut self, token: u32, pos: usize) -> Result<u32> {
         match self {
             Stepper::Engine(e) => e.step(token),
-            Stepper::Gpu(m) => m.decode(token, pos),
+            Stepper::Gpu(m, _) => m.decode(token, pos),
         }
     }
 }
@@ -206,10 +215,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     report["tests"] = tests.into();
     match &mut stepper {
         Stepper::Engine(e) => report["backend"] = e.description().into(),
-        Stepper::Gpu(m) => {
+        Stepper::Gpu(m, tuned) => {
             let ctx = m.gpu_context();
             let steps = (a.reps * a.gen_tokens) as f64;
             report["backend"] = "gpu".into();
+            report["tuned"] = tuned.clone().into();
             report["adapter"] = ctx.adapter_label().into();
             report["profile"] = ctx.profile.to_json();
             report["dispatches_per_token"] = m.dispatches_per_token().into();
@@ -250,7 +260,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         println!("{report:#}");
     } else {
         let profile = match &stepper {
-            Stepper::Gpu(m) => Some(m.gpu_context().profile.to_string()),
+            Stepper::Gpu(m, _) => Some(m.gpu_context().profile.to_string()),
             Stepper::Engine(_) => None,
         };
         print_table(&report, profile.as_deref());

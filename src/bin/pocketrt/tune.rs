@@ -41,7 +41,9 @@ pub fn run(a: TuneArgs) -> Result<()> {
     let config = src.config().clone();
     let q8 = holds_q8(src.as_mut(), format)?;
     let context = (TUNE_POS + 1).min(config.max_context);
-    let ctx = Arc::new(GpuContext::new_blocking(limits_needed(&config, context, q8))?);
+    let ctx = Arc::new(GpuContext::new_blocking(limits_needed(
+        &config, context, q8,
+    ))?);
     eprintln!("adapter {}\n{}", ctx.adapter_label(), ctx.profile);
     if Tuned::of(&ctx.profile).is_none() {
         return Err(Error::InvalidArgument(format!(
@@ -63,7 +65,10 @@ pub fn run(a: TuneArgs) -> Result<()> {
         println!("{report:#}");
     } else {
         print!("{}", sweep.table());
-        println!("{}; kept for later loads on this adapter", tuning.describe());
+        println!(
+            "{}; kept for later loads on this adapter",
+            tuning.describe()
+        );
     }
     Ok(())
 }

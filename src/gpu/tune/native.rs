@@ -48,19 +48,45 @@ pub fn tuned_context(
     Ok((Arc::new(ctx.tuned_to(profile)), Some(tuning)))
 }
 
-/// [`GpuModel::load_as`] in the profile `policy` tunes ([`tuned_context`]).
+/// How [`load_tuned`] loads: the weights' format, the step options, the tuning policy and
+/// the sweep's budget.
+#[derive(Clone, Copy, Debug)]
+pub struct TunedLoad {
+    pub format: WeightFormat,
+    pub options: StepOptions,
+    pub policy: TunePolicy,
+    pub budget: Duration,
+}
+
+impl TunedLoad {
+    /// `format`, the profile's step, [`TunePolicy::from_env`] and the default budget.
+    pub fn from_env(format: WeightFormat) -> Result<TunedLoad> {
+        Ok(TunedLoad {
+            format,
+            options: StepOptions::default(),
+            policy: TunePolicy::from_env()?,
+            budget: super::DEFAULT_BUDGET,
+        })
+    }
+}
+
+/// [`GpuModel::load_as`] in the profile the load's policy tunes ([`tuned_context`]).
 pub fn load_tuned(
     ctx: Arc<GpuContext>,
     src: &mut dyn ModelSource,
     context: usize,
-    format: WeightFormat,
-    policy: TunePolicy,
-    budget: Duration,
+    load: TunedLoad,
 ) -> Result<(GpuModel, Option<Tuning>)> {
+    let TunedLoad {
+        format,
+        options,
+        policy,
+        budget,
+    } = load;
     let weights = ModelWeights::upload(&ctx, src, format)?;
     let config = src.config().clone();
     let (ctx, tuning) = tuned_context(ctx, &config, &weights, policy, budget)?;
-    let mut model = GpuModel::with_options(ctx, config, weights, context, StepOptions::default())?;
+    let mut model = GpuModel::with_options(ctx, config, weights, context, options)?;
     model.weight_format = format;
     Ok((model, tuning))
 }
