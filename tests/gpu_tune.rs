@@ -250,8 +250,18 @@ fn the_tune_policy_parses_and_every_stage_starts_from_the_current_design() {
     let cfg = pocket_heads();
     for base in tunable() {
         let cur = Tuned::of(&base.profile).unwrap();
-        // The sweep starts from the profile as built.
+        // The sweep starts from the profile as built; each candidate is the profile with
+        // its constants, all different.
         assert_eq!(cur.apply(&base.profile), base.profile);
+        let all: Vec<Tuned> = tune::candidates(&base.profile, &cfg)
+            .iter()
+            .map(|p| Tuned::of(p).unwrap())
+            .collect();
+        for (i, t) in all.iter().enumerate() {
+            assert!(!all[..i].contains(t), "{t} twice");
+            let p = t.apply(&base.profile);
+            assert_eq!(Tuned::of(&p), Some(*t));
+        }
         for stage in Stage::ALL {
             let shape = pocketrt::gpu::kernels::rope_kv::HeadShape {
                 n_heads: cfg.n_heads,
