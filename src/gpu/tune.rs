@@ -533,6 +533,8 @@ async fn trial(
 
 /// Seconds per decode step of `design` over `weights` (and what timed it): a model of its
 /// own with a short cache, a warm-up step, then the best of [`ROUNDS`] of [`STEPS`] steps.
+// One `Arc` type on every target (in wasm the context is neither Send nor Sync).
+#[allow(clippy::arc_with_non_send_sync)]
 async fn time_design(
     ctx: &GpuContext,
     config: &ModelConfig,
