@@ -11,6 +11,7 @@ use crate::api::ContextPolicy;
 use crate::error::{Error, Result};
 use crate::generate::{ContextOverflow, GenerateOptions};
 use crate::gpu::profile::{DeviceProfile, PROFILE_NAMES};
+use crate::gpu::tune::TunePolicy;
 use crate::quant::WeightFormat;
 use crate::sampler::SamplerConfig;
 use crate::tokenizer::Message;
@@ -117,6 +118,7 @@ fn load_options(options: &JsValue) -> Result<LoadOptions> {
                 .as_deref(),
         )?,
         profile: profile(options)?,
+        tune: tune(options)?,
         weights: match opt(options, "weights").and_then(|v| v.as_string()) {
             Some(name) => name.parse()?,
             None => WeightFormat::Keep,
@@ -128,6 +130,22 @@ fn load_options(options: &JsValue) -> Result<LoadOptions> {
                 .as_deref(),
         )?,
     })
+}
+
+/// The `tune` option: false (off), true (on: a GPU profile forced on a software adapter
+/// too), a policy's name, or undefined (auto).
+fn tune(options: &JsValue) -> Result<TunePolicy> {
+    let Some(v) = opt(options, "tune") else {
+        return Ok(TunePolicy::Auto);
+    };
+    match (v.as_bool(), v.as_string()) {
+        (Some(false), _) => Ok(TunePolicy::Off),
+        (Some(true), _) => Ok(TunePolicy::On),
+        (_, Some(name)) => TunePolicy::parse(&name),
+        _ => Err(Error::InvalidArgument(
+            "tune must be a boolean or one of \"off\", \"auto\", \"on\", \"force\"".into(),
+        )),
+    }
 }
 
 /// The `profile` option: a device profile's name, checked here

@@ -11,7 +11,8 @@
 //! streams to the CPU only) on the CPU backend (`webgpu` is refused with a typed error).
 
 use super::device::{gpu_for, require_webgpu};
-use super::fetch::{cached, open_cache, store};
+use super::fetch::{decision_url, remember, remembered};
+use super::loader::Progress;
 use super::model::WebModel;
 use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision, StreamedTensors};
@@ -20,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::format::package::{Chunk, DType, Manifest};
 use crate::gpu::plan::MemoryPlan;
 use crate::gpu::stream_upload::{ShardWriter, StreamedWeights};
+use crate::gpu::tune::TunePolicy;
 use crate::gpu::{GpuContext, GpuModel};
 use crate::quant::WeightFormat;
 use std::cell::RefCell;
@@ -222,12 +224,20 @@ impl Target {
         }
     }
 
-    /// Build the model from the filled buffers; returns it and the reason for its backend.
-    pub fn finish(self) -> Result<(WebModel, String)> {
+    /// Build the model from the filled buffers, on the GPU in the design `tune` chooses
+    /// (`web/tune.rs`; its sweep is the load's "tuning" phase); returns it and the reason
+    /// for its backend (with what the tuner did).
+    pub async fn finish(self, tune: TunePolicy, progress: &Progress<'_>) -> Result<(WebModel, String)> {
         if let Some(g) = self.gpu {
             let config = g.weights.config().clone();
-            let model = GpuModel::with_weights(g.ctx, config, g.weights.finish()?, g.context)?;
-            return Ok((WebModel::Gpu(Box::new(model)), self.reason));
+            let weights = g.weights.finish()?;
+            let (ctx, tuning) = super::tune::tuned(g.ctx, &config, &weights, tune, progress).await?;
+            let model = GpuModel::with_weights(ctx, config, weights, g.context)?;
+            let reason = match tuning {
+                Some(t) => format!("{}; {}", self.reason, t.describe()),
+                None => self.reason,
+            };
+            return Ok((WebModel::Gpu(Box::new(model)), reason));
         }
         let cell = self.cpu.expect("a target without a GPU has the CPU");
         // Each matrix as the package stores it: Q4 g64 or Q8 g32.
@@ -254,12 +264,6 @@ fn gpu(ctx: Arc<GpuContext>, plan: MemoryPlan, manifest: &Manifest) -> Result<Gp
     })
 }
 
-/// Cache Storage URL a decision is kept under (never fetched).
-fn decision_url(key: &str) -> String {
-    let key: String = js_sys::encode_uri_component(key).into();
-    format!("https://pocketrt.invalid/backend-choice/{key}")
-}
-
 /// The backend decision for `config` on the software adapter of `ctx`: kept in `cache`
 /// from an earlier load, else probed (and kept); with the sentence saying so.
 async fn decision(
@@ -268,40 +272,17 @@ async fn decision(
     adapter: &str,
     cache: Option<&str>,
 ) -> Result<(Decision, String)> {
-    let url = decision_url(&Decision::key(adapter, config));
-    let cache = match cache {
-        Some(name) => open_cache(name).await,
-        None => None,
-    };
-    if let Some(c) = &cache {
-        if let Some(d) = remembered(c, &url).await {
-            let why = d.reason(adapter, true);
-            return Ok((d, why));
-        }
+    let url = decision_url("backend-choice", &Decision::key(adapter, config));
+    if let Some(d) = remembered::<Decision>(cache, &url).await {
+        let why = d.reason(adapter, true);
+        return Ok((d, why));
     }
     let started = web_time::Instant::now();
     let d = probe::probe(ctx, config).await?;
     let probe_ms = started.elapsed().as_millis();
-    if let Some(c) = &cache {
-        let response = serde_json::to_string(&d)
-            .ok()
-            .and_then(|json| web_sys::Response::new_with_opt_str(Some(&json)).ok());
-        if let Some(response) = response {
-            // Not kept: the next load probes again (nothing of the model is lost).
-            let _ = store(c, &url, &response).await;
-        }
-    }
+    remember(cache, &url, &d).await;
     let why = format!("{}; probed in {probe_ms} ms", d.reason(adapter, false));
     Ok((d, why))
-}
-
-/// A decision kept under `url`, if any (an unreadable entry is none).
-async fn remembered(cache: &web_sys::Cache, url: &str) -> Option<Decision> {
-    let response = cached(cache, url).await?;
-    let text = wasm_bindgen_futures::JsFuture::from(response.text().ok()?)
-        .await
-        .ok()?;
-    serde_json::from_str(&text.as_string()?).ok()
 }
 
 /// Writes one shard's chunks to every destination of a [`Target`].

@@ -133,7 +133,7 @@ pub async fn load(url: &str, progress: Progress<'_>, mut record: Record) -> Resu
     let total = load.layout.and_then(|l| l.total);
     let model_id = Identity::of_gguf(stream.gguf().version, &config, stream.tensors(), total);
     let pooling = crate::embed::Pooling::from_gguf(stream.gguf());
-    let (model, reason) = target.finish()?;
+    let (model, reason) = target.finish(load.opts.tune, &load.progress).await?;
     load.progress.emit("ready", None);
     {
         let mut report = load.progress.report.borrow_mut();

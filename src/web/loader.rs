@@ -45,6 +45,9 @@ pub struct LoadOptions {
     /// The device profile forced by name (one of `gpu::profile::PROFILE_NAMES`; `None`:
     /// the one `DeviceProfile::detect` picks). WebGPU only: the CPU backend has none.
     pub profile: Option<String>,
+    /// The on-device tuner (`tune`: false → off, undefined → auto, true → on, or "off",
+    /// "auto", "on", "force"; `gpu::tune::TunePolicy`).
+    pub tune: crate::gpu::tune::TunePolicy,
     /// How a GGUF's matrices are held (`weights`: "q4" | "q8" | "keep", default keep:
     /// as its author quantized them, `WeightFormat`); packages run as stored.
     pub weights: WeightFormat,
@@ -91,9 +94,12 @@ pub struct LoadReport {
     pub profile: Option<String>,
     /// Every choice of that profile (`DeviceProfile::to_json`), `forced` included.
     pub profile_detail: Option<serde_json::Value>,
-    /// "webgpu" or "cpu", and why.
+    /// "webgpu" or "cpu", and why (ending with what the on-device tuner did).
     pub backend: String,
     pub backend_reason: String,
+    /// The constants the on-device tuner chose (`gpu::tune::Tuned`) and its sweep's table
+    /// (`null`: kept from an earlier load); `null` where nothing was tuned.
+    pub tuned: Option<serde_json::Value>,
     /// Threads the CPU backend splits its work across (1 in the single-threaded build).
     pub threads: usize,
     /// Where the model came from: "cache", "network" or "cache and network".
@@ -327,7 +333,7 @@ pub async fn load(name: &str, opts: LoadOptions) -> Result<Loaded> {
         .as_deref()
         .map(ChatTemplate::new)
         .transpose()?;
-    let (model, reason) = target.finish()?;
+    let (model, reason) = target.finish(opts.tune, &progress).await?;
     progress.emit("ready", None);
     let mut report = progress.report.into_inner();
     report.context = model.context();

@@ -21,6 +21,7 @@ mod locator;
 mod model;
 mod session;
 mod snapshot;
+mod tune;
 
 /// `initThreadPool(n)` in the threaded build: starts `n` Web Workers sharing the module's
 /// memory as rayon's global pool (call once, from a Worker, before loading a model).

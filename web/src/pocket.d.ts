@@ -15,7 +15,8 @@ export interface PocketError extends Error {
 export interface LoadProgress {
   /** "manifest" (or a GGUF's header), "cache" (a shard / GGUF piece from Cache Storage),
    * "download", "cache-error" (a file could not be stored in Cache Storage: `message`
-   * says why; the load goes on), "tokenizer", "ready". */
+   * says why; the load goes on), "tokenizer", "tuning" (the on-device tuner timing its
+   * designs: a first load on a real GPU, about 2 s), "ready". */
   phase: string;
   /** Shard bytes loaded so far / in all. */
   loaded: number;
@@ -53,6 +54,14 @@ export interface LoadOptions {
    * "swiftshader" (other CPU adapters). An unknown name, or a profile the adapter cannot
    * run, fails with code INVALID_ARGUMENT saying why. The CPU backend ignores it. */
   profile?: ProfileName;
+  /** The on-device tuner: on the first load of a model on a real GPU (a "gpu" profile on
+   * a hardware adapter), about 2 s of the load ("tuning" progress phase) timing the
+   * profile's free constants (GEMV rows, head rows, attention split, W_o fold) on the
+   * model's own weights; the fastest is kept in Cache Storage (needs `cache` not false)
+   * and later loads apply it at once. undefined / "auto": so; false / "off": never;
+   * true / "on": also a GPU profile forced on a software adapter; "force": sweep again.
+   * `info.tuned` and the end of `info.backendReason` say what it chose. */
+  tune?: boolean | 'auto' | 'on' | 'off' | 'force';
   /** How a GGUF URL's matrices are held on the GPU: "keep" (default: as their author
    * quantized them — Q4_0/Q4_1 as Q4 g64, the rest, Q8_0 exactly, as Q8 g32), "q4" (all
    * Q4 g64: half the memory of Q8) or "q8". Packages run as they are stored. */
@@ -130,6 +139,25 @@ export interface DeviceLostEvent {
   reloading?: boolean;
 }
 
+/** The constants the on-device tuner chooses (`gpu::tune::Tuned`). */
+export interface TunedDesign {
+  /** GEMV row layouts: row slots × lanes per row × rows per slot. */
+  gemv: { slots: number; tpr: number; rps: number };
+  head: { slots: number; tpr: number; rps: number };
+  split_len: number;
+  fold_output: boolean;
+  wo_rows: number;
+}
+
+/** A tuner's sweep (`gpu::tune::Sweep`): each design timed, the best, how long. */
+export interface TuneSweep {
+  best: TunedDesign;
+  trials: { stage: string; design: TunedDesign; ms: number | null; seconds: number; error?: string }[];
+  seconds: number;
+  timer: 'gpu timestamps' | 'wall clock';
+  complete: boolean;
+}
+
 /** The device profiles (`gpu::profile`). */
 export type ProfileName = 'gpu' | 'gpu-subgroups' | 'lavapipe' | 'swiftshader';
 
@@ -171,6 +199,9 @@ export interface LoadInfo {
   /** The backend that runs the model, and why it was chosen. */
   backend: 'webgpu' | 'cpu';
   backendReason: string;
+  /** What the on-device tuner chose (null: nothing tuned): its constants, in one line,
+   * and its sweep (null: kept from an earlier load). */
+  tuned: { design: TunedDesign; summary: string; sweep: TuneSweep | null } | null;
   /** Threads the CPU backend runs on (1: the single-threaded build), and why. */
   threads: number;
   threadsReason: string;

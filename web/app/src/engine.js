@@ -33,6 +33,7 @@ export function progressText() {
     download: 'Downloading (network)',
     'cache-error': 'Downloading (network; not cached)',
     tokenizer: 'Reading the tokenizer',
+    tuning: 'Tuning for this GPU (once)',
     ready: 'Starting the model',
   };
   return (ev) => {
