@@ -26,8 +26,8 @@ export async function plainPage(page, server) {
 }
 
 /** Load `url` in the page (on WebGPU unless `options.backend` says otherwise); returns
- * { info, ms, shardMs } (shardMs: from the manifest to the last shard) or { code, message }
- * on error. */
+ * { info, ms, shardMs, phases } (shardMs: from the manifest to the last shard; phases: the
+ * progress phases seen, in order) or { code, message } on error. */
 export function load(page, url, options = {}) {
   return page.evaluate(
     async ({ url, options }) => {
@@ -37,7 +37,8 @@ export function load(page, url, options = {}) {
       try {
         const m = await window.Pocket.load(url, { onProgress, backend: 'webgpu', ...options });
         window.model = m;
-        return { info: m.info, ms: performance.now() - t0, shardMs: at.tokenizer - at.manifest };
+        const phases = Object.keys(at);
+        return { info: m.info, ms: performance.now() - t0, shardMs: at.tokenizer - at.manifest, phases };
       } catch (e) {
         return { code: e.code, message: e.message };
       }
@@ -207,6 +208,45 @@ export const tests = {
     const lavapipe = await load(page, '/models/tiny/', { cache: false, profile: 'lavapipe' });
     assert.equal(lavapipe.code, 'INVALID_ARGUMENT', `lavapipe on SwiftShader: ${JSON.stringify(lavapipe.info ?? lavapipe.message)}`);
     assert.match(lavapipe.message, /needs subgroups of 8/, lavapipe.message);
+  },
+
+  // Issue 41: the on-device tuner on the `gpu` profile forced on SwiftShader, with
+  // tune: "on" ("auto" tunes real GPUs only): the first load sweeps (its "tuning" phase)
+  // within its budget and info names what it chose; the next load applies the design kept
+  // in Cache Storage without a sweep; both decode the native tokens.
+  async the_tuner_sweeps_once_and_the_next_load_applies_the_kept_design({ page, server, fixture }) {
+    const want = expected(fixture);
+    await plainPage(page, server);
+    const opts = { profile: 'gpu', tune: 'on' };
+    const first = await load(page, '/models/tiny/', opts);
+    assert.ok(first.info, `load failed: ${first.code} ${first.message}`);
+    const t = first.info.tuned;
+    assert.ok(t?.sweep, `a sweep on the first load: ${JSON.stringify(t)}`);
+    assert.ok(first.phases.includes('tuning'), `phases ${first.phases}`);
+    const trials = t.sweep.trials;
+    assert.equal(trials[0].stage, 'start', 'the profile as built is timed first');
+    assert.ok(trials.every((x) => x.ms > 0), JSON.stringify(trials));
+    // The 2 s budget is checked before each candidate (the profile's own always runs).
+    const bound = Math.max(2, trials[0].seconds) + trials.at(-1).seconds + 0.5;
+    assert.ok(t.sweep.seconds <= bound, `${t.sweep.seconds} s > ${bound} s`);
+    console.log(`     tuned in ${t.sweep.seconds.toFixed(2)} s over ${trials.length} designs (${t.sweep.timer}): ${t.summary}`);
+    assert.ok(first.info.backendReason.includes(t.summary), first.info.backendReason);
+    assert.equal(first.info.profileDetail.split_len, t.design.split_len, 'info shows the tuned profile');
+    assert.deepEqual(await generateTokens(page, want), want.tokens, 'the tuned design gives the native tokens');
+
+    const second = await load(page, '/models/tiny/', opts);
+    assert.ok(second.info, `load failed: ${second.code} ${second.message}`);
+    assert.equal(second.info.tuned?.sweep, null, 'no sweep: the kept design');
+    assert.ok(!second.phases.includes('tuning'), `phases ${second.phases}`);
+    assert.deepEqual(second.info.tuned.design, t.design);
+    assert.match(second.info.backendReason, /tuned design remembered/);
+    assert.deepEqual(await generateTokens(page, want), want.tokens);
+
+    const off = await load(page, '/models/tiny/', { ...opts, tune: false });
+    assert.equal(off.info?.tuned, null, 'tune: false tunes nothing');
+    const bad = await load(page, '/models/tiny/', { ...opts, tune: 'fast' });
+    assert.equal(bad.code, 'INVALID_ARGUMENT', bad.message);
+    assert.match(bad.message, /off, auto, on or force/);
   },
 
   async the_package_works_from_a_vite_build({ page, server, fixture }) {
