@@ -1,11 +1,11 @@
 //! Decode attention's designs for GPUs, one query token (GQA, softmax), split along the
 //! context into chunks of `split_len` positions when the history is longer than one
 //! chunk (flash-decoding: the splits write partial results that
-//! shaders/attention_combine.wgsl merges, [`combine_kernel`]):
+//! shaders/attention_combine.wgsl merges, `combine_kernel`):
 //! - one workgroup per (KV head, split) computing its whole GQA group
 //!   (`attention_group`): the GPUs' design;
 //! - where the group design cannot run a shape: one workgroup per (q head, split), norm +
-//!   RoPE + KV write fused in (shaders/attention.wgsl, [`workgroup_kernel`]); W_o folds in
+//!   RoPE + KV write fused in (shaders/attention.wgsl, `workgroup_kernel`); W_o folds in
 //!   here as one part per q head (shaders/attention_wo.wgsl).
 //!
 //! The CPU adapters' design is `soft::attention_lanes`; `gpu::forward::designs::Attention`

@@ -1,11 +1,11 @@
 //! What a prefill GEMM computes and in which design, shared by both kernel families: the
 //! chunk uniform, the designs' names ([`GemmVariant`]), the workgroup tiles' layout
-//! ([`GemmTiles`]) and the buffers a GEMM binds ([`GemmBindings`]).
+//! ([`GemmTiles`]) and the buffers a GEMM binds (`GemmBindings`).
 
 use super::q4_codes::{Codes, TextureOrder};
 
 /// The most token rows per tile of the row-lanes variant: x buffers hold whole tiles,
-/// so buffers of a multiple of this many rows suit every GEMM ([`GemmQ4::x_rows`]).
+/// so buffers of a multiple of this many rows suit every GEMM ([`crate::gpu::forward::designs::GemmQ4::x_rows`]).
 pub const MAX_LANE_TOKENS: usize = 8;
 
 /// The chunk uniform every prefill kernel reads (`struct Chunk` in shaders/chunk.wgsl).

@@ -242,7 +242,7 @@ impl GemvQ4 {
         self.x_loads
     }
 
-    /// How the kernel reads its codes (what [`MatrixCodes::upload`] needs).
+    /// How the kernel reads its codes (what [`crate::gpu::code_texture::MatrixCodes::upload`] needs).
     pub fn codes_read(&self) -> CodesRead {
         self.codes
     }

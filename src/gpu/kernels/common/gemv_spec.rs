@@ -156,7 +156,7 @@ pub struct GemvSpec {
     /// Fuse an RMSNorm of x with this epsilon (norm weights bound at dispatch).
     pub norm_eps: Option<f32>,
     /// When positive, the input is x plus this many partial vectors of k floats (bound
-    /// at dispatch: [`ResidualParts`]), and the kernel also stores that sum (the next
+    /// at dispatch: [`super::gemv::ResidualParts`]), and the kernel also stores that sum (the next
     /// residual). 0: the input is x.
     pub add_parts: usize,
     /// How the matrix is stored (Q8 g32: the GPU rows design only).
