@@ -17,9 +17,10 @@
 //! `--bench` (`cargo test --all-targets` runs benches that way) it is a quick smoke run:
 //! a small read, small GEMVs and the tiny qwen3 model.
 
+use pocketrt::gpu::code_texture::MatrixCodes;
 use pocketrt::gpu::code_texture::{self, CodeTexture};
 use pocketrt::gpu::forward::Readback;
-use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, MatrixCodes, RowsLayout};
+use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, RowsLayout};
 use pocketrt::gpu::kernels::read_bench::ReadTextureBench;
 use pocketrt::gpu::kernels::Dispatch;
 use pocketrt::gpu::timing::{self, GpuTimer, ReadCeiling};

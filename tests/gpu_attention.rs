@@ -13,11 +13,13 @@ mod gpu_common;
 
 use gpu_common::attention_ref::{attention_ref, pack_f16, rope, unpack_f16};
 use gpu_common::{assert_close, f16_round, gpu, profiles, rmsnorm, Rng};
+use pocketrt::gpu::code_texture::MatrixCodes;
+use pocketrt::gpu::forward::designs::Attention;
 use pocketrt::gpu::kernels::attention::{
-    Attention, AttentionInputs, AttentionVariant, OutputProjection, WoFold,
+    AttentionInputs, AttentionVariant, OutputProjection, WoFold,
 };
 use pocketrt::gpu::kernels::attention_group::WoBlocks;
-use pocketrt::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, MatrixCodes, TextureOrder};
+use pocketrt::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, TextureOrder};
 use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
 use pocketrt::gpu::GpuContext;
 use pocketrt::gpu::StepUniform;

@@ -18,9 +18,9 @@ mod gpu_common;
 const F16_REL: f32 = 4e-3;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
+use pocketrt::gpu::code_texture::MatrixCodes;
 use pocketrt::gpu::kernels::gemv_q4::{
-    Epilogue, GemvQ4, GemvSpec, GemvVariant, GpuRows, MatrixCodes, ResidualParts, RowsLayout,
-    SlotReduce, XLoads,
+    Epilogue, GemvQ4, GemvSpec, GemvVariant, GpuRows, ResidualParts, RowsLayout, SlotReduce, XLoads,
 };
 use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
 use pocketrt::quant::{Q4Tensor, Q8Tensor, QMatrix};

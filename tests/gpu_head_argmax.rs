@@ -11,9 +11,10 @@
 mod gpu_common;
 
 use gpu_common::{gpu, mask_buffer, Rng};
+use pocketrt::gpu::code_texture::MatrixCodes;
 use pocketrt::gpu::kernels::argmax_partials::ArgmaxPartials;
 use pocketrt::gpu::kernels::gemv_q4::{
-    Epilogue, GemvQ4, GemvSpec, GemvVariant, GpuRows, HeadArgmax, MatrixCodes, SlotReduce,
+    Epilogue, GemvQ4, GemvSpec, GemvVariant, GpuRows, HeadArgmax, SlotReduce,
 };
 use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
 use pocketrt::gpu::weights::MatrixBuffers;

@@ -22,7 +22,8 @@
 use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision};
 use crate::error::Result;
-use crate::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, MatrixCodes};
+use crate::gpu::code_texture::MatrixCodes;
+use crate::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec};
 use crate::gpu::{GpuContext, GpuModel};
 use crate::synth::SynthSource;
 use serde::{Deserialize, Serialize};

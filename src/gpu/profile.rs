@@ -29,7 +29,8 @@
 //! docs/ARCHITECTURE.md ("Device profiles").
 
 use super::device::AdapterSummary;
-use super::kernels::attention::{Attention, AttentionVariant};
+use super::forward::designs::Attention;
+use super::kernels::attention::AttentionVariant;
 use super::kernels::attention_group::WoBlocks;
 use super::kernels::attention_prefill::AttentionPrefillVariant;
 use super::kernels::gemm_q4::{GemmTiles, GemmVariant};

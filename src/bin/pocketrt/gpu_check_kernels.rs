@@ -5,10 +5,10 @@
 //! adapter has shader-f16 (`GpuRows::f16`, which no profile picks until a real GPU shows
 //! it faster). Each figure is the best of `passes` timed passes.
 
-use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmQ4, GemmTiles, GemmVariant};
-use pocketrt::gpu::kernels::gemv_q4::{
-    CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant, MatrixCodes,
-};
+use pocketrt::gpu::code_texture::MatrixCodes;
+use pocketrt::gpu::forward::designs::GemmQ4;
+use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmTiles, GemmVariant};
+use pocketrt::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant};
 use pocketrt::gpu::timing::{time_pass, GpuTimer};
 use pocketrt::gpu::tune::{self, Tuned};
 use pocketrt::gpu::weights::ModelWeights;

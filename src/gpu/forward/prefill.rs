@@ -8,6 +8,7 @@
 //! Scratch is bounded by the chunk and allocated at load; [`scratch_sizes`] lists it for
 //! the memory planner.
 
+use super::designs::{GemmDispatch, GemmQ4};
 use super::step::ByFormat;
 use super::{Activations, GpuModel, StepKernel, StepMatrices, DISPATCHES_OUTSIDE_LAYERS};
 use crate::config::ModelConfig;
@@ -17,7 +18,7 @@ use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention_prefill::AttentionPrefill;
 use crate::gpu::kernels::embed_prefill::EmbedPrefill;
 use crate::gpu::kernels::embed_q4::{split_of, table_bindings};
-use crate::gpu::kernels::gemm_q4::{ChunkUniform, GemmDispatch, GemmQ4, MAX_LANE_TOKENS};
+use crate::gpu::kernels::gemm_q4::{ChunkUniform, MAX_LANE_TOKENS};
 use crate::gpu::kernels::gemv_q4::{Codes, Epilogue, GemvSpec};
 use crate::gpu::kernels::rope_kv::KvBuffers;
 use crate::gpu::kernels::rope_kv_prefill::RopeKvPrefill;

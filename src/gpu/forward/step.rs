@@ -2,15 +2,14 @@
 //! the layers), the options that shape the step, and the entries of the recorded step
 //! (`record.rs` records it).
 
+use super::designs::{Attention, AttentionDispatch};
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::gpu::code_texture::{self, ModelCodeTextures};
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::argmax::Argmax;
 use crate::gpu::kernels::argmax_partials::ArgmaxPartials;
-use crate::gpu::kernels::attention::{
-    dispatches_at, Attention, AttentionDispatch, AttentionVariant, DispatchesAt, WoFold,
-};
+use crate::gpu::kernels::attention::{dispatches_at, AttentionVariant, DispatchesAt, WoFold};
 use crate::gpu::kernels::embed_q4::{split_of, EmbedQ4};
 use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant};
 use crate::gpu::kernels::rope_kv::HeadShape;

@@ -2,8 +2,8 @@
 //! split) computing every q head of the KV head's GQA group, so each key and value is
 //! loaded once for the group; the q/k-norm + RoPE + KV write fused in; scores, softmax and
 //! the P·V reduction in workgroup memory. Several splits write the partial results that
-//! shaders/attention_combine.wgsl merges. [`super::attention::Attention`] puts it together
-//! with the combine.
+//! shaders/attention_combine.wgsl merges. `gpu::forward::designs::Attention` puts it
+//! together with the combine.
 //!
 //! Optionally with the output projection W_o folded in (shaders/attention_group_wo.wgsl),
 //! one part per KV head: each KV head's projection is cut into blocks of W_o rows
@@ -14,9 +14,12 @@
 //! workgroup per (KV head, block), merges them and projects: the same dispatches as
 //! unfolded, W_o spread over as many workgroups as the O GEMV it replaces.
 
-use super::attention::{wo_bindings_wgsl, AttentionInputs, WoFold};
-use super::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL, ROPE_VEC4_WGSL};
-use super::{Binding, Dispatch, KernelPipeline, Slot, KV_VEC4_WGSL, STEP_WGSL};
+use super::attention::wo_bindings_wgsl;
+pub use super::common::attention::WoBlocks;
+use super::common::attention::{AttentionInputs, WoFold};
+use super::common::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL, ROPE_VEC4_WGSL};
+use super::common::wgsl::{KV_VEC4_WGSL, STEP_WGSL};
+use super::{Binding, Dispatch, KernelPipeline, Slot};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 
@@ -84,21 +87,8 @@ impl GroupLayout {
     }
 }
 
-/// How the group design spreads a folded W_o: blocks of `rows` W_o rows, one workgroup
-/// per (KV head, block) (⌈hidden / rows⌉ blocks), `lanes` invocations per row taking its
-/// code words in turn. A device-profile choice ([`crate::gpu::DeviceProfile::wo_blocks`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WoBlocks {
-    pub rows: u32,
-    pub lanes: u32,
-}
-
+/// The group design's checks and WGSL of its W_o blocks (the blocks: `common::attention`).
 impl WoBlocks {
-    /// Blocks of `hidden` rows.
-    pub fn blocks(self, hidden: usize) -> u32 {
-        hidden.div_ceil(self.rows.max(1) as usize) as u32
-    }
-
     /// Rows positive, lanes a power of two dividing the layout's workgroup.
     fn check(self, layout: &GroupLayout) -> Result<()> {
         let lanes = self.lanes as usize;
@@ -142,7 +132,7 @@ pub struct GroupDispatch {
 impl AttentionGroup {
     /// The kernel for `shape` (`qk_norm`: the per-head RMSNorm with `eps`), `split_len`
     /// positions per split, with `wo` folded in (the caller checks the shape:
-    /// [`super::attention::Attention::can_fold_output`]); an error where
+    /// [`crate::gpu::forward::designs::Attention::can_fold_output`]); an error where
     /// [`GroupLayout::of`] has no layout or `wo`'s blocks do not fit it.
     pub fn new(
         ctx: &GpuContext,

@@ -1,8 +1,8 @@
 //! Batched embedding gather for prefill: the chunk's token rows of a Q4 g64 or Q8 g32
 //! matrix.
 
+use super::common::wgsl::CHUNK_WGSL;
 use super::embed_q4::{row_reader, with_split};
-use super::gemm_q4::CHUNK_WGSL;
 use super::{Binding, Dispatch, KernelPipeline, MatrixFormat, Slot};
 use crate::gpu::device::GpuContext;
 

@@ -1,8 +1,8 @@
 //! Embedding gather: one row (the step's token) of a Q4 g64 or Q8 g32 matrix,
 //! dequantized to f32.
 
-use super::gemv_q4::{Q4_UNPACK_WGSL, Q8_UNPACK_WGSL};
-use super::{Binding, Dispatch, KernelPipeline, MatrixFormat, Slot, STEP_WGSL};
+use super::common::wgsl::{Q4_UNPACK_WGSL, Q8_UNPACK_WGSL, STEP_WGSL};
+use super::{Binding, Dispatch, KernelPipeline, MatrixFormat, Slot};
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 use crate::gpu::weights::MatrixPart;

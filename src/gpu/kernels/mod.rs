@@ -1,22 +1,28 @@
 //! One typed wrapper per shader. Each wrapper owns its pipeline and bind-group layout,
 //! takes the per-model constants as WGSL `override`s, and turns buffers into a
 //! [`Dispatch`]: a bind group plus the workgroup grid, built once and encoded every step.
+//!
+//! Two families of designs, which never import each other: the GPU designs (the modules
+//! here) and the CPU adapters' (`soft`). What both use is in `common` (shared types and
+//! WGSL fragments) and here (pipelines, bindings, dispatches); where a kernel has a design
+//! in each family, `gpu::forward::designs` picks one (tests/kernel_families.rs checks
+//! the rule).
 
 pub mod argmax;
 pub mod argmax_partials;
 pub mod attention;
 pub mod attention_group;
 pub mod attention_prefill;
+pub mod common;
 pub mod embed_prefill;
 pub mod embed_q4;
 pub mod gemm_q4;
 pub mod gemv_q4;
 pub mod logit_adjust;
 pub mod logsumexp;
-mod q4_codes;
 pub mod read_bench;
 pub mod rmsnorm;
-pub mod rope_kv;
+pub use common::rope_kv;
 pub mod rope_kv_prefill;
 pub mod sample_draw;
 pub mod soft;
@@ -94,14 +100,6 @@ fn dump_wgsl(label: &str, source: &str, constants: &[(&str, f64)]) {
     #[cfg(target_arch = "wasm32")]
     let _ = (label, source, constants);
 }
-
-/// Shared WGSL: a 64-wide workgroup sum / max (prepended to shaders that reduce).
-/// The per-step uniform struct and its binding 0, prepended to kernels that read it.
-pub(crate) const STEP_WGSL: &str = include_str!("../../../shaders/step.wgsl");
-pub(crate) const REDUCE64_WGSL: &str = include_str!("../../../shaders/reduce64.wgsl");
-/// The f16 KV cache four values at a time (f16x4, pack4), prepended to the kernels that
-/// hold heads as vec4s.
-pub(crate) const KV_VEC4_WGSL: &str = include_str!("../../../shaders/kv_vec4.wgsl");
 
 /// Most workgroups a dispatch may have in one dimension (WebGPU default limit).
 pub const MAX_GROUPS_PER_DIM: u32 = 65_535;

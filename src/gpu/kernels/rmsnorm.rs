@@ -1,6 +1,7 @@
 //! RMSNorm of one vector: `out = x / sqrt(mean(x²) + eps) · weight`.
 
-use super::{Dispatch, KernelPipeline, Slot, REDUCE64_WGSL};
+use super::common::wgsl::REDUCE64_WGSL;
+use super::{Dispatch, KernelPipeline, Slot};
 use crate::gpu::device::GpuContext;
 
 const WGSL: &str = include_str!("../../../shaders/rmsnorm.wgsl");

@@ -1,8 +1,8 @@
 //! Batched q/k RMSNorm (optional) + RoPE + KV-cache write for a prefill chunk: what the
 //! decode attention kernels do for one token before attending, for every token at once.
 
-use super::gemm_q4::CHUNK_WGSL;
-use super::rope_kv::{rope_inputs_wgsl, HeadShape, KvBuffers, ROPE_COMMON_WGSL};
+use super::common::rope_kv::{rope_inputs_wgsl, HeadShape, KvBuffers, ROPE_COMMON_WGSL};
+use super::common::wgsl::CHUNK_WGSL;
 use super::{Dispatch, KernelPipeline, Slot};
 use crate::error::Result;
 use crate::gpu::device::GpuContext;

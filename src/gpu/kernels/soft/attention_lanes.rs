@@ -4,7 +4,7 @@
 //!   side by side (shaders/soft/attention_lanes_heads.wgsl);
 //! - several splits: one lane per (split, KV head) computing the whole group, each key
 //!   read once for all its q heads (shaders/soft/attention_lanes_splits.wgsl), then
-//!   shaders/attention_combine.wgsl merges the partial results.
+//!   the combine merges the partial results.
 //!
 //! Optionally with the output projection W_o folded in (adapters with 8-wide subgroups:
 //! lavapipe): the heads mapping's lanes project their head's output, summed over the
@@ -14,7 +14,8 @@
 //! W_o's codes come through `code4`, from the texture copy the decode GEMVs read where
 //! there is one.
 //!
-//! [`super::attention::Attention`] puts them together.
+//! `gpu::forward::designs::Attention` puts them together (and, unfolded, the combine:
+//! shaders/attention_combine.wgsl, `kernels::attention::combine_kernel`).
 
 use super::lanes_state::{
     state_merge_wgsl, state_partial_wgsl, state_project_wgsl, state_wgsl, Queries,
@@ -22,10 +23,12 @@ use super::lanes_state::{
 };
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
-use crate::gpu::kernels::attention::{wo_codes_wgsl, AttentionInputs, WoFold};
-use crate::gpu::kernels::gemv_q4::Q4_UNPACK_WGSL;
-use crate::gpu::kernels::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL, ROPE_VEC4_WGSL};
-use crate::gpu::kernels::{Binding, Dispatch, KernelPipeline, Slot, KV_VEC4_WGSL, STEP_WGSL};
+use crate::gpu::kernels::common::attention::{wo_codes_wgsl, AttentionInputs, WoFold};
+use crate::gpu::kernels::common::rope_kv::{
+    rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL, ROPE_VEC4_WGSL,
+};
+use crate::gpu::kernels::common::wgsl::{KV_VEC4_WGSL, Q4_UNPACK_WGSL, STEP_WGSL};
+use crate::gpu::kernels::{Binding, Dispatch, KernelPipeline, Slot};
 
 const WGSL: &str = include_str!("../../../../shaders/soft/attention_lanes.wgsl");
 const HEADS_WGSL: &str = include_str!("../../../../shaders/soft/attention_lanes_heads.wgsl");
@@ -59,7 +62,7 @@ pub struct LanesDispatch {
 impl AttentionLanes {
     /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`;
     /// `wo`: fold in that output projection (the caller checks the shape:
-    /// [`super::attention::Attention::can_fold_output`]). Needs head_dim % 4 == 0
+    /// [`crate::gpu::forward::designs::Attention::can_fold_output`]). Needs head_dim % 4 == 0
     /// and `split_len` in 1..=65,535 (mesa's loop limiter).
     pub fn new(
         ctx: &GpuContext,
@@ -151,7 +154,7 @@ impl AttentionLanes {
     /// `inputs`' QKV output, norm weights, inv_freq and caches (this step's k and v are
     /// written at `step.pos`; earlier positions hold the history); `out`: n_heads ·
     /// head_dim f32 (one split); `partials`: the split results (see
-    /// [`super::attention::partials_bytes`]); `wo`: the folded projection's bindings
+    /// [`crate::gpu::kernels::common::attention::partials_bytes`]); `wo`: the folded projection's bindings
     /// (none unfolded). Encode with [`Self::grid`]'s grid.
     pub fn dispatch(
         &self,

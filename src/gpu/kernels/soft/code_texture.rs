@@ -13,35 +13,23 @@
 //! its codes and qparams in the decode GEMV's tile order (`soft::q4_tiles`, repacked
 //! on the device first), whichever the adapter reads faster ([`TextureOrder`]).
 
-use super::q4_tiles::{TileLayout, TileRepack};
+use super::q4_tiles::TileRepack;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
-use crate::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, TextureOrder};
+use crate::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec};
+use crate::gpu::kernels::common::q4_codes::{
+    rows_for, Codes, CodesRead, TextureOrder, TEXEL_BYTES,
+};
+pub use crate::gpu::kernels::common::q4_codes::{texture_bytes, WIDTH, WIDTH_SHIFT};
+use crate::gpu::kernels::common::q4_tiles::TileLayout;
 use crate::gpu::kernels::MatrixFormat;
 use crate::gpu::weights::{MatrixBuffers, ModelWeights};
-
-/// Texels per texture row (a power of two: the shader splits indices with a mask and a
-/// shift). 4096 × 16 bytes = 64 KiB per row, a multiple of the 256-byte copy alignment.
-pub const WIDTH: u32 = 4096;
-/// log2([`WIDTH`]).
-pub const WIDTH_SHIFT: u32 = 12;
-const TEXEL_BYTES: u64 = 16;
 
 /// One matrix's codes as a texture.
 pub struct CodeTexture {
     texture: wgpu::Texture,
     pub view: wgpu::TextureView,
-}
-
-/// Texture rows holding `code_bytes` bytes of codes.
-fn rows_for(code_bytes: u64) -> u64 {
-    (code_bytes / TEXEL_BYTES).div_ceil(u64::from(WIDTH))
-}
-
-/// Bytes a texture for `code_bytes` bytes of codes takes (whole rows).
-pub fn texture_bytes(code_bytes: u64) -> u64 {
-    rows_for(code_bytes) * u64::from(WIDTH) * TEXEL_BYTES
 }
 
 impl CodeTexture {
@@ -212,5 +200,59 @@ impl ModelCodeTextures {
     pub fn destroy(&self) {
         let layers = self.layers.iter().flatten().flatten();
         layers.chain(&self.head).for_each(CodeTexture::destroy);
+    }
+}
+
+/// Building the texture a [`CodesRead`] reads (the texture kernels live here, with the
+/// CPU adapters' designs).
+impl CodesRead {
+    /// The texture of a matrix (`codes`, `qparams`: its storage buffers, the codes
+    /// `code_bytes` long) read this way, built on the device (`repack`: the tile kernel
+    /// of this layout, where one is at hand to reuse). `None` for [`CodesRead::Buffer`].
+    pub fn build(
+        &self,
+        ctx: &GpuContext,
+        (codes, code_bytes): (&wgpu::Buffer, u64),
+        qparams: &wgpu::Buffer,
+        repack: Option<&TileRepack>,
+    ) -> Result<Option<CodeTexture>> {
+        Ok(Some(match self {
+            CodesRead::Buffer => return Ok(None),
+            CodesRead::RowMajor => CodeTexture::from_buffer(ctx, codes, code_bytes)?,
+            CodesRead::Tiles(t) => match repack {
+                Some(r) => r.build(ctx, codes, qparams)?,
+                None => TileRepack::new(ctx, *t).build(ctx, codes, qparams)?,
+            },
+        }))
+    }
+}
+
+/// A matrix's codes as a kernel binds them: the storage buffer, plus its texture copy
+/// for the kernels that read one (what tests and benchmarks upload).
+pub struct MatrixCodes {
+    pub buffer: wgpu::Buffer,
+    pub texture: Option<CodeTexture>,
+}
+
+impl MatrixCodes {
+    /// Upload `codes` (a Q4 tensor's code words; `qparams` its uploaded qparams), with
+    /// the texture copy `read` needs.
+    pub fn upload(
+        ctx: &GpuContext,
+        read: CodesRead,
+        codes: &[u32],
+        qparams: &wgpu::Buffer,
+    ) -> Result<MatrixCodes> {
+        let buffer = ctx.storage_init("codes", codes)?;
+        let code_bytes = 4 * codes.len() as u64;
+        let texture = read.build(ctx, (&buffer, code_bytes), qparams, None)?;
+        Ok(MatrixCodes { buffer, texture })
+    }
+
+    pub fn bind(&self) -> Codes<'_> {
+        match &self.texture {
+            Some(t) => Codes::Texture(&t.view),
+            None => Codes::Buffer(&self.buffer),
+        }
     }
 }

@@ -9,9 +9,10 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
-use crate::gpu::kernels::gemm_q4::{CHUNK_WGSL, COMMON_WGSL};
-use crate::gpu::kernels::gemv_q4::{Codes, GemvSpec, XLoads, Q4_COMMON_WGSL};
-use crate::gpu::kernels::q4_codes::{CodesRead, TextureOrder};
+use crate::gpu::kernels::common::gemm::{GemmBindings, MAX_LANE_TOKENS};
+use crate::gpu::kernels::common::gemv_spec::{GemvSpec, XLoads};
+use crate::gpu::kernels::common::q4_codes::{CodesRead, TextureOrder};
+use crate::gpu::kernels::common::wgsl::{CHUNK_WGSL, GEMM_COMMON_WGSL, Q4_COMMON_WGSL};
 use crate::gpu::kernels::{grid, Binding, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 
 const LANES_WGSL: &str = include_str!("../../../../shaders/soft/gemm_q4_lanes.wgsl");
@@ -25,7 +26,7 @@ const WG: usize = 8;
 /// Matrix rows per invocation (`ROWS` in the shader).
 const ROWS: usize = 8;
 /// Token rows per tile: two uniform bindings of 4 rows.
-pub const TOKENS: usize = 8;
+pub const TOKENS: usize = MAX_LANE_TOKENS;
 /// Bytes between the tiles' uniform records (the uniform offset alignment).
 const TILE_STRIDE: u64 = 256;
 /// Bytes of one tile record (`struct Tile`: start, padding, 8 scales).
@@ -51,17 +52,6 @@ fn half_tile_bytes(k: usize) -> u64 {
 /// `tokens` rows per tile (for the memory plan).
 pub fn records_bytes(max_m: usize, tokens: usize) -> u64 {
     max_m.div_ceil(tokens) as u64 * TILE_STRIDE
-}
-
-/// The buffers one GEMM binds (see `GemmQ4::dispatch`).
-pub(crate) struct Bindings<'a> {
-    pub chunk: &'a wgpu::Buffer,
-    pub codes: Codes<'a>,
-    pub qparams: &'a wgpu::Buffer,
-    pub x: &'a wgpu::Buffer,
-    pub norm_weight: Option<&'a wgpu::Buffer>,
-    pub bias: &'a wgpu::Buffer,
-    pub out: &'a wgpu::Buffer,
 }
 
 pub(crate) struct LanesGemm {
@@ -135,7 +125,7 @@ impl LanesGemm {
             &header,
             CHUNK_WGSL,
             Q4_COMMON_WGSL,
-            COMMON_WGSL,
+            GEMM_COMMON_WGSL,
             &lanes_wgsl(x_loads),
         ]
         .concat();
@@ -196,7 +186,7 @@ impl LanesGemm {
     pub(crate) fn dispatch(
         &self,
         ctx: &GpuContext,
-        b: &Bindings,
+        b: &GemmBindings,
         max_m: usize,
     ) -> Result<LanesDispatch> {
         let (t, k) = (self.tokens as u64, self.spec.k as u64);

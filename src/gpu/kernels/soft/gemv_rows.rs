@@ -3,58 +3,16 @@
 //! with the codes read from a texture, in row-major order (shaders/soft/gemv_q4_rows.wgsl)
 //! or in tile order (shaders/soft/gemv_q4_tiled.wgsl, its blocks written out per layout),
 //! each group's x loaded by every invocation or through the subgroup (`XLoads`).
-//! `super::super::gemv_q4::GemvQ4` is the wrapper.
+//! `common::gemv::GemvQ4` is the wrapper (the layouts: `common::gemv_spec`).
 
-use crate::gpu::device::GpuContext;
-use crate::gpu::kernels::gemv_q4::{CodesRead, GemvVariant};
+use crate::gpu::kernels::common::gemv_spec::{RowsLayout, XLoads};
+use crate::gpu::kernels::common::q4_codes::CodesRead;
 
 const ROWS_WGSL: &str = include_str!("../../../../shaders/soft/gemv_q4_rows.wgsl");
 const TILED_WGSL: &str = include_str!("../../../../shaders/soft/gemv_q4_tiled.wgsl");
 const X_GROUP_WGSL: &str = include_str!("../../../../shaders/soft/gemv_q4_xgroup.wgsl");
 const X_GROUP_LANES_WGSL: &str = include_str!("../../../../shaders/soft/gemv_q4_xgroup_lanes.wgsl");
 const X_SCALED_WGSL: &str = include_str!("../../../../shaders/soft/gemv_q4_xscaled.wgsl");
-
-/// How a rows GEMV loads each group's 64 x values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum XLoads {
-    /// Every invocation loads all 16 vec4s (shaders/soft/gemv_q4_xgroup.wgsl).
-    Each,
-    /// Each of a subgroup's 8 invocations loads two and broadcasts them
-    /// (shaders/soft/gemv_q4_xgroup_lanes.wgsl): the tiles variant, when its 8-invocation
-    /// workgroup is one subgroup (the `lavapipe` profile), where every load with a
-    /// non-constant index is an 8-lane gather.
-    Subgroup,
-}
-
-impl XLoads {
-    /// The loads `variant` makes in `layout` in `ctx`'s profile.
-    pub fn pick(ctx: &GpuContext, variant: GemvVariant, layout: RowsLayout) -> XLoads {
-        match variant {
-            GemvVariant::RowsFromTiles => Self::for_workgroup(ctx, layout.wg),
-            _ => XLoads::Each,
-        }
-    }
-
-    /// Subgroup loads where a `wg`-invocation workgroup is one subgroup of 8 (the width
-    /// the subgroup loaders are written for) in the device's profile, else each
-    /// invocation's own.
-    pub fn for_workgroup(ctx: &GpuContext, wg: u32) -> XLoads {
-        if wg == 8 && ctx.profile.subgroup_size == Some(8) {
-            XLoads::Subgroup
-        } else {
-            XLoads::Each
-        }
-    }
-
-    /// What replaces a shader's `//#subgroup_lane` line (in `main`'s parameters): the
-    /// subgroup invocation id `sid` for subgroup loads.
-    pub(crate) fn lane_param(self) -> &'static str {
-        match self {
-            XLoads::Each => "",
-            XLoads::Subgroup => ", @builtin(subgroup_invocation_id) sid: u32\n",
-        }
-    }
-}
 
 /// `src` (a rows GEMV shader) with its `//#x_group` line replaced by the group's x loads,
 /// and, for subgroup loads, the subgroup invocation id `sid` declared at its
@@ -66,41 +24,6 @@ fn with_x_group(src: &str, loads: XLoads) -> String {
     };
     src.replace("//#x_group\n", &[group, X_SCALED_WGSL].concat())
         .replace("//#subgroup_lane\n", loads.lane_param())
-}
-
-/// How the rows variant spreads rows: `wg` invocations per workgroup, each computing
-/// `rows` output rows strided by `wg`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RowsLayout {
-    pub wg: u32,
-    pub rows: u32,
-}
-
-impl RowsLayout {
-    /// The best measured on lavapipe for `parts` matrix rows per output row: 16 matrix
-    /// rows per invocation (x loads shared by all of them), 8-wide workgroups (one 256-bit
-    /// SIMD batch; small enough that Pocket's 896-row GEMVs span 7 workgroups, so several
-    /// threads). The sweep behind it: docs/ARCHITECTURE.md.
-    pub fn default_for(parts: usize) -> RowsLayout {
-        RowsLayout {
-            wg: 8,
-            rows: 16 / parts as u32,
-        }
-    }
-
-    /// The layout `variant` runs in: [`RowsLayout::default_for`], except for the
-    /// row-major texture variant (SwiftShader's): 64 matrix rows per invocation in 4-wide
-    /// workgroups (one 128-bit SIMD batch), the fastest of the layouts measured in
-    /// headless Chromium (docs/ARCHITECTURE.md).
-    pub fn for_variant(variant: GemvVariant, parts: usize) -> RowsLayout {
-        match variant {
-            GemvVariant::RowsFromTexture => RowsLayout {
-                wg: 4,
-                rows: 64 / parts as u32,
-            },
-            _ => Self::default_for(parts),
-        }
-    }
 }
 
 /// The body of a rows GEMV reading `codes` in `layout` (`parts` matrix rows per output

@@ -1,14 +1,29 @@
 //! Where the Q4 kernels (the decode GEMV, the prefill lanes GEMM) read a matrix's codes:
-//! its storage buffer, or on CPU adapters its texture copy (`gpu::code_texture`) in one
+//! its storage buffer, or on CPU adapters its texture copy (`gpu::code_texture`, which builds it) in one
 //! of two orders ([`TextureOrder`]), as a binding and a WGSL accessor `code4(i)` that
 //! hide which ([`CodesRead`]).
 
-use super::gemv_q4::{GemvSpec, RowsLayout};
-use super::soft::q4_tiles::{TileLayout, TileRepack};
-use super::{Binding, Slot};
-use crate::error::Result;
-use crate::gpu::code_texture::{self, CodeTexture, WIDTH, WIDTH_SHIFT};
-use crate::gpu::device::GpuContext;
+use super::gemv_spec::{GemvSpec, RowsLayout};
+use super::q4_tiles::TileLayout;
+use crate::gpu::kernels::{Binding, Slot};
+
+/// Texels per texture row (a power of two: the shader splits indices with a mask and a
+/// shift). 4096 × 16 bytes = 64 KiB per row, a multiple of the 256-byte copy alignment.
+pub const WIDTH: u32 = 4096;
+/// log2([`WIDTH`]).
+pub const WIDTH_SHIFT: u32 = 12;
+/// Bytes per texel (`rgba32uint`).
+pub(crate) const TEXEL_BYTES: u64 = 16;
+
+/// Texture rows holding `code_bytes` bytes of codes.
+pub(crate) fn rows_for(code_bytes: u64) -> u64 {
+    (code_bytes / TEXEL_BYTES).div_ceil(u64::from(WIDTH))
+}
+
+/// Bytes a texture for `code_bytes` bytes of codes takes (whole rows).
+pub fn texture_bytes(code_bytes: u64) -> u64 {
+    rows_for(code_bytes) * u64::from(WIDTH) * TEXEL_BYTES
+}
 
 /// How a CPU adapter's decode matrices sit in their textures: one order per device
 /// profile, by measurement (`gpu::profile`).
@@ -95,29 +110,9 @@ impl CodesRead {
     pub fn texture_bytes(&self, code_bytes: u64) -> u64 {
         match self {
             CodesRead::Buffer => 0,
-            CodesRead::RowMajor => code_texture::texture_bytes(code_bytes),
+            CodesRead::RowMajor => texture_bytes(code_bytes),
             CodesRead::Tiles(tile) => tile.texture_bytes(),
         }
-    }
-
-    /// The texture of a matrix (`codes`, `qparams`: its storage buffers, the codes
-    /// `code_bytes` long) read this way, built on the device (`repack`: the tile kernel
-    /// of this layout, where one is at hand to reuse). `None` for [`CodesRead::Buffer`].
-    pub fn build(
-        &self,
-        ctx: &GpuContext,
-        (codes, code_bytes): (&wgpu::Buffer, u64),
-        qparams: &wgpu::Buffer,
-        repack: Option<&TileRepack>,
-    ) -> Result<Option<CodeTexture>> {
-        Ok(Some(match self {
-            CodesRead::Buffer => return Ok(None),
-            CodesRead::RowMajor => CodeTexture::from_buffer(ctx, codes, code_bytes)?,
-            CodesRead::Tiles(t) => match repack {
-                Some(r) => r.build(ctx, codes, qparams)?,
-                None => TileRepack::new(ctx, *t).build(ctx, codes, qparams)?,
-            },
-        }))
     }
 }
 
@@ -140,36 +135,6 @@ impl<'a> Codes<'a> {
         match self {
             Codes::Buffer(b) => Binding::Buffer(b),
             Codes::Texture(t) => Binding::Texture(t),
-        }
-    }
-}
-
-/// A matrix's codes as a kernel binds them: the storage buffer, plus its texture copy
-/// for the kernels that read one (what tests and benchmarks upload).
-pub struct MatrixCodes {
-    pub buffer: wgpu::Buffer,
-    pub texture: Option<CodeTexture>,
-}
-
-impl MatrixCodes {
-    /// Upload `codes` (a Q4 tensor's code words; `qparams` its uploaded qparams), with
-    /// the texture copy `read` needs.
-    pub fn upload(
-        ctx: &GpuContext,
-        read: CodesRead,
-        codes: &[u32],
-        qparams: &wgpu::Buffer,
-    ) -> Result<MatrixCodes> {
-        let buffer = ctx.storage_init("codes", codes)?;
-        let code_bytes = 4 * codes.len() as u64;
-        let texture = read.build(ctx, (&buffer, code_bytes), qparams, None)?;
-        Ok(MatrixCodes { buffer, texture })
-    }
-
-    pub fn bind(&self) -> Codes<'_> {
-        match &self.texture {
-            Some(t) => Codes::Texture(&t.view),
-            None => Codes::Buffer(&self.buffer),
         }
     }
 }
