@@ -145,7 +145,8 @@ export const tests = {
   },
 
   // Issue 23: the kernels of the `gpu` profile (the GPU GEMV and attention designs) forced
-  // on SwiftShader, whose detected profile runs the lanes designs.
+  // on SwiftShader, whose detected profile runs the lanes designs. Issue 41: greedy and
+  // seeded sampled decode pipelined one step ahead.
   async forced_gpu_profile_on_swiftshader_gives_the_native_tokens({ page, server, fixture }) {
     const want = expected(fixture);
     await plainPage(page, server);
@@ -165,6 +166,19 @@ export const tests = {
     // Pipelined: every token after the prompt's was read with the next step submitted.
     const stats = await page.evaluate(() => window.model.stats());
     assert.ok(stats.overlappedReads >= tokens.length - 1, `overlapped reads ${stats.overlappedReads} of ${tokens.length} tokens`);
+    // Seeded sampling (top-k, each token drawn on the GPU) is pipelined too: the native
+    // engine's seeded tokens in this profile, every sampled step's read overlapped.
+    assert.ok(want.sampled_tokens, 'the fixture has no sampled_tokens: rebuild it (examples/web_fixture.rs)');
+    const sampled = await page.evaluate(
+      async ({ prompt, opts }) => {
+        const before = window.model.stats().overlappedReads;
+        const tokens = await window.model.generateTokens(prompt, opts);
+        return { tokens, grew: window.model.stats().overlappedReads - before };
+      },
+      { prompt: want.prompt, opts: want.sampled_options },
+    );
+    assert.deepEqual(sampled.tokens, want.sampled_tokens, `seeded sampled tokens under "gpu" equal native (host draws: ${want.sampled_host_tokens})`);
+    assert.ok(sampled.grew >= sampled.tokens.length, `overlapped reads grew by ${sampled.grew} over ${sampled.tokens.length} sampled tokens`);
   },
 
   // The web build detects the profile as natively: SwiftShader is "swiftshader". A forced
