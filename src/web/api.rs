@@ -441,7 +441,8 @@ impl PocketModel {
     /// `{ promptTokens, reusedTokens, promptSeconds, generatedTokens, generateSeconds,
     /// tokensPerSecond, contextShifts, overlappedReads }` of the running or last
     /// generation (null before any); `overlappedReads`: the model's token reads so far
-    /// made with the next step already submitted (pipelined greedy decode on WebGPU).
+    /// made with the next step already submitted (pipelined greedy and plain sampled
+    /// decode on WebGPU).
     pub fn stats(&self) -> Result<JsValue, JsValue> {
         self.with(|s| {
             let overlapped = s.model.overlapped_reads();

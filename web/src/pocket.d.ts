@@ -271,7 +271,8 @@ export interface GenerateStats {
   /** Context shifts of a sliding window (`contextOverflow: "slide"`). */
   contextShifts: number;
   /** The model's token reads so far made with the next step already submitted (greedy
-   * decode on WebGPU is pipelined one step ahead; 0 on the CPU backend). */
+   * decode, and sampling without penalties, bias, grammar or logprobs with a top-k of 1 to
+   * 64, are pipelined one step ahead on WebGPU; 0 on the CPU backend). */
   overlappedReads: number;
 }
 
