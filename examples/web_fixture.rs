@@ -43,8 +43,10 @@ const TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.co
 const PROMPT: &str = "Hello, pocket!";
 const TOKENS: usize = 12;
 /// The seeded sampling of `sampled_tokens`: temperature, top-k, top-p, seed (the browser's
-/// `generateTokens` options of the same names; its other controls off).
-const SAMPLED: (f32, usize, f32, u64) = (1.1, 40, 0.97, 4242);
+/// `generateTokens` options of the same names; its other controls off). A seed none of
+/// whose draws lies within lavapipe's and SwiftShader's rounding of a boundary between two
+/// tokens (seeds 1, 7 and 4242 have one, on this model).
+const SAMPLED: (f32, usize, f32, u64) = (1.1, 40, 0.97, 2);
 const BENCH_TOKENIZER: &str = "bench-tokenizer.json";
 /// The embeddings request the browser repeats on the API fixtures' model: two texts,
 /// mean pooling (every position's hidden state counts).

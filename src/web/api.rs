@@ -248,6 +248,17 @@ impl PocketModel {
         self.with(|s| Ok(s.model.gpu_context().map(|c| c.device.destroy()).is_some()))
     }
 
+    /// Test hook: whether plain sampling draws its tokens on the GPU, pipelined one step
+    /// ahead (the default), or on the host step by step (the same seed's tokens, but where
+    /// f32 rounding moves a draw across a boundary).
+    #[wasm_bindgen(js_name = gpuDrawsForTesting)]
+    pub fn gpu_draws_for_testing(&self, on: bool) -> Result<(), JsValue> {
+        self.with(|s| {
+            s.gpu_draws = on;
+            Ok(())
+        })
+    }
+
     /// Bytes of every buffer created on the WebGPU device so far (every model loaded on it
     /// since it opened; 0 on the CPU backend): what a long generation must keep flat.
     #[wasm_bindgen(js_name = gpuBytes)]

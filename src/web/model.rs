@@ -84,10 +84,19 @@ impl WebModel {
         }
     }
 
-    /// One decode step at `pos`; the GPU reads back only what `sampler` needs.
-    pub async fn step(&mut self, token: u32, pos: usize, sampler: &mut Sampler) -> Result<u32> {
+    /// One decode step at `pos`; the GPU reads back only what `sampler` needs. With
+    /// `gpu_draws`, the samplers [`Sampler::gpu_draws`] accepts draw on the GPU, pipelined;
+    /// else on the host.
+    pub async fn step(
+        &mut self,
+        token: u32,
+        pos: usize,
+        sampler: &mut Sampler,
+        gpu_draws: bool,
+    ) -> Result<u32> {
         let need = sampler.candidates_needed();
-        if let (WebModel::Gpu(model), Some(mut draws)) = (&mut *self, sampler.gpu_draws(TOPK_MAX)) {
+        let draws = sampler.gpu_draws(TOPK_MAX).filter(|_| gpu_draws);
+        if let (WebModel::Gpu(model), Some(mut draws)) = (&mut *self, draws) {
             // Plain sampling: pipelined, each token drawn on the GPU from its top-k with
             // the sampler's next number (which the sampler then goes past), the next step
             // submitted before this one's readback.

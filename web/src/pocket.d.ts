@@ -324,6 +324,9 @@ export declare class Pocket {
   reload(): Promise<void>;
   /** Test hook: destroy the WebGPU device now, as a GPU reset would. */
   destroyDeviceForTesting(): boolean;
+  /** Test hook: whether plain sampling draws on the GPU, pipelined (the default), or on
+   * the host step by step. */
+  gpuDrawsForTesting(on: boolean): void;
   /** Bytes of every buffer created on the WebGPU device so far (0 on the CPU backend). */
   gpuBytes(): number;
   unload(): void;

@@ -213,8 +213,8 @@ impl GpuModel {
     }
 
     /// Token reads of [`GpuModel::greedy_pipelined`], [`GpuModel::sampled_pipelined`],
-    /// [`GpuModel::decode_ahead_async`] and [`GpuModel::sampled_ahead_async`] made while the next step was already submitted
-    /// (all but those at the end of the context).
+    /// [`GpuModel::decode_ahead_async`] and [`GpuModel::sampled_ahead_async`] made while
+    /// the next step was already submitted (all but those at the end of the context).
     pub fn overlapped_reads(&self) -> u64 {
         self.overlapped_reads.get()
     }
