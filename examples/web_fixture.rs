@@ -1,7 +1,10 @@
 //! The browser tests' models (scripts/test-web): `web_fixture DIR [LARGE_DIR]` writes
 //! - DIR: a tiny qwen3 package (20 KiB shards, a byte-level tokenizer, a chat template)
 //!   and `expected.json` with the native engine's greedy tokens for a prompt (on the GPU,
-//!   and on the fast CPU backend: `cpu_tokens`);
+//!   and on the fast CPU backend: `cpu_tokens`), and its seeded sampled tokens on the GPU
+//!   in the `gpu` profile (`sampled_tokens` with `sampled_options`, the browser's
+//!   `generateTokens` options: drawn on the GPU, pipelined; `sampled_host_tokens`: the same
+//!   drawn on the host step by step);
 //! - DIR/q8: the same model converted with `--weights q8` (every matrix Q8 g32), and in
 //!   `expected.json` the fast CPU backend's and the GPU's (`swiftshader` profile, the
 //!   browser's) greedy tokens for it as stored (`q8_tokens`, `q8_gpu_tokens`);
@@ -27,6 +30,7 @@ use pocketrt::engine::{Backend, Engine};
 use pocketrt::format::gguf::{Gguf, MetaValue};
 use pocketrt::gpu::GpuContext;
 use pocketrt::quant::WeightFormat;
+use pocketrt::sampler::{Sampler, SamplerConfig};
 use pocketrt::synth::{write_package, SynthSource};
 use pocketrt::tokenizer::{byte_level_json, Tokenizer};
 use std::path::Path;
@@ -38,6 +42,11 @@ const TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.co
 <|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 const PROMPT: &str = "Hello, pocket!";
 const TOKENS: usize = 12;
+/// The seeded sampling of `sampled_tokens`: temperature, top-k, top-p, seed (the browser's
+/// `generateTokens` options of the same names; its other controls off). A seed none of
+/// whose draws lies within lavapipe's and SwiftShader's rounding of a boundary between two
+/// tokens (seeds 1, 7 and 4242 have one, on this model).
+const SAMPLED: (f32, usize, f32, u64) = (1.1, 40, 0.97, 2);
 const BENCH_TOKENIZER: &str = "bench-tokenizer.json";
 /// The embeddings request the browser repeats on the API fixtures' model: two texts,
 /// mean pooling (every position's hidden state counts).
@@ -68,6 +77,12 @@ fn main() -> pocketrt::Result<()> {
     let greedy = |path: &Path, backend, weights| native_greedy(path, &tok, backend, weights);
     let (prompt_ids, tokens, engine) = greedy(Path::new(dir), Backend::Gpu, WeightMode::Q4)?;
     let (_, cpu_tokens, cpu_engine) = greedy(Path::new(dir), Backend::Cpu, WeightMode::Q4)?;
+    let [sampled_tokens, sampled_host_tokens] = native_sampled(Path::new(dir), &tok)?;
+    let (temperature, top_k, top_p, seed) = SAMPLED;
+    let sampled_options = serde_json::json!({
+        "temperature": temperature, "topK": top_k, "topP": top_p, "seed": seed,
+        "maxTokens": TOKENS,
+    });
 
     // The same model with every matrix in Q8 g32, run as stored (keep).
     let q8 = Path::new(dir).join("q8");
@@ -105,6 +120,8 @@ fn main() -> pocketrt::Result<()> {
     let expected = serde_json::json!({
         "prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": tokens, "engine": engine,
         "cpu_tokens": cpu_tokens, "cpu_engine": cpu_engine,
+        "sampled_tokens": sampled_tokens, "sampled_host_tokens": sampled_host_tokens,
+        "sampled_options": sampled_options,
         "q8_tokens": q8_tokens, "q8_engine": q8_engine,
         "q8_gpu_tokens": q8_gpu_tokens, "q8_gpu_engine": q8_gpu_engine,
         "gguf_q8_tokens": gguf_q8_tokens, "gguf_q8_engine": gguf_q8_engine,
@@ -273,6 +290,60 @@ fn native_greedy_on(
         tokens.truncate(end);
     }
     Ok((prompt_ids, tokens, engine.description().to_string()))
+}
+
+/// The native GPU engine's tokens for the prompt sampled with [`SAMPLED`] in the `gpu`
+/// profile (the browser test forces it on SwiftShader), up to [`TOKENS`] and before an
+/// end of sequence: drawn on the GPU from the top-k, pipelined ([`Engine::sampled_from`],
+/// as the browser's plain sampling), and drawn on the host step by step
+/// ([`Engine::step_sampled`]); equal but where f32 rounding moves a draw across a
+/// boundary.
+fn native_sampled(path: &Path, tok: &Tokenizer) -> pocketrt::Result<[Vec<u32>; 2]> {
+    let (temperature, top_k, top_p, seed) = SAMPLED;
+    let config = SamplerConfig {
+        temperature,
+        top_k,
+        top_p,
+        seed,
+        ..SamplerConfig::greedy()
+    };
+    let prompt_ids = tok.encode(PROMPT, true);
+    let (&last, head) = prompt_ids.split_last().expect("a prompt");
+    let mut src = pocketrt::format::open(path)?;
+    let mut eos = src.config().eos_token_ids.clone();
+    eos.extend_from_slice(tok.eos_ids());
+    let need = pocketrt::gpu::weights::limits_needed(src.config(), 64, true);
+    let ctx = std::sync::Arc::new(GpuContext::new_blocking(need)?.with_profile("gpu")?);
+    let mut runs = [vec![], vec![]];
+    for (i, tokens) in runs.iter_mut().enumerate() {
+        let mut engine = Engine::load_on_gpu(ctx.clone(), src.as_mut(), 64)?;
+        engine.feed_all(head)?;
+        let mut sampler = Sampler::new(config.clone())?;
+        // Take `t` unless it ends the sequence; go on while short of TOKENS.
+        let mut keep = |t: u32| {
+            if eos.contains(&t) {
+                return false;
+            }
+            tokens.push(t);
+            tokens.len() < TOKENS
+        };
+        match i {
+            0 => {
+                let mut draws = engine.gpu_draws(&sampler).expect("plain sampling");
+                engine.sampled_from(last, &mut draws, |t, _| Ok(keep(t)))?;
+            }
+            _ => {
+                let mut t = last;
+                loop {
+                    t = engine.step_sampled(t, &mut sampler)?;
+                    if !keep(t) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(runs)
 }
 
 /// `tokenizer.ggml.*` metadata for a byte-level tokenizer without merges (llama.cpp's

@@ -342,8 +342,9 @@ pub fn draw(c: &SamplerConfig, sorted: &[(u32, f32)], r: f64) -> usize {
 }
 
 /// What the GPU needs to draw a sampler's tokens itself ([`Sampler::gpu_draws`]): the
-/// settings, and the generator that supplies one uniform number per step.
-#[derive(Clone, Debug)]
+/// settings, and the generator that supplies one uniform number per step. Equal when
+/// their next draws are (a step drawn ahead is valid while its draws equal the host's).
+#[derive(Clone, Debug, PartialEq)]
 pub struct GpuDraws {
     pub config: SamplerConfig,
     rng: Rng,

@@ -6,7 +6,7 @@
 //! of a GPU session (f16 rows, `pocketrt::session`) restore into a fresh GPU session that
 //! continues exactly as the uninterrupted one, and into the CPU backend by a prefill.
 //! Decoding pipelined one step ahead (natively in a loop, in the browser one awaited step
-//! at a time) gives step-by-step decoding's tokens.
+//! at a time; greedy and sampled with a seed) gives step-by-step decoding's tokens.
 
 mod api_common;
 mod gpu_common;
@@ -290,6 +290,115 @@ fn awaited_pipelined_steps_equal_decode_and_a_stale_step_ahead_is_never_used() {
             "{name}: a token fed"
         );
         assert!(same_rows(&model, &elsewhere, N + 3), "{name}: a token fed");
+    }
+}
+
+/// The browser's awaited pipelined sampled step (`sampled_ahead_async`: each token drawn
+/// on the GPU from its top-k with the sampler's next number, the next step submitted with
+/// the number after before the token is awaited): with a seed it gives the non-pipelined
+/// path's tokens (`decode_topk_async`, drawn on the host with the same generator) with
+/// every read overlapped; a step ahead made stale — another sampler, another token at its
+/// position, a snapshot's rows written under it, a greedy step — is never used.
+#[test]
+fn awaited_pipelined_sampled_steps_equal_host_draws_and_a_stale_draw_ahead_is_never_used() {
+    use pocketrt::gpu::GpuModel;
+    use pocketrt::sampler::{Sampler, SamplerConfig};
+    use pollster::block_on;
+    const N: usize = 12;
+    let config = SamplerConfig {
+        temperature: 1.2,
+        top_k: 40,
+        top_p: 0.97,
+        min_p: 0.01,
+        seed: 99,
+        ..SamplerConfig::greedy()
+    };
+    let sampler = |seed| {
+        Sampler::new(SamplerConfig {
+            seed,
+            ..config.clone()
+        })
+        .unwrap()
+    };
+    // As the browser's step: drawn on the GPU, the sampler going on past the draw.
+    let pipelined = |m: &mut GpuModel, s: &mut Sampler, token, pos| {
+        let mut draws = s.gpu_draws(64).expect("plain sampling draws on the GPU");
+        let t = block_on(m.sampled_ahead_async(token, pos, &mut draws)).unwrap();
+        s.resume_after(draws);
+        t
+    };
+    let host = |m: &mut GpuModel, s: &mut Sampler, token, pos| {
+        let (sorted, log_z) = block_on(m.decode_topk_async(token, pos, s)).unwrap();
+        s.sample_sorted(&sorted, log_z).unwrap()
+    };
+    for ctx in profiles() {
+        let name = ctx.profile.name;
+        let load = || {
+            let src = &mut *open(&fixture()).unwrap();
+            GpuModel::load(ctx.clone(), src, CONTEXT).unwrap()
+        };
+        let (mut plain, mut model) = (load(), load());
+        let (mut s_plain, mut s_model) = (sampler(99), sampler(99));
+        let (mut want, mut got) = (vec![5u32], vec![5u32]);
+        for pos in 0..N {
+            want.push(host(&mut plain, &mut s_plain, want[pos], pos));
+            got.push(pipelined(&mut model, &mut s_model, got[pos], pos));
+        }
+        assert_eq!(got, want, "{name}: pipelined sampled steps");
+        assert_eq!(
+            model.overlapped_reads(),
+            N as u64,
+            "{name}: every read overlapped"
+        );
+        let mut distinct = want.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > N / 2, "{name}: not greedy: {want:?}");
+
+        // Another sampler (another seed) at the step ahead's token and position: its own
+        // draw, not the one made ahead with the first sampler's number.
+        let (mut other, mut other_plain) = (sampler(7), sampler(7));
+        let a = pipelined(&mut model, &mut other, want[N], N);
+        assert_eq!(
+            a,
+            host(&mut plain, &mut other_plain, want[N], N),
+            "{name}: another sampler"
+        );
+
+        // The same sampler, another token than the GPU's at the position ahead.
+        let t = (a + 1) % 512;
+        let b = pipelined(&mut model, &mut other, t, N + 1);
+        assert_eq!(
+            b,
+            host(&mut plain, &mut other_plain, t, N + 1),
+            "{name}: another token"
+        );
+
+        // Rows written under the step ahead (a snapshot restore): as the model whose rows
+        // they are goes on with the step ahead's token, position and sampler.
+        let mut elsewhere = load();
+        let mut e = 9;
+        for pos in 0..N + 2 {
+            e = elsewhere.decode(e, pos).unwrap();
+        }
+        let rows = block_on(elsewhere.read_kv_async(0, N + 2)).unwrap();
+        model.write_kv(0, N + 2, &rows).unwrap();
+        let mut other_elsewhere = other_plain.clone();
+        let c = pipelined(&mut model, &mut other, b, N + 2);
+        let want_c = host(&mut elsewhere, &mut other_elsewhere, b, N + 2);
+        assert_eq!(c, want_c, "{name}: rows written");
+
+        // A greedy step at the sampled step ahead's token and position: the argmax.
+        let d = block_on(model.decode_ahead_async(c, N + 3)).unwrap();
+        assert_eq!(
+            d,
+            elsewhere.decode(c, N + 3).unwrap(),
+            "{name}: a greedy step"
+        );
+        // And a sampled step at the greedy step ahead's: drawn, with the sampler's number.
+        let e = pipelined(&mut model, &mut other, d, N + 4);
+        let want_e = host(&mut elsewhere, &mut other_elsewhere, d, N + 4);
+        assert_eq!(e, want_e, "{name}: a sampled step after a greedy one");
     }
 }
 

@@ -158,7 +158,8 @@ pub struct GpuModel {
     in_flight: std::collections::VecDeque<wgpu::SubmissionIndex>,
     /// Pipelined reads made while the next step was already submitted (forward/pipeline.rs).
     overlapped_reads: std::cell::Cell<u64>,
-    /// The browser's step submitted ahead ([`GpuModel::decode_ahead_async`]).
+    /// The browser's step submitted ahead ([`GpuModel::decode_ahead_async`],
+    /// [`GpuModel::sampled_ahead_async`]).
     ahead: std::cell::Cell<Option<pipeline::Ahead>>,
     /// GPU time of each step's pass, when enabled (benchmarks).
     timer: Option<GpuTimer>,

@@ -1,7 +1,7 @@
 //! The sampler's random generator.
 
 /// xoshiro256** seeded through splitmix64: small, fast and identical everywhere.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Rng([u64; 4]);
 
 impl Rng {

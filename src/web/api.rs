@@ -266,6 +266,17 @@ impl PocketModel {
         self.with(|s| Ok(s.model.gpu_context().map(|c| c.device.destroy()).is_some()))
     }
 
+    /// Test hook: whether plain sampling draws its tokens on the GPU, pipelined one step
+    /// ahead (the default), or on the host step by step (the same seed's tokens, but where
+    /// f32 rounding moves a draw across a boundary).
+    #[wasm_bindgen(js_name = gpuDrawsForTesting)]
+    pub fn gpu_draws_for_testing(&self, on: bool) -> Result<(), JsValue> {
+        self.with(|s| {
+            s.gpu_draws = on;
+            Ok(())
+        })
+    }
+
     /// Bytes of every buffer created on the WebGPU device so far (every model loaded on it
     /// since it opened; 0 on the CPU backend): what a long generation must keep flat.
     #[wasm_bindgen(js_name = gpuBytes)]
@@ -459,7 +470,8 @@ impl PocketModel {
     /// `{ promptTokens, reusedTokens, promptSeconds, generatedTokens, generateSeconds,
     /// tokensPerSecond, contextShifts, overlappedReads }` of the running or last
     /// generation (null before any); `overlappedReads`: the model's token reads so far
-    /// made with the next step already submitted (pipelined greedy decode on WebGPU).
+    /// made with the next step already submitted (pipelined greedy and plain sampled
+    /// decode on WebGPU).
     pub fn stats(&self) -> Result<JsValue, JsValue> {
         self.with(|s| {
             let overlapped = s.model.overlapped_reads();

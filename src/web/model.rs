@@ -53,8 +53,8 @@ impl WebModel {
         }
     }
 
-    /// Token reads made with the next step already submitted (pipelined greedy decode on
-    /// WebGPU; 0 on the CPU backend).
+    /// Token reads made with the next step already submitted (pipelined greedy and plain
+    /// sampled decode on WebGPU; 0 on the CPU backend).
     pub fn overlapped_reads(&self) -> u64 {
         match self {
             WebModel::Gpu(m) => m.overlapped_reads(),
@@ -84,9 +84,26 @@ impl WebModel {
         }
     }
 
-    /// One decode step at `pos`; the GPU reads back only what `sampler` needs.
-    pub async fn step(&mut self, token: u32, pos: usize, sampler: &mut Sampler) -> Result<u32> {
+    /// One decode step at `pos`; the GPU reads back only what `sampler` needs. With
+    /// `gpu_draws`, the samplers [`Sampler::gpu_draws`] accepts draw on the GPU, pipelined;
+    /// else on the host.
+    pub async fn step(
+        &mut self,
+        token: u32,
+        pos: usize,
+        sampler: &mut Sampler,
+        gpu_draws: bool,
+    ) -> Result<u32> {
         let need = sampler.candidates_needed();
+        let draws = sampler.gpu_draws(TOPK_MAX).filter(|_| gpu_draws);
+        if let (WebModel::Gpu(model), Some(mut draws)) = (&mut *self, draws) {
+            // Plain sampling: pipelined, each token drawn on the GPU from its top-k with
+            // the sampler's next number (which the sampler then goes past), the next step
+            // submitted before this one's readback.
+            let drawn = model.sampled_ahead_async(token, pos, &mut draws).await?;
+            sampler.resume_after(draws);
+            return Ok(drawn);
+        }
         match self {
             WebModel::Gpu(model) => match need {
                 // Greedy: pipelined, the next step submitted before this one's readback.

@@ -40,6 +40,9 @@ pub struct WebSession {
     /// The snapshots last saved or restored (id, what its file holds; the newest last,
     /// at most `snapshot::TRACKED`): the next save of one appends only what changed.
     pub(super) snapshots: Vec<(String, Saved)>,
+    /// Whether plain sampling draws on the GPU, pipelined (the default), or on the host
+    /// step by step (a test hook: the same seed's tokens both ways).
+    pub gpu_draws: bool,
 }
 
 struct Active {
@@ -99,6 +102,7 @@ impl WebSession {
             messages: Vec::new(),
             tokenizer_id: None,
             snapshots: Vec::new(),
+            gpu_draws: true,
         }
     }
 
@@ -121,7 +125,10 @@ impl WebSession {
         }
         let pos = self.cached.len();
         // Until the step succeeds the cache does not hold `last`.
-        let next = self.model.step(last, pos, gen.sampler()).await?;
+        let next = self
+            .model
+            .step(last, pos, gen.sampler(), self.gpu_draws)
+            .await?;
         self.cached.push(last);
         gen.prompt_done();
         self.active = Some(Active {
@@ -139,7 +146,8 @@ impl WebSession {
         };
         if let Some(fed) = active.to_feed.take() {
             let pos = self.cached.len();
-            active.next = self.model.step(fed, pos, active.gen.sampler()).await?;
+            let sampler = active.gen.sampler();
+            active.next = self.model.step(fed, pos, sampler, self.gpu_draws).await?;
             self.cached.push(fed);
         }
         let token = active.next;

@@ -424,6 +424,12 @@ export class Pocket {
     return this.#inner.destroyDeviceForTesting();
   }
 
+  /** Test hook: whether plain sampling draws on the GPU, pipelined (the default), or on
+   * the host step by step. */
+  gpuDrawsForTesting(on) {
+    this.#inner.gpuDrawsForTesting(on);
+  }
+
   /** Bytes of every buffer created on the model's WebGPU device so far (0 on the CPU
    * backend); with `wasmMemoryBytes()`, what a long generation keeps flat. */
   gpuBytes() {

@@ -302,7 +302,8 @@ export interface GenerateStats {
   /** Context shifts of a sliding window (`contextOverflow: "slide"`). */
   contextShifts: number;
   /** The model's token reads so far made with the next step already submitted (greedy
-   * decode on WebGPU is pipelined one step ahead; 0 on the CPU backend). */
+   * decode, and sampling without penalties, bias, grammar or logprobs with a top-k of 1 to
+   * 64, are pipelined one step ahead on WebGPU; 0 on the CPU backend). */
   overlappedReads: number;
 }
 
@@ -354,6 +355,9 @@ export declare class Pocket {
   reload(): Promise<void>;
   /** Test hook: destroy the WebGPU device now, as a GPU reset would. */
   destroyDeviceForTesting(): boolean;
+  /** Test hook: whether plain sampling draws on the GPU, pipelined (the default), or on
+   * the host step by step. */
+  gpuDrawsForTesting(on: boolean): void;
   /** Bytes of every buffer created on the WebGPU device so far (0 on the CPU backend). */
   gpuBytes(): number;
   unload(): void;

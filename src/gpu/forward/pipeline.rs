@@ -2,15 +2,13 @@
 //! ahead (the embedding of step n + 1 reads step n's argmax, or its token drawn on the GPU
 //! from the top-k with the host's seeded number, so step n + 1 is submitted before step
 //! n's token is read back), natively in a loop and in the browser one awaited step at a
-//! time ([`GpuModel::decode_ahead_async`]); and a bound on prompt steps and prefill chunks
+//! time ([`GpuModel::decode_ahead_async`], [`GpuModel::sampled_ahead_async`]); and a bound on prompt steps and prefill chunks
 //! in flight (blocking natively, awaited in the browser).
 
 use super::{GpuModel, Readback};
 use crate::error::{Error, Result};
 use crate::gpu::kernels::embed_q4::TOKEN_ON_GPU;
-#[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::kernels::sample_draw::DrawUniform;
-#[cfg(not(target_arch = "wasm32"))]
 use crate::sampler::GpuDraws;
 
 /// Most prompt steps ([`GpuModel::feed`]) and prefill chunks submitted and not known
@@ -18,14 +16,18 @@ use crate::sampler::GpuDraws;
 /// (the browser: [`GpuModel::feed_all_async`]).
 pub const MAX_IN_FLIGHT: usize = 8;
 
-/// A greedy step submitted ahead of its input's readback: position `pos`, its token the
-/// GPU's argmax of the step before, which the host read as `token`; valid while nothing
-/// else was submitted (`submits` then) and no KV row was written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A step submitted ahead of its input's readback: position `pos`, its token the GPU's
+/// choice of the step before (argmax or draw), which the host read as `token`; valid
+/// while nothing else was submitted (`submits` then), no KV row was written, and the
+/// host asks for the same choice: greedy (`draws` `None`), or drawn with the same
+/// settings and the same next number of the generator (`draws` as the host's sampler
+/// holds them once it took the previous step's number).
+#[derive(Clone, Debug, PartialEq)]
 pub(super) struct Ahead {
     pos: usize,
     token: u32,
     submits: u64,
+    draws: Option<GpuDraws>,
 }
 
 impl GpuModel {
@@ -108,7 +110,6 @@ impl GpuModel {
 
     /// Submit the step at `pos` (its step uniform written): greedy, or with `draws`' next
     /// draw uploaded and drawn on the GPU.
-    #[cfg(not(target_arch = "wasm32"))]
     fn submit_pipelined(&self, pos: usize, draws: Option<&mut GpuDraws>) -> wgpu::SubmissionIndex {
         let readback = match draws {
             Some(d) => {
@@ -139,37 +140,81 @@ impl GpuModel {
     /// snapshot restore) makes the step ahead stale: it is submitted again and the stale
     /// one's cache row is overwritten. The same tokens as [`GpuModel::decode_async`].
     pub async fn decode_ahead_async(&mut self, token: u32, pos: usize) -> Result<u32> {
+        self.ahead_async(token, pos, None).await
+    }
+
+    /// [`GpuModel::decode_ahead_async`] for sampling: this step's token is drawn on the
+    /// GPU from its top-k with the next number of `draws` (which advance by that one
+    /// number, as the sampler's generator would: [`crate::sampler::Sampler::resume_after`]
+    /// takes them back), and the step ahead's with the number after, so a host that
+    /// calls again with the draws it got back finds it submitted. Draws that differ
+    /// (another sampler, seed or generator state) make the step ahead stale. The same
+    /// tokens as [`GpuModel::decode_topk_async`] with the sampler `draws` came from
+    /// ([`crate::sampler::Sampler::gpu_draws`]) and its host draw, except where f32
+    /// rounding moves a draw across a boundary between two tokens.
+    pub async fn sampled_ahead_async(
+        &mut self,
+        token: u32,
+        pos: usize,
+        draws: &mut GpuDraws,
+    ) -> Result<u32> {
+        self.ahead_async(token, pos, Some(draws)).await
+    }
+
+    /// The awaited step pipelined one ahead: greedy without `draws`, else drawn on the GPU.
+    async fn ahead_async(
+        &mut self,
+        token: u32,
+        pos: usize,
+        mut draws: Option<&mut GpuDraws>,
+    ) -> Result<u32> {
         let ahead = self.ahead.take();
-        let submitted = Ahead {
+        let wanted = Ahead {
             pos,
             token,
             submits: self.submits.get(),
+            draws: draws.as_deref().cloned(),
         };
-        if ahead != Some(submitted) {
-            self.submit_step(token, pos, Readback::Argmax)?;
+        if ahead.as_ref() == Some(&wanted) {
+            // Submitted ahead, drawn with this number: the draws go past it.
+            if let Some(d) = draws.as_deref_mut() {
+                d.next_uniform();
+            }
+        } else {
+            self.write_step(token, pos)?;
+            self.submit_pipelined(pos, draws.as_deref_mut());
         }
+        // The draws as the host will hold them at the next step: the step ahead draws
+        // with a copy, so they advance by this step's number only.
+        let following = draws.as_deref().cloned();
         let next = pos + 1 < self.context;
         if next {
             self.write_step_uniform(TOKEN_ON_GPU, pos + 1)?;
-            self.submit(self.encode_commands(pos + 1, Readback::Argmax));
+            self.submit_pipelined(pos + 1, following.clone().as_mut());
         }
         let staging = &self.token_staging[pos % 2];
         let bytes = self.ctx.read_staging_async(staging, 4).await?;
         let read = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        if read as usize >= self.config.vocab_size {
+            return Err(Error::InvalidArgument(
+                "the logits are all NaN: no token to sample".into(),
+            ));
+        }
         if next {
             self.overlapped_reads.set(self.overlapped_reads.get() + 1);
             self.ahead.set(Some(Ahead {
                 pos: pos + 1,
                 token: read,
                 submits: self.submits.get(),
+                draws: following,
             }));
         }
         Ok(read)
     }
 
-    /// Token reads of [`GpuModel::greedy_pipelined`], [`GpuModel::sampled_pipelined`] and
-    /// [`GpuModel::decode_ahead_async`] made while the next step was already submitted
-    /// (all but those at the end of the context).
+    /// Token reads of [`GpuModel::greedy_pipelined`], [`GpuModel::sampled_pipelined`],
+    /// [`GpuModel::decode_ahead_async`] and [`GpuModel::sampled_ahead_async`] made while
+    /// the next step was already submitted (all but those at the end of the context).
     pub fn overlapped_reads(&self) -> u64 {
         self.overlapped_reads.get()
     }
