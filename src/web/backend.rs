@@ -227,11 +227,16 @@ impl Target {
     /// Build the model from the filled buffers, on the GPU in the design `tune` chooses
     /// (`web/tune.rs`; its sweep is the load's "tuning" phase); returns it and the reason
     /// for its backend (with what the tuner did).
-    pub async fn finish(self, tune: TunePolicy, progress: &Progress<'_>) -> Result<(WebModel, String)> {
+    pub async fn finish(
+        self,
+        tune: TunePolicy,
+        progress: &Progress<'_>,
+    ) -> Result<(WebModel, String)> {
         if let Some(g) = self.gpu {
             let config = g.weights.config().clone();
             let weights = g.weights.finish()?;
-            let (ctx, tuning) = super::tune::tuned(g.ctx, &config, &weights, tune, progress).await?;
+            let (ctx, tuning) =
+                super::tune::tuned(g.ctx, &config, &weights, tune, progress).await?;
             let model = GpuModel::with_weights(ctx, config, weights, g.context)?;
             let reason = match tuning {
                 Some(t) => format!("{}; {}", self.reason, t.describe()),

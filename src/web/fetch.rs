@@ -200,7 +200,10 @@ pub fn decision_url(kind: &str, key: &str) -> String {
 
 /// The decision kept under `url` in the cache called `cache`, if any (no cache, or an
 /// unreadable entry, is none).
-pub async fn remembered<T: serde::de::DeserializeOwned>(cache: Option<&str>, url: &str) -> Option<T> {
+pub async fn remembered<T: serde::de::DeserializeOwned>(
+    cache: Option<&str>,
+    url: &str,
+) -> Option<T> {
     let cache = open_cache(cache?).await?;
     let response = cached(&cache, url).await?;
     let text = JsFuture::from(response.text().ok()?).await.ok()?;
