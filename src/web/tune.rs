@@ -23,10 +23,13 @@ pub(super) async fn tuned(
     policy: TunePolicy,
     progress: &Progress<'_>,
 ) -> Result<(Arc<GpuContext>, Option<Tuning>)> {
-    if !policy.tunes(&ctx.profile) {
+    let cache = progress.opts.cache_name.as_deref();
+    // `auto` sweeps only what it can keep: without Cache Storage (`cache: false`) every
+    // load would pay the sweep again.
+    let unkept = policy == TunePolicy::Auto && cache.is_none();
+    if !policy.tunes(&ctx.profile) || unkept {
         return Ok((ctx, None));
     }
-    let cache = progress.opts.cache_name.as_deref();
     let url = decision_url("gpu-tune", &key(&ctx, config, weights));
     let kept = match policy {
         TunePolicy::Force => None,

@@ -57,8 +57,9 @@ export interface LoadOptions {
   /** The on-device tuner: on the first load of a model on a real GPU (a "gpu" profile on
    * a hardware adapter), about 2 s of the load ("tuning" progress phase) timing the
    * profile's free constants (GEMV rows, head rows, attention split, W_o fold) on the
-   * model's own weights; the fastest is kept in Cache Storage (needs `cache` not false)
-   * and later loads apply it at once. undefined / "auto": so; false / "off": never;
+   * model's own weights; the fastest is kept in Cache Storage and later loads apply it
+   * at once. undefined / "auto": so (not with `cache: false`, where nothing could be
+   * kept); false / "off": never;
    * true / "on": also a GPU profile forced on a software adapter; "force": sweep again.
    * `info.tuned` and the end of `info.backendReason` say what it chose. */
   tune?: boolean | 'auto' | 'on' | 'off' | 'force';
