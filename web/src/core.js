@@ -176,6 +176,7 @@ function wasmOptions(options) {
     hubEndpoint: options.hubEndpoint,
     backend: options.backend,
     profile: options.profile,
+    tune: options.tune,
     weights: options.weights,
     contextOverflow: options.contextOverflow,
     offline: options.offline,
@@ -286,6 +287,10 @@ export class Pocket {
    * profile ("gpu" | "gpu-subgroups" | "lavapipe" | "swiftshader": the WebGPU kernels' device profile, forced
    * instead of detected from the adapter; an unknown name or one the adapter cannot run
    * fails with code INVALID_ARGUMENT; `info.profile` / `info.profileDetail` say which ran),
+   * tune (the on-device tuner: undefined / "auto" times the GPU profile's designs on the
+   * first load on a real GPU and keeps the fastest in Cache Storage; false / "off" never;
+   * true / "on" also on a software adapter; "force" sweeps again; `info.tuned` says what
+   * it chose),
    * weights ("keep", the default | "q4" | "q8": how a GGUF URL's matrices are held —
    * keep: Q4_0/Q4_1 as Q4 g64, the rest, Q8_0 exactly, as Q8 g32; packages run as stored),
    * threads (the CPU backend's; default: the cores, at most 8, in a Worker of a
