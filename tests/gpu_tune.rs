@@ -285,3 +285,37 @@ fn the_tune_policy_parses_and_every_stage_starts_from_the_current_design() {
         assert_eq!(tune::candidates(&ctx.profile, &cfg).is_empty(), none);
     }
 }
+
+#[test]
+fn a_candidate_compiles_only_the_kernels_it_changes() {
+    // A device of its own: other tests' pipelines do not count.
+    let need = pocketrt::gpu::LimitsNeeded::default();
+    let ctx = pollster::block_on(GpuContext::with_profile_name(need, Some("gpu"))).unwrap();
+    let ctx = Arc::new(ctx);
+    let cfg = pocket_heads();
+    let weights = upload(&ctx, &cfg);
+    let build = |ctx: &Arc<GpuContext>| {
+        let m = GpuModel::with_options(
+            ctx.clone(),
+            cfg.clone(),
+            weights.clone(),
+            64,
+            Default::default(),
+        );
+        drop(m.unwrap().release());
+        ctx.compiled_pipelines()
+    };
+    let first = build(&ctx);
+    assert!(first >= 10, "{first} pipelines");
+    assert_eq!(build(&ctx), first, "the same model again compiles nothing");
+    // Another GEMV layout: its GEMVs (and the fused head argmax) only.
+    let mut t = Tuned::of(&ctx.profile).unwrap();
+    t.gemv.rps = if t.gemv.rps == 1 { 2 } else { 1 };
+    let other = Arc::new(ctx.with_device_profile(t.apply(&ctx.profile)));
+    let more = build(&other) - first;
+    assert!(
+        more > 0 && more * 3 < first,
+        "{more} new pipelines of {first}"
+    );
+    println!("{first} pipelines; a candidate with another GEMV layout compiled {more}");
+}

@@ -68,6 +68,8 @@ pub struct GpuContext {
     /// why it was lost once it is (see [`GpuContext::check_errors`]).
     errors: std::sync::Arc<std::sync::Mutex<Vec<Reported>>>,
     lost: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// The device's compiled pipelines, shared by every context on it.
+    pub(crate) pipelines: super::pipeline_cache::PipelineCache,
 }
 
 /// An error the device reported: `fatal` (out of memory, internal) leaves the device's
@@ -298,6 +300,7 @@ impl GpuContext {
             allocated: Default::default(),
             errors,
             lost,
+            pipelines: Default::default(),
         })
     }
 
@@ -340,7 +343,13 @@ impl GpuContext {
             allocated,
             errors: self.errors.clone(),
             lost: self.lost.clone(),
+            pipelines: self.pipelines.clone(),
         }
+    }
+
+    /// Pipelines compiled on this device so far (`gpu::pipeline_cache`).
+    pub fn compiled_pipelines(&self) -> usize {
+        self.pipelines.len()
     }
 
     /// Why the device was lost (`device.lost`, `Device::destroy`), once it is.

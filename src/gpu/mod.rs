@@ -7,6 +7,7 @@ pub mod forward;
 pub mod kernels;
 pub mod kv_cache;
 pub mod oneshot;
+pub mod pipeline_cache;
 pub mod plan;
 pub mod profile;
 pub mod stream_upload;

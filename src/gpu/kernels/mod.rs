@@ -30,6 +30,7 @@ pub mod topk;
 pub mod wgsl_compat;
 
 use super::device::GpuContext;
+use super::pipeline_cache::{Compiled, PipelineKey};
 use std::sync::Arc;
 
 /// How a weight matrix is stored on the GPU. Both hold `codes` and a second buffer of
@@ -164,10 +165,48 @@ pub struct KernelPipeline {
     slots: Vec<Slot>,
 }
 
+/// Compile `source` into a pipeline over bindings `entries` (entry point `main`).
+fn compile(
+    ctx: &GpuContext,
+    label: &str,
+    source: &str,
+    entries: &[wgpu::BindGroupLayoutEntry],
+    constants: &[(&str, f64)],
+) -> Compiled {
+    let device = &ctx.device;
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(label),
+        entries,
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(label),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(label),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(label),
+        layout: Some(&pipeline_layout),
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            constants,
+            // Every kernel writes its workgroup memory before reading it.
+            zero_initialize_workgroup_memory: false,
+        },
+        cache: None,
+    });
+    Compiled { pipeline, layout }
+}
+
 impl KernelPipeline {
     /// Compile `source` (entry point `main`) with `constants` as override values, as the
-    /// device takes it ([`wgsl_compat::wgsl_for`]: builtins it lacks polyfilled);
-    /// `label` names the kernel and its design. With `POCKETRT_DUMP_WGSL=DIR` the compiled
+    /// device takes it ([`wgsl_compat::wgsl_for`]: builtins it lacks polyfilled), or take
+    /// the device's kept pipeline of the same key (`gpu::pipeline_cache`); `label` names
+    /// the kernel and its design. With `POCKETRT_DUMP_WGSL=DIR` the compiled
     /// source is also written to DIR (natively).
     pub fn new(
         ctx: &GpuContext,
@@ -189,32 +228,18 @@ impl KernelPipeline {
                 count: None,
             })
             .collect();
-        let device = &ctx.device;
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(label),
-            entries: &entries,
-        });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(label),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(label),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(label),
-            layout: Some(&pipeline_layout),
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions {
-                constants,
-                // Every kernel writes its workgroup memory before reading it.
-                zero_initialize_workgroup_memory: false,
-            },
-            cache: None,
-        });
+        let key = PipelineKey {
+            label: label.into(),
+            source: source.into(),
+            bindings: format!("{entries:?}"),
+            constants: constants
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_bits()))
+                .collect(),
+        };
+        let Compiled { pipeline, layout } = ctx
+            .pipelines
+            .get_or_compile(key, || compile(ctx, label, source, &entries, constants));
         KernelPipeline {
             label: label.into(),
             pipeline,
