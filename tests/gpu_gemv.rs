@@ -1,6 +1,7 @@
 //! Q4 g64 GEMV kernels (every variant, several row layouts and tile orders, every epilogue, with and
 //! without the fused RMSNorm, with and without partial vectors added to x) and the Q8 g32
-//! GEMV (the GPU rows design in its layouts; every case again) against the dequantized
+//! GEMV (the GPU rows design in its layouts; every case again), and the GPU rows design with
+//! x staged per workgroup and the one-barrier slot reduction, against the dequantized
 //! weights (`Q4Tensor::dequantize_row`, `Q8Tensor::dequantize_row`) with f64 sums on
 //! the CPU.
 //! Tolerance: max abs err ≤ 2e-6 · max|ref| + 1e-6 · sqrt(K) (f32 accumulation of K
@@ -34,6 +35,9 @@ enum Layouts {
     Profiles,
     /// Every design of [`kernels`] (the long tier; the default tier runs one case so).
     Every,
+    /// The designs that stage x once per workgroup or reduce a slot in one barrier
+    /// ([`staged_kernels`]).
+    Staged,
 }
 
 /// Every kernel design: the GPU rows variant in several layouts (lanes per slot, slots,
@@ -46,6 +50,9 @@ fn kernels(spec: GemvSpec, layouts: Layouts) -> Vec<(String, GemvQ4)> {
     let mut out = vec![];
     let every = layouts == Layouts::Every;
     let pick = |n: usize| if every { n } else { 1 };
+    if layouts == Layouts::Staged {
+        return staged_kernels(spec);
+    }
     if spec.format == MatrixFormat::Q8 {
         return q8_kernels(spec, layouts);
     }
@@ -57,6 +64,7 @@ fn kernels(spec: GemvSpec, layouts: Layouts) -> Vec<(String, GemvQ4)> {
             rps,
             reduce: SlotReduce::Tree,
             f16: false,
+            x_shared: false,
         };
         let k = GemvQ4::new(ctx, GemvVariant::GpuRows(g), spec).unwrap();
         out.push((format!("{g:?}"), k));
@@ -70,6 +78,7 @@ fn kernels(spec: GemvSpec, layouts: Layouts) -> Vec<(String, GemvQ4)> {
                 rps,
                 reduce: SlotReduce::Subgroup,
                 f16: false,
+                x_shared: false,
             };
             let k = GemvQ4::new(ctx, GemvVariant::GpuRows(g), spec).unwrap();
             out.push((format!("{g:?}"), k));
@@ -84,6 +93,7 @@ fn kernels(spec: GemvSpec, layouts: Layouts) -> Vec<(String, GemvQ4)> {
             rps: 2,
             reduce: SlotReduce::Tree,
             f16: true,
+            x_shared: false,
         };
         let mut f16_layouts = vec![tree];
         if every {
@@ -148,6 +158,7 @@ fn q8_kernels(spec: GemvSpec, layouts: Layouts) -> Vec<(String, GemvQ4)> {
         rps,
         reduce: SlotReduce::Tree,
         f16: false,
+        x_shared: false,
     };
     rows.push(tree((16, 8, 2)));
     if let Some(width) = ctx.profile.subgroup_size {
@@ -157,6 +168,7 @@ fn q8_kernels(spec: GemvSpec, layouts: Layouts) -> Vec<(String, GemvQ4)> {
             rps: 2,
             reduce: SlotReduce::Subgroup,
             f16: false,
+            x_shared: false,
         });
     }
     if every {
@@ -175,6 +187,65 @@ fn q8_kernels(spec: GemvSpec, layouts: Layouts) -> Vec<(String, GemvQ4)> {
         .map(|g| {
             let k = GemvQ4::new(ctx, GemvVariant::GpuRows(g), spec).unwrap();
             (format!("q8 {g:?}"), k)
+        })
+        .collect()
+}
+
+/// x staged per workgroup (`x_shared`) and the one-barrier slot reduction, alone and
+/// together, in the gpu profile's layout and one whose rows (6) divide none of the test
+/// sizes (2 slots × 4 lanes × 3 rows); with subgroup slots and (Q4) f16 x where the test
+/// device has them. Where the staged x does not fit workgroup memory the GEMV falls back
+/// to the plain design (checked here: `x_shared` off in the kernel's variant).
+fn staged_kernels(spec: GemvSpec) -> Vec<(String, GemvQ4)> {
+    let ctx = gpu();
+    let base = GpuRows {
+        tpr: 16,
+        slots: 8,
+        rps: 2,
+        reduce: SlotReduce::Tree,
+        f16: false,
+        x_shared: true,
+    };
+    let one_barrier = GpuRows {
+        reduce: SlotReduce::OneBarrier,
+        ..base
+    };
+    let mut rows = vec![
+        base,
+        GpuRows {
+            x_shared: false,
+            ..one_barrier
+        },
+        one_barrier,
+        GpuRows {
+            tpr: 4,
+            slots: 2,
+            rps: 3,
+            ..one_barrier
+        },
+    ];
+    if let Some(width) = ctx.profile.subgroup_size {
+        rows.push(GpuRows {
+            tpr: width,
+            slots: 128 / width,
+            reduce: SlotReduce::Subgroup,
+            ..base
+        });
+    }
+    if ctx.adapter.features.shader_f16 && spec.format == MatrixFormat::Q4 {
+        rows.push(GpuRows { f16: true, ..base });
+    }
+    let argmax = spec.epilogue == Epilogue::StoreArgmax;
+    rows.into_iter()
+        .map(|g| {
+            let k = GemvQ4::new(ctx, GemvVariant::GpuRows(g), spec).unwrap();
+            let fits = g.workgroup_bytes(spec.k, argmax) <= GpuRows::WORKGROUP_BYTES;
+            let want = GemvVariant::GpuRows(GpuRows {
+                x_shared: g.x_shared && fits,
+                ..g
+            });
+            assert_eq!(k.variant(), want, "K {}: staged where it fits", spec.k);
+            (format!("{:?} {g:?}", spec.format), k)
         })
         .collect()
 }
@@ -468,6 +539,7 @@ fn gemv_with_151936_rows_uses_a_2d_grid_and_matches_reference_in(layouts: Layout
         rps: 1,
         reduce: SlotReduce::Tree,
         f16: false,
+        x_shared: false,
     };
     let coop = GemvQ4::new(ctx, GemvVariant::GpuRows(one), spec).unwrap();
     assert_eq!(grid(coop.workgroups()), [65_535, 3, 1]);
@@ -494,6 +566,7 @@ fn gemv_rejects_k_not_a_multiple_of_64() {
         rps: 2,
         reduce: SlotReduce::Tree,
         f16: false,
+        x_shared: false,
     });
     for variant in [gpu_rows, GemvVariant::RowsFromTexture] {
         let r = GemvQ4::new(gpu(), variant, spec);
@@ -580,59 +653,6 @@ fn gemv_with_k_beyond_the_uniform_binding_limit_reads_x_from_storage_in(layouts:
     check("40 x 16448", c, 30, layouts);
 }
 
-/// The tile repack (shaders/soft/q4_tile.wgsl) puts every texel where `TileLayout::texel` says,
-/// and the tile order holds every code texel and every group's qparams of every row.
-#[test]
-fn q4_tile_repack_places_every_texel_as_the_layout_says() {
-    use pocketrt::gpu::kernels::soft::q4_tiles::{TileLayout, TileRepack, TileTexel};
-    use std::collections::HashSet;
-    let ctx = gpu();
-    let mut rng = Rng::new(77);
-    for (n, k, epilogue, layout) in [
-        (70, 1280, Epilogue::SwiGlu, RowsLayout::default_for(2)),
-        (129, 896, Epilogue::Store, RowsLayout::default_for(1)),
-        (20, 192, Epilogue::AddInto, RowsLayout { wg: 8, rows: 3 }),
-    ] {
-        let tile = TileLayout::new(&GemvSpec::new(n, k, epilogue), layout);
-        let rows = n * epilogue.parts();
-        let codes: Vec<u32> = (0..rows * k / 8).map(|_| rng.next_u64() as u32).collect();
-        let qparams: Vec<u32> = (0..rows * k / 64).map(|_| rng.next_u64() as u32).collect();
-        let cb = ctx.storage_init("codes", &codes).unwrap();
-        let qb = ctx.storage_init("qparams", &qparams).unwrap();
-        let got = ctx
-            .read_u32(
-                &TileRepack::new(ctx, tile).repack(ctx, &cb, &qb).unwrap(),
-                4 * tile.texels(),
-            )
-            .unwrap();
-        let (mut code_seen, mut qp_seen) = (HashSet::new(), HashSet::new());
-        for t in 0..tile.texels() {
-            let want: Vec<u32> = match tile.texel(t) {
-                TileTexel::Codes { row, texel } => {
-                    code_seen.insert((row, texel));
-                    codes[row * k / 8 + 4 * texel..][..4].to_vec()
-                }
-                TileTexel::Qparams { row, first } => (0..4)
-                    .map(|j| match j < tile.qpt {
-                        true => {
-                            qp_seen.insert((row, first + j));
-                            qparams[row * k / 64 + first + j]
-                        }
-                        false => 0,
-                    })
-                    .collect(),
-            };
-            assert_eq!(&got[4 * t..4 * t + 4], &want[..], "{tile:?}: texel {t}");
-        }
-        assert_eq!(code_seen.len(), rows * k / 32, "{tile:?}: every code texel");
-        assert_eq!(
-            qp_seen.len(),
-            rows * k / 64,
-            "{tile:?}: every group's qparams"
-        );
-    }
-}
-
 /// Pocket's LM head (65,536 rows of K 896, the final norm fused): 4,096 workgroups of the
 /// GPU design, a 1-D grid.
 #[test]
@@ -647,6 +667,7 @@ fn gemv_on_the_pocket_head_shape_matches_reference_in(layouts: Layouts) {
         rps: 2,
         reduce: SlotReduce::Tree,
         f16: false,
+        x_shared: false,
     };
     let spec = GemvSpec::new(65_536, 896, Epilogue::Store);
     let head = GemvQ4::new(gpu(), GemvVariant::GpuRows(g), spec).unwrap();
@@ -663,6 +684,39 @@ fn gemv_on_the_pocket_head_shape_matches_reference_in(layouts: Layouts) {
         11,
         layouts,
     );
+}
+
+/// The staged-x and one-barrier designs (Q4 and Q8) at the edge shapes: rows not a
+/// multiple of a workgroup's, K = 64, 896, 2,560 (staged) and 4,096 (too large to stage:
+/// the plain design), the fused norm, partial vectors (Pocket's gate/up: 14 parts, SwiGLU),
+/// bias and the residual add, and Pocket's head (65,536 rows of 896, norm fused).
+#[test]
+fn gemv_staging_x_or_reducing_in_one_barrier_matches_reference() {
+    let staged = Layouts::Staged;
+    gemv_matches_reference_when_rows_are_not_a_multiple_of_the_workgroup_in(staged);
+    gemv_matches_reference_with_k_64_in(staged);
+    gemv_bias_and_residual_add_epilogues_match_reference_in(staged);
+    gemv_with_fused_rmsnorm_matches_norm_then_gemv_for_every_epilogue_in(staged);
+    gemv_adding_parts_to_x_matches_reference_and_stores_the_sum_in(staged);
+    for (i, (n, k, epilogue)) in [
+        (70, 2560, Epilogue::Store),
+        (45, 2560, Epilogue::SwiGlu),
+        (19, 4096, Epilogue::AddInto),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = Case {
+            n,
+            k,
+            epilogue,
+            bias: false,
+            norm: true,
+        };
+        let name = format!("staged norm {epilogue:?} {n} x {k}");
+        check_adding(&name, c, 2, 60 + i as u64, staged);
+    }
+    gemv_on_the_pocket_head_shape_matches_reference_in(staged);
 }
 
 /// Every case above in every design and layout (the default tier runs each layout once,

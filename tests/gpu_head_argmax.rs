@@ -23,7 +23,8 @@ use pocketrt::quant::{Q4Tensor, Q8Tensor};
 const K: usize = 64;
 
 /// The profiles' GPU layout, one whose rows (6) divide none of the sizes, one row per
-/// workgroup (a 2-D grid past 65,535 rows), and subgroup slots where the device has them.
+/// workgroup (a 2-D grid past 65,535 rows), both with x staged per workgroup and the
+/// one-barrier reduction, and subgroup slots where the device has them.
 fn layouts() -> Vec<GpuRows> {
     let tree = GpuRows {
         tpr: 16,
@@ -31,6 +32,7 @@ fn layouts() -> Vec<GpuRows> {
         rps: 2,
         reduce: SlotReduce::Tree,
         f16: false,
+        x_shared: false,
     };
     let mut out = vec![
         tree,
@@ -47,6 +49,21 @@ fn layouts() -> Vec<GpuRows> {
             ..tree
         },
     ];
+    // x staged per workgroup with the one-barrier reduction (K 64 fits).
+    let staged = GpuRows {
+        reduce: SlotReduce::OneBarrier,
+        x_shared: true,
+        ..tree
+    };
+    out.extend([
+        staged,
+        GpuRows {
+            tpr: 4,
+            slots: 2,
+            rps: 3,
+            ..staged
+        },
+    ]);
     if let Some(width) = gpu().profile.subgroup_size {
         out.push(GpuRows {
             tpr: width,
@@ -54,6 +71,7 @@ fn layouts() -> Vec<GpuRows> {
             rps: 5,
             reduce: SlotReduce::Subgroup,
             f16: false,
+            x_shared: false,
         });
     }
     out

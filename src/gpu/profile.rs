@@ -387,6 +387,7 @@ const GPU_ROWS: GpuRows = GpuRows {
     rps: 2,
     reduce: SlotReduce::Tree,
     f16: false,
+    x_shared: false,
 };
 
 /// The CPU adapters' Q8 GEMV layout: one lane per row (no reduction across lanes), 8
@@ -399,6 +400,7 @@ const SOFT_Q8_ROWS: GpuRows = GpuRows {
     rps: 8,
     reduce: SlotReduce::Tree,
     f16: false,
+    x_shared: false,
 };
 
 /// The group attention's folded W_o on GPUs: blocks of 32 rows (Pocket's 896 rows: 28

@@ -6,7 +6,9 @@
 //! (`profile.rs`); the tuner measures them on the device that runs them:
 //! - **What varies** ([`Tuned`]): the decode GEMVs' row layout (lanes per row, row slots,
 //!   rows per slot), the LM head's, the attention split length, W_o folded into attention
-//!   or not, and the folded W_o's rows per workgroup. Only designs that read the weights as
+//!   or not, and the folded W_o's rows per workgroup; and in every GPU rows GEMV, x staged
+//!   once per workgroup or not and (tree profiles) the one-barrier slot reduction or the
+//!   tree. Only designs that read the weights as
 //!   uploaded: the CPU-adapter profiles (whose codes are copied into textures in their own
 //!   order) have nothing to tune. x stays f32 in the GEMVs: f16 x moves the logits ~2e-3
 //!   from the oracle, enough to change seeded sampled tokens, so speed alone cannot pick it.
@@ -25,7 +27,7 @@
 //! lavapipe), so the tuner only chooses how fast.
 
 use super::forward::StepOptions;
-use super::kernels::gemv_q4::{GemvVariant, GpuRows};
+use super::kernels::gemv_q4::{GemvVariant, GpuRows, SlotReduce};
 use super::kernels::rope_kv::HeadShape;
 use super::{DeviceProfile, GpuContext, GpuModel};
 use crate::config::ModelConfig;
@@ -154,6 +156,14 @@ pub struct Tuned {
     pub fold_output: bool,
     /// Rows of W_o per workgroup where it is folded into attention.
     pub wo_rows: u32,
+    /// Every GPU rows GEMV stages x once per workgroup (`GpuRows::x_shared`; each GEMV
+    /// where its K fits workgroup memory). Absent in designs kept before it: off.
+    #[serde(default)]
+    pub x_shared: bool,
+    /// Every GPU rows GEMV reduces its slots in one barrier (`SlotReduce::OneBarrier`)
+    /// instead of the tree; profiles whose slots reduce by subgroup keep theirs.
+    #[serde(default)]
+    pub one_barrier: bool,
 }
 
 impl Tuned {
@@ -178,14 +188,29 @@ impl Tuned {
             split_len: p.split_len,
             fold_output: p.fold_output,
             wo_rows: p.wo_blocks.rows,
+            x_shared: gemv.x_shared,
+            one_barrier: gemv.reduce == SlotReduce::OneBarrier,
         })
     }
 
     /// `base` with these constants.
     pub fn apply(self, base: &DeviceProfile) -> DeviceProfile {
         let mut p = *base;
+        // The staging and the reduction of every GPU rows GEMV (a subgroup reduction kept).
+        let design = |g: GpuRows| {
+            let reduce = match (g.reduce, self.one_barrier) {
+                (SlotReduce::Subgroup, _) => SlotReduce::Subgroup,
+                (_, true) => SlotReduce::OneBarrier,
+                (_, false) => SlotReduce::Tree,
+            };
+            GpuRows {
+                x_shared: self.x_shared,
+                reduce,
+                ..g
+            }
+        };
         let on = |layout: RowsLayout, v| match v {
-            GemvVariant::GpuRows(g) => GemvVariant::GpuRows(layout.on(g)),
+            GemvVariant::GpuRows(g) => GemvVariant::GpuRows(design(layout.on(g))),
             other => other,
         };
         p.gemv.qkv = on(self.gemv, p.gemv.qkv);
@@ -194,7 +219,7 @@ impl Tuned {
         p.gemv.down = on(self.gemv, p.gemv.down);
         p.gemv.head = on(self.head, p.gemv.head);
         // Q8 matrices (any role) run the same GEMV on their own codes.
-        p.q8.gemv = self.gemv.on(p.q8.gemv);
+        p.q8.gemv = design(self.gemv.on(p.q8.gemv));
         p.split_len = self.split_len;
         p.fold_output = self.fold_output;
         p.wo_blocks.rows = self.wo_rows;
@@ -212,8 +237,14 @@ impl std::fmt::Display for Tuned {
             self.split_len,
             if self.fold_output { "yes" } else { "no" }
         )?;
-        match self.fold_output {
-            true => write!(f, " ({} rows per block)", self.wo_rows),
+        if self.fold_output {
+            write!(f, " ({} rows per block)", self.wo_rows)?;
+        }
+        if self.x_shared {
+            write!(f, ", x staged per workgroup")?;
+        }
+        match self.one_barrier {
+            true => write!(f, ", one-barrier slot reduction"),
             false => Ok(()),
         }
     }
@@ -223,6 +254,11 @@ impl std::fmt::Display for Tuned {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
     Gemv,
+    /// x staged once per workgroup in the GPU rows GEMVs, or not.
+    SharedX,
+    /// The GPU rows GEMVs' slot reduction: the tree or one barrier (not where slots
+    /// reduce by subgroup).
+    Reduce,
     Head,
     Split,
     Fold,
@@ -230,8 +266,10 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 5] = [
+    pub const ALL: [Stage; 7] = [
         Stage::Gemv,
+        Stage::SharedX,
+        Stage::Reduce,
         Stage::Head,
         Stage::Split,
         Stage::Fold,
@@ -241,6 +279,8 @@ impl Stage {
     pub fn name(self) -> &'static str {
         match self {
             Stage::Gemv => "gemv",
+            Stage::SharedX => "shared_x",
+            Stage::Reduce => "reduce",
             Stage::Head => "head",
             Stage::Split => "split",
             Stage::Fold => "fold",
@@ -269,6 +309,15 @@ impl Stage {
                 let pick = if subgroup { &sub[..] } else { &list[..] };
                 out.extend(layouts(pick).into_iter().map(|gemv| Tuned { gemv, ..cur }));
             }
+            Stage::SharedX => out.push(Tuned {
+                x_shared: !cur.x_shared,
+                ..cur
+            }),
+            Stage::Reduce if !subgroup => out.push(Tuned {
+                one_barrier: !cur.one_barrier,
+                ..cur
+            }),
+            Stage::Reduce => {}
             Stage::Head => {
                 let t = cur.head.tpr;
                 let list = [(8, t, 2), (8, t, 4), (8, t, 8), (16, t, 4)];

@@ -148,6 +148,10 @@ export interface TunedDesign {
   split_len: number;
   fold_output: boolean;
   wo_rows: number;
+  /** Every GPU rows GEMV stages x once per workgroup (where its K fits workgroup memory). */
+  x_shared: boolean;
+  /** Every GPU rows GEMV reduces its row slots in one barrier instead of a tree. */
+  one_barrier: boolean;
 }
 
 /** A tuner's sweep (`gpu::tune::Sweep`): each design timed, the best, how long. */

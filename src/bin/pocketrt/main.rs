@@ -117,8 +117,9 @@ enum Command {
     /// document on stdout; the adapter, its profile and progress on stderr).
     GpuCheck(gpu_check::GpuCheckArgs),
     /// Tune the GPU profile on this adapter for a model: time its free constants (GEMV
-    /// rows, head rows, attention split, W_o fold) on the model's own weights and keep the
-    /// fastest for every later load (prints the table; see POCKETRT_TUNE).
+    /// rows, x staged per workgroup, slot reduction, head rows, attention split, W_o fold)
+    /// on the model's own weights and keep the fastest for every later load (prints the
+    /// table; see POCKETRT_TUNE).
     Tune(tune::TuneArgs),
     /// Write a model with a preset's exact shapes and random weights (benchmark model).
     Synth {

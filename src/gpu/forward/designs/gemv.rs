@@ -5,7 +5,7 @@
 use crate::error::Result;
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::common::gemv::{GemvDesignSource, GemvQ4};
-use crate::gpu::kernels::common::gemv_spec::{GemvSpec, GemvVariant, RowsLayout};
+use crate::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec, GemvVariant, RowsLayout};
 use crate::gpu::kernels::soft::gemv_rows;
 
 impl GemvQ4 {
@@ -27,6 +27,13 @@ impl GemvQ4 {
         spec: GemvSpec,
         layout: RowsLayout,
     ) -> Result<GemvQ4> {
+        // x staged per workgroup only where it fits workgroup memory (the label names
+        // the design that runs).
+        let argmax = spec.epilogue == Epilogue::StoreArgmax;
+        let variant = match variant {
+            GemvVariant::GpuRows(g) => GemvVariant::GpuRows(g.fitted(spec.k, argmax)),
+            other => other,
+        };
         GemvQ4::build(ctx, variant, spec, layout, |d| {
             Ok(match variant {
                 GemvVariant::RowsFromTexture | GemvVariant::RowsFromTiles => {
@@ -40,7 +47,7 @@ impl GemvQ4 {
                     g.check(ctx)?;
                     GemvDesignSource {
                         enables: g.enables(),
-                        body: g.wgsl(d.argmax, d.spec.format),
+                        body: g.wgsl(d.argmax, d.spec.format, d.spec.k),
                     }
                 }
             })

@@ -59,7 +59,8 @@ pub enum GemvVariant {
 
 /// How the GPU design spreads rows: `slots` row slots of `tpr` lanes per workgroup, each
 /// slot computing `rps` consecutive output rows, its lanes' sums reduced as `reduce` says;
-/// x held and dotted in f16 when `f16` (needs shader-f16).
+/// x held and dotted in f16 when `f16` (needs shader-f16); x staged once per workgroup in
+/// workgroup memory when `x_shared` (where it fits: [`GpuRows::fitted`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GpuRows {
     /// Lanes per row slot (a power of two).
@@ -71,6 +72,12 @@ pub struct GpuRows {
     /// Each lane's 32 x values scaled by their largest magnitude into f16, the code dot
     /// products in f16 (half the registers for x, f16 arithmetic), sums in f32.
     pub f16: bool,
+    /// The workgroup loads the input (x, plus the partial vectors) ⊙ norm_w into
+    /// workgroup memory once, Σx² summed once, and every slot reads its chunks from there
+    /// (shaders/gemv_rows_gpu_shared_x.wgsl), instead of each slot loading (and adding
+    /// up, squaring) every chunk again. Only where K floats and the scratch fit
+    /// [`GpuRows::WORKGROUP_BYTES`]: elsewhere the GEMV runs without it.
+    pub x_shared: bool,
 }
 
 /// How a GPU GEMV's row slot sums its lanes' partial sums.
@@ -81,10 +88,48 @@ pub enum SlotReduce {
     /// `subgroupAdd` (shaders/gemv_q4_rows_gpu_subgroup.wgsl): a slot is exactly one
     /// subgroup (`tpr` = the device's fixed subgroup width).
     Subgroup,
+    /// Every lane's partials into workgroup memory, one barrier, then lane 0 of each
+    /// slot adds up its slot's (shaders/gemv_q4_rows_gpu_one_barrier.wgsl): any adapter;
+    /// one barrier where the tree takes log2(tpr).
+    OneBarrier,
 }
 
 impl GpuRows {
     pub const MAX_RPS: u32 = 8;
+
+    /// The workgroup memory a design may use: WebGPU's minimum
+    /// `maxComputeWorkgroupStorageSize`, which every adapter has.
+    pub const WORKGROUP_BYTES: u64 = 16384;
+
+    /// Partial sums per lane: RPS × 2 dot products, then Σx².
+    pub fn values(self) -> u32 {
+        2 * self.rps + 1
+    }
+
+    /// The workgroup memory this layout takes for a GEMV of `k` inputs (with the fused
+    /// argmax's slot scratch when `argmax`): the slot reduction's scratch, and with
+    /// `x_shared` the staged x and the Σx² partials.
+    pub fn workgroup_bytes(self, k: usize, argmax: bool) -> u64 {
+        let (nv, wg) = (u64::from(self.values()), u64::from(self.invocations()));
+        let reduce = match self.reduce {
+            SlotReduce::Tree => nv * wg,
+            SlotReduce::Subgroup => 0,
+            SlotReduce::OneBarrier => u64::from(self.slots) * (u64::from(self.tpr) * nv + 1),
+        };
+        let staged = if self.x_shared { k as u64 + wg } else { 0 };
+        let argmax = if argmax { 2 * u64::from(self.slots) } else { 0 };
+        4 * (reduce + staged + argmax)
+    }
+
+    /// This layout for a GEMV of `k` inputs: `x_shared` only where the staged x fits
+    /// [`GpuRows::WORKGROUP_BYTES`] (decided here, so the label names what runs).
+    pub fn fitted(self, k: usize, argmax: bool) -> GpuRows {
+        let fits = self.workgroup_bytes(k, argmax) <= Self::WORKGROUP_BYTES;
+        GpuRows {
+            x_shared: self.x_shared && fits,
+            ..self
+        }
+    }
 
     /// Output rows per workgroup.
     pub fn rows(self) -> u32 {
@@ -96,15 +141,21 @@ impl GpuRows {
         self.slots * self.tpr
     }
 
-    /// Its part of the pipeline label: `8x16x2/tree`, `8x16x2/tree/f16` (slots × lanes ×
-    /// rows per slot, the reduction, f16 x).
+    /// Its part of the pipeline label: `8x16x2/tree`, `8x16x2/tree/f16`,
+    /// `8x16x2/one_barrier/shared_x` (slots × lanes × rows per slot, the reduction, f16 x,
+    /// x staged per workgroup).
     pub fn label(self) -> String {
         let reduce = match self.reduce {
             SlotReduce::Tree => "tree",
             SlotReduce::Subgroup => "subgroup",
+            SlotReduce::OneBarrier => "one_barrier",
         };
         let ty = if self.f16 { "/f16" } else { "" };
-        format!("{}x{}x{}/{reduce}{ty}", self.slots, self.tpr, self.rps)
+        let shared = if self.x_shared { "/shared_x" } else { "" };
+        format!(
+            "{}x{}x{}/{reduce}{ty}{shared}",
+            self.slots, self.tpr, self.rps
+        )
     }
 }
 
