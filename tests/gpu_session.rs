@@ -164,16 +164,9 @@ fn pipelined_greedy_decoding_equals_step_by_step_and_never_waits_before_submitti
 /// continuation with the generator advanced past the stopped steps' draws goes on alike.
 #[test]
 fn pipelined_sampled_decoding_equals_step_by_step_and_never_waits_before_submitting() {
-    use pocketrt::sampler::{Sampler, SamplerConfig};
+    use pocketrt::sampler::Sampler;
     const N: usize = 16;
-    let config = SamplerConfig {
-        temperature: 1.2,
-        top_k: 40,
-        top_p: 0.97,
-        min_p: 0.01,
-        seed: 99,
-        ..SamplerConfig::greedy()
-    };
+    let config = sampling(99);
     for ctx in profiles() {
         let name = ctx.profile.name;
         let load = || {
@@ -305,14 +298,7 @@ fn awaited_pipelined_sampled_steps_equal_host_draws_and_a_stale_draw_ahead_is_ne
     use pocketrt::sampler::{Sampler, SamplerConfig};
     use pollster::block_on;
     const N: usize = 12;
-    let config = SamplerConfig {
-        temperature: 1.2,
-        top_k: 40,
-        top_p: 0.97,
-        min_p: 0.01,
-        seed: 99,
-        ..SamplerConfig::greedy()
-    };
+    let config = sampling(99);
     let sampler = |seed| {
         Sampler::new(SamplerConfig {
             seed,
@@ -502,4 +488,16 @@ fn a_gpu_snapshot_restores_its_f16_rows_and_continues_like_the_uninterrupted_ses
     let why = r.prefilled.unwrap();
     assert!(why.contains("gpu/") && why.contains("cpu/int8"), "{why}");
     assert_eq!(r.tokens, saved.tokens);
+}
+
+/// The pipelined sampling tests' sampler: top-k, top-p and min-p together.
+fn sampling(seed: u64) -> pocketrt::sampler::SamplerConfig {
+    pocketrt::sampler::SamplerConfig {
+        temperature: 1.2,
+        top_k: 40,
+        top_p: 0.97,
+        min_p: 0.01,
+        seed,
+        ..pocketrt::sampler::SamplerConfig::greedy()
+    }
 }
