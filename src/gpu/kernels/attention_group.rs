@@ -9,7 +9,8 @@
 //! one part per KV head: each KV head's projection is cut into blocks of W_o rows
 //! ([`WoBlocks`]), one workgroup per (KV head, block). Within one split each of them
 //! computes its group's attention (K and V read once per block, from cache at short
-//! histories) and then its block; past one split the splits write partial results as
+//! histories) and then its block; only block 0 writes this step's k and v to the caches
+//! (the others attend to the same values, held in workgroup memory); past one split the splits write partial results as
 //! unfolded and the design's own combine (shaders/attention_group_combine.wgsl), also one
 //! workgroup per (KV head, block), merges them and projects: the same dispatches as
 //! unfolded, W_o spread over as many workgroups as the O GEMV it replaces.
@@ -70,11 +71,11 @@ impl GroupLayout {
     }
 
     /// Bytes of workgroup memory: the group's roped queries, a chunk's scores per head
-    /// (then the P·V reduction's accumulators), the reduction lanes and per-head
-    /// statistics.
+    /// (then the P·V reduction's accumulators), the reduction lanes, per-head statistics
+    /// and this step's f16-packed k and v row.
     pub fn workgroup_bytes(&self) -> usize {
         let g = self.group;
-        16 * g * self.hd4 + 4 * g * self.chunk + 4 * self.width + 12 * g
+        16 * g * self.hd4 + 4 * g * self.chunk + 4 * self.width + 12 * g + 16 * self.hd4
     }
 
     /// The layout's consts, as the shader reads them.
