@@ -5,7 +5,8 @@
 // split (flash-decoding) when the history is long.
 //
 // Workgroup (kv, s) of the grid (N_KV, splits) takes the GROUP = N_HEADS / N_KV q heads of
-// KV head kv and the positions [s·SPLIT_LEN, min((s+1)·SPLIT_LEN, pos+1)).
+// KV head kv and the positions [s·L, min((s+1)·L, pos+1)), L = split_len_at(pos + 1): the
+// wrapper's, SPLIT_LEN or (W_o folded) longer where the splits would pass MAX_SPLITS.
 // - Prologue: the group's q heads normed (a segment of lanes per head sums the squares)
 //   and roped into q_sh. The split that holds `pos` (the last one) also norms and ropes
 //   this step's k and packs k and v as f16 into row_sh: its scores and P·V read position
@@ -118,11 +119,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let splits = nwg.y;
     let pos = step.pos;
     let len = pos + 1u;
-    let start = split * SPLIT_LEN;
+    let split_len = split_len_at(len);
+    let start = split * split_len;
     if (start >= len) {
         return; // a split past the history (the host sizes the grid, so only in tests)
     }
-    let end = min(start + SPLIT_LEN, len);
+    let end = min(start + split_len, len);
     let h0 = kv * GROUP;
     let k_src = (N_HEADS + kv) * HD;
     let v_src = (N_HEADS + N_KV + kv) * HD;
