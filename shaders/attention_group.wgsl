@@ -5,12 +5,14 @@
 // split (flash-decoding) when the history is long.
 //
 // Workgroup (kv, s) of the grid (N_KV, splits) takes the GROUP = N_HEADS / N_KV q heads of
-// KV head kv and the positions [s·SPLIT_LEN, min((s+1)·SPLIT_LEN, pos+1)).
+// KV head kv and the positions [s·L, min((s+1)·L, pos+1)), L = split_len_at(pos + 1): the
+// wrapper's, SPLIT_LEN or (W_o folded) longer where the splits would pass MAX_SPLITS.
 // - Prologue: the group's q heads normed (a segment of lanes per head sums the squares)
 //   and roped into q_sh. The split that holds `pos` (the last one) also norms and ropes
-//   this step's k and writes k and v to the caches at pos, then reads them back after a
-//   storage barrier like any other key: it is the only workgroup that writes or reads
-//   that position, so nothing else needs it in this dispatch.
+//   this step's k and packs k and v as f16 into row_sh: its scores and P·V read position
+//   pos from there (the values the cache holds), never from the cache, so no workgroup
+//   reads a cache row this dispatch writes. Block 0 (the only one unfolded) writes them
+//   to the caches at pos.
 // - Per chunk of up to CHUNK positions (one chunk for the GPU profile's 256-position
 //   splits): (1) scores: an invocation per position dots its key, loaded as vec4s, with
 //   all GROUP queries (workgroup memory, the same address across the workgroup) into
@@ -29,8 +31,8 @@
 // WO_FOLD (the output projection folded in, attention_group_wo.wgsl): the grid of one
 // split is (N_KV, 1, blocks); workgroup (kv, 0, b) computes the group's attention as
 // above, then W_o row block b of the group's part from the normalised outputs (into q_sh,
-// whose queries are no longer needed); only block 0 writes `out`. Every block writes
-// this step's k and v (the same values) before reading them back. Several splits project
+// whose queries are no longer needed); only block 0 writes `out` and this step's k and v
+// (the other blocks compute with the same values from row_sh). Several splits project
 // nothing: attention_group_combine.wgsl merges them and projects, per (kv, b) too.
 //
 // GROUP, HD4 (HD / 4), WIDTH (invocations, 64 to 256) and CHUNK (2 · WIDTH: p_sh then
@@ -66,6 +68,9 @@ var<workgroup> red: array<f32, WIDTH>;
 // Per head: (running max, running sum) and the chunk's rescale of what came before.
 var<workgroup> stats: array<vec2<f32>, GROUP>;
 var<workgroup> corr_sh: array<f32, GROUP>;
+// This step's k (vec4 d at d) and v (at HD4 + d), f16-packed as the caches hold them: the
+// split holding pos reads position pos from here.
+var<workgroup> row_sh: array<vec2<u32>, 2u * HD4>;
 
 // Reduce red[] within segments of `seg` consecutive lanes (the first `used` lanes) into
 // each segment's first entry: the sum, or the max when `take_max`. Call in uniform
@@ -85,6 +90,18 @@ fn segment_reduce(lid: u32, seg: u32, used: u32, take_max: bool) {
     }
 }
 
+// Cache word `at` of k (`is_k`) or v, or where it is this step's row (`now`), row_sh[i]:
+// a branch, not a select, so no workgroup reads the row at pos that block 0 writes.
+fn cache_or_row(is_k: bool, at: u32, i: u32, now: bool) -> vec2<u32> {
+    if (now) {
+        return row_sh[i];
+    }
+    if (is_k) {
+        return k_cache[at];
+    }
+    return v_cache[at];
+}
+
 // The RMSNorm factor of head `hh` of the prologue's norm segments (q heads 0..GROUP,
 // then k at GROUP); 1 without QK_NORM.
 fn norm_factor(hh: u32) -> f32 {
@@ -102,17 +119,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let splits = nwg.y;
     let pos = step.pos;
     let len = pos + 1u;
-    let start = split * SPLIT_LEN;
+    let split_len = split_len_at(len);
+    let start = split * split_len;
     if (start >= len) {
         return; // a split past the history (the host sizes the grid, so only in tests)
     }
-    let end = min(start + SPLIT_LEN, len);
+    let end = min(start + split_len, len);
     let h0 = kv * GROUP;
     let k_src = (N_HEADS + kv) * HD;
     let v_src = (N_HEADS + N_KV + kv) * HD;
 
     // Prologue: norm factors (segments of SEG_NORM lanes: q heads, then k), q roped into
-    // q_sh; the split holding pos writes this step's k and v.
+    // q_sh; the split holding pos packs this step's k and v into row_sh, block 0 also
+    // into the caches.
     if (QK_NORM) {
         let hh = lid / SEG_NORM;
         var ss = 0.0;
@@ -133,18 +152,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     // Key j's vec4 d is at (kv · CTX + j) · HD4 + d.
     let cbase = kv * CTX * HD4;
+    let block = wid.z;
     if (end == len) {
         let at = cbase + pos * HD4;
         let inv_k = norm_factor(GROUP);
         for (var d = lid; d < HD4; d += WIDTH) {
-            k_cache[at + d] = pack4(rope4(k_src, d, inv_k, false));
-            v_cache[at + d] = pack4(qkv4(v_src, d));
+            let k = pack4(rope4(k_src, d, inv_k, false));
+            let v = pack4(qkv4(v_src, d));
+            row_sh[d] = k;
+            row_sh[HD4 + d] = v;
+            if (block == 0u) {
+                k_cache[at + d] = k;
+                v_cache[at + d] = v;
+            }
         }
     }
     if (lid < GROUP) {
         stats[lid] = vec2<f32>(NEG_BIG, 0.0);
     }
-    storageBarrier();
     workgroupBarrier();
 
     let scale = 1.0 / sqrt(f32(HD));
@@ -162,9 +187,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // (1) Scores.
         for (var t = lid; t < n; t += WIDTH) {
             let row = cbase + (c0 + t) * HD4;
+            let now = c0 + t == pos;
             var s: array<f32, GROUP>;
             for (var e = 0u; e < HD4; e++) {
-                let k = f16x4(k_cache[row + e]);
+                let k = f16x4(cache_or_row(true, row + e, e, now));
                 for (var g = 0u; g < GROUP; g++) {
                     s[g] += dot(q_sh[g * HD4 + e], k);
                 }
@@ -215,7 +241,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 acc[g] *= corr_sh[g];
             }
             for (var t = r; t < n; t += RANGES) {
-                let v = f16x4(v_cache[cbase + (c0 + t) * HD4 + d]);
+                let at = cbase + (c0 + t) * HD4 + d;
+                let v = f16x4(cache_or_row(false, at, HD4 + d, c0 + t == pos));
                 for (var g = 0u; g < GROUP; g++) {
                     acc[g] += p_sh[g * CHUNK + t] * v;
                 }
@@ -246,7 +273,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
     }
-    let block = wid.z;
     if (lid < HD4) {
         for (var g = 0u; g < GROUP; g++) {
             let h = h0 + g;

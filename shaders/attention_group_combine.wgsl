@@ -5,9 +5,10 @@
 //   o[h] = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s,   M = max_s m_s
 // (as attention_combine.wgsl, which merges one q head per workgroup where W_o is not
 // folded) — into o_sh, block 0 also into out[h], then writes W_o row block `block` of the
-// group's part (attention_group_wo.wgsl). The split count follows from the position, as
-// the host's grid of the splits. GROUP, HD4 and WIDTH: the group attention's layout
-// consts; the W_o bindings (3-5) and fold_o4: the wrapper's.
+// group's part (attention_group_wo.wgsl). The split count follows from the position and
+// the wrapper's split_len_at (at most MAX_SPLITS splits), as the host's grid of the
+// splits. GROUP, HD4 and WIDTH: the group attention's layout consts; the W_o bindings
+// (3-5), fold_o4 and split_len_at: the wrapper's.
 
 override N_HEADS: u32;
 override HD: u32;
@@ -26,7 +27,8 @@ var<workgroup> red: array<f32, WIDTH>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let kv = wid.x;
     let block = wid.y;
-    let splits = (step.pos + SPLIT_LEN) / SPLIT_LEN;
+    let split_len = split_len_at(step.pos + 1u);
+    let splits = (step.pos + split_len) / split_len;
     let stride = HD + 2u;
     for (var i = lid; i < GROUP * HD4; i += WIDTH) {
         let h = kv * GROUP + i / HD4;

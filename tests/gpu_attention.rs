@@ -18,7 +18,7 @@ use pocketrt::gpu::forward::designs::Attention;
 use pocketrt::gpu::kernels::attention::{
     AttentionInputs, AttentionVariant, OutputProjection, WoFold,
 };
-use pocketrt::gpu::kernels::attention_group::WoBlocks;
+use pocketrt::gpu::kernels::attention_group::{WoBlocks, MAX_SPLITS};
 use pocketrt::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, TextureOrder};
 use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
 use pocketrt::gpu::GpuContext;
@@ -606,6 +606,13 @@ fn group_attention_with_w_o_folded_per_kv_head_matches_reference() {
     let mha_128 = heads(2, 2, 128, 300);
     check_group_folding(mha_128, false, (17, 256), 89, (136, whole));
     check_group_folding(mha_128, true, (299, 100), 90, (136, narrow));
+    // Past MAX_SPLITS (32) splits the split length grows: short splits reach it cheaply
+    // (999 / 16: 32 splits of 32 positions, not 63; 299 / 4: 30 of 10, not 75; 2,048 / 64
+    // one past the edge: 32 of 65, not 33 of 64).
+    assert_eq!(MAX_SPLITS, 32);
+    check_group_folding(POCKET_HEADS, true, (999, 16), 91, (896, BLOCKS));
+    check_group_folding(mha_64, true, (299, 4), 92, (200, odd));
+    check_group_folding(POCKET_HEADS, true, (2048, 64), 93, (896, BLOCKS));
 }
 
 #[test]

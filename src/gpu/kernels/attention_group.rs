@@ -9,10 +9,13 @@
 //! one part per KV head: each KV head's projection is cut into blocks of W_o rows
 //! ([`WoBlocks`]), one workgroup per (KV head, block). Within one split each of them
 //! computes its group's attention (K and V read once per block, from cache at short
-//! histories) and then its block; past one split the splits write partial results as
-//! unfolded and the design's own combine (shaders/attention_group_combine.wgsl), also one
-//! workgroup per (KV head, block), merges them and projects: the same dispatches as
-//! unfolded, W_o spread over as many workgroups as the O GEMV it replaces.
+//! histories) and then its block; only block 0 writes this step's k and v to the caches
+//! (the others attend to the same values, held in workgroup memory). Past one split the
+//! splits write partial results as unfolded and the design's own combine
+//! (shaders/attention_group_combine.wgsl), also one workgroup per (KV head, block),
+//! merges them and projects: the same dispatches as unfolded, W_o spread over as many
+//! workgroups as the O GEMV it replaces. As every such workgroup merges every split, the
+//! splits are capped at [`MAX_SPLITS`] (longer splits past that).
 
 use super::attention::wo_bindings_wgsl;
 pub use super::common::attention::WoBlocks;
@@ -29,6 +32,12 @@ const COMBINE_WGSL: &str = include_str!("../../../shaders/attention_group_combin
 
 /// Workgroup memory the kernel may use: WebGPU's default limit.
 const WORKGROUP_BYTES: usize = 16 * 1024;
+
+/// With W_o folded in, the most splits a step has: past `split_len` × `MAX_SPLITS`
+/// positions the split length grows (⌈len / MAX_SPLITS⌉) instead of the split count, so
+/// that the combine, which every (KV head, block) workgroup runs over all the splits,
+/// merges at most this many (issue 41, part 3: 128 at 32K with 256-position splits).
+pub const MAX_SPLITS: usize = 32;
 
 /// Workgroup widths tried, widest first.
 const WIDTHS: [usize; 3] = [256, 128, 64];
@@ -70,11 +79,11 @@ impl GroupLayout {
     }
 
     /// Bytes of workgroup memory: the group's roped queries, a chunk's scores per head
-    /// (then the P·V reduction's accumulators), the reduction lanes and per-head
-    /// statistics.
+    /// (then the P·V reduction's accumulators), the reduction lanes, per-head statistics
+    /// and this step's f16-packed k and v row.
     pub fn workgroup_bytes(&self) -> usize {
         let g = self.group;
-        16 * g * self.hd4 + 4 * g * self.chunk + 4 * self.width + 12 * g
+        16 * g * self.hd4 + 4 * g * self.chunk + 4 * self.width + 12 * g + 16 * self.hd4
     }
 
     /// The layout's consts, as the shader reads them.
@@ -118,6 +127,28 @@ pub struct AttentionGroup {
     pub shape: HeadShape,
     /// The folded W_o, when folded.
     wo: Option<WoFold>,
+    /// Positions per split (below [`MAX_SPLITS`] splits).
+    split_len: usize,
+}
+
+/// The shaders' `split_len_at(len)`: positions per split for a history of `len`
+/// ([`AttentionGroup::split_len_at`]; `folded`: capped at [`MAX_SPLITS`] splits).
+fn split_len_wgsl(folded: bool) -> String {
+    let at = if folded {
+        format!(
+            "max(SPLIT_LEN, (len + {m}u) / {}u)",
+            MAX_SPLITS,
+            m = MAX_SPLITS - 1
+        )
+    } else {
+        "SPLIT_LEN".into()
+    };
+    format!(
+        "fn split_len_at(len: u32) -> u32 {{
+    return {at};
+}}
+"
+    )
 }
 
 /// The attention of one layer in the group design: `single` for a history of one split,
@@ -170,6 +201,7 @@ impl AttentionGroup {
                 .into(),
         };
         let folded = wo.is_some();
+        let split_at = split_len_wgsl(folded);
         let source = [
             STEP_WGSL,
             ROPE_COMMON_WGSL,
@@ -177,6 +209,7 @@ impl AttentionGroup {
             &rope_inputs_wgsl(folded, qk_norm, shape.head_dim),
             ROPE_VEC4_WGSL,
             &layout.wgsl(),
+            &split_at,
             &fold(8, "q_sh"),
             WGSL,
         ]
@@ -197,7 +230,14 @@ impl AttentionGroup {
             ];
             let mut slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
             slots.extend(&wo_slots);
-            let source = [STEP_WGSL, &layout.wgsl(), &fold(3, "o_sh"), COMBINE_WGSL].concat();
+            let source = [
+                STEP_WGSL,
+                &layout.wgsl(),
+                &split_at,
+                &fold(3, "o_sh"),
+                COMBINE_WGSL,
+            ]
+            .concat();
             let label = "attention_group_combine+wo";
             KernelPipeline::new(ctx, label, &source, &slots, &constants)
         });
@@ -207,7 +247,18 @@ impl AttentionGroup {
             layout,
             shape,
             wo,
+            split_len,
         })
+    }
+
+    /// Positions per split for a history of `len` positions: `split_len`, or with W_o
+    /// folded in, longer where that would make more than [`MAX_SPLITS`] splits (as the
+    /// shaders' `split_len_at`).
+    pub fn split_len_at(&self, len: usize) -> usize {
+        match self.wo {
+            Some(_) => self.split_len.max(len.div_ceil(MAX_SPLITS)),
+            None => self.split_len,
+        }
     }
 
     /// The attention into `out` (one split) or `partials` (several, then merged into `out`

@@ -246,9 +246,14 @@ impl Attention {
         first..first + count
     }
 
-    /// Splits for the step at position `pos`.
+    /// Splits for the step at position `pos` (the group design with W_o folded in
+    /// lengthens its splits past [`crate::gpu::kernels::attention_group::MAX_SPLITS`]).
     pub fn splits_at(&self, pos: usize) -> u32 {
-        (pos / self.split_len + 1) as u32
+        let split_len = match &self.design {
+            Design::Group(g) => g.split_len_at(pos + 1),
+            _ => self.split_len,
+        };
+        (pos / split_len + 1) as u32
     }
 
     /// The dispatches for one layer: `out` receives n_heads · head_dim floats (and, when
