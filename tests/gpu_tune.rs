@@ -142,6 +142,16 @@ fn a_sweep_keeps_its_budget_chooses_the_fastest_and_is_remembered() {
 
     // A sweep: the budget bounds it (give or take the candidate running when it ends).
     let budget = Duration::from_millis(3000);
+    // The profile's own pipelines compiled first (the device keeps them), so that a busy
+    // machine still times more than one design within the budget.
+    let warm = GpuModel::with_options(
+        base.clone(),
+        cfg.clone(),
+        weights.clone(),
+        8,
+        Default::default(),
+    );
+    drop(warm.unwrap().release());
     let t = Instant::now();
     let (ctx, tuning) =
         tune::tuned_context(base.clone(), &cfg, &weights, TunePolicy::On, budget).unwrap();
@@ -152,11 +162,18 @@ fn a_sweep_keeps_its_budget_chooses_the_fastest_and_is_remembered() {
     // The budget is checked before each candidate: the last one may run past it (and the
     // profile's own design always runs).
     let (first, last) = (&sweep.trials[0], sweep.trials.last().unwrap());
-    let bound = budget.as_secs_f64().max(first.seconds) + last.seconds + 0.5;
+    let bound = budget.as_secs_f64().max(first.seconds) + last.seconds + 0.25;
     assert!(
-        took <= bound,
-        "{took} s for a budget of {budget:?}\n{}",
+        sweep.seconds <= bound,
+        "{} s for a budget of {budget:?}\n{}",
+        sweep.seconds,
         sweep.table()
+    );
+    // Around the sweep: reading and writing the kept designs.
+    assert!(
+        took <= sweep.seconds + 2.0,
+        "{took} s, the sweep {} s",
+        sweep.seconds
     );
     assert!(sweep.trials.len() >= 2, "{}", sweep.table());
     assert!(
