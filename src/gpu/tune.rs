@@ -324,9 +324,8 @@ impl Stage {
                 out.extend(layouts(&list).into_iter().map(|head| Tuned { head, ..cur }));
             }
             Stage::Split => {
-                let splits = [256, 512, 1024]
-                    .into_iter()
-                    .filter(|&l| l >= super::profile::GPU_SPLIT_LEN);
+                // Multiples of the shortest split (it sizes the partials buffer).
+                let splits = [1, 2, 4].map(|m| m * super::profile::GPU_SPLIT_LEN);
                 out.extend(splits.map(|split_len| Tuned { split_len, ..cur }));
             }
             Stage::Fold if base.folds(shape) => out.push(Tuned {
