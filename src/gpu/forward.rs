@@ -406,6 +406,12 @@ impl GpuModel {
         self.timer.is_some()
     }
 
+    /// Whether [`GpuModel::enable_gpu_timing`] has given the steps a timer.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn gpu_timing_enabled(&self) -> bool {
+        self.timer.is_some()
+    }
+
     /// GPU time of the last step's pass (waits for it), when timing is enabled.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn last_step_gpu_seconds(&self) -> Result<Option<f64>> {

@@ -12,12 +12,16 @@
 //!   uploaded: the CPU-adapter profiles (whose codes are copied into textures in their own
 //!   order) have nothing to tune. x stays f32 in the GEMVs: f16 x moves the logits ~2e-3
 //!   from the oracle, enough to change seeded sampled tokens, so speed alone cannot pick it.
-//! - **How**: coordinate descent, one constant at a time in the order of its expected gain
-//!   ([`Stage`]), each candidate a full model over the same weight buffers with a short
-//!   cache, timed on decode steps at position [`TUNE_POS`] (GPU timestamps natively where
-//!   the adapter has them, else wall clock from submit to done over a few queued steps); a
-//!   candidate replaces the best only when [`MARGIN`] faster, so noise keeps the default.
-//!   The sweep stops when its budget (2 s by default) is spent, keeping the best so far.
+//! - **How**: coordinate descent, one constant at a time in the order of its gain on a
+//!   real GPU ([`Stage`]), each candidate a full model over the same weight buffers with a
+//!   short cache, timed on decode steps at position [`TUNE_POS`] (GPU timestamps natively
+//!   where the adapter has them, else wall clock from submit to done over a few queued
+//!   steps) in turns with the best so far, after a warm-up that brings the GPU's clocks
+//!   up (`race`: a GPU's clocks drop while the next candidate's pipelines are built); a
+//!   candidate replaces the best only when [`MARGIN`] faster in that race, so noise keeps
+//!   the default. The sweep stops when its budget (2 s by default) is spent, keeping the
+//!   best so far, and a last race of the profile's own design against the chosen one keeps
+//!   the chosen only if it is still faster.
 //! - **Kept** per (pocketrt version, adapter, profile, model shape, weights): natively in
 //!   the cache folder (`gpu-tune.json`, `crate::kept`), in the browser in Cache Storage;
 //!   a later load applies it without a sweep. `POCKETRT_TUNE=off|auto|force` natively, the
@@ -26,21 +30,21 @@
 //! Every candidate is a correct design (tests/gpu_tune.rs runs each against the oracle on
 //! lavapipe), so the tuner only chooses how fast.
 
-use super::forward::StepOptions;
 use super::kernels::gemv_q4::{GemvVariant, GpuRows, SlotReduce};
 use super::kernels::rope_kv::HeadShape;
-use super::{DeviceProfile, GpuContext, GpuModel};
+use super::{DeviceProfile, GpuContext};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::gpu::weights::ModelWeights;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 use web_time::{Duration, Instant};
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
+mod race;
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{load_tuned, tuned_context, TunedLoad};
+use race::{Built, Timed};
 
 /// The sweep's budget unless told otherwise.
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
@@ -51,10 +55,8 @@ pub const TUNE_POS: usize = 1023;
 /// How much faster a candidate must be to replace the best so far.
 pub const MARGIN: f64 = 0.03;
 
-/// Timed rounds per candidate (best kept), after a warm-up step.
-const ROUNDS: usize = 2;
-/// Decode steps per round, queued before the last one's readback.
-const STEPS: usize = 4;
+/// The last trial's stage: the profile's own design raced against the chosen one.
+pub const FINAL: &str = "final";
 
 /// The native environment variable: `off`, `auto` (the default), `on` or `force`.
 pub const TUNE_ENV: &str = "POCKETRT_TUNE";
@@ -266,14 +268,17 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// In the order of the gains measured on a real GPU (an H200: W_o's fold on or off
+    /// moved a step most, then the GEMV layouts; docs/GPU.md), so a short budget spends
+    /// itself on what matters most.
     pub const ALL: [Stage; 7] = [
+        Stage::Fold,
+        Stage::WoRows,
         Stage::Gemv,
         Stage::SharedX,
         Stage::Reduce,
         Stage::Head,
         Stage::Split,
-        Stage::Fold,
-        Stage::WoRows,
     ];
 
     pub fn name(self) -> &'static str {
@@ -391,15 +396,50 @@ fn tune_context(c: &ModelConfig) -> usize {
 /// One timed candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trial {
-    /// The constant it varied (`start`: the profile as built).
+    /// The constant it varied (`start`: the profile as built; [`FINAL`]: the profile's
+    /// own design raced against the chosen one).
     pub stage: String,
     pub design: Tuned,
-    /// Best decode step, ms (`None`: it failed).
+    /// Best decode step, ms (`None`: it failed), by the sweep's timer.
     pub ms: Option<f64>,
+    /// The best design so far (for [`FINAL`]: the chosen one) in the same race, ms: the
+    /// candidate replaced it when [`MARGIN`] faster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_ms: Option<f64>,
+    /// Best awaited step by wall clock, submit to token read, ms: next to GPU timestamps
+    /// it shows what the pass's timestamps leave out (launch gaps, the readback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<f64>,
     /// Wall time of the whole trial (building the candidate's pipelines too), s.
     pub seconds: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+impl Trial {
+    fn timed(stage: &str, design: Tuned, t: Timed, vs: Option<Timed>, since: Instant) -> Trial {
+        Trial {
+            stage: stage.to_string(),
+            design,
+            ms: Some(t.seconds * 1e3),
+            vs_ms: vs.map(|v| v.seconds * 1e3),
+            wall_ms: Some(t.wall_seconds * 1e3),
+            seconds: since.elapsed().as_secs_f64(),
+            error: None,
+        }
+    }
+
+    fn failed(stage: &str, design: Tuned, e: Error, since: Instant) -> Trial {
+        Trial {
+            stage: stage.to_string(),
+            design,
+            ms: None,
+            vs_ms: None,
+            wall_ms: None,
+            seconds: since.elapsed().as_secs_f64(),
+            error: Some(e.to_string()),
+        }
+    }
 }
 
 /// A sweep's outcome.
@@ -415,23 +455,24 @@ pub struct Sweep {
 }
 
 impl Sweep {
-    /// The best trial's time and the profile's own (the first trial), ms.
+    /// The chosen design's time and the profile's own, ms, from the final race (both
+    /// timed in turns); the same time twice where the profile's own was kept.
     pub fn speedup(&self) -> Option<(f64, f64)> {
-        let start = self.trials.first()?.ms?;
-        let best = self
-            .trials
-            .iter()
-            .filter(|t| t.design == self.best)
-            .find_map(|t| t.ms)?;
-        Some((best, start))
+        match self.trials.iter().find(|t| t.stage == FINAL) {
+            Some(f) if self.best != f.design => Some((f.vs_ms?, f.ms?)),
+            Some(f) => Some((f.ms?, f.ms?)),
+            None => self.trials.first()?.ms.map(|ms| (ms, ms)),
+        }
     }
 
     /// The table, one line per trial.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{:<8} {:>10} {:>8}  design ({}, {:.2} s{})\n",
+            "{:<8} {:>10} {:>8} {:>8} {:>8}  design ({}, {:.2} s{})\n",
             "stage",
             "ms/token",
+            "vs best",
+            "wall ms",
             "trial s",
             self.timer,
             self.seconds,
@@ -439,7 +480,8 @@ impl Sweep {
         );
         for t in &self.trials {
             let ms = t.ms.map_or("failed".into(), |m| format!("{m:.3}"));
-            let mark = if t.design == self.best {
+            let [vs, wall] = [t.vs_ms, t.wall_ms].map(|m| m.map_or("-".into(), |m| format!("{m:.3}")));
+            let mark = if t.design == self.best && t.stage != FINAL {
                 "  <- chosen"
             } else {
                 ""
@@ -449,7 +491,7 @@ impl Sweep {
                 .as_deref()
                 .map_or(String::new(), |e| format!(" ({e})"));
             s += &format!(
-                "{:<8} {ms:>10} {:>8.2}  {}{mark}{err}\n",
+                "{:<8} {ms:>10} {vs:>8} {wall:>8} {:>8.2}  {}{mark}{err}\n",
                 t.stage, t.seconds, t.design
             );
         }
@@ -501,7 +543,8 @@ pub fn key(ctx: &GpuContext, config: &ModelConfig, weights: &ModelWeights) -> St
     )
 }
 
-/// Sweep the constants of `ctx`'s profile on `weights` within `budget`.
+/// Sweep the constants of `ctx`'s profile on `weights` within `budget`: each candidate
+/// raced against the best so far ([`race`]), then the chosen against the profile's own.
 pub async fn sweep(
     ctx: &GpuContext,
     config: &ModelConfig,
@@ -517,21 +560,18 @@ pub async fn sweep(
     };
     let started = Instant::now();
     let shape = head_shape(config);
-    let mut trials: Vec<Trial> = vec![];
-    let time = |stage, design| trial(ctx, config, weights, stage, design);
-    let (first, by) = time("start", start).await;
-    let Some(mut best_ms) = first.ms else {
-        let why = first.error.unwrap_or_default();
-        return Err(Error::Gpu(format!(
-            "the profile's own design failed to run: {why}"
-        )));
-    };
-    let timer = by;
-    trials.push(first);
-    let mut best = start;
+    let (context, pos) = (tune_context(config), tune_context(config) - 1);
+    let build = |design| Built::new(ctx, config, weights, design, context);
+    let own_failed = |e: Error| Error::Gpu(format!("the profile's own design failed to run: {e}"));
+    let t = Instant::now();
+    let mut best = build(start).map_err(own_failed)?;
+    best.warm_up(pos).await.map_err(own_failed)?;
+    let own = best.time(pos).await.map_err(own_failed)?;
+    let timer = own.by;
+    let mut trials = vec![Trial::timed("start", start, own, None, t)];
     let mut complete = true;
     'stages: for stage in Stage::ALL {
-        for design in stage.variants(best, &base, shape) {
+        for design in stage.variants(best.design, &base, shape) {
             if trials.iter().any(|t| t.design == design) {
                 continue;
             }
@@ -539,85 +579,48 @@ pub async fn sweep(
                 complete = false;
                 break 'stages;
             }
-            let (trial, _) = time(stage.name(), design).await;
-            if let Some(ms) = trial.ms.filter(|&ms| ms < best_ms * (1.0 - MARGIN)) {
-                best = design;
-                best_ms = ms;
+            let t = Instant::now();
+            let mut candidate = match build(design) {
+                Ok(c) => c,
+                Err(e) => {
+                    trials.push(Trial::failed(stage.name(), design, e, t));
+                    continue;
+                }
+            };
+            match race::race(&mut candidate, &mut best, pos).await {
+                Ok((c, b)) => {
+                    trials.push(Trial::timed(stage.name(), design, c, Some(b), t));
+                    if c.seconds < b.seconds * (1.0 - MARGIN) {
+                        std::mem::replace(&mut best, candidate).release();
+                    } else {
+                        candidate.release();
+                    }
+                }
+                Err(e) => {
+                    trials.push(Trial::failed(stage.name(), design, e, t));
+                    candidate.release();
+                }
             }
-            trials.push(trial);
         }
     }
+    // The chosen design against the profile's own, raced: kept only when still faster.
+    let mut chosen = best.design;
+    if chosen != start {
+        let t = Instant::now();
+        let mut own = build(start)?;
+        let (o, b) = race::race(&mut own, &mut best, pos).await?;
+        trials.push(Trial::timed(FINAL, start, o, Some(b), t));
+        if b.seconds >= o.seconds * (1.0 - MARGIN) {
+            chosen = start;
+        }
+        own.release();
+    }
+    best.release();
     Ok(Sweep {
-        best,
+        best: chosen,
         trials,
         seconds: started.elapsed().as_secs_f64(),
         timer: timer.to_string(),
         complete,
     })
-}
-
-/// `design` timed (or its error), and what timed it.
-async fn trial(
-    ctx: &GpuContext,
-    config: &ModelConfig,
-    weights: &ModelWeights,
-    stage: &'static str,
-    design: Tuned,
-) -> (Trial, &'static str) {
-    let started = Instant::now();
-    let (ms, error, by) = match time_design(ctx, config, weights, design).await {
-        Ok((s, by)) => (Some(s * 1e3), None, by),
-        Err(e) => (None, Some(e.to_string()), "wall clock"),
-    };
-    let trial = Trial {
-        stage: stage.to_string(),
-        design,
-        ms,
-        seconds: started.elapsed().as_secs_f64(),
-        error,
-    };
-    (trial, by)
-}
-
-/// Seconds per decode step of `design` over `weights` (and what timed it): a model of its
-/// own with a short cache, a warm-up step, then the best of [`ROUNDS`] of [`STEPS`] steps.
-// One `Arc` type on every target (in wasm the context is neither Send nor Sync).
-#[allow(clippy::arc_with_non_send_sync)]
-async fn time_design(
-    ctx: &GpuContext,
-    config: &ModelConfig,
-    weights: &ModelWeights,
-    design: Tuned,
-) -> Result<(f64, &'static str)> {
-    let candidate = Arc::new(ctx.with_device_profile(design.apply(&ctx.profile)));
-    let context = tune_context(config);
-    let options = StepOptions::default();
-    let mut model =
-        GpuModel::with_options(candidate, config.clone(), weights.clone(), context, options)?;
-    let timed = time_steps(&mut model, context - 1).await;
-    drop(model.release());
-    timed
-}
-
-async fn time_steps(model: &mut GpuModel, pos: usize) -> Result<(f64, &'static str)> {
-    #[cfg(not(target_arch = "wasm32"))]
-    if model.enable_gpu_timing() {
-        let mut best = f64::MAX;
-        for _ in 0..ROUNDS * STEPS + 1 {
-            model.decode_async(0, pos).await?;
-            best = best.min(model.last_step_gpu_seconds()?.unwrap_or(f64::MAX));
-        }
-        return Ok((best, "gpu timestamps"));
-    }
-    model.decode_async(0, pos).await?;
-    let mut best = f64::MAX;
-    for _ in 0..ROUNDS {
-        let t = Instant::now();
-        for _ in 1..STEPS {
-            model.feed_async(0, pos).await?;
-        }
-        model.decode_async(0, pos).await?;
-        best = best.min(t.elapsed().as_secs_f64() / STEPS as f64);
-    }
-    Ok((best, "wall clock"))
 }

@@ -157,7 +157,16 @@ export interface TunedDesign {
 /** A tuner's sweep (`gpu::tune::Sweep`): each design timed, the best, how long. */
 export interface TuneSweep {
   best: TunedDesign;
-  trials: { stage: string; design: TunedDesign; ms: number | null; seconds: number; error?: string }[];
+  trials: {
+    stage: string;
+    design: TunedDesign;
+    /** Best step by the sweep's timer, ms (null: the design failed). */
+    ms: number | null;
+    /** Best awaited step by wall clock (submit to token read), ms. */
+    wall_ms?: number;
+    seconds: number;
+    error?: string;
+  }[];
   seconds: number;
   timer: 'gpu timestamps' | 'wall clock';
   complete: boolean;
