@@ -15,7 +15,7 @@ use super::kernels::sample_draw::SampleDraw;
 use super::kernels::topk::TopK;
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
-use super::profile::GPU_SPLIT_LEN;
+use super::profile::GPU_MIN_SPLIT_LEN;
 #[cfg(not(target_arch = "wasm32"))]
 use super::timing::time_pass;
 use super::timing::GpuTimer;
@@ -96,7 +96,7 @@ impl Activations {
             // Sized for the shortest split of any adapter (the memory plan's figure).
             partials: ctx.storage(
                 "attention partials",
-                partials_bytes(attention.shape, GPU_SPLIT_LEN),
+                partials_bytes(attention.shape, GPU_MIN_SPLIT_LEN),
             )?,
             attn: f("attn", cfg.q_dim())?,
             ffn: f("ffn", cfg.ffn_size)?,

@@ -53,9 +53,12 @@ pub const PROFILE_ENV: &str = "POCKETRT_PROFILE";
 const LANES_SUBGROUP: u32 = 8;
 
 /// Positions per decode-attention split on GPUs: short, so that heads × splits
-/// workgroups fill the device. Also the shortest split any profile uses (it sizes the
-/// partial-results buffer and the memory plan).
+/// workgroups fill the device.
 pub const GPU_SPLIT_LEN: usize = 256;
+
+/// The shortest split any profile or tuned design uses (it sizes the partial-results
+/// buffer and the memory plan): on a large GPU short splits fill it at short histories.
+pub const GPU_MIN_SPLIT_LEN: usize = 64;
 
 /// Most tokens per prefill chunk (and submit), any profile.
 pub const PREFILL_CHUNK: usize = 256;

@@ -32,6 +32,8 @@ use pocketrt::gpu::forward::StepOptions;
 use pocketrt::gpu::kernels::topk::TOPK_MAX;
 use pocketrt::gpu::timing::{GpuTimer, ReadCeiling};
 use pocketrt::gpu::weights::limits_needed;
+use pocketrt::gpu::tune::Tuned;
+use pocketrt::gpu::weights::ModelWeights;
 use pocketrt::gpu::{GpuContext, GpuModel, KernelTime};
 use pocketrt::sampler::{Sampler, SamplerConfig};
 use pocketrt::synth::SynthSource;
@@ -164,7 +166,12 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
     progress("timing the GPU GEMVs with x in f32 and f16");
     let gemv_f16 = gemv_f16_figures(&ctx, timer.as_ref(), &cfg, a.passes)?;
     progress("sweeping the tuner's designs");
-    let tune = tune_figures(&ctx, &cfg, &model.weights, a.tune_ms)?;
+    let (mut tune, chosen) = tune_figures(&ctx, &cfg, &model.weights, a.tune_ms)?;
+    if let Some(design) = chosen {
+        progress("timing decode in the tuned design");
+        let weights = model.weights.clone();
+        tune["decode"] = time_tuned(&ctx, (&cfg, weights, context), design, &a, &progress)?;
+    }
 
     let report = json!({
         "check": "pocketrt gpu-check",
@@ -347,6 +354,25 @@ fn time_other_fold(
     Ok(json!({ "on": on, "off": off }))
 }
 
+/// Decode as [`time_decode_positions`] and [`time_pipelined`] do, in the tuner's chosen
+/// `design` over the same weights (`{"design", "decode", "pipelined"}`): the profile's
+/// own design against the tuned one, both by wall clock.
+fn time_tuned(
+    ctx: &GpuContext,
+    (cfg, weights, context): (&ModelConfig, ModelWeights, usize),
+    design: Tuned,
+    a: &GpuCheckArgs,
+    progress: &impl Fn(&str),
+) -> Result<Value> {
+    let tuned = Arc::new(ctx.tuned_to(design.apply(&ctx.profile)));
+    let options = StepOptions::default();
+    let mut model = GpuModel::with_options(tuned, cfg.clone(), weights, context, options)?;
+    let decode = time_decode_positions(&mut model, a, &mut (0, 0), progress)?;
+    let pipelined = time_pipelined(&mut model, a.steps.min(context - 1))?;
+    drop(model.release());
+    Ok(json!({ "design": design.to_string(), "decode": decode, "pipelined": pipelined }))
+}
+
 /// Decode steps at `pos` (each writes and reads that position), after
 /// [`WARMUP_STEPS`]: until `steps` steps or `seconds` (at least [`MIN_STEPS`]), wall time
 /// of `decode` (the argmax readback included). Returns the entry, the timed steps and their
@@ -502,6 +528,18 @@ fn print_summary(r: &Value) {
                 d["dispatches"]
             );
         }
+    }
+    let t = &r["tune"]["decode"];
+    for d in t["decode"].as_array().into_iter().flatten() {
+        eprintln!(
+            "decode in the tuned design at position {}: {:.2} tok/s ({} dispatches)",
+            d["position"],
+            f(&d["tok_s"]),
+            d["dispatches"]
+        );
+    }
+    if let Some(g) = t["pipelined"]["greedy"]["tok_s"].as_f64() {
+        eprintln!("pipelined greedy decode in the tuned design: {g:.2} tok/s");
     }
     let p = &r["prefill"];
     eprintln!(

@@ -155,20 +155,22 @@ pub fn gemv_f16_figures(
 }
 
 /// The tuner's sweep on `weights` within `budget_ms` (its table on stderr), or why the
-/// profile has nothing to tune. Nothing is kept: the check measures, loads decide.
+/// profile has nothing to tune; and the design it chose where that is not the profile's
+/// own. Nothing is kept: the check measures, loads decide.
 pub fn tune_figures(
     ctx: &GpuContext,
     cfg: &ModelConfig,
     weights: &ModelWeights,
     budget_ms: u64,
-) -> Result<Value> {
-    if Tuned::of(&ctx.profile).is_none() {
+) -> Result<(Value, Option<Tuned>)> {
+    let Some(own) = Tuned::of(&ctx.profile) else {
         let why = format!("profile {} reads the codes from textures", ctx.profile.name);
-        return Ok(json!({ "skipped": why }));
-    }
+        return Ok((json!({ "skipped": why }), None));
+    };
     let budget = std::time::Duration::from_millis(budget_ms);
     let s = pollster::block_on(tune::sweep(ctx, cfg, weights, budget))?;
     eprint!("{}", s.table());
     let speedup = s.speedup().map(|(best, start)| start / best);
-    Ok(json!({ "sweep": s, "chosen": s.best.to_string(), "speedup": speedup }))
+    let figures = json!({ "sweep": s, "chosen": s.best.to_string(), "speedup": speedup });
+    Ok((figures, (s.best != own).then_some(s.best)))
 }

@@ -94,10 +94,11 @@ pub(crate) fn workgroup_kernel(
 /// The combine after several splits (shaders/attention_combine.wgsl), projecting through
 /// the folded W_o when `wo` (`wo_constants`, `wo_slots`: its overrides and slots): the
 /// workgroup design's, and the other designs' where they do not combine themselves.
+/// `split_at`: the design's `split_len_at` (`common::attention::split_len_wgsl`).
 pub(crate) fn combine_kernel(
     ctx: &GpuContext,
     shape: HeadShape,
-    split_len: usize,
+    (split_len, split_at): (usize, &str),
     wo: Option<WoFold>,
     wo_constants: &[(&str, f64)],
     wo_slots: &[Slot],
@@ -111,7 +112,13 @@ pub(crate) fn combine_kernel(
     constants.extend(wo_constants);
     let mut slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
     slots.extend(wo_slots);
-    let source = [STEP_WGSL, &wo_source(wo, 3, shape.head_dim), COMBINE_WGSL].concat();
+    let source = [
+        STEP_WGSL,
+        split_at,
+        &wo_source(wo, 3, shape.head_dim),
+        COMBINE_WGSL,
+    ]
+    .concat();
     let label = if folded {
         "attention_combine+wo"
     } else {

@@ -15,11 +15,13 @@
 //! (shaders/attention_group_combine.wgsl), also one workgroup per (KV head, block),
 //! merges them and projects: the same dispatches as unfolded, W_o spread over as many
 //! workgroups as the O GEMV it replaces. As every such workgroup merges every split, the
-//! splits are capped at [`MAX_SPLITS`] (longer splits past that).
+//! splits are capped at [`MAX_SPLITS`] (longer splits past that); unfolded, at
+//! [`MAX_SPLITS_UNFOLDED`], so that short splits (which fill a large GPU at short
+//! histories) never leave the combine thousands to merge at long ones.
 
 use super::attention::wo_bindings_wgsl;
 pub use super::common::attention::WoBlocks;
-use super::common::attention::{AttentionInputs, WoFold};
+use super::common::attention::{split_len_wgsl, AttentionInputs, WoFold};
 use super::common::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL, ROPE_VEC4_WGSL};
 use super::common::wgsl::{KV_VEC4_WGSL, STEP_WGSL};
 use super::{Binding, Dispatch, KernelPipeline, Slot};
@@ -38,6 +40,10 @@ const WORKGROUP_BYTES: usize = 16 * 1024;
 /// that the combine, which every (KV head, block) workgroup runs over all the splits,
 /// merges at most this many (issue 41, part 3: 128 at 32K with 256-position splits).
 pub const MAX_SPLITS: usize = 32;
+
+/// Without W_o folded in, the most splits a step has (the split length grows past
+/// that): 128, as many as 256-position splits make at 32K.
+pub const MAX_SPLITS_UNFOLDED: usize = 128;
 
 /// Workgroup widths tried, widest first.
 const WIDTHS: [usize; 3] = [256, 128, 64];
@@ -119,6 +125,15 @@ impl WoBlocks {
     }
 }
 
+/// The most splits a step has, W_o `folded` in or not.
+fn max_splits(folded: bool) -> usize {
+    if folded {
+        MAX_SPLITS
+    } else {
+        MAX_SPLITS_UNFOLDED
+    }
+}
+
 pub struct AttentionGroup {
     kernel: KernelPipeline,
     /// With W_o folded in: the combine after several splits, which also projects.
@@ -127,28 +142,8 @@ pub struct AttentionGroup {
     pub shape: HeadShape,
     /// The folded W_o, when folded.
     wo: Option<WoFold>,
-    /// Positions per split (below [`MAX_SPLITS`] splits).
+    /// Positions per split (below [`Self::max_splits`] splits).
     split_len: usize,
-}
-
-/// The shaders' `split_len_at(len)`: positions per split for a history of `len`
-/// ([`AttentionGroup::split_len_at`]; `folded`: capped at [`MAX_SPLITS`] splits).
-fn split_len_wgsl(folded: bool) -> String {
-    let at = if folded {
-        format!(
-            "max(SPLIT_LEN, (len + {m}u) / {}u)",
-            MAX_SPLITS,
-            m = MAX_SPLITS - 1
-        )
-    } else {
-        "SPLIT_LEN".into()
-    };
-    format!(
-        "fn split_len_at(len: u32) -> u32 {{
-    return {at};
-}}
-"
-    )
 }
 
 /// The attention of one layer in the group design: `single` for a history of one split,
@@ -201,7 +196,7 @@ impl AttentionGroup {
                 .into(),
         };
         let folded = wo.is_some();
-        let split_at = split_len_wgsl(folded);
+        let split_at = split_len_wgsl(Some(max_splits(folded)));
         let source = [
             STEP_WGSL,
             ROPE_COMMON_WGSL,
@@ -251,14 +246,17 @@ impl AttentionGroup {
         })
     }
 
-    /// Positions per split for a history of `len` positions: `split_len`, or with W_o
-    /// folded in, longer where that would make more than [`MAX_SPLITS`] splits (as the
-    /// shaders' `split_len_at`).
+    /// Positions per split for a history of `len` positions: `split_len`, longer where
+    /// that would make more than [`MAX_SPLITS`] splits (W_o folded in) or
+    /// [`MAX_SPLITS_UNFOLDED`] (as the shaders' `split_len_at`).
     pub fn split_len_at(&self, len: usize) -> usize {
-        match self.wo {
-            Some(_) => self.split_len.max(len.div_ceil(MAX_SPLITS)),
-            None => self.split_len,
-        }
+        self.split_len
+            .max(len.div_ceil(max_splits(self.wo.is_some())))
+    }
+
+    /// The shaders' `split_len_at` (for the combine after several splits).
+    pub fn split_len_wgsl(&self) -> String {
+        split_len_wgsl(Some(max_splits(self.wo.is_some())))
     }
 
     /// The attention into `out` (one split) or `partials` (several, then merged into `out`

@@ -25,7 +25,7 @@ use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention::{combine_kernel, workgroup_kernel};
 use crate::gpu::kernels::attention_group::{AttentionGroup, GroupLayout};
 use crate::gpu::kernels::common::attention::{
-    dispatches_at, partials_bytes, AttentionInputs, AttentionVariant, DispatchesAt, WoFold,
+    dispatches_at, partials_bytes, AttentionInputs, split_len_wgsl, AttentionVariant, DispatchesAt, WoFold,
 };
 use crate::gpu::kernels::common::rope_kv::HeadShape;
 use crate::gpu::kernels::soft::attention_lanes::{AttentionLanes, LanesDispatch};
@@ -201,8 +201,14 @@ impl Attention {
             _ => 1,
         };
         let own_combine = folded && !matches!(design, Design::Workgroup(_));
-        let combine = (!own_combine)
-            .then(|| combine_kernel(ctx, shape, split_len, wo, &wo_constants, &wo_slots));
+        let split_at = match &design {
+            Design::Group(g) => g.split_len_wgsl(),
+            _ => split_len_wgsl(None),
+        };
+        let combine = (!own_combine).then(|| {
+            let split = (split_len, split_at.as_str());
+            combine_kernel(ctx, shape, split, wo, &wo_constants, &wo_slots)
+        });
         Ok(Attention {
             design,
             combine,
@@ -246,8 +252,9 @@ impl Attention {
         first..first + count
     }
 
-    /// Splits for the step at position `pos` (the group design with W_o folded in
-    /// lengthens its splits past [`crate::gpu::kernels::attention_group::MAX_SPLITS`]).
+    /// Splits for the step at position `pos` (the group design lengthens its splits past
+    /// [`crate::gpu::kernels::attention_group::MAX_SPLITS`], or unfolded
+    /// [`crate::gpu::kernels::attention_group::MAX_SPLITS_UNFOLDED`]).
     pub fn splits_at(&self, pos: usize) -> u32 {
         let split_len = match &self.design {
             Design::Group(g) => g.split_len_at(pos + 1),
