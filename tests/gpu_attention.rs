@@ -18,7 +18,7 @@ use pocketrt::gpu::forward::designs::Attention;
 use pocketrt::gpu::kernels::attention::{
     AttentionInputs, AttentionVariant, OutputProjection, WoFold,
 };
-use pocketrt::gpu::kernels::attention_group::{WoBlocks, MAX_SPLITS};
+use pocketrt::gpu::kernels::attention_group::{WoBlocks, MAX_SPLITS, MAX_SPLITS_UNFOLDED};
 use pocketrt::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvSpec, TextureOrder};
 use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
 use pocketrt::gpu::GpuContext;
@@ -613,6 +613,24 @@ fn group_attention_with_w_o_folded_per_kv_head_matches_reference() {
     check_group_folding(POCKET_HEADS, true, (999, 16), 91, (896, BLOCKS));
     check_group_folding(mha_64, true, (299, 4), 92, (200, odd));
     check_group_folding(POCKET_HEADS, true, (2048, 64), 93, (896, BLOCKS));
+}
+
+/// Unfolded too, past MAX_SPLITS_UNFOLDED (128) splits the group design's split length
+/// grows, its grid, its kernel and the combine alike: 2,048 positions in 16-position
+/// splits are 128 splits, 2,049 are 121 of 17 (not 129 of 16), 2,100 are 124 of 17.
+#[test]
+fn group_attention_caps_its_splits_unfolded_too() {
+    assert_eq!(MAX_SPLITS_UNFOLDED, 128);
+    let group = AttentionVariant::Group;
+    let built = Attention::with_variant(gpu(), group, POCKET_HEADS, true, 1e-6, 16).unwrap();
+    for (i, (pos, splits)) in [(2047, 128), (2048, 121), (2099, 124)]
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(built.splits_at(pos), splits, "position {pos}");
+        let design = Design::Plain(group);
+        check_attention_design(gpu(), POCKET_HEADS, true, pos, 16, 94 + i as u64, design);
+    }
 }
 
 #[test]

@@ -205,7 +205,12 @@ fn a_sweep_keeps_its_budget_chooses_the_fastest_and_is_remembered() {
         assert_eq!((last.stage.as_str(), last.design), (tune::FINAL, start));
         let (own, chosen) = (last.ms.unwrap(), last.vs_ms.unwrap());
         let kept = chosen < own * (1.0 - tune::MARGIN);
-        assert_eq!(sweep.best, if kept { best } else { start }, "{}", sweep.table());
+        assert_eq!(
+            sweep.best,
+            if kept { best } else { start },
+            "{}",
+            sweep.table()
+        );
         let (b, s) = sweep.speedup().unwrap();
         assert_eq!((b, s), if kept { (chosen, own) } else { (own, own) });
     }

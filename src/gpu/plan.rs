@@ -131,7 +131,10 @@ impl MemoryPlan {
         let kv_layer = padded(KvCache::layer_bytes(cfg, context));
         let kv_cache = 2 * cfg.n_layers as u64 * kv_layer;
         let scores = padded((cfg.n_heads * context * 4) as u64);
-        let partials = padded(partials_bytes(KvCache::shape(cfg, context), GPU_MIN_SPLIT_LEN));
+        let partials = padded(partials_bytes(
+            KvCache::shape(cfg, context),
+            GPU_MIN_SPLIT_LEN,
+        ));
         // Two residual buffers (the folded output projection ping-pongs between them),
         // the heads' projection parts, and the attention output.
         let activations = 2 * f32s(h)

@@ -482,7 +482,8 @@ impl Sweep {
         );
         for t in &self.trials {
             let ms = t.ms.map_or("failed".into(), |m| format!("{m:.3}"));
-            let [vs, wall] = [t.vs_ms, t.wall_ms].map(|m| m.map_or("-".into(), |m| format!("{m:.3}")));
+            let [vs, wall] =
+                [t.vs_ms, t.wall_ms].map(|m| m.map_or("-".into(), |m| format!("{m:.3}")));
             let mark = if t.design == self.best && t.stage != FINAL {
                 "  <- chosen"
             } else {

@@ -19,7 +19,8 @@
 //! 4. the prefill GEMMs' GFLOP/s per shape and design, and the GPU GEMVs' GB/s with x in
 //!    f32 and f16 (`gpu_check_kernels`);
 //! 5. the tuner's sweep of the profile's free constants (`gpu::tune`, `--tune-ms`): its
-//!    table, the profile's own design against the one it would keep (not kept here).
+//!    table, the profile's own design against the one it would keep (not kept here), and
+//!    decode tok/s in that design (the positions of 3, and pipelined greedy).
 //!
 //! Prints one JSON document on stdout; progress and a summary go to stderr.
 
@@ -31,8 +32,8 @@ use pocketrt::format::ModelSource;
 use pocketrt::gpu::forward::StepOptions;
 use pocketrt::gpu::kernels::topk::TOPK_MAX;
 use pocketrt::gpu::timing::{GpuTimer, ReadCeiling};
-use pocketrt::gpu::weights::limits_needed;
 use pocketrt::gpu::tune::Tuned;
+use pocketrt::gpu::weights::limits_needed;
 use pocketrt::gpu::weights::ModelWeights;
 use pocketrt::gpu::{GpuContext, GpuModel, KernelTime};
 use pocketrt::sampler::{Sampler, SamplerConfig};

@@ -99,7 +99,10 @@ impl Built {
 pub async fn race(a: &mut Built, b: &mut Built, pos: usize) -> Result<(Timed, Timed)> {
     a.model.decode_async(0, pos).await?;
     b.model.decode_async(0, pos).await?;
-    let (mut ta, mut tb) = (round(&mut a.model, pos).await?, round(&mut b.model, pos).await?);
+    let (mut ta, mut tb) = (
+        round(&mut a.model, pos).await?,
+        round(&mut b.model, pos).await?,
+    );
     for _ in 1..ROUNDS {
         ta = ta.best(round(&mut a.model, pos).await?);
         tb = tb.best(round(&mut b.model, pos).await?);

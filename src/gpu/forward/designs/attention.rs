@@ -25,7 +25,8 @@ use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention::{combine_kernel, workgroup_kernel};
 use crate::gpu::kernels::attention_group::{AttentionGroup, GroupLayout};
 use crate::gpu::kernels::common::attention::{
-    dispatches_at, partials_bytes, AttentionInputs, split_len_wgsl, AttentionVariant, DispatchesAt, WoFold,
+    dispatches_at, partials_bytes, split_len_wgsl, AttentionInputs, AttentionVariant, DispatchesAt,
+    WoFold,
 };
 use crate::gpu::kernels::common::rope_kv::HeadShape;
 use crate::gpu::kernels::soft::attention_lanes::{AttentionLanes, LanesDispatch};
