@@ -409,7 +409,8 @@ pub struct Trial {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vs_ms: Option<f64>,
     /// Best awaited step by wall clock, submit to token read, ms: next to GPU timestamps
-    /// it shows what the pass's timestamps leave out (launch gaps, the readback).
+    /// it shows what the pass's timestamps leave out (launch gaps, the readback); by the
+    /// wall clock timer, `ms` again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_ms: Option<f64>,
     /// Wall time of the whole trial (building the candidate's pipelines too), s.

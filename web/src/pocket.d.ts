@@ -162,6 +162,8 @@ export interface TuneSweep {
     design: TunedDesign;
     /** Best step by the sweep's timer, ms (null: the design failed). */
     ms: number | null;
+    /** The best design so far in the same race (timed in turns), ms. */
+    vs_ms?: number;
     /** Best awaited step by wall clock (submit to token read), ms. */
     wall_ms?: number;
     seconds: number;
