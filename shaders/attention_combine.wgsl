@@ -1,8 +1,7 @@
 // Merge the per-split partial results of split-K decode attention (attention.wgsl): for
 // q head h, with splits s of max score m_s, Σp l_s and unnormalised Σ p·v acc_s,
 //   out[h] = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s,   M = max_s m_s.
-// One workgroup per head; the split count follows from the position, as the host's grid
-// (`split_len_at`: the wrapper's, the attention design's split length at a history).
+// One workgroup per head; the split count follows from the position, as the host's grid.
 // WO_FOLD: out[h] is also projected through its W_o columns into parts[h]
 // (attention_wo.wgsl).
 
@@ -17,7 +16,7 @@ override SPLIT_LEN: u32;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
-    let splits = step.pos / split_len_at(step.pos + 1u) + 1u;
+    let splits = (step.pos + SPLIT_LEN) / SPLIT_LEN;
     let stride = HD + 2u;
     let first = h * splits * stride;
     var big_m = -3.4e38;

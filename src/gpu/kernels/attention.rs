@@ -91,14 +91,21 @@ pub(crate) fn workgroup_kernel(
     KernelPipeline::new(ctx, label, &source, &slots, constants)
 }
 
+/// The combine's split count for a fixed split length (its line in the shader), and where
+/// the design's `split_len_at` caps the splits.
+const FIXED_SPLITS: &str = "let splits = (step.pos + SPLIT_LEN) / SPLIT_LEN;";
+const CAPPED_SPLITS: &str = "let splits = step.pos / split_len_at(step.pos + 1u) + 1u;";
+
 /// The combine after several splits (shaders/attention_combine.wgsl), projecting through
 /// the folded W_o when `wo` (`wo_constants`, `wo_slots`: its overrides and slots): the
 /// workgroup design's, and the other designs' where they do not combine themselves.
-/// `split_at`: the design's `split_len_at` (`common::attention::split_len_wgsl`).
+/// `split_at`: where the design caps its splits, its `split_len_at`
+/// (`common::attention::split_len_wgsl`), which then counts the splits; else `SPLIT_LEN`
+/// does, in the shader as written (the CPU adapters' designs: their source unchanged).
 pub(crate) fn combine_kernel(
     ctx: &GpuContext,
     shape: HeadShape,
-    (split_len, split_at): (usize, &str),
+    (split_len, split_at): (usize, Option<&str>),
     wo: Option<WoFold>,
     wo_constants: &[(&str, f64)],
     wo_slots: &[Slot],
@@ -112,11 +119,15 @@ pub(crate) fn combine_kernel(
     constants.extend(wo_constants);
     let mut slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
     slots.extend(wo_slots);
+    let combine = match split_at {
+        Some(_) => COMBINE_WGSL.replace(FIXED_SPLITS, CAPPED_SPLITS),
+        None => COMBINE_WGSL.to_string(),
+    };
     let source = [
         STEP_WGSL,
-        split_at,
+        split_at.unwrap_or_default(),
         &wo_source(wo, 3, shape.head_dim),
-        COMBINE_WGSL,
+        &combine,
     ]
     .concat();
     let label = if folded {
@@ -125,4 +136,14 @@ pub(crate) fn combine_kernel(
         "attention_combine"
     };
     KernelPipeline::new(ctx, label, &source, &slots, &constants)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_combine_counts_its_splits_where_a_capped_design_replaces_it() {
+        assert_eq!(COMBINE_WGSL.matches(FIXED_SPLITS).count(), 1);
+    }
 }

@@ -25,8 +25,7 @@ use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::attention::{combine_kernel, workgroup_kernel};
 use crate::gpu::kernels::attention_group::{AttentionGroup, GroupLayout};
 use crate::gpu::kernels::common::attention::{
-    dispatches_at, partials_bytes, split_len_wgsl, AttentionInputs, AttentionVariant, DispatchesAt,
-    WoFold,
+    dispatches_at, partials_bytes, AttentionInputs, AttentionVariant, DispatchesAt, WoFold,
 };
 use crate::gpu::kernels::common::rope_kv::HeadShape;
 use crate::gpu::kernels::soft::attention_lanes::{AttentionLanes, LanesDispatch};
@@ -203,11 +202,11 @@ impl Attention {
         };
         let own_combine = folded && !matches!(design, Design::Workgroup(_));
         let split_at = match &design {
-            Design::Group(g) => g.split_len_wgsl(),
-            _ => split_len_wgsl(None),
+            Design::Group(g) => Some(g.split_len_wgsl()),
+            _ => None,
         };
         let combine = (!own_combine).then(|| {
-            let split = (split_len, split_at.as_str());
+            let split = (split_len, split_at.as_deref());
             combine_kernel(ctx, shape, split, wo, &wo_constants, &wo_slots)
         });
         Ok(Attention {
