@@ -154,12 +154,7 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
         READ_PASSES,
     )?;
 
-    let mut profiles = vec![];
-    for pos in [0, a.long_pos] {
-        progress(&format!("profiling the step's kernels at position {pos}"));
-        let kernels = model.profile_step(1, pos, a.passes)?;
-        profiles.push(kernel_profile(&kernels, pos, ceiling.best.gb_s));
-    }
+    let profiles = step_profiles(&mut model, &a, ceiling.best.gb_s, &progress)?;
 
     let gemm_tokens = a.prefill.min(model.prefill_chunk_len());
     progress(&format!("timing the prefill GEMMs at {gemm_tokens} tokens"));
@@ -171,7 +166,8 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
     if let Some(design) = chosen {
         progress("timing decode in the tuned design");
         let weights = model.weights.clone();
-        tune["decode"] = time_tuned(&ctx, (&cfg, weights, context), design, &a, &progress)?;
+        let (model_in, gb_s) = ((&cfg, weights, context), ceiling.best.gb_s);
+        tune["decode"] = time_tuned(&ctx, model_in, design, (&a, gb_s), &progress)?;
     }
 
     let report = json!({
@@ -355,14 +351,32 @@ fn time_other_fold(
     Ok(json!({ "on": on, "off": off }))
 }
 
-/// Decode as [`time_decode_positions`] and [`time_pipelined`] do, in the tuner's chosen
-/// `design` over the same weights (`{"design", "decode", "pipelined"}`): the profile's
-/// own design against the tuned one, both by wall clock.
+/// The step's kernels, each dispatch timed alone, at position 0 and `--long-pos`
+/// ([`kernel_profile`] against the read ceiling `gb_s`).
+fn step_profiles(
+    model: &mut GpuModel,
+    a: &GpuCheckArgs,
+    gb_s: f64,
+    progress: &impl Fn(&str),
+) -> Result<Vec<Value>> {
+    let mut profiles = vec![];
+    for pos in [0, a.long_pos] {
+        progress(&format!("profiling the step's kernels at position {pos}"));
+        let kernels = model.profile_step(1, pos, a.passes)?;
+        profiles.push(kernel_profile(&kernels, pos, gb_s));
+    }
+    Ok(profiles)
+}
+
+/// Decode as [`time_decode_positions`] and [`time_pipelined`] do, and the kernels as
+/// [`step_profiles`], in the tuner's chosen `design` over the same weights (`{"design",
+/// "decode", "pipelined", "step_profiles"}`): the profile's own design against the tuned
+/// one, both by wall clock.
 fn time_tuned(
     ctx: &GpuContext,
     (cfg, weights, context): (&ModelConfig, ModelWeights, usize),
     design: Tuned,
-    a: &GpuCheckArgs,
+    (a, gb_s): (&GpuCheckArgs, f64),
     progress: &impl Fn(&str),
 ) -> Result<Value> {
     let tuned = Arc::new(ctx.tuned_to(design.apply(&ctx.profile)));
@@ -370,8 +384,12 @@ fn time_tuned(
     let mut model = GpuModel::with_options(tuned, cfg.clone(), weights, context, options)?;
     let decode = time_decode_positions(&mut model, a, &mut (0, 0), progress)?;
     let pipelined = time_pipelined(&mut model, a.steps.min(context - 1))?;
+    let profiles = step_profiles(&mut model, a, gb_s, progress)?;
     drop(model.release());
-    Ok(json!({ "design": design.to_string(), "decode": decode, "pipelined": pipelined }))
+    Ok(json!({
+        "design": design.to_string(), "decode": decode, "pipelined": pipelined,
+        "step_profiles": profiles,
+    }))
 }
 
 /// Decode steps at `pos` (each writes and reads that position), after
@@ -549,9 +567,14 @@ fn print_summary(r: &Value) {
         f(&p["tok_s"])
     );
     eprintln!("read ceiling: {:.2} GB/s", f(&r["read_ceiling"]["gb_s"]));
-    for s in r["step_profiles"].as_array().into_iter().flatten() {
+    let tuned = t["step_profiles"].as_array().into_iter().flatten();
+    let own = r["step_profiles"].as_array().into_iter().flatten();
+    for (s, whose) in own
+        .map(|s| (s, ""))
+        .chain(tuned.map(|s| (s, " (tuned design)")))
+    {
         eprintln!(
-            "step at position {}: {:.2} ms of kernels, {:.2} GB/s ({:.2} of the read ceiling)",
+            "step at position {}{whose}: {:.2} ms of kernels, {:.2} GB/s ({:.2} of the read ceiling)",
             s["position"],
             f(&s["ms"]),
             f(&s["gb_s"]),
