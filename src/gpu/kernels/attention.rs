@@ -1,12 +1,13 @@
 //! Decode attention's designs for GPUs, one query token (GQA, softmax), split along the
 //! context into chunks of `split_len` positions when the history is longer than one
-//! chunk (flash-decoding: the splits write partial results that
-//! shaders/attention_combine.wgsl merges, `combine_kernel`):
+//! chunk (flash-decoding: the splits write partial results that a combine merges):
 //! - one workgroup per (KV head, split) computing its whole GQA group
-//!   (`attention_group`): the GPUs' design;
+//!   (`attention_group`, which merges its splits itself): the GPUs' design;
 //! - where the group design cannot run a shape: one workgroup per (q head, split), norm +
 //!   RoPE + KV write fused in (shaders/attention.wgsl, `workgroup_kernel`); W_o folds in
-//!   here as one part per q head (shaders/attention_wo.wgsl).
+//!   here as one part per q head (shaders/attention_wo.wgsl); its splits merged by
+//!   shaders/attention_combine.wgsl (`combine_kernel`, also the CPU adapters' lanes
+//!   design's where W_o is not folded in).
 //!
 //! The CPU adapters' design is `soft::attention_lanes`; `gpu::forward::designs::Attention`
 //! puts the designs behind one wrapper (the inputs and W_o fold they share:
@@ -91,21 +92,13 @@ pub(crate) fn workgroup_kernel(
     KernelPipeline::new(ctx, label, &source, &slots, constants)
 }
 
-/// The combine's split count for a fixed split length (its line in the shader), and where
-/// the design's `split_len_at` caps the splits.
-const FIXED_SPLITS: &str = "let splits = (step.pos + SPLIT_LEN) / SPLIT_LEN;";
-const CAPPED_SPLITS: &str = "let splits = step.pos / split_len_at(step.pos + 1u) + 1u;";
-
 /// The combine after several splits (shaders/attention_combine.wgsl), projecting through
 /// the folded W_o when `wo` (`wo_constants`, `wo_slots`: its overrides and slots): the
-/// workgroup design's, and the other designs' where they do not combine themselves.
-/// `split_at`: where the design caps its splits, its `split_len_at`
-/// (`common::attention::split_len_wgsl`), which then counts the splits; else `SPLIT_LEN`
-/// does, in the shader as written (the CPU adapters' designs: their source unchanged).
+/// workgroup design's, and the lanes design's where it does not combine itself.
 pub(crate) fn combine_kernel(
     ctx: &GpuContext,
     shape: HeadShape,
-    (split_len, split_at): (usize, Option<&str>),
+    split_len: usize,
     wo: Option<WoFold>,
     wo_constants: &[(&str, f64)],
     wo_slots: &[Slot],
@@ -119,31 +112,11 @@ pub(crate) fn combine_kernel(
     constants.extend(wo_constants);
     let mut slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
     slots.extend(wo_slots);
-    let combine = match split_at {
-        Some(_) => COMBINE_WGSL.replace(FIXED_SPLITS, CAPPED_SPLITS),
-        None => COMBINE_WGSL.to_string(),
-    };
-    let source = [
-        STEP_WGSL,
-        split_at.unwrap_or_default(),
-        &wo_source(wo, 3, shape.head_dim),
-        &combine,
-    ]
-    .concat();
+    let source = [STEP_WGSL, &wo_source(wo, 3, shape.head_dim), COMBINE_WGSL].concat();
     let label = if folded {
         "attention_combine+wo"
     } else {
         "attention_combine"
     };
     KernelPipeline::new(ctx, label, &source, &slots, &constants)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_combine_counts_its_splits_where_a_capped_design_replaces_it() {
-        assert_eq!(COMBINE_WGSL.matches(FIXED_SPLITS).count(), 1);
-    }
 }

@@ -2,8 +2,8 @@
 //! split) computing every q head of the KV head's GQA group, so each key and value is
 //! loaded once for the group; the q/k-norm + RoPE + KV write fused in; scores, softmax and
 //! the P·V reduction in workgroup memory. Several splits write the partial results that
-//! shaders/attention_combine.wgsl merges. `gpu::forward::designs::Attention` puts it
-//! together with the combine.
+//! the design's merge (shaders/attention_group_merge.wgsl) combines, one workgroup per q
+//! head with its lanes over the splits.
 //!
 //! Optionally with the output projection W_o folded in (shaders/attention_group_wo.wgsl),
 //! one part per KV head: each KV head's projection is cut into blocks of W_o rows
@@ -31,6 +31,12 @@ use crate::gpu::device::GpuContext;
 const WGSL: &str = include_str!("../../../shaders/attention_group.wgsl");
 const WO_WGSL: &str = include_str!("../../../shaders/attention_group_wo.wgsl");
 const COMBINE_WGSL: &str = include_str!("../../../shaders/attention_group_combine.wgsl");
+const MERGE_WGSL: &str = include_str!("../../../shaders/attention_group_merge.wgsl");
+
+/// Invocations of the merge without W_o folded in: lanes over the splits (at least
+/// [`MAX_SPLITS_UNFOLDED`], so each lane takes one) and over head_dim.
+const MERGE_WIDTH: usize = 256;
+const _: () = assert!(MAX_SPLITS_UNFOLDED <= MERGE_WIDTH);
 
 /// Workgroup memory the kernel may use: WebGPU's default limit.
 const WORKGROUP_BYTES: usize = 16 * 1024;
@@ -136,8 +142,9 @@ fn max_splits(folded: bool) -> usize {
 
 pub struct AttentionGroup {
     kernel: KernelPipeline,
-    /// With W_o folded in: the combine after several splits, which also projects.
-    merge: Option<KernelPipeline>,
+    /// The combine after several splits: with W_o folded in, one workgroup per (KV head,
+    /// block), which also projects; else one per q head.
+    merge: KernelPipeline,
     pub layout: GroupLayout,
     pub shape: HeadShape,
     /// The folded W_o, when folded.
@@ -147,12 +154,11 @@ pub struct AttentionGroup {
 }
 
 /// The attention of one layer in the group design: `single` for a history of one split,
-/// `split` then a combine for more (`merge`: with W_o folded in, the design's own; else
-/// none, shaders/attention_combine.wgsl's, which the caller builds).
+/// `split` then `merge` for more.
 pub struct GroupDispatch {
     pub single: Dispatch,
     pub split: Dispatch,
-    pub merge: Option<Dispatch>,
+    pub merge: Dispatch,
 }
 
 impl AttentionGroup {
@@ -216,26 +222,32 @@ impl AttentionGroup {
         slots.extend(&wo_slots);
         let label = ["attention/group", if folded { "+wo" } else { "" }].concat();
         let kernel = KernelPipeline::new(ctx, &label, &source, &slots, &constants);
-        let merge = wo.map(|w| {
-            let constants = [
-                ("N_HEADS", shape.n_heads as f64),
-                ("HD", shape.head_dim as f64),
-                ("SPLIT_LEN", split_len as f64),
-                ("HIDDEN", w.rows as f64),
-            ];
-            let mut slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
-            slots.extend(&wo_slots);
-            let source = [
-                STEP_WGSL,
-                &layout.wgsl(),
-                &split_at,
-                &fold(3, "o_sh"),
-                COMBINE_WGSL,
-            ]
-            .concat();
-            let label = "attention_group_combine+wo";
-            KernelPipeline::new(ctx, label, &source, &slots, &constants)
-        });
+        let mut constants = vec![
+            ("N_HEADS", shape.n_heads as f64),
+            ("HD", shape.head_dim as f64),
+            ("SPLIT_LEN", split_len as f64),
+        ];
+        constants.extend(wo.map(|w| ("HIDDEN", w.rows as f64)));
+        let mut slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
+        slots.extend(&wo_slots);
+        let (label, source) = match wo {
+            Some(_) => {
+                let source = [&layout.wgsl(), &split_at, &fold(3, "o_sh"), COMBINE_WGSL];
+                ("attention_group_combine+wo", source.concat())
+            }
+            None => {
+                let consts = format!(
+                    "const HD4: u32 = {}u;\nconst MERGE_WIDTH: u32 = {MERGE_WIDTH}u;\n",
+                    layout.hd4
+                );
+                (
+                    "attention_group_merge",
+                    [&consts, &split_at, MERGE_WGSL].concat(),
+                )
+            }
+        };
+        let source = [STEP_WGSL, &source].concat();
+        let merge = KernelPipeline::new(ctx, label, &source, &slots, &constants);
         Ok(AttentionGroup {
             kernel,
             merge,
@@ -254,16 +266,11 @@ impl AttentionGroup {
             .max(len.div_ceil(max_splits(self.wo.is_some())))
     }
 
-    /// The shaders' `split_len_at` (for the combine after several splits).
-    pub fn split_len_wgsl(&self) -> String {
-        split_len_wgsl(Some(max_splits(self.wo.is_some())))
-    }
-
     /// The attention into `out` (one split) or `partials` (several, then merged into `out`
-    /// by `merge` where W_o is folded in), and with W_o folded in, `inputs.wo`'s parts;
-    /// this step's k and v are written to `inputs.cache` at the step's position. The
-    /// grids: `single` the whole of one split, `split` one split (the caller sets the
-    /// count: [`Self::grid`]), `merge` (KV heads, blocks).
+    /// by `merge`), and with W_o folded in, `inputs.wo`'s parts; this step's k and v are
+    /// written to `inputs.cache` at the step's position. The grids: `single` the whole of
+    /// one split, `split` one split (the caller sets the count: [`Self::grid`]), `merge`
+    /// (KV heads, blocks) folded, (q heads) unfolded.
     pub fn dispatch(
         &self,
         ctx: &GpuContext,
@@ -289,13 +296,13 @@ impl AttentionGroup {
         single.grid = [kv, 1, blocks];
         let mut split = attend(partials);
         split.grid = Self::grid(self.shape, 1);
-        let merge = self.merge.as_ref().map(|k| {
-            let mut b: Vec<Binding> = [i.step, partials, out].map(Binding::Buffer).to_vec();
-            b.extend(wo.iter().cloned());
-            let mut d = k.dispatch_bindings(ctx, &b, 1);
-            d.grid = [kv, blocks, 1];
-            d
-        });
+        let mut b: Vec<Binding> = [i.step, partials, out].map(Binding::Buffer).to_vec();
+        b.extend(wo.iter().cloned());
+        let mut merge = self.merge.dispatch_bindings(ctx, &b, 1);
+        merge.grid = match self.wo {
+            Some(_) => [kv, blocks, 1],
+            None => [self.shape.n_heads as u32, 1, 1],
+        };
         GroupDispatch {
             single,
             split,

@@ -58,9 +58,9 @@ pub enum AttentionDispatch {
         split: Dispatch,
         combine: Dispatch,
     },
-    /// `single` when the history fits one split, else `split` then `combine`: grids of KV
-    /// heads × splits (with W_o folded in: one split KV heads × 1 × blocks, the combine
-    /// KV heads × blocks).
+    /// `single` when the history fits one split, else `split` then `combine` (the
+    /// design's merge): grids of KV heads × splits, the combine q heads (with W_o folded
+    /// in: one split KV heads × 1 × blocks, the combine KV heads × blocks).
     Group {
         single: Dispatch,
         split: Dispatch,
@@ -193,22 +193,21 @@ impl Attention {
             }
         };
         // A part per head; with W_o folded into the lanes design per workgroup of its
-        // heads, into the group design per GQA group (both combine their splits
-        // themselves: `LanesDispatch::merge`, `GroupDispatch::merge`).
+        // heads, into the group design per GQA group. The group design combines its
+        // splits itself (`GroupDispatch::merge`), the lanes design where W_o folds in
+        // (`LanesDispatch::merge`).
         let part_heads = match (&design, folded) {
             (Design::Lanes(_), true) => AttentionLanes::part_heads(shape),
             (Design::Group(_), true) => shape.n_heads / shape.n_kv_heads,
             _ => 1,
         };
-        let own_combine = folded && !matches!(design, Design::Workgroup(_));
-        let split_at = match &design {
-            Design::Group(g) => Some(g.split_len_wgsl()),
-            _ => None,
+        let own_combine = match design {
+            Design::Group(_) => true,
+            Design::Lanes(_) => folded,
+            Design::Workgroup(_) => false,
         };
-        let combine = (!own_combine).then(|| {
-            let split = (split_len, split_at.as_deref());
-            combine_kernel(ctx, shape, split, wo, &wo_constants, &wo_slots)
-        });
+        let combine = (!own_combine)
+            .then(|| combine_kernel(ctx, shape, split_len, wo, &wo_constants, &wo_slots));
         Ok(Attention {
             design,
             combine,
@@ -313,9 +312,7 @@ impl Attention {
                 AttentionDispatch::Group {
                     single: d.single,
                     split: d.split,
-                    combine: combine
-                        .or(d.merge)
-                        .expect("the group design combines its splits where W_o folds"),
+                    combine: d.merge,
                 }
             }
             Design::Lanes(kernel) => {
