@@ -1,16 +1,25 @@
 //! What ran is visible: each pipeline's label names its kernel and design (what wgpu's
-//! validation errors and the per-kernel profile show), per device profile; and
-//! `POCKETRT_DUMP_WGSL=DIR` writes every assembled shader to DIR.
+//! validation errors and the per-kernel profile show), per device profile;
+//! `POCKETRT_DUMP_WGSL=DIR` writes every assembled shader to DIR; and what the GPU
+//! profiles' pipelines bind stays under WebGPU's default limits, with headroom.
 
 mod gpu_common;
 
 use gpu_common::profiles;
 use pocketrt::format::source::open;
-use pocketrt::gpu::GpuModel;
+use pocketrt::gpu::tune::Tuned;
+use pocketrt::gpu::{GpuContext, GpuModel, LimitsNeeded};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle/qwen3")
+    fixture_of("qwen3")
+}
+
+fn fixture_of(arch: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/oracle")
+        .join(arch)
 }
 
 #[test]
@@ -103,4 +112,47 @@ fn dump_wgsl_writes_every_assembled_shader_named_by_its_label() {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 41, part 5: every pipeline of the GPU profiles (Safari runs `gpu`) binds at most
+/// 7 storage buffers, one under WebGPU's default `maxStorageBuffersPerShaderStage` (8):
+/// the models of every architecture (qwen2's biases), W_o folded and not, one split and
+/// several, greedy decode (the head's fused argmax) and prefill. Each profile on a device of its own,
+/// so that its pipeline cache holds its pipelines alone.
+#[test]
+fn gpu_profiles_leave_a_storage_buffer_of_headroom_in_every_pipeline() {
+    const MOST: usize = 7;
+    for name in ["gpu", "gpu-subgroups"] {
+        let device = GpuContext::new_blocking(LimitsNeeded::default()).unwrap();
+        let ctx = match device.with_profile(name) {
+            Ok(ctx) => ctx,
+            Err(e) if name == "gpu-subgroups" && device.profile.name != "lavapipe" => {
+                println!("{name} not on {}: {e}", device.adapter.name);
+                continue;
+            }
+            Err(e) => panic!("{name}: {e}"),
+        };
+        let own = Tuned::of(&ctx.profile).expect("a GPU profile has a tunable design");
+        let unfolded = Tuned {
+            fold_output: !own.fold_output,
+            ..own
+        };
+        for design in [own, unfolded] {
+            let ctx = Arc::new(ctx.tuned_to(design.apply(&ctx.profile)));
+            for arch in ["qwen3", "qwen2", "llama"] {
+                let src = &mut *open(&fixture_of(arch)).unwrap();
+                let mut model = GpuModel::load(ctx.clone(), src, 600).unwrap();
+                // One split, then several (the combine), greedy; a prefill chunk.
+                model.decode(1, 0).unwrap();
+                model.decode(1, 599).unwrap();
+                model.prefill(&[1, 2, 3], 0).unwrap();
+            }
+        }
+        let bindings = device.pipelines_storage_buffers();
+        println!("{name}: {bindings:?}");
+        assert!(bindings.len() > 10, "{name}: {bindings:?}");
+        for (label, n) in &bindings {
+            assert!(*n <= MOST, "{name}: {label} binds {n} storage buffers");
+        }
+    }
 }

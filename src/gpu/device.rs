@@ -352,6 +352,11 @@ impl GpuContext {
         self.pipelines.len()
     }
 
+    /// Each pipeline compiled on this device: its label and storage buffers, most first.
+    pub fn pipelines_storage_buffers(&self) -> Vec<(String, usize)> {
+        self.pipelines.storage_buffers()
+    }
+
     /// Why the device was lost (`device.lost`, `Device::destroy`), once it is.
     pub fn lost(&self) -> Option<String> {
         self.lost.lock().ok()?.clone()

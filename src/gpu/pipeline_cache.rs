@@ -16,6 +16,8 @@ pub struct PipelineKey {
     pub bindings: String,
     /// Override constants: name and the value's bits.
     pub constants: Vec<(String, u64)>,
+    /// Storage buffers among the bindings (WebGPU's default limit per stage: 8).
+    pub storage_buffers: usize,
 }
 
 /// A compiled pipeline and its bind group layout (handles: cloning shares them).
@@ -41,6 +43,18 @@ impl PipelineCache {
             m.insert(key, compiled.clone());
         }
         compiled
+    }
+
+    /// Each kept pipeline's label and storage buffers, most first.
+    pub fn storage_buffers(&self) -> Vec<(String, usize)> {
+        let mut all: Vec<_> = self.0.lock().map_or(vec![], |m| {
+            m.keys()
+                .map(|k| (k.label.clone(), k.storage_buffers))
+                .collect()
+        });
+        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        all.dedup();
+        all
     }
 
     /// Pipelines kept.

@@ -121,6 +121,13 @@ pub enum Slot {
     StorageTextureU32,
 }
 
+impl Slot {
+    /// A storage buffer (WebGPU's default limit: 8 per stage).
+    pub fn is_storage_buffer(self) -> bool {
+        matches!(self, Slot::Read | Slot::ReadWrite)
+    }
+}
+
 /// What fills one slot at dispatch.
 #[derive(Clone)]
 pub enum Binding<'a> {
@@ -236,6 +243,7 @@ impl KernelPipeline {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_bits()))
                 .collect(),
+            storage_buffers: slots.iter().filter(|s| s.is_storage_buffer()).count(),
         };
         let Compiled { pipeline, layout } = ctx
             .pipelines

@@ -13,6 +13,14 @@ use crate::gpu::weights::MatrixPart;
 
 /// What every GEMV design's body reads (the spec's buffers, shaders/gemv_q4_common.wgsl).
 const GEMV_COMMON_WGSL: &str = include_str!("../../../../shaders/gemv_q4_common.wgsl");
+
+/// The bias binding (its line in shaders/gemv_q4_common.wgsl), and what replaces it in the
+/// GPU rows designs of a spec without bias: a private array the kernel never reads (it
+/// adds a bias only `HAS_BIAS`), binding 4 then an unused 16-byte uniform. One storage
+/// binding of headroom (issue 41, part 5): the gate/up GEMV with the attention's parts
+/// and the head's with the argmax would bind all 8 of WebGPU's default per stage.
+const BIAS_BINDING: &str = "@group(0) @binding(4) var<storage, read> bias: array<f32>;";
+const NO_BIAS: &str = "var<private> bias: array<f32, 1>;";
 /// The input as x plus partial vectors (`GemvSpec::add_parts`).
 const PARTS_WGSL: &str = include_str!("../../../../shaders/gemv_q4_parts.wgsl");
 
@@ -61,6 +69,8 @@ pub struct GemvQ4 {
     /// How it reads the codes.
     codes: CodesRead,
     x_loads: XLoads,
+    /// Bound at binding 4 where the kernel has no bias binding (`NO_BIAS`).
+    no_bias: Option<wgpu::Buffer>,
 }
 
 /// The per-pipeline WGSL header: the rows variant's constants, the codes binding (read
@@ -164,7 +174,12 @@ impl GemvQ4 {
             argmax,
         };
         let GemvDesignSource { enables, body } = design(&inputs)?;
-        let source = [enables, &header, Q4_COMMON_WGSL, GEMV_COMMON_WGSL, &body].concat();
+        let no_bias = matches!(variant, GemvVariant::GpuRows(_)) && !spec.bias;
+        let common = match no_bias {
+            true => GEMV_COMMON_WGSL.replace(BIAS_BINDING, NO_BIAS),
+            false => GEMV_COMMON_WGSL.to_string(),
+        };
+        let source = [enables, &header, Q4_COMMON_WGSL, &common, &body].concat();
         // The design in the label: `gemv_q4/gpu_rows/8x16x2/tree`, `gemv_q4/tiles/8x16`
         // (+ `/subgroup` for subgroup x loads).
         let label = match variant {
@@ -204,12 +219,13 @@ impl GemvQ4 {
             constants.push(("WG", f64::from(layout.wg)));
         }
         let x_slot = if uniform_x { Slot::Uniform } else { Slot::Read };
+        let bias_slot = if no_bias { Slot::Uniform } else { Slot::Read };
         let mut slots = vec![
             codes.slot(),
             Slot::Read,
             x_slot,
             x_slot,
-            Slot::Read,
+            bias_slot,
             Slot::ReadWrite,
         ];
         if spec.add_parts > 0 {
@@ -230,6 +246,7 @@ impl GemvQ4 {
             spec,
             codes,
             x_loads,
+            no_bias: no_bias.then(|| ctx.uniform("gemv: no bias", 16)),
         })
     }
 
@@ -372,6 +389,7 @@ impl GemvQ4 {
             "gemv_q4: norm weights are bound exactly when the norm is fused"
         );
         let norm = norm_weight.unwrap_or(x);
+        let bias = self.no_bias.as_ref().unwrap_or(bias);
         let b = Binding::Buffer;
         let mut bindings = vec![codes, qparams, b(x), b(norm), b(bias), b(out)];
         if let Some([first, second]) = extra {
