@@ -20,7 +20,8 @@
 //   turns scores into exp(s - m) and sums them; the running max m and sum l per head
 //   carry across chunks (online softmax, `corr` rescales what came before); (3) P·V:
 //   invocation (r, d) owns vec4 d of every head's accumulator (registers) over positions
-//   r, r + RANGES, …, each value loaded once for the group.
+//   r, r + RANGES, …, each value loaded once for the group, four positions' loads in
+//   flight at a time.
 // - After the last chunk the RANGES partial accumulators are summed by halving rounds
 //   through workgroup memory (p_sh reused) and the first range writes the output.
 //
@@ -100,6 +101,12 @@ fn cache_or_row(is_k: bool, at: u32, i: u32, now: bool) -> vec2<u32> {
         return k_cache[at];
     }
     return v_cache[at];
+}
+
+// Vec4 d of the value at position j (`cbase`: the KV head's first word), from the cache or
+// this step's row.
+fn value_at(cbase: u32, j: u32, d: u32, pos: u32) -> vec4<f32> {
+    return f16x4(cache_or_row(false, cbase + j * HD4 + d, HD4 + d, j == pos));
 }
 
 // The RMSNorm factor of head `hh` of the prologue's norm segments (q heads 0..GROUP,
@@ -235,14 +242,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             stats[sg] = vec2<f32>(m_new, stats[sg].y * corr + red[sg * SEG]);
         }
         workgroupBarrier();
-        // (3) P·V over this lane's positions of the chunk.
+        // (3) P·V over this lane's positions of the chunk, four at a time: their loads
+        // are issued together, not one cache round trip per position.
         if (in_pv) {
             for (var g = 0u; g < GROUP; g++) {
                 acc[g] *= corr_sh[g];
             }
-            for (var t = r; t < n; t += RANGES) {
-                let at = cbase + (c0 + t) * HD4 + d;
-                let v = f16x4(cache_or_row(false, at, HD4 + d, c0 + t == pos));
+            var t = r;
+            for (; t + 3u * RANGES < n; t += 4u * RANGES) {
+                let v0 = value_at(cbase, c0 + t, d, pos);
+                let v1 = value_at(cbase, c0 + t + RANGES, d, pos);
+                let v2 = value_at(cbase, c0 + t + 2u * RANGES, d, pos);
+                let v3 = value_at(cbase, c0 + t + 3u * RANGES, d, pos);
+                for (var g = 0u; g < GROUP; g++) {
+                    let p = g * CHUNK + t;
+                    acc[g] += p_sh[p] * v0 + p_sh[p + RANGES] * v1
+                            + p_sh[p + 2u * RANGES] * v2 + p_sh[p + 3u * RANGES] * v3;
+                }
+            }
+            for (; t < n; t += RANGES) {
+                let v = value_at(cbase, c0 + t, d, pos);
                 for (var g = 0u; g < GROUP; g++) {
                     acc[g] += p_sh[g * CHUNK + t] * v;
                 }

@@ -232,7 +232,14 @@ impl AttentionGroup {
         slots.extend(&wo_slots);
         let (label, source) = match wo {
             Some(_) => {
-                let source = [&layout.wgsl(), &split_at, &fold(3, "o_sh"), COMBINE_WGSL];
+                let most = format!("const MAX_SPLITS: u32 = {MAX_SPLITS}u;\n");
+                let source = [
+                    &layout.wgsl(),
+                    &most,
+                    &split_at,
+                    &fold(3, "o_sh"),
+                    COMBINE_WGSL,
+                ];
                 ("attention_group_combine+wo", source.concat())
             }
             None => {
