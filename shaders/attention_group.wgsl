@@ -27,18 +27,20 @@
 //
 // One split (pos < SPLIT_LEN): out[h] = softmax(q·K/sqrt(HD))·V, normalised. Several: out
 // holds per (q head, split) the unnormalised Σ p·v (HD values), then the split's max
-// score m and Σ p, the layout attention_combine.wgsl merges (as attention.wgsl's).
+// score m and Σ p, the layout of attention.wgsl's partials.
 //
 // WO_FOLD (the output projection folded in, attention_group_wo.wgsl): the grid of one
 // split is (N_KV, 1, blocks); workgroup (kv, 0, b) computes the group's attention as
 // above, then W_o row block b of the group's part from the normalised outputs (into q_sh,
 // whose queries are no longer needed); only block 0 writes `out` and this step's k and v
 // (the other blocks compute with the same values from row_sh). Several splits project
-// nothing: attention_group_combine.wgsl merges them and projects, per (kv, b) too.
+// nothing: attention_group_combine.wgsl merges them and projects, per (kv, b) too
+// (unfolded, attention_group_merge.wgsl merges them).
 //
-// GROUP, HD4 (HD / 4), WIDTH (invocations, 64 to 256) and CHUNK (2 · WIDTH: p_sh then
-// holds the halving rounds' accumulators) are consts from the wrapper
-// (attention_group.rs), chosen per shape so that workgroup memory stays within 16 KiB.
+// GROUP, GROUP_P2 (the next power of two), HD4 (HD / 4), WIDTH (invocations, 64 to 256)
+// and CHUNK (2 · WIDTH: p_sh then holds the halving rounds' accumulators) are consts from
+// the wrapper (attention_group.rs), chosen per shape so that workgroup memory stays within
+// 16 KiB.
 // qkv: [q (N_HEADS·HD) | k (N_KV·HD) | v (N_KV·HD)] f32, the QKV GEMV's output. Caches:
 // [N_KV][CTX][HD/2] f16 pairs, read and written as vec2<u32> (4 values; f16x4, pack4:
 // kv_vec4.wgsl). rope4, qkv4: rope_vec4.wgsl; sin_cos: rope_common.wgsl; the rope inputs'
@@ -54,8 +56,10 @@ override SPLIT_LEN: u32;
 
 // P·V: position ranges (RANGES · HD4 ≤ WIDTH invocations own an accumulator vec4 each).
 const RANGES: u32 = WIDTH / HD4;
-// Softmax: lanes per head; the norm: lanes per head of the group's q heads and k.
-const SEG: u32 = WIDTH / GROUP;
+// Softmax: lanes per head, a power of two (the group padded to GROUP_P2 heads: segments
+// of whole halving rounds that never straddle a SIMD group of their size); the norm:
+// lanes per head of the group's q heads and k.
+const SEG: u32 = WIDTH / GROUP_P2;
 const SEG_NORM: u32 = WIDTH / (GROUP + 1u);
 const NEG_BIG: f32 = -3.4e38;
 

@@ -101,9 +101,13 @@ impl GroupLayout {
     /// The layout's consts, as the shader reads them.
     fn wgsl(&self) -> String {
         format!(
-            "const GROUP: u32 = {}u;\nconst HD4: u32 = {}u;\nconst WIDTH: u32 = {}u;\n\
-             const CHUNK: u32 = {}u;\n",
-            self.group, self.hd4, self.width, self.chunk
+            "const GROUP: u32 = {}u;\nconst GROUP_P2: u32 = {}u;\nconst HD4: u32 = {}u;\n\
+             const WIDTH: u32 = {}u;\nconst CHUNK: u32 = {}u;\n",
+            self.group,
+            self.group.next_power_of_two(),
+            self.hd4,
+            self.width,
+            self.chunk
         )
     }
 }
