@@ -119,6 +119,9 @@ pub enum Slot {
     /// A read-only `texture_storage_2d<rgba32uint, read>` (Q4 codes in tile order on
     /// lavapipe, `q4_codes::TextureOrder`).
     StorageTextureU32,
+    /// Not bound: the shader declares no such binding (a design without that input), so
+    /// the layout leaves the number out and what the caller passes for it is ignored.
+    Unused,
 }
 
 impl Slot {
@@ -137,7 +140,8 @@ pub enum Binding<'a> {
     Texture(&'a wgpu::TextureView),
 }
 
-fn binding_type(slot: Slot) -> wgpu::BindingType {
+/// The layout's entry type of `slot`; `None` for [`Slot::Unused`].
+fn binding_type(slot: Slot) -> Option<wgpu::BindingType> {
     let buffer = |ty| wgpu::BindingType::Buffer {
         ty,
         has_dynamic_offset: false,
@@ -148,7 +152,7 @@ fn binding_type(slot: Slot) -> wgpu::BindingType {
         view_dimension: wgpu::TextureViewDimension::D2,
         multisampled: false,
     };
-    match slot {
+    Some(match slot {
         Slot::Uniform => buffer(wgpu::BufferBindingType::Uniform),
         Slot::Read => buffer(wgpu::BufferBindingType::Storage { read_only: true }),
         Slot::ReadWrite => buffer(wgpu::BufferBindingType::Storage { read_only: false }),
@@ -159,7 +163,8 @@ fn binding_type(slot: Slot) -> wgpu::BindingType {
             format: wgpu::TextureFormat::Rgba32Uint,
             view_dimension: wgpu::TextureViewDimension::D2,
         },
-    }
+        Slot::Unused => return None,
+    })
 }
 
 /// A compute pipeline with its explicit bind-group layout.
@@ -228,11 +233,13 @@ impl KernelPipeline {
         let entries: Vec<wgpu::BindGroupLayoutEntry> = slots
             .iter()
             .enumerate()
-            .map(|(i, s)| wgpu::BindGroupLayoutEntry {
-                binding: i as u32,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: binding_type(*s),
-                count: None,
+            .filter_map(|(i, s)| {
+                Some(wgpu::BindGroupLayoutEntry {
+                    binding: i as u32,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: binding_type(*s)?,
+                    count: None,
+                })
             })
             .collect();
         let key = PipelineKey {
@@ -291,6 +298,7 @@ impl KernelPipeline {
         let entries: Vec<wgpu::BindGroupEntry> = bindings
             .iter()
             .enumerate()
+            .filter(|(i, _)| self.slots[*i] != Slot::Unused)
             .map(|(i, b)| wgpu::BindGroupEntry {
                 binding: i as u32,
                 resource: match b {

@@ -16,7 +16,7 @@ const GEMV_COMMON_WGSL: &str = include_str!("../../../../shaders/gemv_q4_common.
 
 /// The bias binding (its line in shaders/gemv_q4_common.wgsl), and what replaces it in the
 /// GPU rows designs of a spec without bias: a private array the kernel never reads (it
-/// adds a bias only `HAS_BIAS`), binding 4 then an unused 16-byte uniform. One storage
+/// adds a bias only `HAS_BIAS`), binding 4 then left out ([`Slot::Unused`]). One storage
 /// binding of headroom (issue 41, part 5): the gate/up GEMV with the attention's parts
 /// and the head's with the argmax would bind all 8 of WebGPU's default per stage.
 const BIAS_BINDING: &str = "@group(0) @binding(4) var<storage, read> bias: array<f32>;";
@@ -69,8 +69,6 @@ pub struct GemvQ4 {
     /// How it reads the codes.
     codes: CodesRead,
     x_loads: XLoads,
-    /// Bound at binding 4 where the kernel has no bias binding (`NO_BIAS`).
-    no_bias: Option<wgpu::Buffer>,
 }
 
 /// The per-pipeline WGSL header: the rows variant's constants, the codes binding (read
@@ -219,7 +217,7 @@ impl GemvQ4 {
             constants.push(("WG", f64::from(layout.wg)));
         }
         let x_slot = if uniform_x { Slot::Uniform } else { Slot::Read };
-        let bias_slot = if no_bias { Slot::Uniform } else { Slot::Read };
+        let bias_slot = if no_bias { Slot::Unused } else { Slot::Read };
         let mut slots = vec![
             codes.slot(),
             Slot::Read,
@@ -246,7 +244,6 @@ impl GemvQ4 {
             spec,
             codes,
             x_loads,
-            no_bias: no_bias.then(|| ctx.uniform("gemv: no bias", 16)),
         })
     }
 
@@ -389,7 +386,6 @@ impl GemvQ4 {
             "gemv_q4: norm weights are bound exactly when the norm is fused"
         );
         let norm = norm_weight.unwrap_or(x);
-        let bias = self.no_bias.as_ref().unwrap_or(bias);
         let b = Binding::Buffer;
         let mut bindings = vec![codes, qparams, b(x), b(norm), b(bias), b(out)];
         if let Some([first, second]) = extra {
