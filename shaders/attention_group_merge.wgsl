@@ -10,8 +10,9 @@
 // (3) the ranges' sums are added by halving rounds in workgroup memory and the first
 //     range writes out[h] = Σ / L.
 // The split count follows from the position and the design's split_len_at (at most
-// MAX_SPLITS_UNFOLDED), as the host's grid. HD4 (HD / 4) and MERGE_WIDTH (invocations, a
-// power of two) are consts from the wrapper (attention_group.rs); split_len_at too.
+// MAX_SPLITS_UNFOLDED), as the host's grid. HD4 (HD / 4, the group layout's) and
+// MERGE_WIDTH (invocations, a power of two) are consts from the wrapper
+// (attention_group.rs); split_len_at too.
 
 override N_HEADS: u32;
 override HD: u32;

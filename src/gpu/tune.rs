@@ -564,7 +564,8 @@ pub async fn sweep(
     };
     let started = Instant::now();
     let shape = head_shape(config);
-    let (context, pos) = (tune_context(config), tune_context(config) - 1);
+    let context = tune_context(config);
+    let pos = context - 1;
     let build = |design| Built::new(ctx, config, weights, design, context);
     let own_failed = |e: Error| Error::Gpu(format!("the profile's own design failed to run: {e}"));
     let t = Instant::now();

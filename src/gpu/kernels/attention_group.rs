@@ -21,7 +21,7 @@
 
 use super::attention::wo_bindings_wgsl;
 pub use super::common::attention::WoBlocks;
-use super::common::attention::{split_len_wgsl, AttentionInputs, WoFold};
+use super::common::attention::{AttentionInputs, WoFold};
 use super::common::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL, ROPE_VEC4_WGSL};
 use super::common::wgsl::{KV_VEC4_WGSL, STEP_WGSL};
 use super::{Binding, Dispatch, KernelPipeline, Slot};
@@ -135,6 +135,19 @@ impl WoBlocks {
     }
 }
 
+/// The shaders' `split_len_at(len)`: positions per split for a history of `len`, longer
+/// than `SPLIT_LEN` (the pipeline's override) past `cap` splits
+/// ([`AttentionGroup::split_len_at`]).
+fn split_len_wgsl(cap: usize) -> String {
+    format!(
+        "fn split_len_at(len: u32) -> u32 {{
+    return max(SPLIT_LEN, (len + {}u) / {cap}u);
+}}
+",
+        cap - 1
+    )
+}
+
 /// The most splits a step has, W_o `folded` in or not.
 fn max_splits(folded: bool) -> usize {
     if folded {
@@ -206,7 +219,7 @@ impl AttentionGroup {
                 .into(),
         };
         let folded = wo.is_some();
-        let split_at = split_len_wgsl(Some(max_splits(folded)));
+        let split_at = split_len_wgsl(max_splits(folded));
         let source = [
             STEP_WGSL,
             ROPE_COMMON_WGSL,
@@ -234,30 +247,19 @@ impl AttentionGroup {
         constants.extend(wo.map(|w| ("HIDDEN", w.rows as f64)));
         let mut slots = vec![Slot::Uniform, Slot::Read, Slot::ReadWrite];
         slots.extend(&wo_slots);
-        let (label, source) = match wo {
-            Some(_) => {
-                let most = format!("const MAX_SPLITS: u32 = {MAX_SPLITS}u;\n");
-                let source = [
-                    &layout.wgsl(),
-                    &most,
-                    &split_at,
-                    &fold(3, "o_sh"),
-                    COMBINE_WGSL,
-                ];
-                ("attention_group_combine+wo", source.concat())
-            }
-            None => {
-                let consts = format!(
-                    "const HD4: u32 = {}u;\nconst MERGE_WIDTH: u32 = {MERGE_WIDTH}u;\n",
-                    layout.hd4
-                );
-                (
-                    "attention_group_merge",
-                    [&consts, &split_at, MERGE_WGSL].concat(),
-                )
-            }
+        let (label, own, body) = match wo {
+            Some(_) => (
+                "attention_group_combine+wo",
+                format!("const MAX_SPLITS: u32 = {MAX_SPLITS}u;\n") + &fold(3, "o_sh"),
+                COMBINE_WGSL,
+            ),
+            None => (
+                "attention_group_merge",
+                format!("const MERGE_WIDTH: u32 = {MERGE_WIDTH}u;\n"),
+                MERGE_WGSL,
+            ),
         };
-        let source = [STEP_WGSL, &source].concat();
+        let source = [STEP_WGSL, &layout.wgsl(), &split_at, &own, body].concat();
         let merge = KernelPipeline::new(ctx, label, &source, &slots, &constants);
         Ok(AttentionGroup {
             kernel,

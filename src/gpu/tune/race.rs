@@ -66,6 +66,13 @@ impl Built {
         let options = StepOptions::default();
         let model =
             GpuModel::with_options(candidate, config.clone(), weights.clone(), context, options)?;
+        // Timestamps where the adapter has them (natively), else `round` times by wall clock.
+        #[cfg(not(target_arch = "wasm32"))]
+        let model = {
+            let mut model = model;
+            model.enable_gpu_timing();
+            model
+        };
         Ok(Built { design, model })
     }
 
@@ -115,7 +122,7 @@ pub async fn race(a: &mut Built, b: &mut Built, pos: usize) -> Result<(Timed, Ti
 /// has them (natively), each step awaited; else by wall clock over queued steps.
 async fn round(model: &mut GpuModel, pos: usize) -> Result<Timed> {
     #[cfg(not(target_arch = "wasm32"))]
-    if model.gpu_timing_enabled() || model.enable_gpu_timing() {
+    if model.gpu_timing_enabled() {
         let (mut best, mut wall) = (f64::MAX, f64::MAX);
         for _ in 0..STEPS {
             let t = Instant::now();

@@ -74,22 +74,6 @@ impl AttentionVariant {
     }
 }
 
-/// The shaders' `split_len_at(len)`: positions per split for a history of `len`,
-/// `SPLIT_LEN` (the pipeline's override), or with a cap on the splits, longer past `cap`
-/// splits (the wrappers' `split_len_at`, e.g. `AttentionGroup::split_len_at`).
-pub fn split_len_wgsl(cap: Option<usize>) -> String {
-    let at = match cap {
-        Some(cap) => format!("max(SPLIT_LEN, (len + {}u) / {cap}u)", cap - 1),
-        None => "SPLIT_LEN".into(),
-    };
-    format!(
-        "fn split_len_at(len: u32) -> u32 {{
-    return {at};
-}}
-"
-    )
-}
-
 /// Bytes of the partial results of `shape` split every `split_len` positions: per head and
 /// split, head_dim sums, the max score and the sum of exponentials (f32).
 pub fn partials_bytes(shape: HeadShape, split_len: usize) -> u64 {

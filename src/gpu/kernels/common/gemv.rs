@@ -395,3 +395,19 @@ impl GemvQ4 {
             .dispatch_bindings(ctx, &bindings, self.workgroups())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GPU rows GEMV without a bias replaces the bias binding's line: it must be there,
+    /// once, as written (else the shader would still declare binding 4, which its layout
+    /// leaves out).
+    #[test]
+    fn the_common_shader_declares_the_bias_binding_on_the_line_no_bias_replaces() {
+        assert_eq!(GEMV_COMMON_WGSL.matches(BIAS_BINDING).count(), 1);
+        assert!(!GEMV_COMMON_WGSL
+            .replace(BIAS_BINDING, NO_BIAS)
+            .contains("@binding(4)"));
+    }
+}
