@@ -9,11 +9,13 @@ use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pocketrt");
 
-/// `pocketrt gpu-check` on tiny-qwen3 (a long position of 64, a prefill of 32).
+/// `pocketrt gpu-check` on tiny-qwen3 (a long position of 64, a prefill of 32; each
+/// profiled dispatch twice in a row).
 fn gpu_check(profile: Option<&str>, extra: &[&str]) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(["gpu-check", "--preset", "tiny-qwen3", "--long-pos", "64"])
         .args(["--prefill", "32", "--steps", "8", "--tune-ms", "500"])
+        .args(["--in-a-row", "2"])
         .args(extra);
     match profile {
         Some(p) => cmd.env("POCKETRT_PROFILE", p),
@@ -143,6 +145,7 @@ fn check_report(r: &serde_json::Value) {
     let profiles = r["step_profiles"].as_array().unwrap();
     assert_eq!(profiles.len(), 2);
     for p in profiles {
+        assert_eq!(p["in_a_row"], 2, "{p}");
         let kernels = p["kernels"].as_array().unwrap();
         let names: Vec<&str> = kernels
             .iter()

@@ -27,7 +27,7 @@ fn step_profile_names_each_kernels_design_in_every_profile() {
     for ctx in profiles() {
         let name = ctx.profile.name;
         let model = GpuModel::load(ctx.clone(), &mut *open(&fixture()).unwrap(), 16).unwrap();
-        let times = model.profile_step(1, 0, 1).unwrap();
+        let times = model.profile_step(1, 0, 1, 1).unwrap();
         let design = |kernel: &str| {
             let t = times.iter().find(|t| t.kernel == kernel);
             t.unwrap_or_else(|| panic!("{name}: no {kernel} in {times:?}"))

@@ -453,13 +453,21 @@ impl GpuModel {
     }
 
     /// The GPU time of the decode step at `pos`, per kind of kernel (in step order): each
-    /// dispatch timed alone in its own pass (best of `passes`), summed over the layers.
+    /// dispatch timed in its own pass, `in_a_row` times in a row there (the mean; 1: the
+    /// dispatch alone, its launch and the pass's start included; more: its cost in a
+    /// stream of dispatches, as in a step), best of `passes`, summed over the layers.
     /// From timestamp queries where the adapter has them, else wall time of each submit
     /// (which then includes the submit's own cost). For benchmarks: the repeated
     /// dispatches clobber the activations and position `pos` of the cache, so decode `pos`
     /// again before going on.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn profile_step(&self, token: u32, pos: usize, passes: usize) -> Result<Vec<KernelTime>> {
+    pub fn profile_step(
+        &self,
+        token: u32,
+        pos: usize,
+        passes: usize,
+        in_a_row: usize,
+    ) -> Result<Vec<KernelTime>> {
         self.write_step(token, pos)?;
         let timer = GpuTimer::new(&self.ctx);
         let mut times = self.step_reads(pos);
@@ -467,7 +475,7 @@ impl GpuModel {
             let encode = |pass: &mut wgpu::ComputePass<'_>| e.dispatch.encode_grid(pass, e.grid);
             let mut best = f64::INFINITY;
             for _ in 0..passes.max(1) {
-                best = best.min(time_pass(&self.ctx, timer.as_ref(), 1, encode)?);
+                best = best.min(time_pass(&self.ctx, timer.as_ref(), in_a_row, encode)?);
             }
             if let Some(t) = times.iter_mut().find(|t| t.kernel == e.name) {
                 t.seconds += best;

@@ -245,7 +245,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             // Last: it clobbers the state of the position it profiles.
             let pos = a.gen_tokens - 1;
             let kernels: Vec<serde_json::Value> = m
-                .profile_step(first, pos, 3)?
+                .profile_step(first, pos, 3, 1)?
                 .iter()
                 .map(kernel_json)
                 .collect();

@@ -89,6 +89,11 @@ pub struct GpuCheckArgs {
     /// Each dispatch of the per-kernel profile is timed this many times (the best counts).
     #[arg(long, default_value_t = 3)]
     pub passes: usize,
+    /// Each dispatch of the per-kernel profile runs this many times in a row in its timed
+    /// pass (the mean counts: its cost within a stream of dispatches, as in a step; 1:
+    /// alone, launch and pass start included).
+    #[arg(long, default_value_t = 20)]
+    pub in_a_row: usize,
     /// The tuner's sweep budget in ms (0: the profile's own design alone).
     #[arg(long, default_value_t = 2000)]
     pub tune_ms: u64,
@@ -351,8 +356,8 @@ fn time_other_fold(
     Ok(json!({ "on": on, "off": off }))
 }
 
-/// The step's kernels, each dispatch timed alone, at position 0 and `--long-pos`
-/// ([`kernel_profile`] against the read ceiling `gb_s`).
+/// The step's kernels, each dispatch timed `--in-a-row` times in a row, at position 0 and
+/// `--long-pos` ([`kernel_profile`] against the read ceiling `gb_s`).
 fn step_profiles(
     model: &mut GpuModel,
     a: &GpuCheckArgs,
@@ -362,8 +367,8 @@ fn step_profiles(
     let mut profiles = vec![];
     for pos in [0, a.long_pos] {
         progress(&format!("profiling the step's kernels at position {pos}"));
-        let kernels = model.profile_step(1, pos, a.passes)?;
-        profiles.push(kernel_profile(&kernels, pos, gb_s));
+        let kernels = model.profile_step(1, pos, a.passes, a.in_a_row)?;
+        profiles.push(kernel_profile(&kernels, pos, gb_s, a.in_a_row));
     }
     Ok(profiles)
 }
@@ -486,7 +491,7 @@ fn time_prefill(model: &mut GpuModel, n: usize) -> Result<Value> {
 
 /// One step's kernels at `pos`: [`kernel_json`] with each one's bytes read, GB/s and
 /// ratio to the read ceiling.
-fn kernel_profile(kernels: &[KernelTime], pos: usize, ceiling: f64) -> Value {
+fn kernel_profile(kernels: &[KernelTime], pos: usize, ceiling: f64, in_a_row: usize) -> Value {
     let entries: Vec<Value> = kernels
         .iter()
         .map(|k| {
@@ -502,8 +507,12 @@ fn kernel_profile(kernels: &[KernelTime], pos: usize, ceiling: f64) -> Value {
         .sum();
     json!({
         "position": pos,
-        "note": "each dispatch timed alone (best of --passes), summed per kernel over the layers; \
-                 bytes_read: weights + activations + KV streamed (src/gpu/forward/bytes.rs)",
+        "note": format!(
+            "each dispatch timed {in_a_row} times in a row in a pass (the mean; best of \
+             --passes), summed per kernel over the layers; bytes_read: weights + activations \
+             + KV streamed (src/gpu/forward/bytes.rs)"
+        ),
+        "in_a_row": in_a_row,
         "ms": seconds * 1e3,
         "bytes_read": bytes,
         "gb_s": bytes as f64 / seconds / 1e9,
