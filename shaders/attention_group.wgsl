@@ -14,19 +14,19 @@
 //   reads a cache row this dispatch writes. Block 0 (the only one unfolded) writes them
 //   to the caches at pos.
 // - Per chunk of up to CHUNK positions (one chunk for the GPU profile's 256-position
-//   splits): (1) scores: an invocation per (position, head) pair dots the key, loaded as
-//   vec4s, with the head's query (workgroup memory) into p_sh; the GROUP lanes of one
-//   position are neighbours, so a load of its key serves them all; (2) softmax: a
-//   segment of SEG lanes per head reduces the chunk's max, then turns scores into
-//   exp(s - m) and sums them; the running max m and sum l per head carry across chunks
-//   (online softmax, `corr` rescales what came before); (3) P·V: invocation (r, item)
-//   owns the accumulator of item = (head g, vec4 d) over positions r, r + RANGES, …, four
-//   positions' loads in flight at a time (the GROUP lanes of one d load the same value).
-//   Every accumulator and score is one register of its lane: an array per lane indexed
-//   by head (the design before) was kept in memory on an H200, where a score over one key
-//   cost 8 µs per layer.
-// - After the last chunk the RANGES partial accumulators of an item (several only where
-//   the group's items fill at most half the workgroup) are summed by halving rounds
+//   splits): (1) scores: an invocation per position dots its key, loaded as vec4s, with
+//   all GROUP queries (workgroup memory, the same address across the workgroup) into
+//   p_sh (group_scores); (2) softmax: a segment of SEG lanes per head reduces the chunk's
+//   max, then turns scores into exp(s - m) and sums them; the running max m and sum l per
+//   head carry across chunks (online softmax, `corr` rescales what came before); (3) P·V:
+//   invocation (r, d) owns vec4 d of every head's accumulator over positions r,
+//   r + RANGES, …, each value loaded once for the group, four positions' loads in flight
+//   at a time.
+// - A lane's per-head scores and accumulators are registers named per head (`Acc`, the
+//   group_* functions: the wrapper writes them out for the shape's GROUP). Arrays indexed
+//   by head in loops (the design before) were kept in memory on an H200: a score over one
+//   key cost 8 µs per layer.
+// - After the last chunk the RANGES partial accumulators are summed by halving rounds
 //   through workgroup memory (p_sh reused) and the first range writes the output.
 //
 // One split (pos < SPLIT_LEN): out[h] = softmax(q·K/sqrt(HD))·V, normalised. Several: out
@@ -58,12 +58,8 @@ override SPLIT_LEN: u32;
 @group(0) @binding(6) var<storage, read_write> v_cache: array<vec2<u32>>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
-// P·V: ITEMS accumulators (head g's vec4 d at g · HD4 + d), each over RANGES position
-// ranges (RANGES · ITEMS ≤ WIDTH invocations), or ROUNDS items per invocation where the
-// group has more items than the workgroup invocations (lane lid owns lid, lid + WIDTH, …).
-const ITEMS: u32 = GROUP * HD4;
-const RANGES: u32 = max(1u, WIDTH / ITEMS);
-const ROUNDS: u32 = (ITEMS + WIDTH - 1u) / WIDTH;
+// P·V: position ranges (RANGES · HD4 ≤ WIDTH invocations own an accumulator vec4 each).
+const RANGES: u32 = WIDTH / HD4;
 // Softmax: lanes per head, a power of two (the group padded to GROUP_P2 heads: segments
 // of whole halving rounds that never straddle a SIMD group of their size); the norm:
 // lanes per head of the group's q heads and k.
@@ -196,24 +192,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let sg = lid / SEG;
     let sj = lid % SEG;
     let in_seg = lid < GROUP * SEG;
-    // P·V lanes: range r, first item `item` (ROUNDS > 1 only where ITEMS > WIDTH, r 0).
-    let r = lid / ITEMS;
-    let item = lid % ITEMS;
+    // P·V lanes: range r, vec4 d.
+    let r = lid / HD4;
+    let d = lid % HD4;
     let in_pv = r < RANGES;
-    var acc: array<vec4<f32>, ROUNDS>;
+    var acc: Acc;
     for (var c0 = start; c0 < end; c0 += CHUNK) {
         let n = min(CHUNK, end - c0);
-        // (1) Scores: lane i takes position i / GROUP, head i % GROUP.
-        for (var i = lid; i < n * GROUP; i += WIDTH) {
-            let t = i / GROUP;
-            let g = i % GROUP;
-            let row = cbase + (c0 + t) * HD4;
-            let now = c0 + t == pos;
-            var s = 0.0;
-            for (var e = 0u; e < HD4; e++) {
-                s += dot(q_sh[g * HD4 + e], f16x4(cache_or_row(true, row + e, e, now)));
-            }
-            p_sh[g * CHUNK + t] = s * scale;
+        // (1) Scores.
+        for (var t = lid; t < n; t += WIDTH) {
+            group_scores(cbase + (c0 + t) * HD4, c0 + t == pos, t, scale);
         }
         workgroupBarrier();
         // (2) Softmax: the chunk's max per head, then exp and the sum.
@@ -253,61 +241,45 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
         // (3) P·V over this lane's positions of the chunk, four at a time: their loads
         // are issued together, not one cache round trip per position.
-        for (var k = 0u; k < ROUNDS; k++) {
-            let it = item + k * WIDTH;
-            if (in_pv && it < ITEMS) {
-                let g = it / HD4;
-                let d = it % HD4;
-                let ps = g * CHUNK;
-                var a = acc[k] * corr_sh[g];
-                var t = r;
-                for (; t + 3u * RANGES < n; t += 4u * RANGES) {
-                    let v0 = value_at(cbase, c0 + t, d, pos);
-                    let v1 = value_at(cbase, c0 + t + RANGES, d, pos);
-                    let v2 = value_at(cbase, c0 + t + 2u * RANGES, d, pos);
-                    let v3 = value_at(cbase, c0 + t + 3u * RANGES, d, pos);
-                    a += p_sh[ps + t] * v0 + p_sh[ps + t + RANGES] * v1
-                        + p_sh[ps + t + 2u * RANGES] * v2 + p_sh[ps + t + 3u * RANGES] * v3;
-                }
-                for (; t < n; t += RANGES) {
-                    a += p_sh[ps + t] * value_at(cbase, c0 + t, d, pos);
-                }
-                acc[k] = a;
+        if (in_pv) {
+            group_rescale(&acc);
+            var t = r;
+            for (; t + 3u * RANGES < n; t += 4u * RANGES) {
+                let v0 = value_at(cbase, c0 + t, d, pos);
+                let v1 = value_at(cbase, c0 + t + RANGES, d, pos);
+                let v2 = value_at(cbase, c0 + t + 2u * RANGES, d, pos);
+                let v3 = value_at(cbase, c0 + t + 3u * RANGES, d, pos);
+                group_add4(&acc, t, v0, v1, v2, v3);
+            }
+            for (; t < n; t += RANGES) {
+                group_add1(&acc, t, value_at(cbase, c0 + t, d, pos));
             }
         }
         workgroupBarrier();
     }
 
-    // Sum the ranges' accumulators (RANGES > 1: one item per lane): each round, ranges
-    // [half, count) pass theirs on to [0, count - half) through p_sh (vec4
-    // (range · ITEMS + item), as 4 floats: at most WIDTH / 2 vec4s, within GROUP · CHUNK).
+    // Sum the ranges' accumulators: each round, ranges [half, count) pass theirs on to
+    // [0, count - half) through p_sh (vec4 (range · HD4 + d) · GROUP + g, as 4 floats).
     for (var count = RANGES; count > 1u; count = (count + 1u) / 2u) {
         let half = (count + 1u) / 2u;
         if (in_pv && r >= half && r < count) {
-            let at = 4u * ((r - half) * ITEMS + item);
-            p_sh[at] = acc[0].x;
-            p_sh[at + 1u] = acc[0].y;
-            p_sh[at + 2u] = acc[0].z;
-            p_sh[at + 3u] = acc[0].w;
+            group_store(&acc, 4u * ((r - half) * HD4 + d) * GROUP);
         }
         workgroupBarrier();
         if (in_pv && r < count - half) {
-            let at = 4u * (r * ITEMS + item);
-            acc[0] += vec4<f32>(p_sh[at], p_sh[at + 1u], p_sh[at + 2u], p_sh[at + 3u]);
+            group_load_add(&acc, 4u * (r * HD4 + d) * GROUP);
         }
         workgroupBarrier();
     }
-    for (var k = 0u; k < ROUNDS; k++) {
-        let it = item + k * WIDTH;
-        if (r == 0u && it < ITEMS) {
-            let g = it / HD4;
-            let d = it % HD4;
+    if (lid < HD4) {
+        for (var g = 0u; g < GROUP; g++) {
             let h = h0 + g;
             let st = stats[g];
-            var o = acc[k] / st.y;
+            let a = group_head(&acc, g);
+            var o = a / st.y;
             var at = h * HD + 4u * d;
             if (splits > 1u) {
-                o = acc[k];
+                o = a;
                 let base = (h * splits + split) * (HD + 2u);
                 at = base + 4u * d;
                 if (d == 0u) {
@@ -315,7 +287,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     out[base + HD + 1u] = st.y;
                 }
             } else if (WO_FOLD) {
-                q_sh[it] = o;
+                q_sh[g * HD4 + d] = o;
             }
             if (block == 0u) {
                 out[at] = o.x;

@@ -112,6 +112,64 @@ impl GroupLayout {
     }
 }
 
+/// The shader's per-head registers and the functions that use them, written out for a
+/// group of `group` heads: `Acc` (head g's P·V accumulator in member `h{g}`),
+/// `group_scores` (a position's score for every head, each a scalar of its own),
+/// `group_rescale`, `group_add4`, `group_add1` (P·V), `group_store`, `group_load_add`
+/// (the ranges' halving through p_sh: head g's vec4 at `at + 4 g`) and `group_head`. On
+/// an H200 the loops over an array indexed by head that these replace kept it in memory
+/// (a score over one key cost 8 µs per layer; shaders/attention_group.wgsl).
+fn group_registers_wgsl(group: usize) -> String {
+    let each = |f: &dyn Fn(usize) -> String| (0..group).map(f).collect::<String>();
+    let members = each(&|g| format!("    h{g}: vec4<f32>,\n"));
+    let scores_init = each(&|g| format!("    var s{g} = 0.0;\n"));
+    let scores_dot = each(&|g| format!("        s{g} += dot(q_sh[{g}u * HD4 + e], k);\n"));
+    let scores_out = each(&|g| format!("    p_sh[{g}u * CHUNK + t] = s{g} * scale;\n"));
+    let rescale = each(&|g| format!("    (*acc).h{g} *= corr_sh[{g}u];\n"));
+    let add4 = each(&|g| {
+        format!(
+            "    (*acc).h{g} += p_sh[{g}u * CHUNK + t] * v0 + p_sh[{g}u * CHUNK + t + RANGES] * v1\n        \
+             + p_sh[{g}u * CHUNK + t + 2u * RANGES] * v2 + p_sh[{g}u * CHUNK + t + 3u * RANGES] * v3;\n"
+        )
+    });
+    let add1 = each(&|g| format!("    (*acc).h{g} += p_sh[{g}u * CHUNK + t] * v;\n"));
+    let store = each(&|g| {
+        format!(
+            "    p_sh[at + {o}u] = (*acc).h{g}.x;\n    p_sh[at + {o1}u] = (*acc).h{g}.y;\n    \
+             p_sh[at + {o2}u] = (*acc).h{g}.z;\n    p_sh[at + {o3}u] = (*acc).h{g}.w;\n",
+            o = 4 * g,
+            o1 = 4 * g + 1,
+            o2 = 4 * g + 2,
+            o3 = 4 * g + 3
+        )
+    });
+    let load_add = each(&|g| {
+        format!(
+            "    (*acc).h{g} += vec4<f32>(p_sh[at + {o}u], p_sh[at + {o1}u], p_sh[at + {o2}u], \
+             p_sh[at + {o3}u]);\n",
+            o = 4 * g,
+            o1 = 4 * g + 1,
+            o2 = 4 * g + 2,
+            o3 = 4 * g + 3
+        )
+    });
+    let head = each(&|g| format!("        case {g}u: {{ return (*acc).h{g}; }}\n"));
+    format!(
+        "struct Acc {{\n{members}}}\n\
+         fn group_scores(row: u32, now: bool, t: u32, scale: f32) {{\n{scores_init}    \
+         for (var e = 0u; e < HD4; e++) {{\n        \
+         let k = f16x4(cache_or_row(true, row + e, e, now));\n{scores_dot}    }}\n{scores_out}}}\n\
+         fn group_rescale(acc: ptr<function, Acc>) {{\n{rescale}}}\n\
+         fn group_add4(acc: ptr<function, Acc>, t: u32, v0: vec4<f32>, v1: vec4<f32>, \
+         v2: vec4<f32>, v3: vec4<f32>) {{\n{add4}}}\n\
+         fn group_add1(acc: ptr<function, Acc>, t: u32, v: vec4<f32>) {{\n{add1}}}\n\
+         fn group_store(acc: ptr<function, Acc>, at: u32) {{\n{store}}}\n\
+         fn group_load_add(acc: ptr<function, Acc>, at: u32) {{\n{load_add}}}\n\
+         fn group_head(acc: ptr<function, Acc>, g: u32) -> vec4<f32> {{\n    switch g {{\n{head}        \
+         default: {{ return vec4<f32>(0.0); }}\n    }}\n}}\n"
+    )
+}
+
 /// The group design's checks and WGSL of its W_o blocks (the blocks: `common::attention`).
 impl WoBlocks {
     /// Rows positive, lanes a power of two dividing the layout's workgroup.
@@ -227,6 +285,7 @@ impl AttentionGroup {
             &rope_inputs_wgsl(folded, qk_norm, shape.head_dim),
             ROPE_VEC4_WGSL,
             &layout.wgsl(),
+            &group_registers_wgsl(layout.group),
             &split_at,
             &fold(8, "q_sh"),
             WGSL,
