@@ -21,6 +21,7 @@ use web_time::{Duration, Instant};
 pub const WARM_UP: Duration = Duration::from_millis(150);
 /// Timed rounds per side of a race, alternating.
 pub const ROUNDS: usize = 3;
+const _: () = assert!(ROUNDS >= 1);
 /// Decode steps per round.
 pub const STEPS: usize = 4;
 
@@ -95,11 +96,8 @@ impl Built {
 
     /// This design alone: [`ROUNDS`] rounds, the best step.
     pub async fn time(&mut self, pos: usize) -> Result<Timed> {
-        let mut best = round(&mut self.model, pos).await?;
-        for _ in 1..ROUNDS {
-            best = best.best(round(&mut self.model, pos).await?);
-        }
-        Ok(best)
+        let [t] = rounds([&mut self.model], pos).await?;
+        Ok(t)
     }
 }
 
@@ -107,15 +105,20 @@ impl Built {
 pub async fn race(a: &mut Built, b: &mut Built, pos: usize) -> Result<(Timed, Timed)> {
     a.model.decode_async(0, pos).await?;
     b.model.decode_async(0, pos).await?;
-    let (mut ta, mut tb) = (
-        round(&mut a.model, pos).await?,
-        round(&mut b.model, pos).await?,
-    );
-    for _ in 1..ROUNDS {
-        ta = ta.best(round(&mut a.model, pos).await?);
-        tb = tb.best(round(&mut b.model, pos).await?);
-    }
+    let [ta, tb] = rounds([&mut a.model, &mut b.model], pos).await?;
     Ok((ta, tb))
+}
+
+/// [`ROUNDS`] rounds of each model in turn: each one's best step.
+async fn rounds<const N: usize>(mut models: [&mut GpuModel; N], pos: usize) -> Result<[Timed; N]> {
+    let mut best: [Option<Timed>; N] = [None; N];
+    for _ in 0..ROUNDS {
+        for (model, best) in models.iter_mut().zip(&mut best) {
+            let t = round(model, pos).await?;
+            *best = Some(best.map_or(t, |b| b.best(t)));
+        }
+    }
+    Ok(best.map(|t| t.expect("ROUNDS ≥ 1")))
 }
 
 /// One round of [`STEPS`] steps at `pos`: by the pass's GPU timestamps where the adapter
