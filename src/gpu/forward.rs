@@ -475,7 +475,12 @@ impl GpuModel {
             let encode = |pass: &mut wgpu::ComputePass<'_>| e.dispatch.encode_grid(pass, e.grid);
             let mut best = f64::INFINITY;
             for _ in 0..passes.max(1) {
-                best = best.min(time_pass(&self.ctx, timer.as_ref(), in_a_row, encode)?);
+                best = best.min(time_pass(
+                    &self.ctx,
+                    timer.as_ref(),
+                    in_a_row.max(1),
+                    encode,
+                )?);
             }
             if let Some(t) = times.iter_mut().find(|t| t.kernel == e.name) {
                 t.seconds += best;

@@ -126,32 +126,30 @@ fn group_registers_wgsl(group: usize) -> String {
     let scores_dot = each(&|g| format!("        s{g} += dot(q_sh[{g}u * HD4 + e], k);\n"));
     let scores_out = each(&|g| format!("    p_sh[{g}u * CHUNK + t] = s{g} * scale;\n"));
     let rescale = each(&|g| format!("    (*acc).h{g} *= corr_sh[{g}u];\n"));
+    // Head g's term for position t + k · RANGES, value vk.
+    let term = |g: usize, k: usize| format!("p_sh[{g}u * CHUNK + t + {k}u * RANGES] * v{k}");
     let add4 = each(&|g| {
-        format!(
-            "    (*acc).h{g} += p_sh[{g}u * CHUNK + t] * v0 + p_sh[{g}u * CHUNK + t + RANGES] * v1\n        \
-             + p_sh[{g}u * CHUNK + t + 2u * RANGES] * v2 + p_sh[{g}u * CHUNK + t + 3u * RANGES] * v3;\n"
-        )
+        let terms: Vec<String> = (0..4).map(|k| term(g, k)).collect();
+        format!("    (*acc).h{g} += {};\n", terms.join(" + "))
     });
     let add1 = each(&|g| format!("    (*acc).h{g} += p_sh[{g}u * CHUNK + t] * v;\n"));
+    // Head g's vec4 in p_sh at at + 4 g: its components in turn.
+    let lanes = |g: usize, f: &dyn Fn(usize, char) -> String| -> Vec<String> {
+        "xyzw"
+            .chars()
+            .enumerate()
+            .map(|(c, x)| f(4 * g + c, x))
+            .collect()
+    };
     let store = each(&|g| {
-        format!(
-            "    p_sh[at + {o}u] = (*acc).h{g}.x;\n    p_sh[at + {o1}u] = (*acc).h{g}.y;\n    \
-             p_sh[at + {o2}u] = (*acc).h{g}.z;\n    p_sh[at + {o3}u] = (*acc).h{g}.w;\n",
-            o = 4 * g,
-            o1 = 4 * g + 1,
-            o2 = 4 * g + 2,
-            o3 = 4 * g + 3
-        )
+        lanes(g, &|o, x| {
+            format!("    p_sh[at + {o}u] = (*acc).h{g}.{x};\n")
+        })
+        .concat()
     });
     let load_add = each(&|g| {
-        format!(
-            "    (*acc).h{g} += vec4<f32>(p_sh[at + {o}u], p_sh[at + {o1}u], p_sh[at + {o2}u], \
-             p_sh[at + {o3}u]);\n",
-            o = 4 * g,
-            o1 = 4 * g + 1,
-            o2 = 4 * g + 2,
-            o3 = 4 * g + 3
-        )
+        let loads = lanes(g, &|o, _| format!("p_sh[at + {o}u]"));
+        format!("    (*acc).h{g} += vec4<f32>({});\n", loads.join(", "))
     });
     let head = each(&|g| format!("        case {g}u: {{ return (*acc).h{g}; }}\n"));
     format!(
