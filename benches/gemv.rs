@@ -17,10 +17,11 @@
 //! `--bench` (`cargo test --all-targets` runs benches that way) it is a quick smoke run:
 //! a small read, small GEMVs and the tiny qwen3 model.
 
-use pocketrt::gpu::code_texture::MatrixCodes;
-use pocketrt::gpu::code_texture::{self, CodeTexture};
+use pocketrt::gpu::code_texture::{CodeTexture, MatrixCodes};
 use pocketrt::gpu::forward::Readback;
-use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvQ4, GemvSpec, RowsLayout};
+use pocketrt::gpu::kernels::common::gemv::GemvQ4;
+use pocketrt::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec, RowsLayout};
+use pocketrt::gpu::kernels::common::q4_tiles::WIDTH;
 use pocketrt::gpu::kernels::read_bench::ReadTextureBench;
 use pocketrt::gpu::kernels::Dispatch;
 use pocketrt::gpu::timing::{self, GpuTimer, ReadCeiling};
@@ -60,7 +61,7 @@ fn texture_read_ceiling(
         .expect("read buffer");
     let bytes = 4 * len as u64;
     let texture = CodeTexture::from_buffer(ctx, &data, bytes).expect("texture");
-    let height = (bytes / 16).div_ceil(u64::from(code_texture::WIDTH)) as u32;
+    let height = (bytes / 16).div_ceil(u64::from(WIDTH)) as u32;
     let mut best = (0.0f64, 0u32);
     for groups in [1u32, 2, 8, 32, 128] {
         let Ok(k) = ReadTextureBench::new(ctx, height, groups) else {

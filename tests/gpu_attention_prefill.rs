@@ -14,9 +14,11 @@ mod gpu_common;
 use gpu_common::attention_ref::{attention_ref, pack_f16, rope, unpack_f16};
 use gpu_common::{assert_close, f16_round, gpu, rmsnorm, Rng};
 use pocketrt::gpu::forward::PREFILL_MAX_POSITIONS;
-use pocketrt::gpu::kernels::attention_prefill::{AttentionPrefill, AttentionPrefillVariant};
-use pocketrt::gpu::kernels::gemm_q4::ChunkUniform;
-use pocketrt::gpu::kernels::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
+use pocketrt::gpu::kernels::common::attention_prefill::{
+    AttentionPrefill, AttentionPrefillVariant,
+};
+use pocketrt::gpu::kernels::common::gemm::ChunkUniform;
+use pocketrt::gpu::kernels::common::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
 use pocketrt::gpu::kernels::rope_kv_prefill::RopeKvPrefill;
 use pocketrt::gpu::kernels::run;
 

@@ -15,7 +15,7 @@ use gpu_common::{assert_close, gemv_f16, gpu, logits_rel, profiles};
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::source::{open, ModelSource};
 use pocketrt::gpu::forward::StepOptions;
-use pocketrt::gpu::kernels::attention::AttentionVariant;
+use pocketrt::gpu::kernels::common::attention::AttentionVariant;
 use pocketrt::gpu::GpuContext;
 use pocketrt::gpu::GpuModel;
 use pocketrt::quant::WeightFormat;
@@ -271,7 +271,7 @@ impl ModelSource for StoredAs {
 }
 
 /// Safari advertises no `packed_4x8_integer_dot_product`: with it taken away, every
-/// profile's shaders get `unpack4xU8` polyfilled (`kernels::wgsl_compat`), and decode (W_o
+/// profile's shaders get `unpack4xU8` polyfilled (`kernels::common::wgsl_compat`), and decode (W_o
 /// folded: the attention's Q4 unpacking too) and batched prefill (the GEMM's) still match
 /// the oracle.
 #[test]

@@ -20,8 +20,9 @@ mod gpu_common;
 use gpu_common::{assert_close, chunk_uniform, f16_round, gpu, profiles, rmsnorm, Rng};
 use pocketrt::gpu::code_texture::MatrixCodes;
 use pocketrt::gpu::forward::designs::GemmQ4;
-use pocketrt::gpu::kernels::gemm_q4::{GemmTiles, GemmVariant};
-use pocketrt::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvSpec, TextureOrder, XLoads};
+use pocketrt::gpu::kernels::common::gemm::{GemmTiles, GemmVariant};
+use pocketrt::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec, TextureOrder, XLoads};
+use pocketrt::gpu::kernels::common::q4_codes::{Codes, CodesRead};
 use pocketrt::gpu::kernels::MatrixFormat;
 use pocketrt::quant::{Q4Tensor, Q8Tensor, QMatrix};
 

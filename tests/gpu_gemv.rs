@@ -20,8 +20,9 @@ const F16_REL: f32 = 4e-3;
 
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
 use pocketrt::gpu::code_texture::MatrixCodes;
-use pocketrt::gpu::kernels::gemv_q4::{
-    Epilogue, GemvQ4, GemvSpec, GemvVariant, GpuRows, ResidualParts, RowsLayout, SlotReduce, XLoads,
+use pocketrt::gpu::kernels::common::gemv::{GemvQ4, ResidualParts};
+use pocketrt::gpu::kernels::common::gemv_spec::{
+    Epilogue, GemvSpec, GemvVariant, GpuRows, RowsLayout, SlotReduce, XLoads,
 };
 use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
 use pocketrt::quant::{Q4Tensor, Q8Tensor, QMatrix};

@@ -13,8 +13,9 @@ mod gpu_common;
 use gpu_common::{gpu, mask_buffer, Rng};
 use pocketrt::gpu::code_texture::MatrixCodes;
 use pocketrt::gpu::kernels::argmax_partials::ArgmaxPartials;
-use pocketrt::gpu::kernels::gemv_q4::{
-    Epilogue, GemvQ4, GemvSpec, GemvVariant, GpuRows, HeadArgmax, SlotReduce,
+use pocketrt::gpu::kernels::common::gemv::{GemvQ4, HeadArgmax};
+use pocketrt::gpu::kernels::common::gemv_spec::{
+    Epilogue, GemvSpec, GemvVariant, GpuRows, SlotReduce,
 };
 use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
 use pocketrt::gpu::weights::MatrixBuffers;
@@ -274,7 +275,7 @@ fn a_head_in_parts_fuses_one_argmax_across_them() {
     let x = Rng::new(10).vec(K, 1.0);
     let xb = ctx.storage_init("x", &x).unwrap();
     let out_plain = ctx.storage("out plain", 4 * n as u64).unwrap();
-    let codes = pocketrt::gpu::kernels::gemv_q4::Codes::Buffer(&head.codes);
+    let codes = pocketrt::gpu::kernels::common::q4_codes::Codes::Buffer(&head.codes);
     let alone = plain.dispatch(ctx, codes, &head.qparams, &xb, None, &xb, &out_plain);
     run(ctx, &[&alone]);
     let plain = ctx.read_f32(&out_plain, n).unwrap();

@@ -5,13 +5,14 @@
 mod gpu_common;
 
 use gpu_common::{gpu, Rng};
-use pocketrt::gpu::kernels::gemv_q4::{Epilogue, GemvSpec, RowsLayout};
+use pocketrt::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec, RowsLayout};
 
 /// The tile repack (shaders/soft/q4_tile.wgsl) puts every texel where `TileLayout::texel` says,
 /// and the tile order holds every code texel and every group's qparams of every row.
 #[test]
 fn q4_tile_repack_places_every_texel_as_the_layout_says() {
-    use pocketrt::gpu::kernels::soft::q4_tiles::{TileLayout, TileRepack, TileTexel};
+    use pocketrt::gpu::kernels::common::q4_tiles::{TileLayout, TileTexel};
+    use pocketrt::gpu::kernels::soft::q4_tiles::TileRepack;
     use std::collections::HashSet;
     let ctx = gpu();
     let mut rng = Rng::new(77);

@@ -294,7 +294,7 @@ fn the_tune_policy_parses_and_every_stage_starts_from_the_current_design() {
             assert_eq!(Tuned::of(&p), Some(*t));
         }
         for stage in Stage::ALL {
-            let shape = pocketrt::gpu::kernels::rope_kv::HeadShape {
+            let shape = pocketrt::gpu::kernels::common::rope_kv::HeadShape {
                 n_heads: cfg.n_heads,
                 n_kv_heads: cfg.n_kv_heads,
                 head_dim: cfg.head_dim,

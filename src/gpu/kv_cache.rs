@@ -2,7 +2,7 @@
 //! laid out [kv head][position][head_dim] (see shaders/soft/attention_lanes.wgsl).
 
 use super::device::GpuContext;
-use super::kernels::rope_kv::HeadShape;
+use super::kernels::common::rope_kv::HeadShape;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 

@@ -30,12 +30,12 @@
 
 use super::device::AdapterSummary;
 use super::forward::designs::Attention;
-use super::kernels::attention::AttentionVariant;
-use super::kernels::attention_group::WoBlocks;
-use super::kernels::attention_prefill::AttentionPrefillVariant;
-use super::kernels::gemm_q4::{GemmTiles, GemmVariant};
-use super::kernels::gemv_q4::{GemvVariant, GpuRows, SlotReduce, TextureOrder};
-use super::kernels::rope_kv::HeadShape;
+use super::kernels::common::attention::AttentionVariant;
+use super::kernels::common::attention::WoBlocks;
+use super::kernels::common::attention_prefill::AttentionPrefillVariant;
+use super::kernels::common::gemm::{GemmTiles, GemmVariant};
+use super::kernels::common::gemv_spec::{GemvVariant, GpuRows, SlotReduce, TextureOrder};
+use super::kernels::common::rope_kv::HeadShape;
 use super::kernels::soft::gemm_q4_lanes::tokens_for_limit;
 use super::kernels::MatrixFormat;
 
@@ -104,7 +104,7 @@ pub struct DeviceProfile {
     pub q8: Q8Designs,
     /// WGSL's packed 4x8 builtins (`unpack4xU8`) compile here (the adapter's
     /// `packed_4x8`); else every shader gets them polyfilled by shifts and masks
-    /// (`kernels::wgsl_for`: Safari).
+    /// (`kernels::common::wgsl_compat::wgsl_for`: Safari).
     pub packed_4x8: bool,
 }
 

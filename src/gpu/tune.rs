@@ -30,8 +30,8 @@
 //! Every candidate is a correct design (tests/gpu_tune.rs runs each against the oracle on
 //! lavapipe), so the tuner only chooses how fast.
 
-use super::kernels::gemv_q4::{GemvVariant, GpuRows, SlotReduce};
-use super::kernels::rope_kv::HeadShape;
+use super::kernels::common::gemv_spec::{GemvVariant, GpuRows, SlotReduce};
+use super::kernels::common::rope_kv::HeadShape;
 use super::{DeviceProfile, GpuContext};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
@@ -109,15 +109,15 @@ impl TunePolicy {
 
 /// One GPU GEMV row layout: `slots` row slots of `tpr` lanes, `rps` rows per slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RowsLayout {
+pub struct SlotLayout {
     pub slots: u32,
     pub tpr: u32,
     pub rps: u32,
 }
 
-impl RowsLayout {
-    fn of(g: GpuRows) -> RowsLayout {
-        RowsLayout {
+impl SlotLayout {
+    fn of(g: GpuRows) -> SlotLayout {
+        SlotLayout {
             slots: g.slots,
             tpr: g.tpr,
             rps: g.rps,
@@ -142,7 +142,7 @@ impl RowsLayout {
     }
 }
 
-impl std::fmt::Display for RowsLayout {
+impl std::fmt::Display for SlotLayout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}x{}x{}", self.slots, self.tpr, self.rps)
     }
@@ -152,8 +152,8 @@ impl std::fmt::Display for RowsLayout {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tuned {
     /// QKV, O, gate/up and down (and every Q8 matrix).
-    pub gemv: RowsLayout,
-    pub head: RowsLayout,
+    pub gemv: SlotLayout,
+    pub head: SlotLayout,
     pub split_len: usize,
     pub fold_output: bool,
     /// Rows of W_o per workgroup where it is folded into attention.
@@ -185,8 +185,8 @@ impl Tuned {
             return None;
         }
         Some(Tuned {
-            gemv: RowsLayout::of(gemv),
-            head: RowsLayout::of(rows(p.gemv.head)?),
+            gemv: SlotLayout::of(gemv),
+            head: SlotLayout::of(rows(p.gemv.head)?),
             split_len: p.split_len,
             fold_output: p.fold_output,
             wo_rows: p.wo_blocks.rows,
@@ -211,7 +211,7 @@ impl Tuned {
                 ..g
             }
         };
-        let on = |layout: RowsLayout, v| match v {
+        let on = |layout: SlotLayout, v| match v {
             GemvVariant::GpuRows(g) => GemvVariant::GpuRows(design(layout.on(g))),
             other => other,
         };
@@ -298,9 +298,9 @@ impl Stage {
     pub fn variants(self, cur: Tuned, base: &DeviceProfile, shape: HeadShape) -> Vec<Tuned> {
         let subgroup = base.subgroup_size.is_some();
         let t = cur.gemv.tpr;
-        let layouts = |list: &[(u32, u32, u32)]| -> Vec<RowsLayout> {
+        let layouts = |list: &[(u32, u32, u32)]| -> Vec<SlotLayout> {
             list.iter()
-                .map(|&(slots, tpr, rps)| RowsLayout { slots, tpr, rps })
+                .map(|&(slots, tpr, rps)| SlotLayout { slots, tpr, rps })
                 // A subgroup reduction needs a slot to be exactly one subgroup.
                 .filter(|l| l.fits() && (!subgroup || l.tpr == t))
                 .collect()

@@ -2,7 +2,7 @@
 //! packing, neox RoPE with the kernels' angles, and causal attention in f64.
 
 use half::f16;
-use pocketrt::gpu::kernels::rope_kv::HeadShape;
+use pocketrt::gpu::kernels::common::rope_kv::HeadShape;
 
 /// f32 values as packed f16 pairs (the KV cache's layout).
 pub fn pack_f16(v: &[f32]) -> Vec<u32> {

@@ -29,7 +29,7 @@ pub fn gpu() -> &'static Arc<GpuContext> {
 pub fn chunk_uniform(count: usize) -> wgpu::Buffer {
     let ctx = gpu();
     let chunk = ctx.uniform("chunk", 16);
-    let uniform = pocketrt::gpu::kernels::gemm_q4::ChunkUniform {
+    let uniform = pocketrt::gpu::kernels::common::gemm::ChunkUniform {
         start: 0,
         count: count as u32,
         pad: [0; 2],
@@ -132,7 +132,7 @@ pub fn logits_rel(f16: bool) -> f32 {
 /// Do the GPU GEMVs of `ctx`'s profile hold x in f16?
 #[cfg(not(target_arch = "wasm32"))]
 pub fn gemv_f16(ctx: &GpuContext) -> bool {
-    use pocketrt::gpu::kernels::gemv_q4::GemvVariant;
+    use pocketrt::gpu::kernels::common::gemv_spec::GemvVariant;
     let f16 = |v: GemvVariant| matches!(v, GemvVariant::GpuRows(g) if g.f16);
     ctx.profile.gemv.roles().iter().any(|(_, v)| f16(*v))
 }

@@ -7,8 +7,10 @@
 
 use pocketrt::gpu::code_texture::MatrixCodes;
 use pocketrt::gpu::forward::designs::GemmQ4;
-use pocketrt::gpu::kernels::gemm_q4::{ChunkUniform, GemmTiles, GemmVariant};
-use pocketrt::gpu::kernels::gemv_q4::{CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant};
+use pocketrt::gpu::kernels::common::gemm::{ChunkUniform, GemmTiles, GemmVariant};
+use pocketrt::gpu::kernels::common::gemv::GemvQ4;
+use pocketrt::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec, GemvVariant};
+use pocketrt::gpu::kernels::common::q4_codes::CodesRead;
 use pocketrt::gpu::timing::{time_pass, GpuTimer};
 use pocketrt::gpu::tune::{self, Tuned};
 use pocketrt::gpu::weights::ModelWeights;
@@ -138,7 +140,10 @@ pub fn gemv_f16_figures(
         let bytes = w.codes_bytes().len() + w.qparams_bytes().len() + 4 * spec.k;
         for f16 in [false, true] {
             let variant =
-                GemvVariant::GpuRows(pocketrt::gpu::kernels::gemv_q4::GpuRows { f16, ..rows });
+                GemvVariant::GpuRows(pocketrt::gpu::kernels::common::gemv_spec::GpuRows {
+                    f16,
+                    ..rows
+                });
             let kernel = GemvQ4::new(ctx, variant, spec)?;
             let codes = MatrixCodes::upload(ctx, kernel.codes_read(), &w.codes, &qparams)?;
             let norm = spec.norm_eps.map(|_| &norm);

@@ -8,10 +8,11 @@ use super::step::{
 };
 use super::Activations;
 use crate::gpu::device::GpuContext;
-use crate::gpu::kernels::attention::{AttentionInputs, OutputProjection};
+use crate::gpu::kernels::common::attention::{AttentionInputs, OutputProjection};
+use crate::gpu::kernels::common::gemv::{GemvQ4, HeadArgmax, ResidualParts};
+use crate::gpu::kernels::common::q4_codes::{Codes, CodesRead};
+use crate::gpu::kernels::common::rope_kv::KvBuffers;
 use crate::gpu::kernels::embed_q4::table_bindings;
-use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, GemvQ4, HeadArgmax, ResidualParts};
-use crate::gpu::kernels::rope_kv::KvBuffers;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::weights::{LayerWeights, MatrixBuffers};
 

@@ -9,10 +9,14 @@ use crate::gpu::code_texture::{self, ModelCodeTextures};
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::argmax::Argmax;
 use crate::gpu::kernels::argmax_partials::ArgmaxPartials;
-use crate::gpu::kernels::attention::{dispatches_at, AttentionVariant, DispatchesAt, WoFold};
+use crate::gpu::kernels::common::attention::{
+    dispatches_at, AttentionVariant, DispatchesAt, WoFold,
+};
+use crate::gpu::kernels::common::gemv::GemvQ4;
+use crate::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec, GemvVariant};
+use crate::gpu::kernels::common::q4_codes::{Codes, CodesRead};
+use crate::gpu::kernels::common::rope_kv::HeadShape;
 use crate::gpu::kernels::embed_q4::{split_of, EmbedQ4};
-use crate::gpu::kernels::gemv_q4::{Codes, CodesRead, Epilogue, GemvQ4, GemvSpec, GemvVariant};
-use crate::gpu::kernels::rope_kv::HeadShape;
 use crate::gpu::kernels::{Dispatch, MatrixFormat};
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::weights::{MatrixBuffers, ModelWeights};

@@ -1,5 +1,5 @@
 //! The fused head argmax's second pass (shaders/argmax_partials.wgsl): the GPU design's
-//! LM head GEMV writes each workgroup's best row ([`super::gemv_q4::Epilogue::StoreArgmax`]),
+//! LM head GEMV writes each workgroup's best row ([`super::common::gemv_spec::Epilogue::StoreArgmax`]),
 //! and one 256-wide workgroup reduces those partials to the token, in [`super::argmax`]'s
 //! result layout (index, value bits): the same result as the argmax over the logits.
 

@@ -13,11 +13,7 @@
 //! puts the designs behind one wrapper (the inputs and W_o fold they share:
 //! `common::attention`).
 
-use super::common::attention::wo_codes_wgsl;
-pub use super::common::attention::{
-    dispatches_at, partials_bytes, AttentionInputs, AttentionVariant, DispatchesAt,
-    OutputProjection, WoFold,
-};
+use super::common::attention::{wo_codes_wgsl, WoFold};
 use super::common::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL};
 use super::common::wgsl::{Q4_UNPACK_WGSL, REDUCE64_WGSL, STEP_WGSL};
 use super::{KernelPipeline, Slot};

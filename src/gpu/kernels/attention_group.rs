@@ -20,7 +20,7 @@
 //! histories) never leave the combine thousands to merge at long ones.
 
 use super::attention::wo_bindings_wgsl;
-pub use super::common::attention::WoBlocks;
+use super::common::attention::WoBlocks;
 use super::common::attention::{AttentionInputs, WoFold};
 use super::common::rope_kv::{rope_inputs_wgsl, HeadShape, ROPE_COMMON_WGSL, ROPE_VEC4_WGSL};
 use super::common::wgsl::{KV_VEC4_WGSL, STEP_WGSL};

@@ -1,10 +1,9 @@
 //! Causal flash attention for prefill on GPUs (shaders/attention_prefill.wgsl): a chunk
-//! of queries against the f16 KV cache (GQA, online softmax), [`QUERY_TILE`] queries per
+//! of queries against the f16 KV cache (GQA, online softmax), `common::attention_prefill::QUERY_TILE` queries per
 //! workgroup, key tiles staged in workgroup memory. The wrapper its designs share is
 //! `common::attention_prefill::AttentionPrefill`; the CPU adapters' design is
 //! `soft::attention_prefill_lanes`.
 
-pub use super::common::attention_prefill::{AttentionPrefill, AttentionPrefillVariant, QUERY_TILE};
 use super::common::rope_kv::HeadShape;
 use super::common::wgsl::CHUNK_WGSL;
 

@@ -6,8 +6,7 @@
 //! (shaders/gemm_q8_weights.wgsl) on every adapter. The CPU adapters' design is
 //! `soft::gemm_q4_lanes`; `gpu::forward::designs` puts the two behind `GemmQ4`.
 
-use super::common::gemm::GemmBindings;
-pub use super::common::gemm::{ChunkUniform, GemmTiles, GemmVariant, MAX_LANE_TOKENS};
+use super::common::gemm::{GemmBindings, GemmTiles};
 use super::common::gemv_spec::GemvSpec;
 use super::common::q4_codes::Codes;
 use super::common::wgsl::{CHUNK_WGSL, GEMM_COMMON_WGSL, Q4_COMMON_WGSL, Q8_UNPACK_WGSL};

@@ -7,11 +7,7 @@
 //! dispatches every GEMV design is `common::gemv::GemvQ4`; `gpu::forward::designs`
 //! picks this design or the CPU adapters' (`soft::gemv_rows`).
 
-pub use super::common::gemv::{gemv_header, GemvQ4, HeadArgmax, ResidualParts};
-pub use super::common::gemv_spec::{
-    Epilogue, GemvSpec, GemvVariant, GpuRows, RowsLayout, SlotReduce, XLoads,
-};
-pub use super::common::q4_codes::{Codes, CodesRead, TextureOrder};
+use super::common::gemv_spec::{GpuRows, SlotReduce};
 use super::common::wgsl::Q8_UNPACK_WGSL;
 use super::MatrixFormat;
 use crate::error::{Error, Result};

@@ -22,12 +22,10 @@ pub mod logit_adjust;
 pub mod logsumexp;
 pub mod read_bench;
 pub mod rmsnorm;
-pub use common::rope_kv;
 pub mod rope_kv_prefill;
 pub mod sample_draw;
 pub mod soft;
 pub mod topk;
-pub mod wgsl_compat;
 
 use super::device::GpuContext;
 use super::pipeline_cache::{Compiled, PipelineKey};
@@ -216,7 +214,7 @@ fn compile(
 
 impl KernelPipeline {
     /// Compile `source` (entry point `main`) with `constants` as override values, as the
-    /// device takes it ([`wgsl_compat::wgsl_for`]: builtins it lacks polyfilled), or take
+    /// device takes it ([`common::wgsl_compat::wgsl_for`]: builtins it lacks polyfilled), or take
     /// the device's kept pipeline of the same key (`gpu::pipeline_cache`); `label` names
     /// the kernel and its design. With `POCKETRT_DUMP_WGSL=DIR` the compiled
     /// source is also written to DIR (natively).
@@ -227,7 +225,7 @@ impl KernelPipeline {
         slots: &[Slot],
         constants: &[(&str, f64)],
     ) -> KernelPipeline {
-        let source = wgsl_compat::wgsl_for(ctx.profile.packed_4x8, source);
+        let source = common::wgsl_compat::wgsl_for(ctx.profile.packed_4x8, source);
         let source = source.as_ref();
         dump_wgsl(label, source, constants);
         let entries: Vec<wgpu::BindGroupLayoutEntry> = slots

@@ -44,7 +44,7 @@ impl RopeKvPrefill {
     }
 
     /// `qkv`: the QKV GEMM's output (tokens × (q_dim + 2 kv_dim)); norms and `inv_freq`
-    /// as for [`super::attention::AttentionInputs`]; `q_out`: tokens × q_dim.
+    /// as for [`super::common::attention::AttentionInputs`]; `q_out`: tokens × q_dim.
     #[allow(clippy::too_many_arguments)]
     pub fn dispatch(
         &self,

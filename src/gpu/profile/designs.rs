@@ -1,8 +1,8 @@
 //! The per-role design records a [`super::DeviceProfile`] holds: the decode GEMV of each
 //! matrix role, the GPU top-k, and the designs for Q8 g32 matrices.
 
-use crate::gpu::kernels::gemm_q4::GemmTiles;
-use crate::gpu::kernels::gemv_q4::{GemvVariant, GpuRows};
+use crate::gpu::kernels::common::gemm::GemmTiles;
+use crate::gpu::kernels::common::gemv_spec::{GemvVariant, GpuRows};
 
 /// The decode GEMV design of each matrix role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

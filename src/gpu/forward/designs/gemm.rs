@@ -97,7 +97,7 @@ impl GemmQ4 {
         }
     }
 
-    /// Bind `chunk` ([`crate::gpu::kernels::gemm_q4::ChunkUniform`]; its `count` is M), the matrix (`parts · n` rows of
+    /// Bind `chunk` ([`crate::gpu::kernels::common::gemm::ChunkUniform`]; its `count` is M), the matrix (`parts · n` rows of
     /// k; the codes as a texture exactly for [`GemmVariant::RowLanesFromTexture`]), `x` ([`GemmQ4::x_rows`]`(max_m)` × k floats; storage buffers of
     /// `GpuContext::storage`, which also allow uniform use), the norm weights (k floats;
     /// exactly when the spec fuses a norm), `bias` (`parts · n` floats, or any small

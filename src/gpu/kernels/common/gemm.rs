@@ -2,13 +2,14 @@
 //! chunk uniform, the designs' names ([`GemmVariant`]), the workgroup tiles' layout
 //! ([`GemmTiles`]) and the buffers a GEMM binds (`GemmBindings`).
 
-use super::q4_codes::{Codes, TextureOrder};
+use super::gemv_spec::TextureOrder;
+use super::q4_codes::Codes;
 
 /// The most token rows per tile of the row-lanes variant: x buffers hold whole tiles,
 /// so buffers of a multiple of this many rows suit every GEMM ([`crate::gpu::forward::designs::GemmQ4::x_rows`]).
 pub const MAX_LANE_TOKENS: usize = 8;
 
-/// The chunk uniform every prefill kernel reads (`struct Chunk` in shaders/chunk.wgsl).
+/// The chunk uniform every prefill kernel reads (`struct Chunk` in shaders/common/chunk.wgsl).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct ChunkUniform {

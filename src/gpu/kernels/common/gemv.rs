@@ -11,10 +11,10 @@ use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::{Binding, Dispatch, KernelPipeline, MatrixFormat, Slot};
 use crate::gpu::weights::MatrixPart;
 
-/// What every GEMV design's body reads (the spec's buffers, shaders/gemv_q4_common.wgsl).
-const GEMV_COMMON_WGSL: &str = include_str!("../../../../shaders/gemv_q4_common.wgsl");
+/// What every GEMV design's body reads (the spec's buffers, shaders/common/gemv_q4_common.wgsl).
+const GEMV_COMMON_WGSL: &str = include_str!("../../../../shaders/common/gemv_q4_common.wgsl");
 
-/// The bias binding (its line in shaders/gemv_q4_common.wgsl), and what replaces it in the
+/// The bias binding (its line in shaders/common/gemv_q4_common.wgsl), and what replaces it in the
 /// GPU rows designs of a spec without bias: a private array the kernel never reads (it
 /// adds a bias only `HAS_BIAS`), binding 4 then left out ([`Slot::Unused`]). One storage
 /// binding of headroom (issue 41, part 5): the gate/up GEMV with the attention's parts
@@ -22,7 +22,7 @@ const GEMV_COMMON_WGSL: &str = include_str!("../../../../shaders/gemv_q4_common.
 const BIAS_BINDING: &str = "@group(0) @binding(4) var<storage, read> bias: array<f32>;";
 const NO_BIAS: &str = "var<private> bias: array<f32, 1>;";
 /// The input as x plus partial vectors (`GemvSpec::add_parts`).
-const PARTS_WGSL: &str = include_str!("../../../../shaders/gemv_q4_parts.wgsl");
+const PARTS_WGSL: &str = include_str!("../../../../shaders/common/gemv_q4_parts.wgsl");
 
 /// What a GEMV design's body is written for.
 pub(crate) struct GemvDesignInputs {
@@ -36,7 +36,7 @@ pub(crate) struct GemvDesignInputs {
 }
 
 /// A GEMV design's part of the source: what must open it (`enable f16;`) and its body
-/// (after the header, shaders/q4_common.wgsl and shaders/gemv_q4_common.wgsl).
+/// (after the header, shaders/common/q4_common.wgsl and shaders/common/gemv_q4_common.wgsl).
 pub(crate) struct GemvDesignSource {
     pub enables: &'static str,
     pub body: String,
@@ -74,7 +74,7 @@ pub struct GemvQ4 {
 /// The per-pipeline WGSL header: the rows variant's constants, the codes binding (read
 /// as `codes` says) and the x / norm-weight bindings, as uniform
 /// arrays of K/4 vec4 when `uniform_x`, else as storage arrays, and the input accessor `x_in`
-/// (shaders/gemv_q4_parts.wgsl when the spec adds partial vectors, their binding uniform
+/// (shaders/common/gemv_q4_parts.wgsl when the spec adds partial vectors, their binding uniform
 /// when `uniform_parts`).
 pub fn gemv_header(
     spec: &GemvSpec,

@@ -3,7 +3,6 @@
 //! ([`GemvVariant`]) and their layouts ([`GpuRows`] on GPUs; [`RowsLayout`] and
 //! [`XLoads`] on CPU adapters).
 
-use super::q4_codes::TextureOrder;
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::MatrixFormat;
 
@@ -220,7 +219,7 @@ pub struct GemvSpec {
 }
 
 impl GemvSpec {
-    /// The override values of shaders/q4_common.wgsl for this spec (ROW0 only where
+    /// The override values of shaders/common/q4_common.wgsl for this spec (ROW0 only where
     /// nonzero: the CPU adapters' designs do not read it).
     pub(crate) fn constants(&self) -> Vec<(&'static str, f64)> {
         let row0 = (self.row0 > 0).then_some(("ROW0", self.row0 as f64));
@@ -247,6 +246,28 @@ impl GemvSpec {
             add_parts: 0,
             format: MatrixFormat::Q4,
             row0: 0,
+        }
+    }
+}
+
+/// How a CPU adapter's decode matrices sit in their textures: one order per device
+/// profile, by measurement (`gpu::profile`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextureOrder {
+    /// The codes row-major, as in the storage buffer (the qparams stay there), bound as
+    /// `texture_2d<u32>`: the `swiftshader` profile's (faster there than tile order).
+    RowMajor,
+    /// Codes and qparams in the decode GEMV's tile order (`soft::q4_tiles`), bound as a
+    /// read-only storage texture: the `lavapipe` profile's.
+    Tiles,
+}
+
+impl TextureOrder {
+    /// Its name in profiles and pipeline labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            TextureOrder::RowMajor => "row_major",
+            TextureOrder::Tiles => "tiles",
         }
     }
 }

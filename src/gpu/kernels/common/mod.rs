@@ -13,3 +13,4 @@ pub mod q4_codes;
 pub mod q4_tiles;
 pub mod rope_kv;
 pub mod wgsl;
+pub mod wgsl_compat;

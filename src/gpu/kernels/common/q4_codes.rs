@@ -3,49 +3,9 @@
 //! of two orders ([`TextureOrder`]), as a binding and a WGSL accessor `code4(i)` that
 //! hide which ([`CodesRead`]).
 
-use super::gemv_spec::{GemvSpec, RowsLayout};
-use super::q4_tiles::TileLayout;
+use super::gemv_spec::{GemvSpec, RowsLayout, TextureOrder};
+use super::q4_tiles::{texture_bytes, TileLayout, WIDTH, WIDTH_SHIFT};
 use crate::gpu::kernels::{Binding, Slot};
-
-/// Texels per texture row (a power of two: the shader splits indices with a mask and a
-/// shift). 4096 × 16 bytes = 64 KiB per row, a multiple of the 256-byte copy alignment.
-pub const WIDTH: u32 = 4096;
-/// log2([`WIDTH`]).
-pub const WIDTH_SHIFT: u32 = 12;
-/// Bytes per texel (`rgba32uint`).
-pub(crate) const TEXEL_BYTES: u64 = 16;
-
-/// Texture rows holding `code_bytes` bytes of codes.
-pub(crate) fn rows_for(code_bytes: u64) -> u64 {
-    (code_bytes / TEXEL_BYTES).div_ceil(u64::from(WIDTH))
-}
-
-/// Bytes a texture for `code_bytes` bytes of codes takes (whole rows).
-pub fn texture_bytes(code_bytes: u64) -> u64 {
-    rows_for(code_bytes) * u64::from(WIDTH) * TEXEL_BYTES
-}
-
-/// How a CPU adapter's decode matrices sit in their textures: one order per device
-/// profile, by measurement (`gpu::profile`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TextureOrder {
-    /// The codes row-major, as in the storage buffer (the qparams stay there), bound as
-    /// `texture_2d<u32>`: the `swiftshader` profile's (faster there than tile order).
-    RowMajor,
-    /// Codes and qparams in the decode GEMV's tile order (`soft::q4_tiles`), bound as a
-    /// read-only storage texture: the `lavapipe` profile's.
-    Tiles,
-}
-
-impl TextureOrder {
-    /// Its name in profiles and pipeline labels.
-    pub fn name(self) -> &'static str {
-        match self {
-            TextureOrder::RowMajor => "row_major",
-            TextureOrder::Tiles => "tiles",
-        }
-    }
-}
 
 /// How one kernel reads one matrix's codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

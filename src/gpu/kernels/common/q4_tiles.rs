@@ -1,13 +1,31 @@
 //! The tile order of a Q4 matrix's codes texture on CPU adapters (where a matrix's
 //! texels sit, shaders/common/q4_tile_common.wgsl) and how a kernel reads it
 //! (shaders/common/q4_tile_read.wgsl): what the codes read (`q4_codes::CodesRead`) of
-//! every Q4 kernel names; `soft::q4_tiles` builds the textures.
+//! every Q4 kernel names; `soft::q4_tiles` builds the textures. Also the shape every
+//! codes texture shares, row-major or in tiles: [`WIDTH`] texels per row.
 
 use super::gemv_spec::{GemvSpec, GemvVariant, RowsLayout};
-use super::q4_codes::{texture_bytes, WIDTH, WIDTH_SHIFT};
 
 const COMMON_WGSL: &str = include_str!("../../../../shaders/common/q4_tile_common.wgsl");
 const READ_WGSL: &str = include_str!("../../../../shaders/common/q4_tile_read.wgsl");
+
+/// Texels per codes-texture row, in either order (a power of two: the shader splits indices with a mask and a
+/// shift). 4096 × 16 bytes = 64 KiB per row, a multiple of the 256-byte copy alignment.
+pub const WIDTH: u32 = 4096;
+/// log2([`WIDTH`]).
+pub const WIDTH_SHIFT: u32 = 12;
+/// Bytes per texel (`rgba32uint`).
+pub(crate) const TEXEL_BYTES: u64 = 16;
+
+/// Texture rows holding `code_bytes` bytes of codes.
+pub(crate) fn rows_for(code_bytes: u64) -> u64 {
+    (code_bytes / TEXEL_BYTES).div_ceil(u64::from(WIDTH))
+}
+
+/// Bytes a texture for `code_bytes` bytes of codes takes (whole rows).
+pub fn texture_bytes(code_bytes: u64) -> u64 {
+    rows_for(code_bytes) * u64::from(WIDTH) * TEXEL_BYTES
+}
 
 /// Where a matrix's texels sit in tile order: the matrix (`n` output rows of `k`
 /// inputs, `parts` matrix rows per output row) and the GEMV layout that reads it.

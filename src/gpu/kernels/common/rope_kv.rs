@@ -1,6 +1,6 @@
 //! What the kernels that rope and cache q/k share: the attention head shape, the RoPE
 //! frequencies, their inputs' bindings (`rope_inputs_wgsl`; the head shape's overrides,
-//! qkv and sin_cos in shaders/rope_common.wgsl) and a layer's KV-cache buffers. The kernels
+//! qkv and sin_cos in shaders/common/rope_common.wgsl) and a layer's KV-cache buffers. The kernels
 //! that norm, rope and write the KV cache: the decode attention kernels (`attention`:
 //! fused in every design) and the prefill chunk's (`rope_kv_prefill`).
 
@@ -8,11 +8,12 @@ use crate::error::{Error, Result};
 
 /// What the RoPE kernels share: the head shape's and norm's overrides, qkv (binding 1) and
 /// sin_cos.
-pub(crate) const ROPE_COMMON_WGSL: &str = include_str!("../../../../shaders/rope_common.wgsl");
+pub(crate) const ROPE_COMMON_WGSL: &str =
+    include_str!("../../../../shaders/common/rope_common.wgsl");
 
 /// A head of the QKV output normed and roped 4 elements at a time (rope_elem, rope4,
 /// qkv4), shared by the decode attention kernels that hold heads as vec4s.
-pub(crate) const ROPE_VEC4_WGSL: &str = include_str!("../../../../shaders/rope_vec4.wgsl");
+pub(crate) const ROPE_VEC4_WGSL: &str = include_str!("../../../../shaders/common/rope_vec4.wgsl");
 
 /// Largest head dimension the attention kernels hold in registers / workgroup memory.
 pub const MAX_HEAD_DIM: usize = 256;

@@ -17,12 +17,11 @@ use super::q4_tiles::TileRepack;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
-use crate::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec};
-use crate::gpu::kernels::common::q4_codes::{
-    rows_for, Codes, CodesRead, TextureOrder, TEXEL_BYTES,
+use crate::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec, TextureOrder};
+use crate::gpu::kernels::common::q4_codes::{Codes, CodesRead};
+use crate::gpu::kernels::common::q4_tiles::{
+    rows_for, texture_bytes, TileLayout, TEXEL_BYTES, WIDTH,
 };
-pub use crate::gpu::kernels::common::q4_codes::{texture_bytes, WIDTH, WIDTH_SHIFT};
-use crate::gpu::kernels::common::q4_tiles::TileLayout;
 use crate::gpu::kernels::MatrixFormat;
 use crate::gpu::weights::{MatrixBuffers, ModelWeights};
 
@@ -219,10 +218,18 @@ impl CodesRead {
         Ok(Some(match self {
             CodesRead::Buffer => return Ok(None),
             CodesRead::RowMajor => CodeTexture::from_buffer(ctx, codes, code_bytes)?,
-            CodesRead::Tiles(t) => match repack {
-                Some(r) => r.build(ctx, codes, qparams)?,
-                None => TileRepack::new(ctx, *t).build(ctx, codes, qparams)?,
-            },
+            CodesRead::Tiles(t) => {
+                let own;
+                let repack = match repack {
+                    Some(r) => r,
+                    None => {
+                        own = TileRepack::new(ctx, *t);
+                        &own
+                    }
+                };
+                let tile = repack.repack(ctx, codes, qparams)?;
+                CodeTexture::from_buffer(ctx, &tile, 16 * repack.layout.texels() as u64)?
+            }
         }))
     }
 }

@@ -10,8 +10,8 @@
 use crate::error::{Error, Result};
 use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::common::gemm::{GemmBindings, MAX_LANE_TOKENS};
-use crate::gpu::kernels::common::gemv_spec::{GemvSpec, XLoads};
-use crate::gpu::kernels::common::q4_codes::{CodesRead, TextureOrder};
+use crate::gpu::kernels::common::gemv_spec::{GemvSpec, TextureOrder, XLoads};
+use crate::gpu::kernels::common::q4_codes::CodesRead;
 use crate::gpu::kernels::common::wgsl::{CHUNK_WGSL, GEMM_COMMON_WGSL, Q4_COMMON_WGSL};
 use crate::gpu::kernels::{grid, Binding, Dispatch, KernelPipeline, Slot, MAX_GROUPS_PER_DIM};
 

@@ -1,5 +1,6 @@
 //! The kernel that builds a Q4 matrix's codes texture in tile order on CPU adapters
-//! (shaders/soft/q4_tile.wgsl; the order itself, `TileLayout`, is in `common::q4_tiles`).
+//! (shaders/soft/q4_tile.wgsl; the order itself, `TileLayout`, is in `common::q4_tiles`;
+//! `code_texture` turns the repacked buffer into the texture).
 //!
 //! The CPU-adapter GEMV has each invocation compute several rows (`RowsLayout`), so a
 //! row-major texture made every workgroup read ~128 row streams at once, which defeats
@@ -9,10 +10,9 @@
 //! storage loads for the texel path. Other readers (the
 //! batched prefill GEMM) find row-major texel i through `code4(i)`.
 
-use super::code_texture::CodeTexture;
 use crate::error::Result;
 use crate::gpu::device::GpuContext;
-pub use crate::gpu::kernels::common::q4_tiles::{TileLayout, TileTexel};
+use crate::gpu::kernels::common::q4_tiles::TileLayout;
 use crate::gpu::kernels::{Binding, KernelPipeline, Slot};
 
 const REPACK_WGSL: &str = include_str!("../../../../shaders/soft/q4_tile.wgsl");
@@ -32,18 +32,6 @@ impl TileRepack {
             layout,
             kernel: KernelPipeline::new(ctx, "q4_tile", &source, &slots, &[]),
         }
-    }
-
-    /// The matrix (`codes` and `qparams` storage buffers) as a texture in this order,
-    /// built on the device (submitted here; the queue orders it before later work).
-    pub fn build(
-        &self,
-        ctx: &GpuContext,
-        codes: &wgpu::Buffer,
-        qparams: &wgpu::Buffer,
-    ) -> Result<CodeTexture> {
-        let tile = self.repack(ctx, codes, qparams)?;
-        CodeTexture::from_buffer(ctx, &tile, 16 * self.layout.texels() as u64)
     }
 
     /// The matrix in this order in a storage buffer (`texels()` vec4<u32>; transient,

@@ -1,7 +1,7 @@
 //! The WGSL a device compiles. Where WGSL's `packed_4x8_integer_dot_product` language
 //! extension is missing (Safari does not advertise it; naga and Chromium have it), the
 //! shaders' calls of its builtins are replaced by functions of shifts and masks with the
-//! same results (`shaders/packed_4x8_polyfill.wgsl`), appended to the shader. Elsewhere
+//! same results (`shaders/common/packed_4x8_polyfill.wgsl`), appended to the shader. Elsewhere
 //! the source is compiled as written (byte for byte). `KernelPipeline::new` runs every
 //! shader through [`wgsl_for`], so no kernel needs its own variant.
 
@@ -22,7 +22,7 @@ pub const PACKED_4X8_BUILTINS: [&str; 8] = [
 /// The builtins the shaders use, and their replacements in the polyfill.
 const REPLACED: [(&str, &str); 1] = [("unpack4xU8(", "u8x4_unpacked(")];
 
-const POLYFILL_WGSL: &str = include_str!("../../../shaders/packed_4x8_polyfill.wgsl");
+const POLYFILL_WGSL: &str = include_str!("../../../../shaders/common/packed_4x8_polyfill.wgsl");
 
 /// `source` as a device with (`packed_4x8`) or without the extension compiles it.
 pub fn wgsl_for(packed_4x8: bool, source: &str) -> Cow<'_, str> {
