@@ -535,7 +535,7 @@ fn output_projection_fold_rejects_heads_not_a_multiple_of_8() {
         head_dim: 12,
         context: 10,
     };
-    assert!(!Attention::can_fold_output(odd));
+    assert!(!WoFold::can_fold(odd));
     let wo = WoFold {
         rows: 64,
         codes: CodesRead::Buffer,
@@ -552,7 +552,7 @@ fn output_projection_fold_rejects_heads_not_a_multiple_of_8() {
     // The group design runs heads of 12 but does not fold them.
     let group = AttentionVariant::Group;
     assert!(group.fits(odd, false) && !group.fits(odd, true));
-    assert!(Attention::can_fold_output(POCKET_HEADS) && group.fits(POCKET_HEADS, true));
+    assert!(WoFold::can_fold(POCKET_HEADS) && group.fits(POCKET_HEADS, true));
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //! designs (the files directly in src/gpu/kernels/) and the CPU adapters' designs
 //! (src/gpu/kernels/soft/) never import each other, and what both use (src/gpu/kernels/
 //! common/) imports neither. Likewise their shaders: GPU designs include top-level
-//! shaders/*.wgsl only, soft designs shaders/soft/ only, and a top-level fragment both
-//! families use is included by common/ alone. Reads the sources; no device.
+//! shaders/*.wgsl only, soft designs shaders/soft/ only, and the fragments both families
+//! use live under shaders/common/, included by common/ alone. The device profile
+//! (src/gpu/profile.rs) imports no forward pass (`gpu::forward`): the predicates it asks
+//! stand beside their designs in common/. Reads the sources; no device.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -193,8 +195,8 @@ fn shader_includes_stay_in_their_family() {
     for file in rust_files(&kernels_dir().join("common")) {
         for s in shaders_included(&file) {
             assert!(
-                top(&s) || s.starts_with("shaders/common/"),
-                "{} (shared) includes {s}",
+                s.starts_with("shaders/common/"),
+                "{} (shared) includes {s}: shared fragments live under shaders/common/",
                 file.display()
             );
             assert!(
@@ -202,6 +204,22 @@ fn shader_includes_stay_in_their_family() {
                 "{s} is included by common/ and by a GPU design: one owner (common/)"
             );
         }
+    }
+}
+
+#[test]
+fn the_profile_imports_no_forward_pass() {
+    let gpu = kernels_dir().parent().unwrap().to_path_buf();
+    for file in [gpu.join("profile.rs"), gpu.join("profile/designs.rs")] {
+        let code = code_of(&file);
+        let named = named_after(&code, "gpu::");
+        let up = named_after(&code, "super::");
+        assert!(
+            !named.contains("forward") && !up.contains("forward"),
+            "{} imports `gpu::forward`: move the predicate beside its design in \
+             src/gpu/kernels/common/",
+            file.display()
+        );
     }
 }
 

@@ -29,9 +29,8 @@
 //! docs/ARCHITECTURE.md ("Device profiles").
 
 use super::device::AdapterSummary;
-use super::forward::designs::Attention;
 use super::kernels::common::attention::AttentionVariant;
-use super::kernels::common::attention::WoBlocks;
+use super::kernels::common::attention::{WoBlocks, WoFold};
 use super::kernels::common::attention_prefill::AttentionPrefillVariant;
 use super::kernels::common::gemm::{GemmTiles, GemmVariant};
 use super::kernels::common::gemv_spec::{GemvVariant, GpuRows, SlotReduce, TextureOrder};
@@ -272,11 +271,11 @@ impl DeviceProfile {
     }
 
     /// Does the decode step fold W_o into attention for `shape` when asked to? Where the
-    /// heads allow it ([`Attention::can_fold_output`]); on the GPU profiles only through
+    /// heads allow it ([`WoFold::can_fold`]); on the GPU profiles only through
     /// the group design (a part per KV head): where it cannot run the shape, W_o stays a
     /// GEMV rather than the workgroup design's part per q head.
     pub fn folds(&self, shape: HeadShape) -> bool {
-        Attention::can_fold_output(shape)
+        WoFold::can_fold(shape)
             && (self.attention != AttentionVariant::Group
                 || self.attention_for(shape, true) == AttentionVariant::Group)
     }

@@ -237,7 +237,7 @@ pub struct GroupDispatch {
 impl AttentionGroup {
     /// The kernel for `shape` (`qk_norm`: the per-head RMSNorm with `eps`), `split_len`
     /// positions per split, with `wo` folded in (the caller checks the shape:
-    /// [`crate::gpu::forward::designs::Attention::can_fold_output`]); an error where
+    /// [`WoFold::can_fold`]); an error where
     /// [`GroupLayout::of`] has no layout or `wo`'s blocks do not fit it.
     pub fn new(
         ctx: &GpuContext,

@@ -37,9 +37,9 @@ impl AttentionVariant {
     /// runs every shape [`HeadShape::check`] accepts; the lanes design needs head_dim % 4
     /// (its fold, 8-wide subgroups: [`crate::gpu::DeviceProfile::lanes_fold`]); the group
     /// design head_dim % 4 and a group that fits workgroup memory. Folding W_o needs
-    /// [`Attention::can_fold_output`] in every design.
+    /// [`WoFold::can_fold`] in every design.
     pub fn fits(self, shape: HeadShape, fold: bool) -> bool {
-        let folds = !fold || Attention::can_fold_output(shape);
+        let folds = !fold || WoFold::can_fold(shape);
         folds
             && match self {
                 AttentionVariant::Workgroup => true,
@@ -147,11 +147,6 @@ impl Attention {
             )));
         }
         Self::build(ctx, variant, shape, (qk_norm, eps), split_len, Some(wo))
-    }
-
-    /// Can the output projection of `shape` be folded in?
-    pub fn can_fold_output(shape: HeadShape) -> bool {
-        shape.head_dim.is_multiple_of(8) && (shape.n_heads * shape.head_dim).is_multiple_of(64)
     }
 
     /// `norm`: (qk_norm, eps).

@@ -25,6 +25,11 @@ pub struct WoFold {
 }
 
 impl WoFold {
+    /// Can the output projection of `shape` be folded into its attention (any design)?
+    pub fn can_fold(shape: HeadShape) -> bool {
+        shape.head_dim.is_multiple_of(8) && (shape.n_heads * shape.head_dim).is_multiple_of(64)
+    }
+
     /// The kernel slots of its bindings: codes, qparams, parts.
     pub(crate) fn slots(self) -> [Slot; 3] {
         [self.codes.slot(), Slot::Read, Slot::ReadWrite]

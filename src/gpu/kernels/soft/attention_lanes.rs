@@ -62,7 +62,7 @@ pub struct LanesDispatch {
 impl AttentionLanes {
     /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`;
     /// `wo`: fold in that output projection (the caller checks the shape:
-    /// [`crate::gpu::forward::designs::Attention::can_fold_output`]). Needs head_dim % 4 == 0
+    /// [`WoFold::can_fold`]). Needs head_dim % 4 == 0
     /// and `split_len` in 1..=65,535 (mesa's loop limiter).
     pub fn new(
         ctx: &GpuContext,
