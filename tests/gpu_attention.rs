@@ -16,15 +16,13 @@ use gpu_common::{assert_close, f16_round, gpu, profiles, rmsnorm, Rng};
 use pocketrt::gpu::code_texture::MatrixCodes;
 use pocketrt::gpu::forward::designs::Attention;
 use pocketrt::gpu::kernels::attention_group::{MAX_SPLITS, MAX_SPLITS_UNFOLDED};
-use pocketrt::gpu::kernels::common::attention::WoBlocks;
 use pocketrt::gpu::kernels::common::attention::{
-    AttentionInputs, AttentionVariant, OutputProjection, WoFold,
+    AttentionInputs, AttentionVariant, OutputProjection, WoBlocks, WoFold,
 };
 use pocketrt::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec, TextureOrder};
 use pocketrt::gpu::kernels::common::q4_codes::CodesRead;
 use pocketrt::gpu::kernels::common::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
-use pocketrt::gpu::GpuContext;
-use pocketrt::gpu::StepUniform;
+use pocketrt::gpu::{GpuContext, StepUniform};
 use pocketrt::quant::Q4Tensor;
 
 /// A head shape: q heads, KV heads, head_dim, cached positions.

@@ -21,9 +21,8 @@ const F16_REL: f32 = 4e-3;
 use gpu_common::{assert_close, gpu, rmsnorm, Rng};
 use pocketrt::gpu::code_texture::MatrixCodes;
 use pocketrt::gpu::kernels::common::gemv::{GemvQ4, ResidualParts};
-use pocketrt::gpu::kernels::common::gemv_spec::{
-    Epilogue, GemvSpec, GemvVariant, GpuRows, RowsLayout, SlotReduce, XLoads,
-};
+use pocketrt::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec, GemvVariant};
+use pocketrt::gpu::kernels::common::gemv_spec::{GpuRows, RowsLayout, SlotReduce, XLoads};
 use pocketrt::gpu::kernels::{grid, run, MatrixFormat};
 use pocketrt::quant::{Q4Tensor, Q8Tensor, QMatrix};
 
