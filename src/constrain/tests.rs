@@ -3,6 +3,7 @@
 //! tokens, and typed errors for grammars llguidance rejects or that nest too deeply.
 
 use super::*;
+use crate::tokenizer::Tokenizer;
 use crate::tokenizer::byte_level_json;
 
 fn tokenizer() -> Tokenizer {
