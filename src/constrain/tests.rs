@@ -3,8 +3,8 @@
 //! tokens, and typed errors for grammars llguidance rejects or that nest too deeply.
 
 use super::*;
-use crate::tokenizer::Tokenizer;
 use crate::tokenizer::byte_level_json;
+use crate::tokenizer::Tokenizer;
 
 fn tokenizer() -> Tokenizer {
     let mut t =
