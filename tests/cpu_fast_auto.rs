@@ -8,7 +8,7 @@
 
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use pocketrt::gpu::{GpuContext, LimitsNeeded};
 use pocketrt::Error;
 use std::path::PathBuf;

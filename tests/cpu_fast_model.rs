@@ -29,7 +29,7 @@ use pocketrt::cpu::fast::{FastModel, Kernel, Logits, Precision};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use pocketrt::Error;
 
 const CONTEXT: usize = 64;

@@ -17,7 +17,7 @@ use pocketrt::cpu::fast::{FastModel, Precision};
 use pocketrt::cpu::WeightMode;
 use pocketrt::embed::{self, EmbedOptions, Pooling};
 use pocketrt::engine::{Backend, Engine};
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use pocketrt::generate::Session;
 use pocketrt::tokenizer::{byte_level_json, Tokenizer};
 use pocketrt::Error;

@@ -7,7 +7,7 @@
 mod gpu_common;
 
 use gpu_common::profiles;
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use pocketrt::gpu::forward::StepOptions;
 use pocketrt::gpu::kernels::common::gemv_spec::GemvVariant;
 use pocketrt::gpu::{GpuModel, KernelTime};

@@ -13,7 +13,7 @@ mod gpu_common;
 
 use gpu_common::{assert_close, gemv_f16, gpu, logits_rel, profiles};
 use pocketrt::cpu::{Model, WeightMode};
-use pocketrt::format::source::{open, ModelSource};
+use pocketrt::format::{open, ModelSource};
 use pocketrt::gpu::forward::StepOptions;
 use pocketrt::gpu::kernels::common::attention::AttentionVariant;
 use pocketrt::gpu::GpuContext;

@@ -6,7 +6,7 @@
 mod gpu_common;
 
 use gpu_common::profiles;
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use pocketrt::gpu::tune::Tuned;
 use pocketrt::gpu::{GpuContext, GpuModel, LimitsNeeded};
 use std::path::PathBuf;

@@ -5,7 +5,7 @@
 
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use pocketrt::Error;
 use std::path::PathBuf;
 use std::time::Instant;

@@ -8,7 +8,7 @@ use gpu_common::{gpu, profiles};
 use pocketrt::config::{Arch, ModelConfig};
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use pocketrt::gpu::plan::{Budget, MemoryPlan, TABLET_BUDGET};
 use pocketrt::gpu::GpuModel;
 use pocketrt::Error;

@@ -12,7 +12,7 @@ mod gpu_common;
 
 use gpu_common::{assert_close, gpu, logits_rel, profiles, Rng};
 use pocketrt::cpu::{Model, WeightMode};
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use pocketrt::gpu::{GpuContext, GpuModel};
 use pocketrt::quant::WeightFormat;
 use pocketrt::Error;

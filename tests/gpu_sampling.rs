@@ -13,7 +13,7 @@ mod gpu_common;
 use gpu_common::profiles;
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use pocketrt::gpu::GpuContext;
 use pocketrt::sampler::{Sampler, SamplerConfig, TokenLogprobs};
 use std::path::PathBuf;

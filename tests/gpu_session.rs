@@ -14,7 +14,7 @@ mod gpu_common;
 use gpu_common::{profiles, Rng};
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use std::path::PathBuf;
 
 const CONTEXT: usize = 128;

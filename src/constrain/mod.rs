@@ -3,8 +3,9 @@
 //! library llama.cpp, vLLM and SGLang use).
 //!
 //! [`TokenTrie`] is built once per tokenizer (the bytes of every token, specials marked
-//! as llguidance wants, the end-of-sequence ids) and cached with it
-//! ([`crate::tokenizer::Tokenizer::token_trie`]); a request compiles its [`Grammar`]
+//! as llguidance wants, the end-of-sequence ids), from what a [`Vocabulary`] tells of
+//! each token, and cached with the tokenizer (`Tokenizer::token_trie`, which implements
+//! [`Vocabulary`]: this module does not know the tokenizer); a request compiles its [`Grammar`]
 //! against it into a [`Constraint`], which errors before any token is generated when
 //! llguidance rejects the grammar. Each step the sampler asks the constraint for its
 //! bitmask ([`Constraint::mask`]: bit `t % 32` of word `t / 32` is set when token `t` is
@@ -14,7 +15,6 @@
 //! end-of-sequence is.
 
 use crate::error::{Error, Result};
-use crate::tokenizer::Tokenizer;
 use llguidance::api::{ParserLimits, TopLevelGrammar};
 use llguidance::toktrie::{self, TokEnv, TokRxInfo, TokTrie, TokenizerEnv};
 use llguidance::{Matcher, ParserFactory};
@@ -151,6 +151,20 @@ impl TokenizerEnv for Env {
     }
 }
 
+/// What the trie reads of a tokenizer's vocabulary (the tokenizer implements it).
+pub trait Vocabulary {
+    /// Tokens in the vocabulary (ids `0..vocab_size()`).
+    fn vocab_size(&self) -> usize;
+    /// The ids that end generation by default.
+    fn eos_ids(&self) -> &[u32];
+    /// The bytes a token decodes to.
+    fn token_bytes(&self, id: u32) -> Option<&[u8]>;
+    /// Whether a token is special (a control token, never text).
+    fn is_special(&self, id: u32) -> bool;
+    /// A token's name in the vocabulary.
+    fn id_to_token(&self, id: u32) -> Option<&str>;
+}
+
 /// The token trie and grammar factory of one tokenizer (built once, shared by requests).
 pub struct TokenTrie {
     factory: ParserFactory,
@@ -170,7 +184,7 @@ impl std::fmt::Debug for TokenTrie {
 impl TokenTrie {
     /// The trie of `tokenizer`'s vocabulary; `eos` are the ids that end generation (the
     /// tokenizer's when empty).
-    pub fn new(tokenizer: &Tokenizer, eos: &[u32]) -> Result<TokenTrie> {
+    pub fn new(tokenizer: &impl Vocabulary, eos: &[u32]) -> Result<TokenTrie> {
         let eos: Vec<u32> = match eos {
             [] => tokenizer.eos_ids().to_vec(),
             ids => ids.to_vec(),

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::tokenizer::byte_level_json;
+use crate::tokenizer::Tokenizer;
 
 fn tokenizer() -> Tokenizer {
     let mut t =

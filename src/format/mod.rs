@@ -6,9 +6,11 @@ mod gguf_header;
 pub mod gguf_source;
 pub mod gguf_stream;
 pub mod gguf_write;
+mod open;
 pub mod package;
 pub mod package_source;
 pub mod safetensors;
 pub mod source;
 
-pub use source::{open, ModelSource, SourceTensor};
+pub use open::open;
+pub use source::{ModelSource, SourceTensor};

@@ -72,35 +72,6 @@ pub trait ModelSource {
     }
 }
 
-/// Open a model by path: a GGUF file, an HF folder (config.json + safetensors) or a pocket
-/// package folder (manifest.json).
-pub fn open(path: &std::path::Path) -> Result<Box<dyn ModelSource>> {
-    use crate::error::Error;
-    if path.is_dir() {
-        if path.join(super::package::MANIFEST_FILE).exists() {
-            return Ok(Box::new(super::package_source::PackageSource::open(path)?));
-        }
-        if path.join("config.json").exists() {
-            return Ok(Box::new(super::safetensors::HfSource::open(path)?));
-        }
-        return Err(Error::InvalidArgument(format!(
-            "{}: a model folder needs config.json (HF) or manifest.json (pocket package)",
-            path.display()
-        )));
-    }
-    let mut magic = [0u8; 4];
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let n = std::io::Read::read(&mut f, &mut magic).map_err(|e| Error::io(path, e))?;
-    if &magic[..n] == b"GGUF" {
-        return Ok(Box::new(super::gguf_source::GgufSource::open(path)?));
-    }
-    Err(Error::BadMagic {
-        what: path.display().to_string(),
-        expected: "GGUF",
-        found: magic[..n].to_vec(),
-    })
-}
-
 /// `(rows, cols)` of a 2-D tensor: only matrices are stored as Q4 g64.
 pub fn matrix_dims(name: &str, shape: &[usize]) -> Result<(usize, usize)> {
     match *shape {

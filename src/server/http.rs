@@ -6,10 +6,11 @@
 //! OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`) with its HTTP
 //! status; one log line per request.
 
-use super::slots::{self, SlotRequest};
-use super::worker::{Job, Msg, Request};
+use super::errors::{api_error, not_supported, status, timed_out, unavailable};
+use super::job::{Job, Msg, Request};
+use super::slots::SlotRequest;
 use super::State;
-use crate::api::{ApiError, ChatCompletionRequest, CompletionRequest, EmbeddingRequest, ErrorBody};
+use crate::api::{ApiError, ChatCompletionRequest, CompletionRequest, EmbeddingRequest};
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State as With};
@@ -82,36 +83,9 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
     )
 }
 
-pub(super) fn api_error(kind: &str, code: &str, message: impl Into<String>) -> ApiError {
-    ApiError {
-        error: ErrorBody {
-            message: message.into(),
-            kind: kind.into(),
-            param: None,
-            code: Some(code.into()),
-        },
-    }
-}
-
-/// The model cannot answer now (loading, stopping): 503.
-pub(super) fn unavailable(message: &str) -> ApiError {
-    api_error("server_error", "unavailable", message)
-}
-
-/// An error response: its status from its code (503, 504, 404, 401, 413, 405, 501) or
-/// type.
+/// An error response, with its status ([`status`]).
 fn error_response(e: ApiError) -> Response {
-    let status = match e.error.code.as_deref() {
-        Some("unavailable") => StatusCode::SERVICE_UNAVAILABLE,
-        Some("timeout") => StatusCode::GATEWAY_TIMEOUT,
-        Some("unknown_url" | "file_not_found") => StatusCode::NOT_FOUND,
-        Some("not_supported") => StatusCode::NOT_IMPLEMENTED,
-        Some("invalid_api_key") => StatusCode::UNAUTHORIZED,
-        Some("request_too_large") => StatusCode::PAYLOAD_TOO_LARGE,
-        Some("method_not_allowed") => StatusCode::METHOD_NOT_ALLOWED,
-        _ => StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-    };
-    json_response(status, e.to_json())
+    json_response(status(&e), e.to_json())
 }
 
 fn json_response(status: StatusCode, json: String) -> Response {
@@ -299,7 +273,7 @@ async fn slot_action(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     if st.opts.slot_save_path.is_none() {
-        return error_response(slots::not_supported());
+        return error_response(not_supported());
     }
     let action = query.get("action").map(String::as_str);
     let parsed = body_text(body, st.opts.body_limit)
@@ -308,17 +282,6 @@ async fn slot_action(
         Ok(req) => generate(st, Request::Slot(req), SLOTS, false).await,
         Err(e) => error_response(e),
     }
-}
-
-fn timed_out(st: &State) -> ApiError {
-    api_error(
-        "server_error",
-        "timeout",
-        format!(
-            "The request did not finish within this server's timeout of {} s.",
-            st.opts.timeout.as_secs_f64()
-        ),
-    )
 }
 
 /// Queue `request` for the model thread and answer with what it reports.
@@ -346,10 +309,10 @@ async fn generate(st: Arc<State>, request: Request, route: &'static str, stream:
     // Dropping `rx` (a timeout here, or the client going away) cancels the job.
     loop {
         match timeout_at(deadline, rx.recv()).await {
-            Err(_) => return error_response(timed_out(&st)),
+            Err(_) => return error_response(timed_out(st.opts.timeout)),
             // The model thread drops a job whose time ran out while it queued.
             Ok(None) if tokio::time::Instant::now() >= deadline => {
-                return error_response(timed_out(&st))
+                return error_response(timed_out(st.opts.timeout))
             }
             Ok(None) => return error_response(unavailable("the model thread has stopped")),
             Ok(Some(Msg::Failed(e))) => return error_response(e),
@@ -362,7 +325,7 @@ async fn generate(st: Arc<State>, request: Request, route: &'static str, stream:
             Ok(Some(_)) => {}
         }
     }
-    let timeout = timed_out(&st);
+    let timeout = timed_out(st.opts.timeout);
     let body = futures_util::stream::unfold(Some(rx), move |rx| {
         let timeout = timeout.clone();
         async move {

@@ -18,7 +18,9 @@
 //! it loads and 200 once it is ready. Ctrl-C (or SIGTERM) ends the in-flight generations
 //! at their next token, lets their responses finish, and returns.
 
+mod errors;
 mod http;
+mod job;
 mod metrics;
 mod prefix;
 mod slots;
@@ -83,7 +85,7 @@ struct State {
     /// Set once the model is loaded.
     model: OnceLock<ModelInfo>,
     /// The model thread's queue.
-    jobs: Mutex<std::sync::mpsc::Sender<worker::Job>>,
+    jobs: Mutex<std::sync::mpsc::Sender<job::Job>>,
     metrics: metrics::Metrics,
     /// Ctrl-C was pressed (or the load failed): generations stop, new ones are refused.
     stopping: AtomicBool,
@@ -105,7 +107,7 @@ impl State {
     }
 
     /// Hand `job` to the model thread (counted as queued until it starts).
-    fn enqueue(&self, job: worker::Job) -> std::result::Result<(), ApiError> {
+    fn enqueue(&self, job: job::Job) -> std::result::Result<(), ApiError> {
         self.metrics.queued.fetch_add(1, Ordering::Relaxed);
         let sent = self
             .jobs
@@ -114,7 +116,7 @@ impl State {
             .send(job);
         sent.map_err(|_| {
             self.metrics.queued.fetch_sub(1, Ordering::Relaxed);
-            http::unavailable("the model thread has stopped")
+            errors::unavailable("the model thread has stopped")
         })
     }
 }

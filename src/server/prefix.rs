@@ -3,7 +3,7 @@
 //! has a system prefix: the prompt's first tokens, as far as they equal the system
 //! messages rendered alone. Its snapshot is `DIR/prefix-HASH.session`, the hash of the
 //! model, the backend's KV rows and the prefix's tokens. Before the request runs in its
-//! slot ([`super::worker`]'s routing):
+//! slot ([`super::slots`]'s routing):
 //! - the snapshot exists and the slot holds less of the prefix: it is restored into the
 //!   slot (the request's `cached_tokens` counts it);
 //! - there is none and the slot holds no more of the prompt than the prefix: the slot
@@ -11,7 +11,6 @@
 //!   them, whose token is dropped) and saved. Those tokens were this request's work:
 //!   its usage and stats count them as prompt tokens processed, not cached ([`Primed`]).
 
-use super::worker::Slots;
 use super::State;
 use crate::api::{ChatCompletionRequest, Content, Role};
 use crate::engine::Engine;
@@ -95,74 +94,70 @@ fn prefix_path(dir: &Path, engine: &Engine, prefix: &[u32]) -> PathBuf {
     dir.join(format!("prefix-{hex}.session"))
 }
 
-impl Slots {
-    /// Before a request of `prompt`, whose first `n` tokens are a system prefix, runs in
-    /// the session's slot (which shares `shared` tokens with it): restore the prefix's
-    /// snapshot from `dir`, or save one. Returns the tokens the slot shares with the
-    /// prompt now, and those it ran to get there. A failure is logged and leaves the
-    /// request to run as it would have (a snapshot that cannot be restored is removed,
-    /// to be saved again).
-    pub(super) fn use_prefix(
-        &mut self,
-        dir: &Path,
-        prompt: &[u32],
-        n: usize,
-        shared: usize,
-        state: &State,
-    ) -> (usize, Primed) {
-        let path = prefix_path(dir, self.session.engine(), &prompt[..n]);
-        let m = &state.metrics;
-        let mut primed = Primed::default();
-        if path.is_file() {
-            if shared >= n {
-                return (shared, primed);
-            }
-            match self.session.restore(&path, RestoreOptions::default()) {
-                Ok(r) => {
-                    m.prefix_restores.fetch_add(1, Ordering::Relaxed);
-                    if state.opts.verbose {
-                        eprintln!(
-                            "  prefix cache: restored {} tokens from {} ({} bytes) in {:.1} ms",
-                            r.tokens,
-                            path.display(),
-                            r.file_bytes,
-                            r.seconds * 1e3
-                        );
-                    }
-                }
-                Err(e) => {
-                    eprintln!("pocketrt serve: prefix cache: {e}; removing it");
-                    let _ = std::fs::remove_file(&path);
+/// Before a request of `prompt`, whose first `n` tokens are a system prefix, runs in
+/// `session`'s slot (which shares `shared` tokens with it): restore the prefix's
+/// snapshot from `dir`, or save one. Returns the tokens the slot shares with the prompt
+/// now, and those it ran to get there. A failure is logged and leaves the request to run
+/// as it would have (a snapshot that cannot be restored is removed, to be saved again).
+pub(super) fn use_prefix(
+    session: &mut Session,
+    dir: &Path,
+    prompt: &[u32],
+    n: usize,
+    shared: usize,
+    state: &State,
+) -> (usize, Primed) {
+    let path = prefix_path(dir, session.engine(), &prompt[..n]);
+    let m = &state.metrics;
+    let mut primed = Primed::default();
+    if path.is_file() {
+        if shared >= n {
+            return (shared, primed);
+        }
+        match session.restore(&path, RestoreOptions::default()) {
+            Ok(r) => {
+                m.prefix_restores.fetch_add(1, Ordering::Relaxed);
+                if state.opts.verbose {
+                    eprintln!(
+                        "  prefix cache: restored {} tokens from {} ({} bytes) in {:.1} ms",
+                        r.tokens,
+                        path.display(),
+                        r.file_bytes,
+                        r.seconds * 1e3
+                    );
                 }
             }
-        } else if shared <= n {
-            let opts = GenerateOptions {
-                max_tokens: 1,
-                ..GenerateOptions::default()
-            };
-            let t = Instant::now();
-            let session = &mut self.session;
-            let ran = session.generate_tokens(&prompt[..n], &opts, |_, _| true);
-            primed = Primed {
-                tokens: common_prefix(session.cached(), prompt).saturating_sub(shared),
-                seconds: t.elapsed().as_secs_f64(),
-            };
-            match ran.and_then(|_| session.save(&path)) {
-                Ok(r) => {
-                    m.prefix_saves.fetch_add(1, Ordering::Relaxed);
-                    if state.opts.verbose {
-                        eprintln!(
-                            "  prefix cache: saved {} tokens to {} ({} bytes) in {:.1} ms",
-                            r.tokens,
-                            path.display(),
-                            r.file_bytes,
-                            r.seconds * 1e3
-                        );
-                    }
-                }
-                Err(e) => eprintln!("pocketrt serve: prefix cache: saving {n} tokens: {e}"),
+            Err(e) => {
+                eprintln!("pocketrt serve: prefix cache: {e}; removing it");
+                let _ = std::fs::remove_file(&path);
             }
         }
-        (common_prefix(self.session.cached(), prompt), primed)
+    } else if shared <= n {
+        let opts = GenerateOptions {
+            max_tokens: 1,
+            ..GenerateOptions::default()
+        };
+        let t = Instant::now();
+        let ran = session.generate_tokens(&prompt[..n], &opts, |_, _| true);
+        primed = Primed {
+            tokens: common_prefix(session.cached(), prompt).saturating_sub(shared),
+            seconds: t.elapsed().as_secs_f64(),
+        };
+        match ran.and_then(|_| session.save(&path)) {
+            Ok(r) => {
+                m.prefix_saves.fetch_add(1, Ordering::Relaxed);
+                if state.opts.verbose {
+                    eprintln!(
+                        "  prefix cache: saved {} tokens to {} ({} bytes) in {:.1} ms",
+                        r.tokens,
+                        path.display(),
+                        r.file_bytes,
+                        r.seconds * 1e3
+                    );
+                }
+            }
+            Err(e) => eprintln!("pocketrt serve: prefix cache: saving {n} tokens: {e}"),
+        }
     }
+    (common_prefix(session.cached(), prompt), primed)
 }

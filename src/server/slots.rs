@@ -1,22 +1,26 @@
-//! llama.cpp's slot API, on `--slot-save-path DIR`: `GET /slots` lists the KV cache
-//! slots (of `--parallel N`), `POST /slots/{id}?action=save|restore|erase` with
-//! `{"filename": "NAME"}` saves a slot to `DIR/NAME` as a session snapshot
+//! The KV cache slots of `--parallel N` on one session ([`Slots`]): which slot a request
+//! runs in (the one whose tokens it continues with the longest shared prefix, else the
+//! least recently used: [`Slots::route`]), each slot's stable id, the reload after a lost
+//! GPU device, and llama.cpp's slot API on `--slot-save-path DIR`.
+//!
+//! The slot API: `GET /slots` lists the slots, `POST /slots/{id}?action=save|restore|erase`
+//! with `{"filename": "NAME"}` saves a slot to `DIR/NAME` as a session snapshot
 //! ([`crate::session`]), restores one into it, or empties it; the responses are
 //! llama.cpp's (`n_saved` / `n_written`, `n_restored` / `n_read`, `n_erased`, `timings`).
-//! The route checks the request (the folder is configured, the slot exists, the name is a
-//! plain file name); the action runs as a job on the model thread's queue, after the
-//! requests before it. A slot that is not the session's cache is swapped in for it and
-//! back out.
+//! The route checks the request ([`SlotRequest::parse`]: the folder is configured, the
+//! slot exists, the name is a plain file name); the action runs as a job on the model
+//! thread's queue, after the requests before it. A slot that is not the session's cache
+//! is swapped in for it and back out.
 
-use super::http::api_error;
-use super::worker::Slots;
-use super::State;
+use super::errors::{api_error, not_supported};
+use super::{Reopen, State};
 use crate::api::ApiError;
-use crate::generate::Session;
+use crate::generate::{common_prefix, Session, SessionSlot};
 use crate::session::RestoreOptions;
 use serde_json::{json, Value as Json};
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 /// What a slot request asks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,18 +117,98 @@ pub(super) fn check_filename(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `--slot-save-path` is not given: llama.cpp's answer (501).
-pub(super) fn not_supported() -> ApiError {
-    api_error(
-        "not_supported_error",
-        "not_supported",
-        "This server does not support the slot API: start it with --slot-save-path DIR",
-    )
+/// The session and its parked KV cache slots.
+pub(super) struct Slots {
+    pub session: Session,
+    reopen: Reopen,
+    parked: Vec<SessionSlot>,
+    /// When each cache was last used: the session's, then the parked ones' (0: never).
+    used: Vec<u64>,
+    /// The slot id (`/slots/{id}`) of each cache, in the same order: a slot keeps its id
+    /// as its cache moves in and out of the session.
+    ids: Vec<usize>,
+    clock: u64,
 }
 
 impl Slots {
+    /// `parallel` slots on `session`'s weights, refused before any is allocated when
+    /// their caches would not fit the memory available.
+    pub fn new(session: Session, reopen: Reopen, parallel: usize) -> crate::Result<Slots> {
+        if parallel > 1 {
+            let each = session.engine().kv_cache_bytes();
+            let need = each.saturating_mul(parallel as u64);
+            if let Some(free) = available_memory() {
+                if need > free {
+                    return Err(crate::Error::InvalidArgument(format!(
+                        "--parallel {parallel} needs {} MiB of KV cache ({parallel} × {} MiB \
+                         at context {}), but only {} MiB of memory is available: lower \
+                         --parallel or --context",
+                        need >> 20,
+                        each >> 20,
+                        session.engine().context(),
+                        free >> 20
+                    )));
+                }
+            }
+        }
+        let parked = (1..parallel)
+            .map(|_| session.new_slot())
+            .collect::<crate::Result<Vec<_>>>()?;
+        Ok(Slots {
+            session,
+            reopen,
+            parked,
+            used: vec![0; parallel],
+            ids: (0..parallel).collect(),
+            clock: 0,
+        })
+    }
+
+    /// Where slot `id`'s cache is: 0 in the session, `i` in `parked[i - 1]`.
+    fn position(&self, id: usize) -> usize {
+        let at = self.ids.iter().position(|&i| i == id);
+        at.expect("slot ids are checked against --parallel")
+    }
+
+    /// Slot `id` was used now (the least recently used slot is the one evicted).
+    pub fn touch(&mut self, id: usize) {
+        self.clock += 1;
+        let at = self.position(id);
+        self.used[at] = self.clock;
+    }
+
+    /// Put the slot that suits `prompt` best ([`pick`]) into the session; returns the
+    /// prefix they share.
+    pub fn route(&mut self, prompt: &[u32]) -> crate::Result<usize> {
+        let caches =
+            std::iter::once(self.session.cached()).chain(self.parked.iter().map(|s| s.cached()));
+        let i = pick(prompt, caches.zip(self.used.iter().copied()));
+        if i > 0 {
+            self.session.swap_slot(&mut self.parked[i - 1])?;
+            self.used.swap(0, i);
+            self.ids.swap(0, i);
+        }
+        self.clock += 1;
+        self.used[0] = self.clock;
+        Ok(common_prefix(self.session.cached(), prompt))
+    }
+
+    /// After a lost GPU device: the weights on a new device, the cache refilled with the
+    /// tokens it held. A reload that fails is said; the next request fails the same way
+    /// (503) and tries again.
+    pub fn reload(&mut self) {
+        let t0 = Instant::now();
+        match (self.reopen)().and_then(|mut src| self.session.reload(src.as_mut())) {
+            Ok(()) => eprintln!(
+                "pocketrt serve: model reloaded on a new GPU device in {:.1} s",
+                t0.elapsed().as_secs_f64()
+            ),
+            Err(e) => eprintln!("pocketrt serve: reloading the model failed: {e}"),
+        }
+    }
+
     /// Answer a slot request (the route checked it) in the folder `dir`: its JSON.
-    pub(super) fn slot_request(
+    pub fn slot_request(
         &mut self,
         req: &SlotRequest,
         dir: Option<&Path>,
@@ -210,11 +294,7 @@ impl Slots {
     }
 
     /// Run `f` on the session holding slot `id`'s cache (swapped in, then back out).
-    pub(super) fn with_slot<T>(
-        &mut self,
-        id: usize,
-        f: impl FnOnce(&mut Session) -> T,
-    ) -> crate::Result<T> {
+    fn with_slot<T>(&mut self, id: usize, f: impl FnOnce(&mut Session) -> T) -> crate::Result<T> {
         let at = self.position(id);
         if at > 0 {
             self.session.swap_slot(&mut self.parked[at - 1])?;
@@ -244,9 +324,38 @@ impl Slots {
     }
 }
 
+/// Which of the caches (their tokens, when each was last used) a request of `prompt`
+/// runs in. A cache whose tokens the prompt mostly continues (at least half of them,
+/// llama.cpp's default slot similarity) is taken by the longest shared prefix; else the
+/// least recently used one is, so that a new conversation does not evict one that
+/// shares only a template header with it.
+fn pick<'a>(prompt: &[u32], caches: impl Iterator<Item = (&'a [u32], u64)>) -> usize {
+    let score = |cached: &[u32], used: u64| {
+        let shared = common_prefix(cached, prompt);
+        let continued = if 2 * shared >= cached.len() {
+            shared
+        } else {
+            0
+        };
+        (continued, u64::MAX - used)
+    };
+    caches
+        .enumerate()
+        .max_by_key(|(_, (cached, used))| score(cached, *used))
+        .map_or(0, |(i, _)| i)
+}
+
+/// Memory the system can still give (Linux: `MemAvailable`), if known.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{check_filename, SlotRequest};
+    use super::{check_filename, pick, SlotRequest};
 
     #[test]
     fn slot_file_names_are_plain_names_in_the_folder() {
@@ -303,5 +412,30 @@ mod tests {
             param("0", Some("restore"), r#"{"filename": "../a"}"#),
             "filename"
         );
+    }
+
+    #[test]
+    fn a_request_goes_to_the_cache_it_continues_else_to_the_least_recently_used() {
+        let a: Vec<u32> = (50..90).collect();
+        let b: Vec<u32> = (0..10).chain(100..140).collect();
+        let empty: Vec<u32> = vec![];
+        // A's next turn continues cache 1, used before cache 0: not chosen by recency.
+        let next_a: Vec<u32> = (50..100).collect();
+        let caches = [(b.as_slice(), 5), (a.as_slice(), 3)];
+        assert_eq!(pick(&next_a, caches.into_iter()), 1);
+        // A new conversation sharing a 10-token header with B (a fifth of it) evicts the
+        // least recently used cache (A's), not B's.
+        let c: Vec<u32> = (0..10).chain(200..240).collect();
+        assert_eq!(pick(&c, caches.into_iter()), 1);
+        let caches = [(a.as_slice(), 6), (b.as_slice(), 5)];
+        assert_eq!(pick(&c, caches.into_iter()), 1);
+        // B's next turn goes back to B's cache.
+        let next_b: Vec<u32> = (0..10).chain(100..150).collect();
+        assert_eq!(pick(&next_b, caches.into_iter()), 1);
+        // An empty cache is free (never used): taken before evicting anything, but a
+        // continued prefix wins over it.
+        let caches = [(a.as_slice(), 3), (empty.as_slice(), 0), (b.as_slice(), 5)];
+        assert_eq!(pick(&c, caches.into_iter()), 1);
+        assert_eq!(pick(&next_a, caches.into_iter()), 0);
     }
 }

@@ -26,6 +26,7 @@ pub use hf::byte_level_json;
 pub use prune::TokenOrigin;
 pub use streaming::StreamDecoder;
 
+use crate::constrain::{TokenTrie, Vocabulary};
 use crate::error::{Error, Result};
 use added::{AddedVocab, Segment};
 use bpe::{Bpe, FxMap};
@@ -80,7 +81,7 @@ pub struct Tokenizer {
     eos: Vec<u32>,
     pad: Option<u32>,
     /// The constrained-decoding trie, built on first use ([`Tokenizer::token_trie`]).
-    trie: std::sync::OnceLock<std::sync::Arc<crate::constrain::TokenTrie>>,
+    trie: std::sync::OnceLock<std::sync::Arc<TokenTrie>>,
 }
 
 fn terr(msg: impl Into<String>) -> Error {
@@ -232,8 +233,8 @@ impl Tokenizer {
 
     /// The token trie of constrained decoding with end-of-sequence ids `eos`, built once
     /// and kept with the tokenizer (built again, not kept, for other `eos`).
-    pub fn token_trie(&self, eos: &[u32]) -> Result<std::sync::Arc<crate::constrain::TokenTrie>> {
-        let build = || crate::constrain::TokenTrie::new(self, eos).map(std::sync::Arc::new);
+    pub fn token_trie(&self, eos: &[u32]) -> Result<std::sync::Arc<TokenTrie>> {
+        let build = || TokenTrie::new(self, eos).map(std::sync::Arc::new);
         if let Some(t) = self.trie.get() {
             let want = if eos.is_empty() { self.eos_ids() } else { eos };
             if t.eos() == want {
@@ -397,6 +398,25 @@ impl Tokenizer {
         self.eos = ids;
         self.trie = Default::default();
         Ok(())
+    }
+}
+
+/// The vocabulary as constrained decoding's trie reads it ([`Tokenizer::token_trie`]).
+impl Vocabulary for Tokenizer {
+    fn vocab_size(&self) -> usize {
+        Tokenizer::vocab_size(self)
+    }
+    fn eos_ids(&self) -> &[u32] {
+        Tokenizer::eos_ids(self)
+    }
+    fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        Tokenizer::token_bytes(self, id)
+    }
+    fn is_special(&self, id: u32) -> bool {
+        Tokenizer::is_special(self, id)
+    }
+    fn id_to_token(&self, id: u32) -> Option<&str> {
+        Tokenizer::id_to_token(self, id)
     }
 }
 

@@ -8,7 +8,7 @@
 use pocketrt::api::{ChatCompletionRequest, CompletionRequest};
 use pocketrt::config::ModelConfig;
 use pocketrt::cpu::MemorySource;
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use pocketrt::generate::Session;
 use pocketrt::tokenizer::{byte_level_json, Tokenizer};
 use serde_json::Value as Json;

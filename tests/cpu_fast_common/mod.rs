@@ -8,7 +8,7 @@ use crate::gpu_common::assert_close;
 use pocketrt::cpu::fast::{FastModel, Kernel, Precision};
 use pocketrt::cpu::ops::argmax;
 use pocketrt::cpu::{ModelWeights, WeightMode};
-use pocketrt::format::source::open;
+use pocketrt::format::open;
 use std::path::PathBuf;
 
 /// The int8 bound on the relative RMS logit error (tests/cpu_fast_model.rs says why).
