@@ -27,10 +27,7 @@ mod save;
 #[cfg(test)]
 mod tests;
 
-pub use format::{
-    encode_header, encode_kv, encode_meta, Header, KvLayout, RowKind, Snapshot, FORMAT, MAGIC,
-    VERSION,
-};
+pub use format::{encode_header, encode_kv, encode_meta, Header, Snapshot, FORMAT, MAGIC, VERSION};
 pub use identity::{model_fingerprint, tokenizer_fingerprint};
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{RestoreOptions, Restored, SaveReport};
