@@ -16,7 +16,7 @@ use crate::format::source::{ModelSource, SourceTensor};
 use crate::quant::{MergeStats, Q4Tensor};
 use crate::session::{
     encode_header, encode_kv, encode_meta, model_fingerprint, tokenizer_fingerprint, Header,
-    RestorePlan, SavePlan, Saved, Snapshot, FORMAT,
+    RestorePlan, SavePlan, Saved, FORMAT,
 };
 use crate::tokenizer::Message;
 use serde::Serialize;
@@ -291,17 +291,11 @@ impl WebSession {
     /// changes when it fails before the cache is written.
     pub async fn restore(&mut self, id: &str, data: Vec<u8>, fallback: bool) -> Result<Restored> {
         let what = format!("session snapshot {id:?}");
-        let snapshot = Snapshot::parse(data, &what)?;
-        let ours = self.snapshot_header();
-        let context = self.model.context();
-        let plan = RestorePlan::new(&snapshot, &ours, context, &what, fallback)?;
-        let RestorePlan {
-            messages,
-            prefilled,
-            dropped,
-        } = plan;
+        let (ours, context) = (self.snapshot_header(), self.model.context());
+        let plan = RestorePlan::open(data, &what, &ours, context, fallback)?;
+        let snapshot = &plan.snapshot;
         let tokens = snapshot.tokens.clone();
-        let restored = match &prefilled {
+        let restored = match &plan.prefilled {
             None => {
                 self.write_history(&tokens, snapshot.rows())?;
                 tokens.len()
@@ -311,18 +305,15 @@ impl WebSession {
                 0
             }
         };
-        self.messages = messages.clone();
-        // A file of this backend's rows, read whole, takes the next save's appends;
-        // another is written anew.
-        let same = prefilled.is_none() && dropped.is_none() && snapshot.header == ours;
-        self.track(id, same.then(|| Saved::of(&snapshot)));
+        self.messages = plan.messages.clone();
+        self.track(id, plan.saved(&ours));
         Ok(Restored {
             tokens: tokens.len(),
             restored,
-            prefilled,
-            dropped,
-            messages,
-            file_bytes: snapshot.file_bytes() as u64,
+            file_bytes: plan.snapshot.file_bytes() as u64,
+            prefilled: plan.prefilled,
+            dropped: plan.dropped,
+            messages: plan.messages,
         })
     }
 }
