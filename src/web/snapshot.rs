@@ -7,7 +7,6 @@
 //! `Session::save` / `Session::restore` (`src/session/native.rs`) do on files.
 
 use super::session::WebSession;
-use crate::api::{AssistantMessage, ChatMessage, Content};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Manifest, TensorEntry};
@@ -138,62 +137,6 @@ pub struct Restored {
     pub messages: Vec<Message>,
     /// Bytes of the snapshot read.
     pub file_bytes: u64,
-}
-
-/// A request's message as the chat template saw it (the request was checked by
-/// `ChatRun::new`; its conversion there, `api::messages`, is private to `api`).
-pub fn chat_message(m: &ChatMessage) -> Message {
-    let content = match &m.content {
-        Some(Content::Text(t)) => t.clone(),
-        Some(Content::Parts(parts)) => {
-            let texts: Vec<&str> = parts.iter().filter_map(|p| p.text.as_deref()).collect();
-            texts.join("\n")
-        }
-        None => String::new(),
-    };
-    let tool_calls = m.tool_calls.as_ref().map(|calls| {
-        let calls = calls.iter().map(|c| {
-            let mut call = serde_json::json!({
-                "type": c.kind.as_deref().unwrap_or("function"),
-                "function": {"name": c.function.name, "arguments": c.function.arguments},
-            });
-            if let Some(id) = &c.id {
-                call["id"] = id.clone().into();
-            }
-            call
-        });
-        serde_json::Value::Array(calls.collect())
-    });
-    Message {
-        role: m.role.template_name().into(),
-        content,
-        reasoning_content: m.reasoning_content.clone(),
-        tool_calls,
-        name: m.name.clone(),
-        tool_call_id: m.tool_call_id.clone(),
-    }
-}
-
-/// The reply of a chat response (its JSON text) as a message.
-pub fn reply_message(response: &str) -> Option<Message> {
-    #[derive(serde::Deserialize)]
-    struct Response {
-        choices: Vec<Choice>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Choice {
-        message: AssistantMessage,
-    }
-    let r: Response = serde_json::from_str(response).ok()?;
-    let m = r.choices.into_iter().next()?.message;
-    Some(Message {
-        role: m.role,
-        content: m.content.unwrap_or_default(),
-        reasoning_content: m.reasoning_content,
-        tool_calls: m.tool_calls.and_then(|c| serde_json::to_value(c).ok()),
-        name: None,
-        tool_call_id: None,
-    })
 }
 
 impl WebSession {
