@@ -1,11 +1,11 @@
 //! What wasm-bindgen exports: `PocketModel` (load, tokenize, chat template, token-by-token
 //! generation, unload). The npm package's JavaScript builds the public API on it.
 
-use super::backend::Choice;
-use super::cache::{OverQuota, CACHE_NAME};
+use super::cache::CACHE_NAME;
 use super::completion::{Completion, Endpoint};
 use super::errors::{api_to_js, to_js};
-use super::loader::{self, LoadOptions, LoadReport};
+use super::load::{Choice, LoadOptions, LoadReport, OverQuota};
+use super::loader;
 use super::session::WebSession;
 use crate::api::ContextPolicy;
 use crate::error::{Error, Result};

@@ -12,7 +12,7 @@
 
 use super::device::{gpu_for, require_webgpu};
 use super::fetch::{decision_url, remember, remembered};
-use super::loader::Progress;
+use super::load::{requested_context, Choice, LoadOptions, Progress};
 use super::model::WebModel;
 use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision, StreamedTensors};
@@ -26,29 +26,6 @@ use crate::gpu::{GpuContext, GpuModel};
 use crate::quant::WeightFormat;
 use std::cell::RefCell;
 use std::sync::Arc;
-
-/// The backend the caller asks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Choice {
-    WebGpu,
-    Cpu,
-    #[default]
-    Auto,
-}
-
-impl Choice {
-    /// `"webgpu"`, `"cpu"` or `"auto"` (default when absent).
-    pub fn parse(name: Option<&str>) -> Result<Choice> {
-        match name {
-            None | Some("auto") => Ok(Choice::Auto),
-            Some("webgpu") => Ok(Choice::WebGpu),
-            Some("cpu") => Ok(Choice::Cpu),
-            Some(other) => Err(Error::InvalidArgument(format!(
-                "backend {other:?}: use \"webgpu\", \"cpu\" or \"auto\""
-            ))),
-        }
-    }
-}
 
 /// A GPU destination: device, empty weight buffers and the planned context.
 struct Gpu {
@@ -167,6 +144,14 @@ impl Decided {
             .map(|(ctx, _)| ctx)
             .or(self.probed.as_ref())
     }
+}
+
+/// Where the model of `manifest` goes under `opts` (backend, profile, cache), for the
+/// context they ask for ([`requested_context`]).
+pub async fn decide(manifest: &Manifest, opts: &LoadOptions) -> Result<Decided> {
+    let context = requested_context(&manifest.config, opts);
+    let (profile, cache) = (opts.profile.as_deref(), opts.cache_name.as_deref());
+    Decided::new(opts.backend, profile, manifest, context, cache).await
 }
 
 impl Target {

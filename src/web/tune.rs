@@ -4,7 +4,7 @@
 //! (`info().tuned`, and the end of `info().backendReason`).
 
 use super::fetch::{decision_url, remember, remembered};
-use super::loader::Progress;
+use super::load::Progress;
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::gpu::tune::{key, sweep, TunePolicy, Tuned, Tuning, DEFAULT_BUDGET};
