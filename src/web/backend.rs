@@ -11,7 +11,7 @@
 //! streams to the CPU only) on the CPU backend (`webgpu` is refused with a typed error).
 
 use super::device::{gpu_for, require_webgpu};
-use super::fetch::{decision_url, remember, remembered};
+use super::kept;
 use super::load::{requested_context, Choice, LoadOptions, Progress};
 use super::model::WebModel;
 use crate::config::ModelConfig;
@@ -254,6 +254,9 @@ fn gpu(ctx: Arc<GpuContext>, plan: MemoryPlan, manifest: &Manifest) -> Result<Gp
     })
 }
 
+/// The kind of kept decision a probe's is (`kept.rs`; natively `engine/probe.rs`'s).
+const KEPT: &str = "backend-choice";
+
 /// The backend decision for `config` on the software adapter of `ctx`: kept in `cache`
 /// from an earlier load, else probed (and kept); with the sentence saying so.
 async fn decision(
@@ -262,15 +265,15 @@ async fn decision(
     adapter: &str,
     cache: Option<&str>,
 ) -> Result<(Decision, String)> {
-    let url = decision_url("backend-choice", &Decision::key(adapter, config));
-    if let Some(d) = remembered::<Decision>(cache, &url).await {
+    let key = Decision::key(adapter, config);
+    if let Some(d) = kept::remembered::<Decision>(cache, KEPT, &key).await {
         let why = d.reason(adapter, true);
         return Ok((d, why));
     }
     let started = web_time::Instant::now();
     let d = probe::probe(ctx, config).await?;
     let probe_ms = started.elapsed().as_millis();
-    remember(cache, &url, &d).await;
+    kept::remember(cache, KEPT, &key, &d).await;
     let why = format!("{}; probed in {probe_ms} ms", d.reason(adapter, false));
     Ok((d, why))
 }

@@ -16,6 +16,7 @@ mod errors;
 mod fetch;
 mod gguf;
 mod hub;
+mod kept;
 mod load;
 mod loader;
 mod locator;

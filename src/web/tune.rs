@@ -3,7 +3,7 @@
 //! phase, within its budget), then kept. The load's report says what it chose
 //! (`info().tuned`, and the end of `info().backendReason`).
 
-use super::fetch::{decision_url, remember, remembered};
+use super::kept;
 use super::load::Progress;
 use crate::config::ModelConfig;
 use crate::error::Result;
@@ -11,6 +11,9 @@ use crate::gpu::tune::{key, sweep, TunePolicy, Tuned, Tuning, DEFAULT_BUDGET};
 use crate::gpu::weights::ModelWeights;
 use crate::gpu::GpuContext;
 use std::sync::Arc;
+
+/// The kind of kept decision a tuned design is (`kept.rs`; natively `gpu/tune/native.rs`'s).
+const KEPT: &str = "gpu-tune";
 
 /// The context the model over `weights` (uploaded on `ctx`) runs on: `ctx` in its tuned
 /// profile where `policy` tunes it, else `ctx` itself.
@@ -30,17 +33,17 @@ pub(super) async fn tuned(
     if !policy.tunes(&ctx.profile) || unkept {
         return Ok((ctx, None));
     }
-    let url = decision_url("gpu-tune", &key(&ctx, config, weights));
+    let key = key(&ctx, config, weights);
     let kept = match policy {
         TunePolicy::Force => None,
-        _ => remembered::<Tuned>(cache, &url).await,
+        _ => kept::remembered::<Tuned>(cache, KEPT, &key).await,
     };
     let tuning = match kept {
         Some(tuned) => Tuning { tuned, sweep: None },
         None => {
             progress.emit("tuning", None);
             let s = sweep(&ctx, config, weights, DEFAULT_BUDGET).await?;
-            remember(cache, &url, &s.best).await;
+            kept::remember(cache, KEPT, &key, &s.best).await;
             Tuning {
                 tuned: s.best,
                 sweep: Some(s),

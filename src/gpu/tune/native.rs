@@ -12,8 +12,9 @@ use crate::quant::WeightFormat;
 use std::sync::Arc;
 use web_time::Duration;
 
-/// The file of the cache folder tuned designs are kept in (`crate::kept`).
-const KEPT: &str = "gpu-tune.json";
+/// The kind of kept decision a tuned design is (`crate::kept`; the browser's
+/// `web/kept.rs`).
+const KEPT: &str = "gpu-tune";
 
 /// The context the model over `weights` (uploaded on `ctx`) runs on: `ctx` in its tuned
 /// profile where `policy` tunes it — remembered, else swept within `budget` and kept —
