@@ -215,7 +215,7 @@ impl<'a> Progress<'a> {
     }
 }
 
-/// The backend the caller asks for.
+/// The backend the caller asks for (the `backend` option; `backend.rs` decides).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Choice {
     WebGpu,
@@ -238,7 +238,8 @@ impl Choice {
     }
 }
 
-/// Whether the load overruns the quota: fail (`QUOTA`) or load without caching.
+/// Whether a load that overruns the quota fails (`QUOTA`) or loads without caching (the
+/// `overQuota` option; `cache.rs` checks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OverQuota {
     Error,
