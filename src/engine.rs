@@ -11,7 +11,7 @@ mod embed;
 mod kv;
 pub mod probe;
 
-pub use kv::{cpu_rows_tag, gpu_rows_tag, layout as kv_layout_of};
+pub use kv::{cpu_rows_tag, gpu_rows_tag, layout as kv_layout_of, KvLayout, RowKind};
 
 use crate::cpu::fast::{FastModel, Logits, Precision};
 use crate::cpu::{KvCache, Model, WeightMode};

@@ -1,8 +1,9 @@
-//! Decisions kept across loads natively, each kind in one JSON file of the cache folder
-//! (`backend-choice.json`: `Backend::Auto`'s probe; `gpu-tune.json`: the tuner's design),
-//! as a map from a key naming what the decision depends on to the decision. Best effort:
-//! a missing, unreadable or read-only store only means the next load decides again. The
-//! browser keeps them in Cache Storage (`web/cache.rs`).
+//! Decisions kept across loads natively, each of a kind (`backend-choice`: the backend
+//! probe's, `engine/probe.rs`; `gpu-tune`: the tuner's design, `gpu/tune/native.rs`)
+//! under a key naming what it depends on, as a map from keys to decisions in the JSON file
+//! `KIND.json` of the cache folder. Best effort: a missing, unreadable or read-only store
+//! only means the next load decides again. In the browser the same kinds and keys are
+//! kept in Cache Storage (`web/kept.rs`).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -22,22 +23,28 @@ pub fn cache_folder() -> Option<PathBuf> {
         .or_else(|| var("HOME").map(|h| h.join(".cache/pocketrt")))
 }
 
-fn read_all<T: DeserializeOwned>(file: &str) -> BTreeMap<String, T> {
+/// The file of the cache folder decisions of `kind` are kept in.
+fn file(kind: &str) -> String {
+    format!("{kind}.json")
+}
+
+fn read_all<T: DeserializeOwned>(kind: &str) -> BTreeMap<String, T> {
     cache_folder()
-        .and_then(|dir| std::fs::read_to_string(dir.join(file)).ok())
+        .and_then(|dir| std::fs::read_to_string(dir.join(file(kind))).ok())
         .and_then(|s| serde_json::from_str(&s).ok())
         .unwrap_or_default()
 }
 
-/// The decision kept in `file` under `key`, if any (an unreadable store is none).
-pub fn remembered<T: DeserializeOwned>(file: &str, key: &str) -> Option<T> {
-    read_all(file).remove(key)
+/// The decision of `kind` kept under `key`, if any (an unreadable store is none).
+pub fn remembered<T: DeserializeOwned>(kind: &str, key: &str) -> Option<T> {
+    read_all(kind).remove(key)
 }
 
-/// Keep `value` in `file` under `key`.
-pub fn remember<T: Serialize + DeserializeOwned>(file: &str, key: &str, value: &T) {
+/// Keep `value` as the decision of `kind` under `key`. Best effort: not kept, the next
+/// load decides again.
+pub fn remember<T: Serialize + DeserializeOwned>(kind: &str, key: &str, value: &T) {
     let Some(dir) = cache_folder() else { return };
-    let mut all: BTreeMap<String, serde_json::Value> = read_all(file);
+    let mut all: BTreeMap<String, serde_json::Value> = read_all(kind);
     let Ok(value) = serde_json::to_value(value) else {
         return;
     };
@@ -47,7 +54,7 @@ pub fn remember<T: Serialize + DeserializeOwned>(file: &str, key: &str, value: &
     };
     let _ = std::fs::create_dir_all(&dir);
     // Written aside and renamed, so a concurrent reader never sees half a file.
-    let path = dir.join(file);
+    let path = dir.join(file(kind));
     let tmp = path.with_extension(format!("json.{}", std::process::id()));
     if std::fs::write(&tmp, text).is_ok() {
         let _ = std::fs::rename(&tmp, &path);

@@ -438,9 +438,10 @@ fn gpu_chat_session() -> pocketrt::generate::Session {
 
 #[test]
 fn a_gpu_snapshot_restores_its_f16_rows_and_continues_like_the_uninterrupted_session() {
+    use pocketrt::engine::RowKind;
     use pocketrt::generate::GenerateOptions;
     use pocketrt::sampler::SamplerConfig;
-    use pocketrt::session::{RestoreOptions, RowKind};
+    use pocketrt::session::RestoreOptions;
     let path = std::env::temp_dir().join(format!("pocketrt-gpu-{}.snap", std::process::id()));
     let greedy = GenerateOptions {
         max_tokens: 8,

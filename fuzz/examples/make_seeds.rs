@@ -197,7 +197,8 @@ fn main() {
 
 /// Session snapshots: records appended, a rollback, the chat; in both row layouts.
 fn session_seeds() {
-    use pocketrt::session::{encode_header, encode_kv, encode_meta, Header, KvLayout, RowKind};
+    use pocketrt::engine::{KvLayout, RowKind};
+    use pocketrt::session::{encode_header, encode_kv, encode_meta, Header};
     for (name, rows) in [("f32", RowKind::F32), ("f16", RowKind::F16Heads)] {
         let layout = KvLayout {
             rows,

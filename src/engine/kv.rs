@@ -1,9 +1,54 @@
-//! The engine's KV rows in and out, for session snapshots (`crate::session`): what the
-//! backend stores, bit for bit, and the string that says where such rows are valid.
+//! The engine's KV rows in and out, for session snapshots (`crate::session`): how the
+//! backend stores them ([`KvLayout`]), the rows bit for bit, and the string that says
+//! where such rows are valid.
 
 use super::{Engine, Inner};
 use crate::error::{Error, Result};
-use crate::session::{KvLayout, RowKind};
+use serde::{Deserialize, Serialize};
+
+/// How the backend stores a position's K and V rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowKind {
+    /// `[position][kv_dim]` f32 per layer and K/V (the CPU backends).
+    F32,
+    /// `[kv head][position][head_dim]` f16 per layer and K/V (the GPU cache).
+    F16Heads,
+}
+
+/// The KV cache's shape and element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvLayout {
+    pub rows: RowKind,
+    pub layers: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+}
+
+impl KvLayout {
+    /// Bytes of one position's K and V rows over all layers.
+    pub fn bytes_per_position(&self) -> usize {
+        let element = match self.rows {
+            RowKind::F32 => 4,
+            RowKind::F16Heads => 2,
+        };
+        2 * self.layers * self.kv_heads * self.head_dim * element
+    }
+
+    /// Contiguous runs a span of positions is stored in: one per layer and K/V plane
+    /// (f32 rows), or per layer, plane and KV head (the GPU's).
+    pub fn runs(&self) -> usize {
+        match self.rows {
+            RowKind::F32 => 2 * self.layers,
+            RowKind::F16Heads => 2 * self.layers * self.kv_heads,
+        }
+    }
+
+    /// Bytes of `count` positions (checked: a hostile count is an error, not a wrap).
+    pub fn bytes_for(&self, count: usize) -> Option<usize> {
+        count.checked_mul(self.bytes_per_position())
+    }
+}
 
 /// Where the fast CPU backend's rows are valid: every kernel sums in one order (native
 /// and wasm alike), so only the precision of matrix inputs matters.

@@ -331,9 +331,10 @@ async fn gpu_gemv_seconds(ctx: &GpuContext, config: &ModelConfig) -> Result<f64>
     Ok(t.seconds() / GEMV_REPS as f64)
 }
 
-/// The file of the cache folder decisions are kept in (natively: `crate::kept`).
+/// The kind of kept decision a probe's is (natively `crate::kept`; the browser's
+/// `web/kept.rs`).
 #[cfg(not(target_arch = "wasm32"))]
-const KEPT: &str = "backend-choice.json";
+const KEPT: &str = "backend-choice";
 
 /// The decision kept under `key`, if any.
 #[cfg(not(target_arch = "wasm32"))]

@@ -39,9 +39,11 @@ use crate::gpu::weights::ModelWeights;
 use serde::{Deserialize, Serialize};
 use web_time::{Duration, Instant};
 
+mod front;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
 mod race;
+pub(crate) use front::{tuned_with, DesignStore};
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{load_tuned, tuned_context, TunedLoad};
 use race::{Built, Timed};

@@ -12,9 +12,10 @@
 //! A `KV01` record sets the history from position `start` on (a save after a rollback
 //! starts before the end of what the file holds); the last `META` record wins. Rows are
 //! laid out per layer, K then V, each a plane of `count` positions as the backend stores
-//! them: [`RowKind::F32`] `[position][kv_dim]` f32 (the CPU backends),
-//! [`RowKind::F16Heads`] `[kv head][position][head_dim]` f16 (the GPU cache).
+//! them: [`crate::engine::RowKind::F32`] `[position][kv_dim]` f32 (the CPU backends),
+//! [`crate::engine::RowKind::F16Heads`] `[kv head][position][head_dim]` f16 (the GPU cache).
 
+use crate::engine::KvLayout;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -29,50 +30,6 @@ const TAG_KV: [u8; 4] = *b"KV01";
 const TAG_META: [u8; 4] = *b"META";
 /// Largest header or meta JSON read (a hostile length is refused before allocating).
 const MAX_JSON: usize = 64 << 20;
-
-/// How the backend stores a position's K and V rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RowKind {
-    /// `[position][kv_dim]` f32 per layer and K/V (the CPU backends).
-    F32,
-    /// `[kv head][position][head_dim]` f16 per layer and K/V (the GPU cache).
-    F16Heads,
-}
-
-/// The KV cache's shape and element type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KvLayout {
-    pub rows: RowKind,
-    pub layers: usize,
-    pub kv_heads: usize,
-    pub head_dim: usize,
-}
-
-impl KvLayout {
-    /// Bytes of one position's K and V rows over all layers.
-    pub fn bytes_per_position(&self) -> usize {
-        let element = match self.rows {
-            RowKind::F32 => 4,
-            RowKind::F16Heads => 2,
-        };
-        2 * self.layers * self.kv_heads * self.head_dim * element
-    }
-
-    /// Contiguous runs a span of positions is stored in: one per layer and K/V plane
-    /// (f32 rows), or per layer, plane and KV head (the GPU's).
-    pub fn runs(&self) -> usize {
-        match self.rows {
-            RowKind::F32 => 2 * self.layers,
-            RowKind::F16Heads => 2 * self.layers * self.kv_heads,
-        }
-    }
-
-    /// Bytes of `count` positions (checked: a hostile count is an error, not a wrap).
-    pub fn bytes_for(&self, count: usize) -> Option<usize> {
-        count.checked_mul(self.bytes_per_position())
-    }
-}
 
 /// What a snapshot belongs to and how its rows are stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

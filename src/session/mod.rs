@@ -5,11 +5,14 @@
 //! `--session`, the server's slots), and the browser's `model.sessions` (OPFS).
 //!
 //! - `format.rs`: the bytes — a header (identity of the model, tokenizer and backend,
-//!   the KV layout, the context and its policy), then records appended one per save:
-//!   the positions added since the last save (their tokens and KV rows, bit for bit as
-//!   the backend stores them), each part with its CRC-32; a `meta` record (the chat).
+//!   the KV layout, `crate::engine::KvLayout`, the context and its policy), then
+//!   records appended one per save: the positions added since the last save (their
+//!   tokens and KV rows, bit for bit as the backend stores them), each part with its
+//!   CRC-32; a `meta` record (the chat).
 //! - `save.rs`: what a save writes: only the new positions, a rollback as a record
-//!   that starts earlier, the whole file again when rewrites outgrow the live rows.
+//!   that starts earlier, the whole file again when rewrites outgrow the live rows; and
+//!   the opening of a restore (`RestorePlan::open`: parse, check, decide), shared by the
+//!   native restore and the browser's (`web/snapshot.rs`).
 //! - `native.rs`: `Session::save` / `restore` on files (not in the wasm build).
 //!
 //! A snapshot restores its rows only on the backend that wrote them (the same `backend`
@@ -27,10 +30,7 @@ mod save;
 #[cfg(test)]
 mod tests;
 
-pub use format::{
-    encode_header, encode_kv, encode_meta, Header, KvLayout, RowKind, Snapshot, FORMAT, MAGIC,
-    VERSION,
-};
+pub use format::{encode_header, encode_kv, encode_meta, Header, Snapshot, FORMAT, MAGIC, VERSION};
 pub use identity::{model_fingerprint, tokenizer_fingerprint};
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{RestoreOptions, Restored, SaveReport};

@@ -1,6 +1,6 @@
 //! [`Session::save`] and [`Session::restore`]: snapshots in files.
 
-use super::format::{encode_header, encode_kv, encode_meta, Header, Snapshot, FORMAT};
+use super::format::{encode_header, encode_kv, encode_meta, Header, FORMAT};
 use super::save::{RestorePlan, SavePlan, Saved};
 use crate::error::{Error, Result};
 use crate::generate::{common_prefix, ContextOverflow, Session};
@@ -147,17 +147,11 @@ impl Session {
         let t = Instant::now();
         let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
         let what = path.display().to_string();
-        let snapshot = Snapshot::parse(data, &what)?;
-        let ours = self.snapshot_header();
-        let context = self.engine().context();
-        let plan = RestorePlan::new(&snapshot, &ours, context, &what, opts.fallback)?;
-        let RestorePlan {
-            messages,
-            prefilled,
-            dropped,
-        } = plan;
+        let (ours, context) = (self.snapshot_header(), self.engine().context());
+        let mut plan = RestorePlan::open(data, &what, &ours, context, opts.fallback)?;
+        let snapshot = &plan.snapshot;
         let tokens = snapshot.tokens.clone();
-        let restored = match &prefilled {
+        let restored = match &plan.prefilled {
             None => {
                 let (engine, cached, _) = self.parts_mut();
                 engine.rewind(0);
@@ -174,22 +168,20 @@ impl Session {
                 0
             }
         };
-        *self.parts_mut().2 = messages;
-        self.overflow = match snapshot.header.sliding_window_keep {
+        *self.parts_mut().2 = std::mem::take(&mut plan.messages);
+        self.overflow = match plan.snapshot.header.sliding_window_keep {
             Some(keep) => ContextOverflow::SlidingWindow { keep },
             None => ContextOverflow::Error,
         };
-        let file_bytes = snapshot.file_bytes() as u64;
-        // A file of this backend's rows takes the next save's appends; another is
-        // written anew.
-        let same =
-            prefilled.is_none() && dropped.is_none() && snapshot.header == self.snapshot_header();
-        self.snapshot = same.then(|| (path.to_path_buf(), Saved::of(&snapshot)));
+        let file_bytes = plan.snapshot.file_bytes() as u64;
+        // Under the header the restore leaves (its context policy).
+        let saved = plan.saved(&self.snapshot_header());
+        self.snapshot = saved.map(|s| (path.to_path_buf(), s));
         Ok(Restored {
             tokens: tokens.len(),
             restored,
-            prefilled,
-            dropped,
+            prefilled: plan.prefilled,
+            dropped: plan.dropped,
             overflow: self.overflow,
             file_bytes,
             seconds: t.elapsed().as_secs_f64(),

@@ -159,26 +159,32 @@ pub enum Restore {
     Prefill { why: String },
 }
 
-/// What a restore of `snapshot` does, decided before anything changes: the chat it
-/// brings back, why its tokens are prefilled (`None`: its rows are written) and what of
-/// it was left out ([`Compat::check`] then [`Compat::decide`]; a chat that is not JSON
-/// is corrupt). Shared by the native and the browser restores.
+/// A restore opened, decided before anything changes (the opening the native and the
+/// browser restores share): the snapshot's bytes parsed, checked against the header this
+/// session writes and its context ([`Compat::check`] then [`Compat::decide`]; a chat that
+/// is not JSON is corrupt), with the chat it brings back, why its tokens are prefilled
+/// (`None`: its rows are written) and what of it was left out.
 #[derive(Debug)]
 pub struct RestorePlan {
+    pub snapshot: Snapshot,
     pub messages: Vec<crate::tokenizer::Message>,
     pub prefilled: Option<String>,
     pub dropped: Option<String>,
 }
 
 impl RestorePlan {
-    pub fn new(
-        snapshot: &Snapshot,
+    /// Open the snapshot `data` (named `what` in errors) for a session that writes `ours`
+    /// and holds `context` positions; `fallback`: prefill where the rows cannot serve
+    /// ([`Compat::decide`]).
+    pub fn open(
+        data: Vec<u8>,
+        what: &str,
         ours: &Header,
         context: usize,
-        what: &str,
         fallback: bool,
     ) -> Result<RestorePlan> {
-        let compat = Compat::check(snapshot, ours, context, what)?;
+        let snapshot = Snapshot::parse(data, what)?;
+        let compat = Compat::check(&snapshot, ours, context, what)?;
         let messages = match &snapshot.meta {
             Some(json) => serde_json::from_str(json).map_err(|e| Error::SessionCorrupt {
                 what: what.into(),
@@ -186,14 +192,23 @@ impl RestorePlan {
             })?,
             None => Vec::new(),
         };
-        let (prefilled, dropped) = match compat.decide(snapshot, ours, fallback)? {
+        let (prefilled, dropped) = match compat.decide(&snapshot, ours, fallback)? {
             Restore::Rows { note } => (None, note),
             Restore::Prefill { why } => (Some(why), None),
         };
         Ok(RestorePlan {
+            snapshot,
             messages,
             prefilled,
             dropped,
         })
+    }
+
+    /// What the file holds once restored on a session whose header is then `now`, for
+    /// the next save to append to: only a file of this backend's rows, read whole (any
+    /// other is written anew).
+    pub fn saved(&self, now: &Header) -> Option<Saved> {
+        let whole = self.prefilled.is_none() && self.dropped.is_none();
+        (whole && self.snapshot.header == *now).then(|| Saved::of(&self.snapshot))
     }
 }

@@ -1,6 +1,7 @@
 //! The format alone: records, rollbacks, the save plan, and every damaged byte.
 
 use super::*;
+use crate::engine::{KvLayout, RowKind};
 use crate::error::Error;
 
 fn header() -> Header {

@@ -1,11 +1,11 @@
 //! What wasm-bindgen exports: `PocketModel` (load, tokenize, chat template, token-by-token
 //! generation, unload). The npm package's JavaScript builds the public API on it.
 
-use super::backend::Choice;
-use super::cache::{OverQuota, CACHE_NAME};
-use super::completion::Endpoint;
+use super::cache::CACHE_NAME;
+use super::completion::{Completion, Endpoint};
 use super::errors::{api_to_js, to_js};
-use super::loader::{self, LoadOptions, LoadReport};
+use super::load::{Choice, LoadOptions, LoadReport, OverQuota};
+use super::loader;
 use super::session::WebSession;
 use crate::api::ContextPolicy;
 use crate::error::{Error, Result};
@@ -32,6 +32,9 @@ fn start() {
 #[wasm_bindgen]
 pub struct PocketModel {
     session: Rc<RefCell<Option<WebSession>>>,
+    /// The OpenAI-style request being answered on the session (`completion.rs`; gone
+    /// with the session: on reload and unload). Taken only while `session` is borrowed.
+    completion: Rc<RefCell<Option<Completion>>>,
     report: Rc<RefCell<LoadReport>>,
     /// What `reload()` loads again: the model's name and the load's options.
     url: String,
@@ -219,6 +222,7 @@ impl PocketModel {
         let (session, report) = open(&url, &options).await.map_err(to_js)?;
         Ok(PocketModel {
             session: Rc::new(RefCell::new(Some(session))),
+            completion: Default::default(),
             report: Rc::new(RefCell::new(report)),
             url,
             options,
@@ -235,11 +239,13 @@ impl PocketModel {
     pub fn reload(&self) -> Promise {
         let (session, report, kept) =
             (self.session.clone(), self.report.clone(), self.kept.clone());
+        let completion = self.completion.clone();
         let (url, options) = (self.url.clone(), self.options.clone());
         future_to_promise(async move {
             let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
             let (history, messages) = match guard.take() {
                 Some(old) => {
+                    completion.borrow_mut().take();
                     let history = old.history().to_vec();
                     let messages = old.messages.clone();
                     old.model.destroy();
@@ -350,14 +356,14 @@ impl PocketModel {
     #[allow(clippy::await_holding_refcell_ref)]
     #[wasm_bindgen(js_name = completionBegin)]
     pub fn completion_begin(&self, request: String, kind: String) -> Promise {
-        let session = self.session.clone();
+        let (session, completion) = (self.session.clone(), self.completion.clone());
         future_to_promise(async move {
             let endpoint = Endpoint::parse(&kind).map_err(|e| api_to_js(e.into()))?;
             let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
             let s = guard.as_mut().ok_or_else(unloaded)?;
-            s.completion_begin(&request, endpoint)
-                .await
-                .map_err(api_to_js)?;
+            completion.borrow_mut().take();
+            let begun = Completion::begin(s, &request, endpoint).await;
+            *completion.borrow_mut() = Some(begun.map_err(api_to_js)?);
             Ok(JsValue::UNDEFINED)
         })
     }
@@ -367,11 +373,16 @@ impl PocketModel {
     #[allow(clippy::await_holding_refcell_ref)]
     #[wasm_bindgen(js_name = completionNext)]
     pub fn completion_next(&self) -> Promise {
-        let session = self.session.clone();
+        let (session, completion) = (self.session.clone(), self.completion.clone());
         future_to_promise(async move {
             let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
             let s = guard.as_mut().ok_or_else(unloaded)?;
-            let chunk = s.completion_next().await.map_err(|e| api_to_js(e.into()))?;
+            let mut running = completion.borrow_mut();
+            let next = match running.as_mut() {
+                Some(c) => c.next(s).await,
+                None => Ok(None),
+            };
+            let chunk = next.map_err(|e| api_to_js(e.into()))?;
             Ok(chunk.map_or(JsValue::NULL, |c| c.into()))
         })
     }
@@ -394,8 +405,11 @@ impl PocketModel {
     /// The last request's whole response (its JSON text), once its chunks are taken.
     #[wasm_bindgen(js_name = completionResult)]
     pub fn completion_result(&self) -> Result<String, JsValue> {
-        self.with(|s| {
-            s.completion_result()
+        self.with(|_| {
+            let running = self.completion.borrow();
+            running
+                .as_ref()
+                .and_then(Completion::result)
                 .map(str::to_string)
                 .ok_or_else(|| Error::InvalidArgument("no request has been answered yet".into()))
         })
@@ -494,6 +508,7 @@ impl PocketModel {
     pub fn unload(&self) -> Result<(), JsValue> {
         let mut guard = self.session.try_borrow_mut().map_err(|_| busy())?;
         if let Some(s) = guard.take() {
+            self.completion.borrow_mut().take();
             s.model.destroy();
         }
         Ok(())

@@ -11,8 +11,8 @@
 //! streams to the CPU only) on the CPU backend (`webgpu` is refused with a typed error).
 
 use super::device::{gpu_for, require_webgpu};
-use super::fetch::{decision_url, remember, remembered};
-use super::loader::Progress;
+use super::kept;
+use super::load::{requested_context, Choice, LoadOptions, Progress};
 use super::model::WebModel;
 use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision, StreamedTensors};
@@ -26,29 +26,6 @@ use crate::gpu::{GpuContext, GpuModel};
 use crate::quant::WeightFormat;
 use std::cell::RefCell;
 use std::sync::Arc;
-
-/// The backend the caller asks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Choice {
-    WebGpu,
-    Cpu,
-    #[default]
-    Auto,
-}
-
-impl Choice {
-    /// `"webgpu"`, `"cpu"` or `"auto"` (default when absent).
-    pub fn parse(name: Option<&str>) -> Result<Choice> {
-        match name {
-            None | Some("auto") => Ok(Choice::Auto),
-            Some("webgpu") => Ok(Choice::WebGpu),
-            Some("cpu") => Ok(Choice::Cpu),
-            Some(other) => Err(Error::InvalidArgument(format!(
-                "backend {other:?}: use \"webgpu\", \"cpu\" or \"auto\""
-            ))),
-        }
-    }
-}
 
 /// A GPU destination: device, empty weight buffers and the planned context.
 struct Gpu {
@@ -169,6 +146,14 @@ impl Decided {
     }
 }
 
+/// Where the model of `manifest` goes under `opts` (backend, profile, cache), for the
+/// context they ask for ([`requested_context`]).
+pub async fn decide(manifest: &Manifest, opts: &LoadOptions) -> Result<Decided> {
+    let context = requested_context(&manifest.config, opts);
+    let (profile, cache) = (opts.profile.as_deref(), opts.cache_name.as_deref());
+    Decided::new(opts.backend, profile, manifest, context, cache).await
+}
+
 impl Target {
     /// Allocate `manifest`'s model for `context` positions where `d` says.
     pub fn new(d: Decided, manifest: &Manifest, context: usize) -> Result<Target> {
@@ -269,6 +254,9 @@ fn gpu(ctx: Arc<GpuContext>, plan: MemoryPlan, manifest: &Manifest) -> Result<Gp
     })
 }
 
+/// The kind of kept decision a probe's is (`kept.rs`; natively `engine/probe.rs`'s).
+const KEPT: &str = "backend-choice";
+
 /// The backend decision for `config` on the software adapter of `ctx`: kept in `cache`
 /// from an earlier load, else probed (and kept); with the sentence saying so.
 async fn decision(
@@ -277,15 +265,15 @@ async fn decision(
     adapter: &str,
     cache: Option<&str>,
 ) -> Result<(Decision, String)> {
-    let url = decision_url("backend-choice", &Decision::key(adapter, config));
-    if let Some(d) = remembered::<Decision>(cache, &url).await {
+    let key = Decision::key(adapter, config);
+    if let Some(d) = kept::remembered::<Decision>(cache, KEPT, &key).await {
         let why = d.reason(adapter, true);
         return Ok((d, why));
     }
     let started = web_time::Instant::now();
     let d = probe::probe(ctx, config).await?;
     let probe_ms = started.elapsed().as_millis();
-    remember(cache, &url, &d).await;
+    kept::remember(cache, KEPT, &key, &d).await;
     let why = format!("{}; probed in {probe_ms} ms", d.reason(adapter, false));
     Ok((d, why))
 }

@@ -10,7 +10,7 @@
 
 use super::errors::to_js;
 use super::fetch;
-use super::loader::{LoadOptions, Progress};
+use super::load::{OverQuota, Progress};
 use crate::error::{Error, Result};
 use js_sys::{Array, Promise, Reflect};
 use serde::{Deserialize, Serialize};
@@ -49,25 +49,6 @@ impl Record {
     fn key(url: &str) -> String {
         let name: String = js_sys::encode_uri_component(url).into();
         format!("{RECORD_PREFIX}{name}")
-    }
-}
-
-/// Whether the load overruns the quota: fail (`QUOTA`) or load without caching.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OverQuota {
-    Error,
-    Uncached,
-}
-
-impl OverQuota {
-    pub fn parse(name: Option<&str>) -> Result<OverQuota> {
-        match name {
-            None | Some("error") => Ok(OverQuota::Error),
-            Some("uncached") => Ok(OverQuota::Uncached),
-            Some(other) => Err(Error::InvalidArgument(format!(
-                "overQuota must be \"error\" or \"uncached\", not {other:?}"
-            ))),
-        }
     }
 }
 
@@ -211,14 +192,6 @@ impl Progress<'_> {
             self.keep(&Record::key(&record.url), &r, None).await;
         }
         Ok(())
-    }
-}
-
-/// The cache a load uses: none for local files or with `cache: false`.
-pub async fn for_load(opts: &LoadOptions) -> Option<Cache> {
-    match (&opts.cache_name, &opts.files) {
-        (Some(name), None) => fetch::open_cache(name).await,
-        _ => None,
     }
 }
 

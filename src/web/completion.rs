@@ -2,11 +2,15 @@
 //! [`CompletionRun`]) driven by the session's awaited steps, one chunk per call so that
 //! JavaScript can stream and abort between them (`web/src/completions.js` builds
 //! `chat.completions.create` on it). Chunks and responses cross as JSON text, the same
-//! bytes the native runtime would send.
+//! bytes the native runtime would send. A chat request's messages and its reply become
+//! the session's conversation (what a snapshot saves).
 
+use super::errors::Failure;
 use super::session::WebSession;
-use super::snapshot::{chat_message, reply_message};
-use crate::api::{ApiError, ChatCompletionRequest, ChatRun, CompletionRequest, CompletionRun, Run};
+use crate::api::{
+    ApiError, AssistantMessage, ChatCompletionRequest, ChatMessage, ChatRun, CompletionRequest,
+    CompletionRun, Content, Run,
+};
 use crate::error::Result;
 use crate::generate::GenerateStats;
 use crate::sampler::TokenLogprobs;
@@ -85,42 +89,23 @@ pub struct Completion {
     chat: Option<Vec<Message>>,
 }
 
-/// Why a request failed: its own fault (OpenAI's shape) or the engine's.
-pub enum Failure {
-    Api(ApiError),
-    Engine(crate::Error),
-}
-
-impl From<ApiError> for Failure {
-    fn from(e: ApiError) -> Failure {
-        Failure::Api(e)
-    }
-}
-
-impl From<crate::Error> for Failure {
-    fn from(e: crate::Error) -> Failure {
-        Failure::Engine(e)
-    }
-}
-
-impl WebSession {
-    /// Check and start a request (`request`: its JSON text): renders, fits and runs the
-    /// prompt (its cached prefix skipped) and chooses the first token.
-    pub async fn completion_begin(
-        &mut self,
+impl Completion {
+    /// Check and start a request (`request`: its JSON text) on `session`: renders, fits
+    /// and runs the prompt (its cached prefix skipped) and chooses the first token.
+    pub async fn begin(
+        session: &mut WebSession,
         request: &str,
         endpoint: Endpoint,
-    ) -> std::result::Result<(), Failure> {
-        self.completion = None;
-        let context = self.model.context();
+    ) -> std::result::Result<Completion, Failure> {
+        let context = session.model.context();
         let (run, chat): (Box<dyn JsonRun>, _) = match endpoint {
             Endpoint::Chat => {
                 let mut req = ChatCompletionRequest::from_json(request)?;
                 req.params
                     .context_overflow
-                    .get_or_insert(self.context_overflow);
-                let template = self.template().map_err(ApiError::from)?;
-                let run = ChatRun::new(&req, &self.tokenizer, template, context)?;
+                    .get_or_insert(session.context_overflow);
+                let template = session.template().map_err(ApiError::from)?;
+                let run = ChatRun::new(&req, &session.tokenizer, template, context)?;
                 let messages = req.messages.iter().map(chat_message).collect();
                 (Box::new(run), Some(messages))
             }
@@ -128,92 +113,137 @@ impl WebSession {
                 let mut req = CompletionRequest::from_json(request)?;
                 req.params
                     .context_overflow
-                    .get_or_insert(self.context_overflow);
-                let run = CompletionRun::new(&req, &self.tokenizer, context)?;
+                    .get_or_insert(session.context_overflow);
+                let run = CompletionRun::new(&req, &session.tokenizer, context)?;
                 (Box::new(run), None)
             }
         };
         let (prompt, options) = (run.prompt().to_vec(), run.options().clone());
-        self.begin(&prompt, &options).await?;
-        self.completion = Some(Completion {
+        session.begin(&prompt, &options).await?;
+        Ok(Completion {
             pending: run.first_chunk().into_iter().collect(),
             run,
             response: None,
             chat,
-        });
-        Ok(())
+        })
     }
 
-    /// The next chunk's JSON; `None` once the request is answered (or none runs).
-    pub async fn completion_next(&mut self) -> Result<Option<String>> {
+    /// The next chunk's JSON, generated on `session`; `None` once the request is
+    /// answered.
+    pub async fn next(&mut self, session: &mut WebSession) -> Result<Option<String>> {
         loop {
-            let Some(c) = &mut self.completion else {
-                return Ok(None);
-            };
-            if let Some(chunk) = c.pending.pop_front() {
+            if let Some(chunk) = self.pending.pop_front() {
                 return Ok(Some(chunk));
             }
-            if c.response.is_some() {
+            if self.response.is_some() {
                 return Ok(None);
             }
-            let piece = match self.next().await? {
+            let piece = match session.next().await? {
                 Some(p) => p,
                 None => {
-                    self.completion_end();
-                    if self
-                        .completion
-                        .as_ref()
-                        .is_some_and(|c| c.response.is_none())
-                    {
+                    self.end(session);
+                    if self.response.is_none() {
                         return Ok(None); // nothing ran: no stats to end with
                     }
                     continue;
                 }
             };
-            let c = self.completion.as_mut().expect("set above");
             // As natively: the token's own text (none for end of sequence), then what was
             // held back, flushed without logprobs.
             let own = &piece.text[..piece.text.len() - piece.held.len()];
             if piece.finish != Some("eos") {
-                if let Some(chunk) = c.run.push(&self.tokenizer, own, piece.logprobs) {
-                    c.pending.push_back(chunk);
+                if let Some(chunk) = self.run.push(&session.tokenizer, own, piece.logprobs) {
+                    self.pending.push_back(chunk);
                 }
             }
             if !piece.held.is_empty() {
-                if let Some(chunk) = c.run.push(&self.tokenizer, &piece.held, None) {
-                    c.pending.push_back(chunk);
+                if let Some(chunk) = self.run.push(&session.tokenizer, &piece.held, None) {
+                    self.pending.push_back(chunk);
                 }
             }
-            let stop = c.run.should_stop();
+            let stop = self.run.should_stop();
             if stop && !piece.done {
-                self.stop(); // a stop string: the generation ends here
+                session.stop(); // a stop string: the generation ends here
             }
             if piece.done || stop {
-                self.completion_end();
+                self.end(session);
             }
         }
     }
 
-    /// The generation ended: queue the last chunks, keep the response, and the
-    /// conversation (a chat's messages and its reply).
-    fn completion_end(&mut self) {
-        let stats = self.stats();
-        if let (Some(c), Some(stats)) = (&mut self.completion, stats) {
-            if c.response.is_none() {
-                let (chunks, response) = c.run.finish(&stats);
-                c.pending.extend(chunks);
-                let mut messages = c.chat.take().unwrap_or_default();
-                if !messages.is_empty() {
-                    messages.extend(reply_message(&response));
-                }
-                self.messages = messages;
-                c.response = Some(response);
+    /// The generation ended: queue the last chunks, keep the response, and make the
+    /// session's conversation a chat's messages and its reply.
+    fn end(&mut self, session: &mut WebSession) {
+        if let (None, Some(stats)) = (&self.response, session.stats()) {
+            let (chunks, response) = self.run.finish(&stats);
+            self.pending.extend(chunks);
+            let mut messages = self.chat.take().unwrap_or_default();
+            if !messages.is_empty() {
+                messages.extend(reply_message(&response));
             }
+            session.messages = messages;
+            self.response = Some(response);
         }
     }
 
-    /// The whole response's JSON of the last request (once its chunks are taken).
-    pub fn completion_result(&self) -> Option<&str> {
-        self.completion.as_ref().and_then(|c| c.response.as_deref())
+    /// The whole response's JSON (once the generation ended).
+    pub fn result(&self) -> Option<&str> {
+        self.response.as_deref()
     }
+}
+
+/// A request's message as the chat template saw it (the request was checked by
+/// `ChatRun::new`; its conversion there, `api::messages`, is private to `api`).
+pub fn chat_message(m: &ChatMessage) -> Message {
+    let content = match &m.content {
+        Some(Content::Text(t)) => t.clone(),
+        Some(Content::Parts(parts)) => {
+            let texts: Vec<&str> = parts.iter().filter_map(|p| p.text.as_deref()).collect();
+            texts.join("\n")
+        }
+        None => String::new(),
+    };
+    let tool_calls = m.tool_calls.as_ref().map(|calls| {
+        let calls = calls.iter().map(|c| {
+            let mut call = serde_json::json!({
+                "type": c.kind.as_deref().unwrap_or("function"),
+                "function": {"name": c.function.name, "arguments": c.function.arguments},
+            });
+            if let Some(id) = &c.id {
+                call["id"] = id.clone().into();
+            }
+            call
+        });
+        serde_json::Value::Array(calls.collect())
+    });
+    Message {
+        role: m.role.template_name().into(),
+        content,
+        reasoning_content: m.reasoning_content.clone(),
+        tool_calls,
+        name: m.name.clone(),
+        tool_call_id: m.tool_call_id.clone(),
+    }
+}
+
+/// The reply of a chat response (its JSON text) as a message.
+pub fn reply_message(response: &str) -> Option<Message> {
+    #[derive(serde::Deserialize)]
+    struct Response {
+        choices: Vec<Choice>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Choice {
+        message: AssistantMessage,
+    }
+    let r: Response = serde_json::from_str(response).ok()?;
+    let m = r.choices.into_iter().next()?.message;
+    Some(Message {
+        role: m.role,
+        content: m.content.unwrap_or_default(),
+        reasoning_content: m.reasoning_content,
+        tool_calls: m.tool_calls.and_then(|c| serde_json::to_value(c).ok()),
+        name: None,
+        tool_call_id: None,
+    })
 }

@@ -5,7 +5,7 @@
 //!
 //! [`WebModel::hidden_states`]: super::model::WebModel::hidden_states
 
-use super::completion::Failure;
+use super::errors::Failure;
 use super::session::WebSession;
 use crate::api::{embedding_input_error, EmbeddingRequest, EmbeddingResponse, DEFAULT_MODEL};
 

@@ -1,5 +1,7 @@
-//! Errors as JavaScript `Error`s with a stable `code` (and the Rust message).
+//! Errors as JavaScript `Error`s with a stable `code` (and the Rust message), a
+//! request's too (its OpenAI body).
 
+use crate::api::ApiError;
 use crate::error::Error;
 use crate::format::package::MANIFEST_FILE;
 use wasm_bindgen::{JsCast, JsValue};
@@ -43,14 +45,31 @@ pub fn to_js(e: Error) -> JsValue {
     err.into()
 }
 
+/// Why a request failed: its own fault (OpenAI's shape) or the engine's.
+pub enum Failure {
+    Api(ApiError),
+    Engine(crate::Error),
+}
+
+impl From<ApiError> for Failure {
+    fn from(e: ApiError) -> Failure {
+        Failure::Api(e)
+    }
+}
+
+impl From<crate::Error> for Failure {
+    fn from(e: crate::Error) -> Failure {
+        Failure::Engine(e)
+    }
+}
+
 /// A request's error as a JS `Error`: the message, `code` (the engine error's, else
 /// `INVALID_ARGUMENT`), and OpenAI's body as `openai` with the HTTP `status` a server
 /// would answer (`web/src/completions.js` turns it into the SDK's error shape).
-pub fn api_to_js(e: super::completion::Failure) -> JsValue {
-    use super::completion::Failure;
+pub fn api_to_js(e: Failure) -> JsValue {
     let (code, body) = match e {
         Failure::Api(a) => ("INVALID_ARGUMENT", a),
-        Failure::Engine(e) => (code(&e), crate::api::ApiError::from(e)),
+        Failure::Engine(e) => (code(&e), ApiError::from(e)),
     };
     let err = js_sys::Error::new(&body.error.message);
     let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&err, &k.into(), v);

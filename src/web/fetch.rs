@@ -191,40 +191,6 @@ pub async fn store(cache: &Cache, url: &str, response: &Response) -> Result<(), 
     }
 }
 
-/// Cache Storage URL a kept decision of `kind` (`backend-choice`, `gpu-tune`) is kept
-/// under (never fetched): the browser's `crate::kept`.
-pub fn decision_url(kind: &str, key: &str) -> String {
-    let key: String = js_sys::encode_uri_component(key).into();
-    format!("https://pocketrt.invalid/{kind}/{key}")
-}
-
-/// The decision kept under `url` in the cache called `cache`, if any (no cache, or an
-/// unreadable entry, is none).
-pub async fn remembered<T: serde::de::DeserializeOwned>(
-    cache: Option<&str>,
-    url: &str,
-) -> Option<T> {
-    let cache = open_cache(cache?).await?;
-    let response = cached(&cache, url).await?;
-    let text = JsFuture::from(response.text().ok()?).await.ok()?;
-    serde_json::from_str(&text.as_string()?).ok()
-}
-
-/// Keep `value` under `url` in the cache called `cache`. Best effort: not kept, the next
-/// load decides again (nothing of the model is lost).
-pub async fn remember<T: serde::Serialize>(cache: Option<&str>, url: &str, value: &T) {
-    let Some(cache) = cache else { return };
-    let Some(cache) = open_cache(cache).await else {
-        return;
-    };
-    let response = serde_json::to_string(value)
-        .ok()
-        .and_then(|json| Response::new_with_opt_str(Some(&json)).ok());
-    if let Some(response) = response {
-        let _ = store(&cache, url, &response).await;
-    }
-}
-
 /// Remove `url` from the cache (a corrupt entry).
 pub async fn evict(cache: &Cache, url: &str) {
     let _ = JsFuture::from(cache.delete_with_str(url)).await;

@@ -14,10 +14,10 @@
 //!
 //! GGUF has no hashes: a cached piece is checked by its length only.
 
-use super::backend::{Decided, Target};
+use super::backend::{decide, Decided, Target};
 use super::cache::Record;
 use super::fetch::{self, Body};
-use super::loader::{decide, requested_context, LoadOptions, Loaded, Progress};
+use super::load::{requested_context, LoadOptions, Loaded, Progress};
 use super::snapshot::Identity;
 use crate::error::{Error, Result};
 use crate::format::gguf_stream::{header_from_prefix, GgufStream};
@@ -133,23 +133,11 @@ pub async fn load(url: &str, progress: Progress<'_>, mut record: Record) -> Resu
     let total = load.layout.and_then(|l| l.total);
     let model_id = Identity::of_gguf(stream.gguf().version, &config, stream.tensors(), total);
     let pooling = crate::embed::Pooling::from_gguf(stream.gguf());
-    let (model, reason) = target.finish(load.opts.tune, &load.progress).await?;
-    load.progress.emit("ready", None);
-    {
-        let mut report = load.progress.report.borrow_mut();
-        report.context = model.context();
-        report.backend = model.backend().into();
-        report.backend_reason = reason;
-        report.set_source();
-    }
-    Ok(Loaded {
-        model,
-        tokenizer,
-        template,
-        report: load.progress.report.into_inner(),
-        model_id: model_id.fingerprint(),
-        pooling,
-    })
+    let built = target.finish(load.opts.tune, &load.progress).await?;
+    let model_id = model_id.fingerprint();
+    Ok(load
+        .progress
+        .finish(built, tokenizer, template, model_id, pooling))
 }
 
 impl GgufLoad<'_> {

@@ -4,7 +4,7 @@
 //! pocket package's manifest or a GGUF file, both then loaded (and cached) as any URL.
 
 use super::cache::Record;
-use super::loader::Progress;
+use super::load::Progress;
 use crate::error::{Error, Result};
 use crate::format::package::MANIFEST_FILE;
 use crate::hub::choose::{choose_or_error, file_url, listing_url, Choice, Sibling};

@@ -7,192 +7,18 @@
 //! more, then the load fails. Shards already cached when a load was interrupted are not
 //! fetched again.
 
-use super::backend::{Choice, Decided, Target};
-use super::cache::{OverQuota, Record};
+use super::backend::{decide, Target};
+use super::cache::Record;
 use super::fetch::{self, check_abort};
+use super::load::{requested_context, LoadOptions, LoadReport, Loaded, Progress};
 use super::locator::Locator;
-use super::model::WebModel;
 use super::snapshot::Identity;
-use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Manifest, ShardReader, MANIFEST_FILE};
-use crate::gpu::GpuContext;
-use crate::quant::WeightFormat;
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 use futures_util::future::join_all;
-use std::cell::{Cell, RefCell};
-use web_sys::{AbortSignal, Cache};
-
-/// Context when the caller names none (bounded by the model's).
-const DEFAULT_CONTEXT: usize = 4096;
-
-/// What the caller asked for.
-pub struct LoadOptions {
-    pub on_progress: Option<js_sys::Function>,
-    pub signal: Option<AbortSignal>,
-    pub context: Option<usize>,
-    /// Shards fetched at once.
-    pub parallel: usize,
-    /// Cache Storage name; `None`: no caching.
-    pub cache_name: Option<String>,
-    /// Local files: an object mapping each package file name to a (blob) URL; the model
-    /// URL is then only a label.
-    pub files: Option<wasm_bindgen::JsValue>,
-    /// The model hub's endpoint, for `owner/name` ids.
-    pub hub_endpoint: String,
-    /// The backend asked for (see `backend.rs`).
-    pub backend: Choice,
-    /// The device profile forced by name (one of `gpu::profile::PROFILE_NAMES`; `None`:
-    /// the one `DeviceProfile::detect` picks). WebGPU only: the CPU backend has none.
-    pub profile: Option<String>,
-    /// The on-device tuner (`tune`: false → off, undefined → auto, true → on, or "off",
-    /// "auto", "on", "force"; `gpu::tune::TunePolicy`).
-    pub tune: crate::gpu::tune::TunePolicy,
-    /// How a GGUF's matrices are held (`weights`: "q4" | "q8" | "keep", default keep:
-    /// as its author quantized them, `WeightFormat`); packages run as stored.
-    pub weights: WeightFormat,
-    /// No requests at all: every file must be in the cache (`cache.rs`).
-    pub offline: bool,
-    /// What a load the storage quota cannot hold does.
-    pub over_quota: OverQuota,
-}
-
-impl LoadOptions {
-    /// Whether requests are forbidden (`offline`; local files are read all the same).
-    pub fn no_requests(&self) -> bool {
-        self.offline && self.files.is_none()
-    }
-}
-
-/// A loaded model and what it came with.
-pub struct Loaded {
-    pub model: WebModel,
-    pub tokenizer: Tokenizer,
-    pub template: Option<ChatTemplate>,
-    pub report: LoadReport,
-    /// Hex SHA-256 identity of the model (a session snapshot's `model`).
-    pub model_id: String,
-    /// The pooling of embeddings the model declares (a package's manifest, a GGUF's
-    /// `pooling_type`).
-    pub pooling: Option<crate::embed::Pooling>,
-}
-
-/// How the load went (reported to JS).
-#[derive(Clone, Debug, Default, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LoadReport {
-    pub shards: usize,
-    pub shards_from_cache: usize,
-    pub shards_fetched: usize,
-    /// Shards whose bytes failed their hash and were loaded again.
-    pub shards_refetched: usize,
-    pub bytes: u64,
-    pub context: usize,
-    pub adapter: String,
-    /// The device profile's name (`gpu::profile`) whenever a GPU was a candidate (also
-    /// when a probe kept the CPU backend); `None` (null) without one.
-    pub profile: Option<String>,
-    /// Every choice of that profile (`DeviceProfile::to_json`), `forced` included.
-    pub profile_detail: Option<serde_json::Value>,
-    /// "webgpu" or "cpu", and why (ending with what the on-device tuner did).
-    pub backend: String,
-    pub backend_reason: String,
-    /// The constants the on-device tuner chose (`gpu::tune::Tuned`) and its sweep's table
-    /// (`null`: kept from an earlier load); `null` where nothing was tuned.
-    pub tuned: Option<serde_json::Value>,
-    /// Threads the CPU backend splits its work across (1 in the single-threaded build).
-    pub threads: usize,
-    /// Where the model came from: "cache", "network" or "cache and network".
-    pub source: String,
-    /// Small files (hub listing, manifest, tokenizer) read from the cache / the network.
-    pub files_from_cache: usize,
-    pub files_fetched: usize,
-    /// Every `cache.put` that failed (the load went on; those files are fetched again
-    /// next time).
-    pub cache_errors: Vec<String>,
-    /// Why nothing was cached (over the quota with `overQuota: "uncached"`).
-    pub uncached: Option<String>,
-    pub offline: bool,
-}
-
-impl LoadReport {
-    /// Record the GPU candidate's adapter and device profile.
-    pub(super) fn set_device(&mut self, ctx: &GpuContext) {
-        self.adapter = ctx.adapter_label();
-        self.profile = Some(ctx.profile.name.to_string());
-        self.profile_detail = Some(ctx.profile.to_json());
-    }
-
-    /// Set `source` from the counts.
-    pub(super) fn set_source(&mut self) {
-        let cached = self.shards_from_cache + self.files_from_cache > 0;
-        let fetched = self.shards_fetched + self.files_fetched > 0;
-        self.source = match (cached, fetched) {
-            (true, false) => "cache",
-            (false, _) => "network",
-            (true, true) => "cache and network",
-        }
-        .into();
-    }
-}
-
-/// Shared state of a load and its shard lanes (single-threaded: plain cells).
-pub(super) struct Progress<'a> {
-    pub opts: &'a LoadOptions,
-    pub total: Cell<u64>,
-    pub done: Cell<u64>,
-    pub report: RefCell<LoadReport>,
-    /// The cache files are read from (`None`: no caching).
-    pub cache: Option<Cache>,
-    /// Whether files are stored in it (false over the quota, `overQuota: "uncached"`).
-    pub store: Cell<bool>,
-    /// Whether the quota check passed ([`Progress::admit`]); until then what the load
-    /// keeps waits in `pending`, so that a load failing first (`QUOTA`, a bad manifest)
-    /// stores nothing.
-    pub admitted: Cell<bool>,
-    pub pending: RefCell<Vec<(String, web_sys::Response, Option<usize>)>>,
-}
-
-impl<'a> Progress<'a> {
-    pub async fn new(opts: &'a LoadOptions) -> Progress<'a> {
-        Progress {
-            opts,
-            total: Cell::new(0),
-            done: Cell::new(0),
-            report: RefCell::new(LoadReport {
-                offline: opts.offline,
-                ..Default::default()
-            }),
-            cache: super::cache::for_load(opts).await,
-            store: Cell::new(true),
-            admitted: Cell::new(false),
-            pending: RefCell::new(Vec::new()),
-        }
-    }
-
-    /// Tell the caller: `phase`, bytes done/total, the shard index.
-    pub fn emit(&self, phase: &str, shard: Option<usize>) {
-        self.emit_with(phase, shard, None);
-    }
-
-    /// [`Progress::emit`] with a `message`.
-    pub fn emit_with(&self, phase: &str, shard: Option<usize>, message: Option<&str>) {
-        let Some(f) = &self.opts.on_progress else {
-            return;
-        };
-        let ev = serde_json::json!({
-            "phase": phase,
-            "loaded": self.done.get(),
-            "total": self.total.get(),
-            "shard": shard,
-            "shards": self.report.borrow().shards,
-            "message": message,
-        });
-        if let Ok(v) = js_sys::JSON::parse(&ev.to_string()) {
-            let _ = f.call1(&wasm_bindgen::JsValue::NULL, &v);
-        }
-    }
-}
+use std::cell::Cell;
+use web_sys::AbortSignal;
 
 /// A model's files found: a GGUF file's URL, or a package's manifest and where its files are.
 enum Located {
@@ -246,14 +72,6 @@ pub async fn choose_backend(name: &str, opts: LoadOptions) -> Result<Option<Back
         profile: report.profile,
         profile_detail: report.profile_detail,
     }))
-}
-
-/// Where the model of `manifest` goes under `opts` (backend, profile, cache), for the
-/// context they ask for ([`requested_context`]).
-pub(super) async fn decide(manifest: &Manifest, opts: &LoadOptions) -> Result<Decided> {
-    let context = requested_context(&manifest.config, opts);
-    let (profile, cache) = (opts.profile.as_deref(), opts.cache_name.as_deref());
-    Decided::new(opts.backend, profile, manifest, context, cache).await
 }
 
 /// What [`choose_backend`] decided (to JS).
@@ -333,27 +151,9 @@ pub async fn load(name: &str, opts: LoadOptions) -> Result<Loaded> {
         .as_deref()
         .map(ChatTemplate::new)
         .transpose()?;
-    let (model, reason) = target.finish(opts.tune, &progress).await?;
-    progress.emit("ready", None);
-    let mut report = progress.report.into_inner();
-    report.context = model.context();
-    report.backend = model.backend().into();
-    report.backend_reason = reason;
-    report.set_source();
-    Ok(Loaded {
-        model,
-        tokenizer,
-        template,
-        report,
-        model_id: Identity::of_package(&manifest).fingerprint(),
-        pooling: manifest.pooling,
-    })
-}
-
-/// The context the caller asked for, else the default (bounded by the model's).
-pub(super) fn requested_context(config: &ModelConfig, opts: &LoadOptions) -> usize {
-    opts.context
-        .unwrap_or(DEFAULT_CONTEXT.min(config.max_context))
+    let built = target.finish(opts.tune, &progress).await?;
+    let model_id = Identity::of_package(&manifest).fingerprint();
+    Ok(progress.finish(built, tokenizer, template, model_id, manifest.pooling))
 }
 
 /// Everything loading one shard needs.

@@ -16,6 +16,8 @@ mod errors;
 mod fetch;
 mod gguf;
 mod hub;
+mod kept;
+mod load;
 mod loader;
 mod locator;
 mod model;

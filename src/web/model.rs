@@ -3,12 +3,11 @@
 
 use crate::cpu::fast::{FastModel, Logits};
 use crate::cpu::KvCache;
-use crate::engine::{choose, cpu_rows_tag, gpu_rows_tag, kv_layout_of};
+use crate::engine::{choose, cpu_rows_tag, gpu_rows_tag, kv_layout_of, KvLayout, RowKind};
 use crate::error::{Error, Result};
 use crate::gpu::kernels::topk::TOPK_MAX;
 use crate::gpu::GpuModel;
 use crate::sampler::Sampler;
-use crate::session::{KvLayout, RowKind};
 use crate::ModelConfig;
 
 /// A loaded model on the backend that runs it.

@@ -4,7 +4,6 @@
 //! cache is kept between requests: a request that starts with what the cache holds
 //! processes only the rest.
 
-use super::completion::Completion;
 use super::model::WebModel;
 use crate::api::ContextPolicy;
 use crate::error::{Error, Result};
@@ -23,8 +22,6 @@ pub struct WebSession {
     cached: Vec<u32>,
     active: Option<Active>,
     last_stats: Option<GenerateStats>,
-    /// The OpenAI-style request being answered (`completion.rs`).
-    pub(super) completion: Option<Completion>,
     /// The context policy of requests that set none (load option `contextOverflow`).
     pub context_overflow: ContextPolicy,
     /// The pooling of embeddings that ask for none: the model's (a GGUF's
@@ -95,7 +92,6 @@ impl WebSession {
             cached: Vec::new(),
             active: None,
             last_stats: None,
-            completion: None,
             context_overflow: ContextPolicy::Error,
             pooling: None,
             model_id,

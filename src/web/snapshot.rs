@@ -7,7 +7,6 @@
 //! `Session::save` / `Session::restore` (`src/session/native.rs`) do on files.
 
 use super::session::WebSession;
-use crate::api::{AssistantMessage, ChatMessage, Content};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::format::package::{Manifest, TensorEntry};
@@ -16,7 +15,7 @@ use crate::format::source::{ModelSource, SourceTensor};
 use crate::quant::{MergeStats, Q4Tensor};
 use crate::session::{
     encode_header, encode_kv, encode_meta, model_fingerprint, tokenizer_fingerprint, Header,
-    RestorePlan, SavePlan, Saved, Snapshot, FORMAT,
+    RestorePlan, SavePlan, Saved, FORMAT,
 };
 use crate::tokenizer::Message;
 use serde::Serialize;
@@ -140,62 +139,6 @@ pub struct Restored {
     pub file_bytes: u64,
 }
 
-/// A request's message as the chat template saw it (the request was checked by
-/// `ChatRun::new`; its conversion there, `api::messages`, is private to `api`).
-pub fn chat_message(m: &ChatMessage) -> Message {
-    let content = match &m.content {
-        Some(Content::Text(t)) => t.clone(),
-        Some(Content::Parts(parts)) => {
-            let texts: Vec<&str> = parts.iter().filter_map(|p| p.text.as_deref()).collect();
-            texts.join("\n")
-        }
-        None => String::new(),
-    };
-    let tool_calls = m.tool_calls.as_ref().map(|calls| {
-        let calls = calls.iter().map(|c| {
-            let mut call = serde_json::json!({
-                "type": c.kind.as_deref().unwrap_or("function"),
-                "function": {"name": c.function.name, "arguments": c.function.arguments},
-            });
-            if let Some(id) = &c.id {
-                call["id"] = id.clone().into();
-            }
-            call
-        });
-        serde_json::Value::Array(calls.collect())
-    });
-    Message {
-        role: m.role.template_name().into(),
-        content,
-        reasoning_content: m.reasoning_content.clone(),
-        tool_calls,
-        name: m.name.clone(),
-        tool_call_id: m.tool_call_id.clone(),
-    }
-}
-
-/// The reply of a chat response (its JSON text) as a message.
-pub fn reply_message(response: &str) -> Option<Message> {
-    #[derive(serde::Deserialize)]
-    struct Response {
-        choices: Vec<Choice>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Choice {
-        message: AssistantMessage,
-    }
-    let r: Response = serde_json::from_str(response).ok()?;
-    let m = r.choices.into_iter().next()?.message;
-    Some(Message {
-        role: m.role,
-        content: m.content.unwrap_or_default(),
-        reasoning_content: m.reasoning_content,
-        tool_calls: m.tool_calls.and_then(|c| serde_json::to_value(c).ok()),
-        name: None,
-        tool_call_id: None,
-    })
-}
-
 impl WebSession {
     /// The header a snapshot of this session has (the web session's policy is per
     /// request: no sliding window).
@@ -291,17 +234,11 @@ impl WebSession {
     /// changes when it fails before the cache is written.
     pub async fn restore(&mut self, id: &str, data: Vec<u8>, fallback: bool) -> Result<Restored> {
         let what = format!("session snapshot {id:?}");
-        let snapshot = Snapshot::parse(data, &what)?;
-        let ours = self.snapshot_header();
-        let context = self.model.context();
-        let plan = RestorePlan::new(&snapshot, &ours, context, &what, fallback)?;
-        let RestorePlan {
-            messages,
-            prefilled,
-            dropped,
-        } = plan;
+        let (ours, context) = (self.snapshot_header(), self.model.context());
+        let plan = RestorePlan::open(data, &what, &ours, context, fallback)?;
+        let snapshot = &plan.snapshot;
         let tokens = snapshot.tokens.clone();
-        let restored = match &prefilled {
+        let restored = match &plan.prefilled {
             None => {
                 self.write_history(&tokens, snapshot.rows())?;
                 tokens.len()
@@ -311,18 +248,15 @@ impl WebSession {
                 0
             }
         };
-        self.messages = messages.clone();
-        // A file of this backend's rows, read whole, takes the next save's appends;
-        // another is written anew.
-        let same = prefilled.is_none() && dropped.is_none() && snapshot.header == ours;
-        self.track(id, same.then(|| Saved::of(&snapshot)));
+        self.messages = plan.messages.clone();
+        self.track(id, plan.saved(&ours));
         Ok(Restored {
             tokens: tokens.len(),
             restored,
-            prefilled,
-            dropped,
-            messages,
-            file_bytes: snapshot.file_bytes() as u64,
+            file_bytes: plan.snapshot.file_bytes() as u64,
+            prefilled: plan.prefilled,
+            dropped: plan.dropped,
+            messages: plan.messages,
         })
     }
 }

@@ -3,19 +3,33 @@
 //! phase, within its budget), then kept. The load's report says what it chose
 //! (`info().tuned`, and the end of `info().backendReason`).
 
-use super::fetch::{decision_url, remember, remembered};
-use super::loader::Progress;
+use super::kept;
+use super::load::Progress;
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::gpu::tune::{key, sweep, TunePolicy, Tuned, Tuning, DEFAULT_BUDGET};
+use crate::gpu::tune::{tuned_with, DesignStore, TunePolicy, Tuned, Tuning, DEFAULT_BUDGET};
 use crate::gpu::weights::ModelWeights;
 use crate::gpu::GpuContext;
 use std::sync::Arc;
 
+/// The kind of kept decision a tuned design is (`kept.rs`; natively `gpu/tune/native.rs`'s).
+const KEPT: &str = "gpu-tune";
+
+/// The designs kept in the load's Cache Storage (`None`: no cache).
+struct Cached<'a>(Option<&'a str>);
+
+impl DesignStore for Cached<'_> {
+    async fn kept(&self, key: &str) -> Option<Tuned> {
+        kept::remembered(self.0, KEPT, key).await
+    }
+    async fn keep(&self, key: &str, design: &Tuned) {
+        kept::remember(self.0, KEPT, key, design).await
+    }
+}
+
 /// The context the model over `weights` (uploaded on `ctx`) runs on: `ctx` in its tuned
-/// profile where `policy` tunes it, else `ctx` itself.
-// One `Arc` type on every target (in wasm the context is neither Send nor Sync).
-#[allow(clippy::arc_with_non_send_sync)]
+/// profile where `policy` tunes it (`tuned_with`: its sweep the load's "tuning" phase),
+/// else `ctx` itself; the report says what was chosen.
 pub(super) async fn tuned(
     ctx: Arc<GpuContext>,
     config: &ModelConfig,
@@ -26,34 +40,30 @@ pub(super) async fn tuned(
     let cache = progress.opts.cache_name.as_deref();
     // `auto` sweeps only what it can keep: without Cache Storage (`cache: false`) every
     // load would pay the sweep again.
-    let unkept = policy == TunePolicy::Auto && cache.is_none();
-    if !policy.tunes(&ctx.profile) || unkept {
-        return Ok((ctx, None));
+    let policy = match policy == TunePolicy::Auto && cache.is_none() {
+        true => TunePolicy::Off,
+        false => policy,
+    };
+    let sweeping = || progress.emit("tuning", None);
+    let store = Cached(cache);
+    let (ctx, tuning) = tuned_with(
+        &store,
+        ctx,
+        config,
+        weights,
+        policy,
+        DEFAULT_BUDGET,
+        sweeping,
+    )
+    .await?;
+    if let Some(tuning) = &tuning {
+        let mut report = progress.report.borrow_mut();
+        report.set_device(&ctx);
+        report.tuned = Some(serde_json::json!({
+            "design": tuning.tuned,
+            "summary": tuning.tuned.to_string(),
+            "sweep": tuning.sweep,
+        }));
     }
-    let url = decision_url("gpu-tune", &key(&ctx, config, weights));
-    let kept = match policy {
-        TunePolicy::Force => None,
-        _ => remembered::<Tuned>(cache, &url).await,
-    };
-    let tuning = match kept {
-        Some(tuned) => Tuning { tuned, sweep: None },
-        None => {
-            progress.emit("tuning", None);
-            let s = sweep(&ctx, config, weights, DEFAULT_BUDGET).await?;
-            remember(cache, &url, &s.best).await;
-            Tuning {
-                tuned: s.best,
-                sweep: Some(s),
-            }
-        }
-    };
-    let ctx = Arc::new(ctx.tuned_to(tuning.tuned.apply(&ctx.profile)));
-    let mut report = progress.report.borrow_mut();
-    report.set_device(&ctx);
-    report.tuned = Some(serde_json::json!({
-        "design": tuning.tuned,
-        "summary": tuning.tuned.to_string(),
-        "sweep": tuning.sweep,
-    }));
-    Ok((ctx, Some(tuning)))
+    Ok((ctx, tuning))
 }

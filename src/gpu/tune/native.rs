@@ -1,7 +1,7 @@
-//! The tuner at a native load: a design kept in the cache folder, else a sweep (blocking
-//! on the device's futures), kept for the next load.
+//! The tuner at a native load: its flow (`front.rs`) on the designs kept in the cache
+//! folder, blocking on the device's futures.
 
-use super::{key, sweep, TunePolicy, Tuned, Tuning};
+use super::{tuned_with, DesignStore, TunePolicy, Tuned, Tuning};
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::format::source::ModelSource;
@@ -12,12 +12,25 @@ use crate::quant::WeightFormat;
 use std::sync::Arc;
 use web_time::Duration;
 
-/// The file of the cache folder tuned designs are kept in (`crate::kept`).
-const KEPT: &str = "gpu-tune.json";
+/// The kind of kept decision a tuned design is (`crate::kept`; the browser's
+/// `web/kept.rs`).
+const KEPT: &str = "gpu-tune";
+
+/// The cache folder's designs (`crate::kept`).
+struct Folder;
+
+impl DesignStore for Folder {
+    async fn kept(&self, key: &str) -> Option<Tuned> {
+        crate::kept::remembered(KEPT, key)
+    }
+    async fn keep(&self, key: &str, design: &Tuned) {
+        crate::kept::remember(KEPT, key, design)
+    }
+}
 
 /// The context the model over `weights` (uploaded on `ctx`) runs on: `ctx` in its tuned
 /// profile where `policy` tunes it — remembered, else swept within `budget` and kept —
-/// else `ctx` itself.
+/// else `ctx` itself ([`tuned_with`], blocking on the device's futures).
 pub fn tuned_context(
     ctx: Arc<GpuContext>,
     config: &ModelConfig,
@@ -25,27 +38,8 @@ pub fn tuned_context(
     policy: TunePolicy,
     budget: Duration,
 ) -> Result<(Arc<GpuContext>, Option<Tuning>)> {
-    if !policy.tunes(&ctx.profile) {
-        return Ok((ctx, None));
-    }
-    let key = key(&ctx, config, weights);
-    let kept = match policy {
-        TunePolicy::Force => None,
-        _ => crate::kept::remembered::<Tuned>(KEPT, &key),
-    };
-    let tuning = match kept {
-        Some(tuned) => Tuning { tuned, sweep: None },
-        None => {
-            let s = pollster::block_on(sweep(&ctx, config, weights, budget))?;
-            crate::kept::remember(KEPT, &key, &s.best);
-            Tuning {
-                tuned: s.best,
-                sweep: Some(s),
-            }
-        }
-    };
-    let profile = tuning.tuned.apply(&ctx.profile);
-    Ok((Arc::new(ctx.tuned_to(profile)), Some(tuning)))
+    let tuned = tuned_with(&Folder, ctx, config, weights, policy, budget, || {});
+    pollster::block_on(tuned)
 }
 
 /// How [`load_tuned`] loads: the weights' format, the step options, the tuning policy and
