@@ -2,14 +2,16 @@
 // a failed load), the model's load, the open conversation, sending / stopping /
 // regenerating / editing, and the service worker. The pieces live in their own modules.
 import './style.css';
-import { backendWords, detailRows, getWorker, hasWebGPU, progressText, sourceWords, threadSupport } from './engine.js';
-import { createPicker, localModel, rememberSize } from './picker.js';
-import { renderMarkdown } from './markdown.js';
-import { announce, renderMessages, scrollToEnd, streamReply } from './chat.js';
-import { renderConversations, startRename } from './conversations.js';
-import { requestFields, showSettings, watchSettings } from './settings.js';
-import * as store from './store.js';
-import { byTestId as $ } from './dom.js';
+import { backendWords, detailRows, getWorker, hasWebGPU, progressText, sourceWords, threadSupport } from './services/engine.js';
+import { createPicker, localModel } from './components/picker.js';
+import { renderMarkdown } from './components/markdown.js';
+import { announce, renderMessages, scrollToEnd, streamReply } from './components/messages.js';
+import { renderConversations, startRename } from './components/conversation-list.js';
+import { showSettings, watchSettings } from './components/settings-form.js';
+import { requestFields } from './stores/settings.js';
+import * as store from './stores/conversations.js';
+import { backendChoice, firstPersistAsk, modelSizes } from './stores/prefs.js';
+import { byTestId as $ } from './components/dom.js';
 
 const params = new URLSearchParams(location.search);
 
@@ -74,13 +76,11 @@ async function load(url, extra = {}, label = url) {
   $('backend').textContent = '';
   const text = progressText();
   let sized = false;
-  const persist = !localStorage.getItem('pocketrt-chat:persist-asked');
-  localStorage.setItem('pocketrt-chat:persist-asked', '1');
   const options = {
     backend: $('backend-choice').value,
     profile: params.get('profile') ?? undefined,
     hubEndpoint: params.get('hub') ?? undefined,
-    persist,
+    persist: firstPersistAsk(),
     // A long conversation drops its oldest turns rather than failing with CONTEXT_FULL.
     contextOverflow: 'truncate',
     autoReload: true,
@@ -94,7 +94,7 @@ async function load(url, extra = {}, label = url) {
       $('load-status').textContent = text(ev);
       if (!sized && ev.total && !extra.files) {
         sized = true;
-        rememberSize(url, ev.total);
+        modelSizes.remember(url, ev.total);
       }
     },
     ...extra,
@@ -337,9 +337,8 @@ const picker = createPicker({
 });
 
 // The backend: `?backend=` (a shareable link), else the last choice, else auto.
-const BACKEND = 'pocketrt-chat:backend';
-$('backend-choice').value = params.get('backend') ?? localStorage.getItem(BACKEND) ?? 'auto';
-$('backend-choice').onchange = () => localStorage.setItem(BACKEND, $('backend-choice').value);
+$('backend-choice').value = params.get('backend') ?? backendChoice.get() ?? 'auto';
+$('backend-choice').onchange = () => backendChoice.set($('backend-choice').value);
 
 document.getElementById('composer').onsubmit = send;
 $('prompt').addEventListener('keydown', (e) => {
