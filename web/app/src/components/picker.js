@@ -2,9 +2,11 @@
 // one, and every model in the package's cache; each with its size, whether it is cached,
 // and a delete button when it is. A URL / hub id box, a local GGUF file and a local
 // package folder. Storage used / available under the list. The cache is read through the
-// Worker (`worker.cache`: the same Cache Storage as the page).
+// Worker (`worker.cache`: the same Cache Storage as the page); sizes seen while loading
+// come from stores/prefs.js.
 import { byTestId as $, smallButton } from './dom.js';
-import { size } from './engine.js';
+import { size } from '../services/engine.js';
+import { modelSizes } from '../stores/prefs.js';
 
 /** Small models by hub id (Qwen3, Qwen2 and Llama architectures). */
 export const SUGGESTED = [
@@ -20,15 +22,6 @@ export const isHubId = (s) => /^[\w.-]+\/[\w.-]+$/.test(s) && !s.startsWith('.')
 
 /** The name the package caches `id` under: a hub id as it is, else the absolute URL. */
 const cacheName = (id) => (isHubId(id) ? id : new URL(id, location.href).href);
-
-/** Sizes seen while loading (the first progress event's total), for models not cached. */
-const SIZES = 'pocketrt-chat:sizes';
-export function rememberSize(id, bytes) {
-  const sizes = JSON.parse(localStorage.getItem(SIZES) ?? '{}');
-  sizes[id] = bytes;
-  localStorage.setItem(SIZES, JSON.stringify(sizes));
-}
-
 
 /** The picker. `worker()` gives the PocketWorker; `onLoad(id)` loads a model by id / URL;
  * `onLocal(files)` loads local files; `onError(e)` shows an error. */
@@ -46,7 +39,7 @@ export function createPicker({ worker, onLoad, onLocal, onError, initial }) {
     for (const c of cached) {
       if (!known.has(c.url.replace(/\/$/, ''))) entries.push({ id: c.url, name: c.url.replace(location.origin, ''), note: 'cached' });
     }
-    const sizes = JSON.parse(localStorage.getItem(SIZES) ?? '{}');
+    const sizes = modelSizes.all();
     list.replaceChildren(
       ...entries.map((m) => {
         const c = byName.get(cacheName(m.id).replace(/\/$/, ''));

@@ -1,6 +1,6 @@
 // The conversation list: every stored conversation (newest first), filtered by the search
-// box (title and text), the open one marked aria-current. New / rename / delete act on the
-// app's state through the callbacks main.js gives.
+// box (title and text), the open one marked aria-current; the title renamed in place. What
+// a pick or a rename does is the conversations controller's (the callbacks it gives).
 import { byTestId as $ } from './dom.js';
 
 /** Draw `convs` into the list, `openId` marked; `onOpen(id)` when one is picked. */

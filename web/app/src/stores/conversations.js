@@ -1,7 +1,8 @@
 // Conversations in IndexedDB (through `idb`): each one is
 // { id, title, created, updated, settings, messages: [{ role, content, reasoning?, stats? }] }.
 // Saved whole after every change, so a reload or a killed tab loses at most the reply that
-// was streaming. The open conversation's id is kept in localStorage.
+// was streaming. The open conversation's id, and the conversations whose snapshots are
+// still to be deleted, are kept in localStorage. A store: it knows no page.
 import { openDB } from 'idb';
 import { defaultSettings } from './settings.js';
 
