@@ -26,7 +26,7 @@ use pocketrt::gpu::kernels::read_bench::ReadTextureBench;
 use pocketrt::gpu::kernels::Dispatch;
 use pocketrt::gpu::timing::{self, GpuTimer, ReadCeiling};
 use pocketrt::gpu::weights::limits_needed;
-use pocketrt::gpu::{GpuContext, GpuModel, LimitsNeeded};
+use pocketrt::gpu::{GpuModel, LimitsNeeded, ProfiledContext};
 use pocketrt::quant::Q4Tensor;
 use pocketrt::synth::{q4_1_pairs, Rng, SynthSource};
 use serde_json::json;
@@ -38,12 +38,12 @@ const REPEAT: usize = 8;
 const PASSES: usize = 5;
 
 /// Best seconds per dispatch over [`PASSES`] passes of [`REPEAT`] dispatches.
-fn best_time(ctx: &GpuContext, timer: Option<&GpuTimer>, d: &Dispatch) -> f64 {
+fn best_time(ctx: &ProfiledContext, timer: Option<&GpuTimer>, d: &Dispatch) -> f64 {
     timing::best_time(ctx, timer, d, REPEAT, PASSES).expect("timed passes")
 }
 
 /// The read ceiling: GB/s of the vec4 sum over `len` f32 ([`ReadCeiling`]).
-fn read_ceiling(ctx: &GpuContext, timer: Option<&GpuTimer>, len: usize) -> serde_json::Value {
+fn read_ceiling(ctx: &ProfiledContext, timer: Option<&GpuTimer>, len: usize) -> serde_json::Value {
     ReadCeiling::measure(ctx, timer, len, REPEAT, PASSES)
         .expect("read ceiling")
         .to_json()
@@ -52,7 +52,7 @@ fn read_ceiling(ctx: &GpuContext, timer: Option<&GpuTimer>, len: usize) -> serde
 /// The texture read ceiling: GB/s of summing the same `len` f32 as a code texture
 /// (`gpu::code_texture`), best of a few grid sizes.
 fn texture_read_ceiling(
-    ctx: &GpuContext,
+    ctx: &ProfiledContext,
     timer: Option<&GpuTimer>,
     len: usize,
 ) -> serde_json::Value {
@@ -83,7 +83,7 @@ fn texture_read_ceiling(
 /// One GEMV shape: effective GB/s = (codes + qparams + x (+ norm weights), + out for
 /// residual adds) / time; in `layout`, else the variant's default.
 fn gemv_figure(
-    ctx: &GpuContext,
+    ctx: &ProfiledContext,
     timer: Option<&GpuTimer>,
     name: &str,
     spec: GemvSpec,
@@ -153,7 +153,7 @@ fn layouts_from_env() -> Vec<RowsLayout> {
 fn decode_figures(preset: &str) -> serde_json::Value {
     let mut src = SynthSource::preset(preset, 1).expect("preset");
     let context = 64;
-    let ctx = GpuContext::new_blocking(limits_needed(
+    let ctx = ProfiledContext::open_blocking(limits_needed(
         pocketrt::format::ModelSource::config(&src),
         context,
         false,
@@ -193,7 +193,8 @@ fn decode_figures(preset: &str) -> serde_json::Value {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let ctx = Arc::new(GpuContext::new_blocking(LimitsNeeded::default()).expect("a GPU adapter"));
+    let ctx =
+        Arc::new(ProfiledContext::open_blocking(LimitsNeeded::default()).expect("a GPU adapter"));
     let timer = GpuTimer::new(&ctx);
     let ceiling = read_ceiling(&ctx, timer.as_ref(), if full { 16 << 20 } else { 1 << 16 });
     let ceiling_gbs = ceiling["gb_s"].as_f64().unwrap_or(f64::NAN);

@@ -15,7 +15,7 @@
 
 use pocketrt::format;
 use pocketrt::gpu::weights::limits_needed;
-use pocketrt::gpu::{GpuContext, GpuModel};
+use pocketrt::gpu::{GpuModel, ProfiledContext};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -108,7 +108,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .max(a.ratio)
         .min(cfg.max_context);
     let t = Instant::now();
-    let ctx = GpuContext::new_blocking(limits_needed(&cfg, context, false))?;
+    let ctx = ProfiledContext::open_blocking(limits_needed(&cfg, context, false))?;
     let mut m = GpuModel::load(Arc::new(ctx), src.as_mut(), context)?;
     let load_s = t.elapsed().as_secs_f64();
     let vocab = cfg.vocab_size;

@@ -28,7 +28,7 @@ use pocketrt::convert::{convert, ConvertOptions};
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
 use pocketrt::format::gguf::{Gguf, MetaValue};
-use pocketrt::gpu::GpuContext;
+use pocketrt::gpu::ProfiledContext;
 use pocketrt::quant::WeightFormat;
 use pocketrt::sampler::{Sampler, SamplerConfig};
 use pocketrt::synth::{write_package, SynthSource};
@@ -176,7 +176,7 @@ fn api_fixtures(dir: &Path) -> pocketrt::Result<()> {
             // The browser's WebGPU is SwiftShader: its profile's kernels, for the same sums.
             Backend::Gpu => {
                 let need = pocketrt::gpu::weights::limits_needed(m.config(), context, false);
-                let ctx = GpuContext::new_blocking(need)?.with_profile("swiftshader")?;
+                let ctx = ProfiledContext::open_blocking(need)?.with_profile("swiftshader")?;
                 Engine::load_on_gpu(std::sync::Arc::new(ctx), m.as_mut(), context)?
             }
             _ => Engine::load(m.as_mut(), backend, WeightMode::Q4, context)?,
@@ -269,7 +269,7 @@ fn native_greedy_swiftshader(
 ) -> pocketrt::Result<(Vec<u32>, Vec<u32>, String)> {
     native_greedy_on(path, tok, |src| {
         let need = pocketrt::gpu::weights::limits_needed(src.config(), 64, true);
-        let ctx = GpuContext::new_blocking(need)?.with_profile("swiftshader")?;
+        let ctx = ProfiledContext::open_blocking(need)?.with_profile("swiftshader")?;
         Engine::load_on_gpu_as(std::sync::Arc::new(ctx), src, 64, weights)
     })
 }
@@ -313,7 +313,7 @@ fn native_sampled(path: &Path, tok: &Tokenizer) -> pocketrt::Result<[Vec<u32>; 2
     let mut eos = src.config().eos_token_ids.clone();
     eos.extend_from_slice(tok.eos_ids());
     let need = pocketrt::gpu::weights::limits_needed(src.config(), 64, true);
-    let ctx = std::sync::Arc::new(GpuContext::new_blocking(need)?.with_profile("gpu")?);
+    let ctx = std::sync::Arc::new(ProfiledContext::open_blocking(need)?.with_profile("gpu")?);
     let mut runs = [vec![], vec![]];
     for (i, tokens) in runs.iter_mut().enumerate() {
         let mut engine = Engine::load_on_gpu(ctx.clone(), src.as_mut(), 64)?;

@@ -138,12 +138,12 @@ impl Engine {
         }
         #[cfg(not(target_arch = "wasm32"))]
         if gpu_wanted {
-            use crate::gpu::{weights, GpuContext};
+            use crate::gpu::{weights, ProfiledContext};
             let format = weights.format().expect("f32 never reaches the GPU");
             let q8 = weights::holds_q8(src, format)?;
             // Limits for the smallest plan; a chosen context's needs are checked below.
             let probe = context.unwrap_or(1).min(config.max_context).max(1);
-            match GpuContext::new_blocking(weights::limits_needed(&config, probe, q8)) {
+            match ProfiledContext::open_blocking(weights::limits_needed(&config, probe, q8)) {
                 Ok(ctx) => {
                     let budget = Budget {
                         q8_weights: q8,
@@ -208,7 +208,7 @@ impl Engine {
     /// cache, Q4 weights: what tests use to run one model in every device profile.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load_on_gpu(
-        ctx: std::sync::Arc<crate::gpu::GpuContext>,
+        ctx: std::sync::Arc<crate::gpu::ProfiledContext>,
         src: &mut dyn ModelSource,
         context: usize,
     ) -> Result<Engine> {
@@ -218,7 +218,7 @@ impl Engine {
     /// [`Engine::load_on_gpu`] with each matrix as `weights` holds it.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load_on_gpu_as(
-        ctx: std::sync::Arc<crate::gpu::GpuContext>,
+        ctx: std::sync::Arc<crate::gpu::ProfiledContext>,
         src: &mut dyn ModelSource,
         context: usize,
         weights: WeightFormat,
@@ -285,7 +285,7 @@ impl Engine {
     /// an earlier load, else probed (and kept); with the sentence saying so.
     #[cfg(not(target_arch = "wasm32"))]
     fn probe(
-        ctx: &std::sync::Arc<crate::gpu::GpuContext>,
+        ctx: &std::sync::Arc<crate::gpu::ProfiledContext>,
         config: &crate::ModelConfig,
     ) -> Result<(probe::Decision, String)> {
         let adapter = ctx.adapter_label();
@@ -302,7 +302,7 @@ impl Engine {
 
     #[cfg(not(target_arch = "wasm32"))]
     fn load_gpu(
-        ctx: std::sync::Arc<crate::gpu::GpuContext>,
+        ctx: std::sync::Arc<crate::gpu::ProfiledContext>,
         src: &mut dyn ModelSource,
         context: usize,
         weights: WeightFormat,
@@ -427,7 +427,7 @@ impl Engine {
 
     /// The GPU device of a GPU engine (`None` on the CPU backends).
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn gpu_context(&self) -> Option<&crate::gpu::GpuContext> {
+    pub fn gpu_context(&self) -> Option<&crate::gpu::ProfiledContext> {
         match &self.inner {
             Inner::Gpu(model) => Some(model.gpu_context()),
             _ => None,
@@ -441,12 +441,12 @@ impl Engine {
     pub fn reload(&mut self, src: &mut dyn ModelSource, history: &[u32]) -> Result<()> {
         #[cfg(not(target_arch = "wasm32"))]
         if let Inner::Gpu(model) = &self.inner {
-            use crate::gpu::{weights::limits_needed, GpuContext};
+            use crate::gpu::{weights::limits_needed, ProfiledContext};
             let old = model.gpu_context();
             let forced = old.profile.forced.then_some(old.profile.name);
             let format = model.weight_format();
             let need = limits_needed(&self.config, self.context, model.holds_q8());
-            let ctx = pollster::block_on(GpuContext::with_profile_name(need, forced))?;
+            let ctx = pollster::block_on(ProfiledContext::open_in(need, forced))?;
             let ctx = std::sync::Arc::new(ctx);
             let (model, _) = Self::load_gpu(ctx, src, self.context, format)?;
             self.inner = Inner::Gpu(model);

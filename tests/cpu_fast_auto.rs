@@ -9,7 +9,7 @@
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
 use pocketrt::format::open;
-use pocketrt::gpu::{GpuContext, LimitsNeeded};
+use pocketrt::gpu::{LimitsNeeded, ProfiledContext};
 use pocketrt::Error;
 use std::path::PathBuf;
 
@@ -21,7 +21,7 @@ fn fixture() -> PathBuf {
 
 #[test]
 fn auto_picks_by_adapter_reports_why_and_decodes_the_oracles_tokens() {
-    let adapter = match GpuContext::new_blocking(LimitsNeeded::default()) {
+    let adapter = match ProfiledContext::open_blocking(LimitsNeeded::default()) {
         Ok(ctx) => Some((ctx.adapter.clone(), ctx.profile)),
         Err(Error::NoGpuAdapter { .. }) => None,
         Err(e) => panic!("probing the adapter: {e}"),

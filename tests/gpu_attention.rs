@@ -22,7 +22,7 @@ use pocketrt::gpu::kernels::common::attention::{
 use pocketrt::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec, TextureOrder};
 use pocketrt::gpu::kernels::common::q4_codes::CodesRead;
 use pocketrt::gpu::kernels::common::rope_kv::{rope_inv_freq, HeadShape, KvBuffers};
-use pocketrt::gpu::{GpuContext, StepUniform};
+use pocketrt::gpu::{ProfiledContext, StepUniform};
 use pocketrt::quant::Q4Tensor;
 
 /// A head shape: q heads, KV heads, head_dim, cached positions.
@@ -184,7 +184,7 @@ impl Design {
 }
 
 fn check_attention_design(
-    ctx: &GpuContext,
+    ctx: &ProfiledContext,
     shape: HeadShape,
     qk_norm: bool,
     pos: usize,
@@ -445,7 +445,7 @@ fn split_attention_matches_reference_at_32768_positions_in_every_profile_long() 
 /// 32,768 positions in `ctx`'s profile's own design and split length (and, where the
 /// profile folds W_o, with Pocket's 896-row W_o folded in, its codes read as the
 /// profile's decode GEMVs read them).
-fn check_attention_at_32768(ctx: &GpuContext) {
+fn check_attention_at_32768(ctx: &ProfiledContext) {
     let shape = HeadShape {
         context: 32_768,
         ..POCKET_HEADS

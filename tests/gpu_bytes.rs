@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 const CONTEXT: usize = 64;
 
-fn model(ctx: &std::sync::Arc<pocketrt::gpu::GpuContext>, fold: bool) -> GpuModel {
+fn model(ctx: &std::sync::Arc<pocketrt::gpu::ProfiledContext>, fold: bool) -> GpuModel {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle/qwen2");
     let options = StepOptions {
         fold_output: Some(fold),

@@ -2,7 +2,7 @@
 //! (One test per binary that touches the environment: env vars are process-wide.)
 
 use pocketrt::gpu::device::{limits_for, parse_backends};
-use pocketrt::gpu::{GpuContext, LimitsNeeded};
+use pocketrt::gpu::{LimitsNeeded, ProfiledContext};
 use pocketrt::Error;
 
 #[test]
@@ -14,7 +14,7 @@ fn missing_adapter_and_bad_backend_are_typed_errors_naming_the_fix() {
         "metal"
     };
     std::env::set_var("POCKETRT_BACKEND", absent);
-    match GpuContext::new_blocking(LimitsNeeded::default()) {
+    match ProfiledContext::open_blocking(LimitsNeeded::default()) {
         Err(e @ Error::NoGpuAdapter { .. }) => {
             let msg = e.to_string();
             assert!(
@@ -27,19 +27,19 @@ fn missing_adapter_and_bad_backend_are_typed_errors_naming_the_fix() {
     }
     std::env::set_var("POCKETRT_BACKEND", "vulkan,glide");
     assert!(matches!(
-        GpuContext::new_blocking(LimitsNeeded::default()),
+        ProfiledContext::open_blocking(LimitsNeeded::default()),
         Err(Error::InvalidArgument(m)) if m.contains("glide")
     ));
     std::env::remove_var("POCKETRT_BACKEND");
 
     // POCKETRT_ADAPTER (the CLI's --adapter) picks by name, case-insensitively; an
     // unknown name is NoGpuAdapter listing the adapters there are.
-    let default = GpuContext::new_blocking(LimitsNeeded::default()).unwrap();
+    let default = ProfiledContext::open_blocking(LimitsNeeded::default()).unwrap();
     std::env::set_var("POCKETRT_ADAPTER", default.adapter.name.to_uppercase());
-    let chosen = GpuContext::new_blocking(LimitsNeeded::default()).unwrap();
+    let chosen = ProfiledContext::open_blocking(LimitsNeeded::default()).unwrap();
     assert_eq!(chosen.adapter.name, default.adapter.name);
     std::env::set_var("POCKETRT_ADAPTER", "no-such-gpu-9000");
-    match GpuContext::new_blocking(LimitsNeeded::default()) {
+    match ProfiledContext::open_blocking(LimitsNeeded::default()) {
         Err(e @ Error::NoGpuAdapter { .. }) => {
             let msg = e.to_string();
             assert!(
@@ -95,7 +95,7 @@ fn limits_stay_at_webgpu_defaults_unless_the_model_needs_more() {
 #[test]
 fn an_invalid_shader_is_a_typed_error_not_a_panic() {
     use pocketrt::gpu::kernels::{KernelPipeline, Slot};
-    let ctx = GpuContext::new_blocking(LimitsNeeded::default()).unwrap();
+    let ctx = ProfiledContext::open_blocking(LimitsNeeded::default()).unwrap();
     ctx.check_errors().unwrap();
     let _ = KernelPipeline::new(
         &ctx,

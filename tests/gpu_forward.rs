@@ -16,8 +16,7 @@ use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::{open, ModelSource};
 use pocketrt::gpu::forward::StepOptions;
 use pocketrt::gpu::kernels::common::attention::AttentionVariant;
-use pocketrt::gpu::GpuContext;
-use pocketrt::gpu::GpuModel;
+use pocketrt::gpu::{DeviceProfile, GpuModel, ProfiledContext};
 use pocketrt::quant::WeightFormat;
 use pocketrt::synth::{preset, SynthSource};
 use std::path::PathBuf;
@@ -92,7 +91,7 @@ struct Case {
 
 /// The decode step of `case` against the oracle reading the weights alike.
 fn check_step(
-    ctx: &Arc<GpuContext>,
+    ctx: &Arc<ProfiledContext>,
     name: &str,
     source: &impl Fn() -> Box<dyn ModelSource>,
     case: Case,
@@ -279,9 +278,12 @@ fn without_wgsl_packed_4x8_every_profile_decodes_and_prefills_like_the_oracle() 
     let dir = fixture("qwen3");
     let source = || open(&dir).unwrap();
     for base in profiles() {
-        let mut ctx = base.with_profile(base.profile.name).unwrap();
-        ctx.profile.packed_4x8 = false;
-        let ctx = Arc::new(ctx);
+        // The same device as an adapter without the extension reports it, in the profile.
+        let mut gpu = base.gpu.counted_apart();
+        gpu.adapter.features.packed_4x8 = false;
+        let profile = DeviceProfile::named(base.profile.name, &gpu.adapter).unwrap();
+        assert!(!profile.packed_4x8);
+        let ctx = Arc::new(ProfiledContext::new(Arc::new(gpu), profile));
         let what = format!("qwen3 profile {} without packed_4x8", ctx.profile.name);
         let case = Case {
             fold: true,

@@ -8,7 +8,7 @@ mod gpu_common;
 use gpu_common::profiles;
 use pocketrt::format::open;
 use pocketrt::gpu::tune::Tuned;
-use pocketrt::gpu::{GpuContext, GpuModel, LimitsNeeded};
+use pocketrt::gpu::{GpuModel, LimitsNeeded, ProfiledContext};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -123,7 +123,7 @@ fn dump_wgsl_writes_every_assembled_shader_named_by_its_label() {
 fn gpu_profiles_leave_a_storage_buffer_of_headroom_in_every_pipeline() {
     const MOST: usize = 7;
     for name in ["gpu", "gpu-subgroups"] {
-        let device = GpuContext::new_blocking(LimitsNeeded::default()).unwrap();
+        let device = ProfiledContext::open_blocking(LimitsNeeded::default()).unwrap();
         let ctx = match device.with_profile(name) {
             Ok(ctx) => ctx,
             Err(e) if name == "gpu-subgroups" && device.profile.name != "lavapipe" => {

@@ -13,7 +13,7 @@ mod gpu_common;
 use gpu_common::{assert_close, gpu, logits_rel, profiles, Rng};
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::format::open;
-use pocketrt::gpu::{GpuContext, GpuModel};
+use pocketrt::gpu::{GpuModel, ProfiledContext};
 use pocketrt::quant::WeightFormat;
 use pocketrt::Error;
 use std::path::PathBuf;
@@ -29,11 +29,11 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn load_on(ctx: &Arc<GpuContext>, name: &str, context: usize) -> GpuModel {
+fn load_on(ctx: &Arc<ProfiledContext>, name: &str, context: usize) -> GpuModel {
     load_as(ctx, name, context, WeightFormat::Q4)
 }
 
-fn load_as(ctx: &Arc<GpuContext>, name: &str, context: usize, w: WeightFormat) -> GpuModel {
+fn load_as(ctx: &Arc<ProfiledContext>, name: &str, context: usize, w: WeightFormat) -> GpuModel {
     let src = &mut *open(&fixture(name)).unwrap();
     GpuModel::load_as(ctx.clone(), src, context, w, Default::default()).unwrap()
 }
@@ -68,7 +68,7 @@ fn check_model_as(name: &str, weights: WeightFormat) {
 }
 
 fn check_model_on(
-    ctx: &Arc<GpuContext>,
+    ctx: &Arc<ProfiledContext>,
     name: &str,
     (fixture_name, weights): (&str, WeightFormat),
     oracle: &Model,

@@ -14,7 +14,7 @@ use gpu_common::profiles;
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
 use pocketrt::format::open;
-use pocketrt::gpu::GpuContext;
+use pocketrt::gpu::ProfiledContext;
 use pocketrt::sampler::{Sampler, SamplerConfig, TokenLogprobs};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ fn oracle() -> Engine {
     Engine::load(src, Backend::Reference, WeightMode::Q4, STEPS + 4).unwrap()
 }
 
-fn on_gpu(ctx: &Arc<GpuContext>) -> Engine {
+fn on_gpu(ctx: &Arc<ProfiledContext>) -> Engine {
     Engine::load_on_gpu(ctx.clone(), &mut *open(&fixture()).unwrap(), STEPS + 4).unwrap()
 }
 
@@ -39,7 +39,7 @@ type Choice = (u32, Option<TokenLogprobs>);
 
 /// (oracle choices, GPU choices) over `steps`, with both engines fed the oracle's tokens
 /// and both samplers observing that sequence (prompt included), as a session does.
-fn lockstep(ctx: &Arc<GpuContext>, config: SamplerConfig, steps: usize) -> [Vec<Choice>; 2] {
+fn lockstep(ctx: &Arc<ProfiledContext>, config: SamplerConfig, steps: usize) -> [Vec<Choice>; 2] {
     let (mut cpu, mut gpu) = (oracle(), on_gpu(ctx));
     let (mut s_cpu, mut s_gpu) = (
         Sampler::new(config.clone()).unwrap(),

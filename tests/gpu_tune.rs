@@ -14,7 +14,7 @@ use gpu_common::{assert_close, logits_rel, profiles};
 use pocketrt::cpu::{Model, WeightMode};
 use pocketrt::gpu::tune::{self, Stage, TunePolicy, Tuned};
 use pocketrt::gpu::weights::ModelWeights;
-use pocketrt::gpu::{GpuContext, GpuModel};
+use pocketrt::gpu::{GpuModel, ProfiledContext};
 use pocketrt::quant::WeightFormat;
 use pocketrt::synth::{preset, SynthSource};
 use pocketrt::ModelConfig;
@@ -43,7 +43,7 @@ fn source(c: &ModelConfig) -> SynthSource {
 }
 
 /// The GPU profiles the test adapter runs (those with something to tune).
-fn tunable() -> Vec<&'static Arc<GpuContext>> {
+fn tunable() -> Vec<&'static Arc<ProfiledContext>> {
     let out: Vec<_> = profiles()
         .iter()
         .filter(|c| Tuned::of(&c.profile).is_some())
@@ -116,7 +116,7 @@ fn every_design_the_tuner_can_choose_decodes_like_the_oracle() {
 }
 
 /// The weights of `cfg` uploaded on `ctx`.
-fn upload(ctx: &GpuContext, cfg: &ModelConfig) -> ModelWeights {
+fn upload(ctx: &ProfiledContext, cfg: &ModelConfig) -> ModelWeights {
     ModelWeights::upload(ctx, &mut source(cfg), WeightFormat::Q4).unwrap()
 }
 
@@ -321,11 +321,11 @@ fn the_tune_policy_parses_and_every_stage_starts_from_the_current_design() {
 fn a_candidate_compiles_only_the_kernels_it_changes() {
     // A device of its own: other tests' pipelines do not count.
     let need = pocketrt::gpu::LimitsNeeded::default();
-    let ctx = pollster::block_on(GpuContext::with_profile_name(need, Some("gpu"))).unwrap();
+    let ctx = pollster::block_on(ProfiledContext::open_in(need, Some("gpu"))).unwrap();
     let ctx = Arc::new(ctx);
     let cfg = pocket_heads();
     let weights = upload(&ctx, &cfg);
-    let build = |ctx: &Arc<GpuContext>| {
+    let build = |ctx: &Arc<ProfiledContext>| {
         let m = GpuModel::with_options(
             ctx.clone(),
             cfg.clone(),

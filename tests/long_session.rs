@@ -15,7 +15,7 @@ mod gpu_common;
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
 use pocketrt::generate::{ContextOverflow, FinishReason, GenerateOptions, Session};
-use pocketrt::gpu::GpuContext;
+use pocketrt::gpu::ProfiledContext;
 use pocketrt::synth::SynthSource;
 use pocketrt::tokenizer::{byte_level_json, Tokenizer};
 use std::sync::Arc;
@@ -56,7 +56,7 @@ fn rss() -> u64 {
 
 /// Generate [`TOKENS`] in one request under a sliding window; every [`EVERY`] tokens,
 /// (resident bytes, GPU buffer bytes created so far).
-fn measure(mut session: Session, gpu: Option<Arc<GpuContext>>, name: &str) -> Vec<(u64, u64)> {
+fn measure(mut session: Session, gpu: Option<Arc<ProfiledContext>>, name: &str) -> Vec<(u64, u64)> {
     let opts = GenerateOptions {
         max_tokens: TOKENS,
         overflow: ContextOverflow::SlidingWindow { keep: 8 },

@@ -58,7 +58,7 @@ pub fn cpu_rows_tag(precision: crate::cpu::fast::Precision) -> String {
 
 /// Where a GPU model's f16 rows are valid: its profile (the kernels that wrote them) on
 /// its adapter.
-pub fn gpu_rows_tag(ctx: &crate::gpu::GpuContext) -> String {
+pub fn gpu_rows_tag(ctx: &crate::gpu::ProfiledContext) -> String {
     format!("gpu/{}/{}", ctx.profile.name, ctx.adapter_label())
 }
 

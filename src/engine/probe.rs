@@ -25,7 +25,7 @@ use crate::error::Result;
 use crate::gpu::code_texture::MatrixCodes;
 use crate::gpu::kernels::common::gemv::GemvQ4;
 use crate::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec};
-use crate::gpu::{GpuContext, GpuModel};
+use crate::gpu::{GpuModel, ProfiledContext};
 use crate::synth::SynthSource;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -258,7 +258,7 @@ pub(crate) fn cpu_step(config: &ModelConfig) -> Result<f64> {
 /// one-layer step, its larger probe — each only while the ones before leave the choice
 /// open. Async for the browser, where GPU results arrive as awaited events (natively
 /// each await is ready at once: `pollster::block_on` it).
-pub async fn probe(ctx: &Arc<GpuContext>, config: &ModelConfig) -> Result<Decision> {
+pub async fn probe(ctx: &Arc<ProfiledContext>, config: &ModelConfig) -> Result<Decision> {
     let cpu = cpu_step(config)?;
     let gemv = gemv_floor(gpu_gemv_seconds(ctx, config).await?, config);
     if let Some(d) = Decision::settled(cpu, gemv, GpuBound::Gemv) {
@@ -273,7 +273,11 @@ pub async fn probe(ctx: &Arc<GpuContext>, config: &ModelConfig) -> Result<Decisi
 }
 
 /// Seconds per step of a probe of `layers` layers on the adapter of `ctx`.
-async fn gpu_seconds(ctx: &Arc<GpuContext>, config: &ModelConfig, layers: usize) -> Result<f64> {
+async fn gpu_seconds(
+    ctx: &Arc<ProfiledContext>,
+    config: &ModelConfig,
+    layers: usize,
+) -> Result<f64> {
     let mut src = probe_source(config, layers)?;
     let mut model = GpuModel::load(ctx.clone(), &mut src, PROBE_CONTEXT)?;
     let mut t = StepTimer::default();
@@ -290,7 +294,7 @@ async fn gpu_seconds(ctx: &Arc<GpuContext>, config: &ModelConfig, layers: usize)
 /// Seconds per gate/up GEMV of `config`'s layer shape (with its fused norm and SwiGLU)
 /// in the design the profile of `ctx` gives that role: one pipeline, over zero codes (a
 /// GEMV's time does not depend on its values), [`GEMV_REPS`] to a submit.
-async fn gpu_gemv_seconds(ctx: &GpuContext, config: &ModelConfig) -> Result<f64> {
+async fn gpu_gemv_seconds(ctx: &ProfiledContext, config: &ModelConfig) -> Result<f64> {
     let (ffn, hidden) = (config.ffn_size, config.hidden_size);
     let spec = GemvSpec {
         norm_eps: Some(config.rms_eps),

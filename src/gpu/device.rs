@@ -3,7 +3,6 @@
 //! adapter has it), and the optional features (timestamp queries, shader-f16, subgroups)
 //! detected but never required.
 
-use super::profile::DeviceProfile;
 use crate::error::{Error, Result};
 
 /// Optional adapter features the engine may use for faster kernel variants.
@@ -58,11 +57,9 @@ pub struct GpuContext {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub adapter: AdapterSummary,
-    /// Every kernel design the engine uses on this device (`gpu::profile`).
-    pub profile: DeviceProfile,
     pub limits: wgpu::Limits,
     /// Bytes of every buffer created through the helpers in `buffers.rs`.
-    /// Shared by the contexts [`GpuContext::tuned_to`] makes (one device, one count).
+    /// [`GpuContext::counted_apart`] makes a context of the same device with its own.
     pub(crate) allocated: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Errors the device reported outside error scopes (wgpu's default is to panic), and
     /// why it was lost once it is (see [`GpuContext::check_errors`]).
@@ -148,21 +145,17 @@ fn instance() -> Result<wgpu::Instance> {
 }
 
 /// Every adapter of `POCKETRT_BACKEND`'s backends (else all), as "name (backend, type)",
-/// with the profile it gets (`POCKETRT_PROFILE`'s where set and it fits, else detected).
+/// with what the engine learns of it.
 #[cfg(not(target_arch = "wasm32"))]
-pub fn list_adapters() -> Result<Vec<(String, Result<DeviceProfile>)>> {
+pub fn list_adapters() -> Result<Vec<(String, AdapterSummary)>> {
     let instance = instance()?;
     let adapters = pollster::block_on(instance.enumerate_adapters(backends_from_env()?));
-    let forced = profile_from_env();
     Ok(adapters
         .iter()
         .map(|a| {
             let i = a.get_info();
-            let profile = DeviceProfile::choose(forced.as_deref(), &summarize(&instance, a));
-            (
-                format!("{} ({}, {:?})", i.name, i.backend, i.device_type),
-                profile,
-            )
+            let label = format!("{} ({}, {:?})", i.name, i.backend, i.device_type);
+            (label, summarize(&instance, a))
         })
         .collect())
 }
@@ -192,15 +185,6 @@ async fn adapter_by_name(_: &wgpu::Instance) -> Result<Option<wgpu::Adapter>> {
     Ok(None)
 }
 
-/// The profile `POCKETRT_PROFILE` names (native only; the web passes it as a load option).
-pub fn profile_from_env() -> Option<String> {
-    #[cfg(not(target_arch = "wasm32"))]
-    if let Ok(name) = std::env::var(super::profile::PROFILE_ENV) {
-        return Some(name).filter(|n| !n.trim().is_empty());
-    }
-    None
-}
-
 /// What the engine learns of an adapter before opening it: its summary (features enabled
 /// on the device) and its limits.
 fn summarize(instance: &wgpu::Instance, adapter: &wgpu::Adapter) -> AdapterSummary {
@@ -227,17 +211,8 @@ impl GpuContext {
     }
 
     /// Open the best adapter (the one `POCKETRT_ADAPTER` names, else the best of
-    /// `POCKETRT_BACKEND`'s backends, else of any) with the limits `need` asks for, in
-    /// the profile `POCKETRT_PROFILE` names or else the one detected.
-    pub async fn new(need: LimitsNeeded) -> Result<GpuContext> {
-        Self::with_profile_name(need, profile_from_env().as_deref()).await
-    }
-
-    /// [`GpuContext::new`] in the profile called `profile` (`None`: detected).
-    pub async fn with_profile_name(
-        need: LimitsNeeded,
-        profile: Option<&str>,
-    ) -> Result<GpuContext> {
+    /// `POCKETRT_BACKEND`'s backends, else of any) with the limits `need` asks for.
+    pub async fn open(need: LimitsNeeded) -> Result<GpuContext> {
         let instance = instance()?;
         let adapter = match adapter_by_name(&instance).await? {
             Some(a) => a,
@@ -252,7 +227,6 @@ impl GpuContext {
                 })?,
         };
         let summary = summarize(&instance, &adapter);
-        let profile = DeviceProfile::choose(profile, &summary)?;
         let available = adapter.features();
         let wanted =
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
@@ -295,7 +269,6 @@ impl GpuContext {
             device,
             queue,
             adapter: summary,
-            profile,
             limits,
             allocated: Default::default(),
             errors,
@@ -304,43 +277,15 @@ impl GpuContext {
         })
     }
 
-    /// [`GpuContext::new`], blocking (native only).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn new_blocking(need: LimitsNeeded) -> Result<GpuContext> {
-        pollster::block_on(Self::new(need))
-    }
-
-    /// The same device and queue in the profile called `name` (tests run every profile
-    /// on one device; allocations are counted apart).
-    pub fn with_profile(&self, name: &str) -> Result<GpuContext> {
-        let profile = DeviceProfile::named(name, &self.adapter)?;
-        Ok(self.with_design(profile, Default::default()))
-    }
-
-    /// The same device in `profile` (the tuner's candidates), its allocations counted
-    /// apart.
-    pub fn with_device_profile(&self, profile: DeviceProfile) -> GpuContext {
-        self.with_design(profile, Default::default())
-    }
-
-    /// The same device in `profile` (the tuner's choice) for the model whose weights this
-    /// context uploaded: allocations counted together with this context's.
-    pub fn tuned_to(&self, profile: DeviceProfile) -> GpuContext {
-        self.with_design(profile, self.allocated.clone())
-    }
-
-    fn with_design(
-        &self,
-        profile: DeviceProfile,
-        allocated: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    ) -> GpuContext {
+    /// The same device, queue and pipelines, its allocations counted apart (a model
+    /// of another profile beside this one's: tests, the tuner's candidates).
+    pub fn counted_apart(&self) -> GpuContext {
         GpuContext {
             device: self.device.clone(),
             queue: self.queue.clone(),
             adapter: self.adapter.clone(),
-            profile,
             limits: self.limits.clone(),
-            allocated,
+            allocated: Default::default(),
             errors: self.errors.clone(),
             lost: self.lost.clone(),
             pipelines: self.pipelines.clone(),

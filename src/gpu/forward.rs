@@ -4,7 +4,6 @@
 //! dispatches into one command buffer, submit once, read back 4 bytes (the argmax).
 
 use super::code_texture::ModelCodeTextures;
-use super::device::GpuContext;
 use super::kernels::argmax::mask_words;
 use super::kernels::argmax_partials::ArgmaxPartials;
 use super::kernels::common::attention::{partials_bytes, AttentionVariant};
@@ -16,6 +15,7 @@ use super::kernels::topk::TopK;
 use super::kernels::Dispatch;
 use super::kv_cache::KvCache;
 use super::profile::GPU_MIN_SPLIT_LEN;
+use super::profiled::ProfiledContext;
 #[cfg(not(target_arch = "wasm32"))]
 use super::timing::time_pass;
 use super::timing::GpuTimer;
@@ -83,7 +83,7 @@ struct Activations {
 }
 
 impl Activations {
-    fn new(ctx: &GpuContext, cfg: &ModelConfig, kernels: &Kernels) -> Result<Activations> {
+    fn new(ctx: &ProfiledContext, cfg: &ModelConfig, kernels: &Kernels) -> Result<Activations> {
         let attention = &kernels.attention;
         let head_groups = kernels.argmax_partials.as_ref().map_or(0, |p| p.groups);
         let f = |label: &str, n: usize| ctx.storage(label, 4 * n as u64);
@@ -115,7 +115,7 @@ impl Activations {
 
 /// A model loaded on the GPU, ready to decode.
 pub struct GpuModel {
-    ctx: Arc<GpuContext>,
+    ctx: Arc<ProfiledContext>,
     pub config: ModelConfig,
     /// Positions the KV cache holds.
     pub context: usize,
@@ -220,7 +220,7 @@ pub struct Sampled {
 impl GpuModel {
     /// Upload `src` to the GPU of `ctx` with a `context`-position KV cache.
     pub fn load(
-        ctx: Arc<GpuContext>,
+        ctx: Arc<ProfiledContext>,
         src: &mut dyn ModelSource,
         context: usize,
     ) -> Result<GpuModel> {
@@ -229,7 +229,7 @@ impl GpuModel {
 
     /// [`GpuModel::load`] with explicit step options (tests and benchmarks compare them).
     pub fn load_with(
-        ctx: Arc<GpuContext>,
+        ctx: Arc<ProfiledContext>,
         src: &mut dyn ModelSource,
         context: usize,
         options: StepOptions,
@@ -240,7 +240,7 @@ impl GpuModel {
     /// [`GpuModel::load_with`] with each matrix as `weights` holds it (Q4 g64 or Q8 g32:
     /// `weights::slot_format`).
     pub fn load_as(
-        ctx: Arc<GpuContext>,
+        ctx: Arc<ProfiledContext>,
         src: &mut dyn ModelSource,
         context: usize,
         weights: WeightFormat,
@@ -259,7 +259,7 @@ impl GpuModel {
     /// A model over `weights` already on the GPU of `ctx` (e.g. streamed there by the
     /// browser loader), with a `context`-position KV cache.
     pub fn with_weights(
-        ctx: Arc<GpuContext>,
+        ctx: Arc<ProfiledContext>,
         config: ModelConfig,
         weights: ModelWeights,
         context: usize,
@@ -269,7 +269,7 @@ impl GpuModel {
 
     /// [`GpuModel::with_weights`] with explicit step options.
     pub fn with_options(
-        ctx: Arc<GpuContext>,
+        ctx: Arc<ProfiledContext>,
         config: ModelConfig,
         weights: ModelWeights,
         context: usize,
@@ -390,7 +390,7 @@ impl GpuModel {
     }
 
     /// The device the model lives on.
-    pub fn gpu_context(&self) -> &GpuContext {
+    pub fn gpu_context(&self) -> &ProfiledContext {
         &self.ctx
     }
 
@@ -676,7 +676,7 @@ impl GpuModel {
     }
 
     /// The context this model runs on.
-    pub fn gpu(&self) -> &Arc<GpuContext> {
+    pub fn gpu(&self) -> &Arc<ProfiledContext> {
         &self.ctx
     }
 }

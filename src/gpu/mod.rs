@@ -10,6 +10,7 @@ pub mod oneshot;
 pub mod pipeline_cache;
 pub mod plan;
 pub mod profile;
+pub mod profiled;
 pub mod stream_upload;
 pub mod timing;
 pub mod tune;
@@ -21,6 +22,7 @@ pub use forward::{GpuModel, KernelTime};
 /// model's memory as much as a kernel's.
 pub use kernels::soft::code_texture;
 pub use profile::DeviceProfile;
+pub use profiled::ProfiledContext;
 
 /// The per-step uniform every step-dependent kernel reads (`struct Step` in the shaders).
 #[repr(C)]

@@ -8,7 +8,6 @@
 
 use super::buffers::padded;
 use super::code_texture::ModelCodeTextures;
-use super::device::GpuContext;
 use super::forward::{prefill_lanes_records_bytes, prefill_scratch_sizes};
 use super::kernels::argmax::mask_words;
 use super::kernels::argmax_partials::ArgmaxPartials;
@@ -21,6 +20,7 @@ use super::kernels::topk::TopK;
 use super::kernels::MatrixFormat;
 use super::kv_cache::KvCache;
 use super::profile::GPU_MIN_SPLIT_LEN;
+use super::profiled::ProfiledContext;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 
@@ -67,7 +67,7 @@ impl Budget {
 
     /// [`Budget::new`] for the device of `ctx`, with its profile's code textures and
     /// prefill GEMM.
-    pub fn for_device(total: u64, ctx: &GpuContext) -> Budget {
+    pub fn for_device(total: u64, ctx: &ProfiledContext) -> Budget {
         Budget {
             code_textures: ctx.profile.code_textures,
             lanes_gemm_uniform: ctx

@@ -32,7 +32,7 @@
 
 use super::kernels::common::gemv_spec::{GemvVariant, GpuRows, SlotReduce};
 use super::kernels::common::rope_kv::HeadShape;
-use super::{DeviceProfile, GpuContext};
+use super::{DeviceProfile, ProfiledContext};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::gpu::weights::ModelWeights;
@@ -538,7 +538,7 @@ impl Tuning {
 }
 
 /// The key a design is kept under: version, adapter, profile, model shape and weights.
-pub fn key(ctx: &GpuContext, config: &ModelConfig, weights: &ModelWeights) -> String {
+pub fn key(ctx: &ProfiledContext, config: &ModelConfig, weights: &ModelWeights) -> String {
     format!(
         "{}|{}|{}|{}|{}",
         env!("CARGO_PKG_VERSION"),
@@ -552,7 +552,7 @@ pub fn key(ctx: &GpuContext, config: &ModelConfig, weights: &ModelWeights) -> St
 /// Sweep the constants of `ctx`'s profile on `weights` within `budget`: each candidate
 /// raced against the best so far ([`race`]), then the chosen against the profile's own.
 pub async fn sweep(
-    ctx: &GpuContext,
+    ctx: &ProfiledContext,
     config: &ModelConfig,
     weights: &ModelWeights,
     budget: Duration,

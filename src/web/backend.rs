@@ -22,14 +22,14 @@ use crate::format::package::{Chunk, DType, Manifest};
 use crate::gpu::plan::MemoryPlan;
 use crate::gpu::stream_upload::{ShardWriter, StreamedWeights};
 use crate::gpu::tune::TunePolicy;
-use crate::gpu::{GpuContext, GpuModel};
+use crate::gpu::{GpuModel, ProfiledContext};
 use crate::quant::WeightFormat;
 use std::cell::RefCell;
 use std::sync::Arc;
 
 /// A GPU destination: device, empty weight buffers and the planned context.
 struct Gpu {
-    ctx: Arc<GpuContext>,
+    ctx: Arc<ProfiledContext>,
     weights: StreamedWeights,
     context: usize,
     adapter: String,
@@ -40,7 +40,7 @@ pub struct Target {
     gpu: Option<Gpu>,
     cpu: Option<RefCell<StreamedTensors>>,
     /// The GPU candidate's device ([`Decided::gpu_context`]), for `info`.
-    device: Option<Arc<GpuContext>>,
+    device: Option<Arc<ProfiledContext>>,
     /// Requested context (the CPU cache's size).
     context: usize,
     reason: String,
@@ -49,9 +49,9 @@ pub struct Target {
 /// Where a load's model goes, decided before any weight arrives (nothing allocated yet).
 pub struct Decided {
     /// The GPU the model goes to, with its memory plan.
-    gpu: Option<(Arc<GpuContext>, MemoryPlan)>,
+    gpu: Option<(Arc<ProfiledContext>, MemoryPlan)>,
     /// The software adapter a probe ran on and kept the CPU backend over (for `info`).
-    probed: Option<Arc<GpuContext>>,
+    probed: Option<Arc<ProfiledContext>>,
     /// Why, for `info.backendReason`.
     pub reason: String,
 }
@@ -138,7 +138,7 @@ impl Decided {
 
     /// The GPU's device (with its profile): the one the model goes to, or the software
     /// adapter a probe kept the CPU backend over.
-    pub fn gpu_context(&self) -> Option<&Arc<GpuContext>> {
+    pub fn gpu_context(&self) -> Option<&Arc<ProfiledContext>> {
         self.gpu
             .as_ref()
             .map(|(ctx, _)| ctx)
@@ -196,7 +196,7 @@ impl Target {
 
     /// The GPU's device (with its profile): the one the model goes to, or the software
     /// adapter a probe kept the CPU backend over.
-    pub fn gpu_context(&self) -> Option<&GpuContext> {
+    pub fn gpu_context(&self) -> Option<&ProfiledContext> {
         self.device.as_deref()
     }
 
@@ -244,7 +244,7 @@ fn q8_matrices(manifest: &Manifest) -> usize {
 }
 
 /// Empty weight buffers for the GPU, and its planned context.
-fn gpu(ctx: Arc<GpuContext>, plan: MemoryPlan, manifest: &Manifest) -> Result<Gpu> {
+fn gpu(ctx: Arc<ProfiledContext>, plan: MemoryPlan, manifest: &Manifest) -> Result<Gpu> {
     let weights = StreamedWeights::allocate_for(&ctx, &manifest.config, &manifest.tensors)?;
     Ok(Gpu {
         adapter: ctx.adapter_label(),
@@ -260,7 +260,7 @@ const KEPT: &str = "backend-choice";
 /// The backend decision for `config` on the software adapter of `ctx`: kept in `cache`
 /// from an earlier load, else probed (and kept); with the sentence saying so.
 async fn decision(
-    ctx: &Arc<GpuContext>,
+    ctx: &Arc<ProfiledContext>,
     config: &ModelConfig,
     adapter: &str,
     cache: Option<&str>,

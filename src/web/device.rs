@@ -1,21 +1,21 @@
 //! The WebGPU device of the browser build: opened once and reused by later loads (a new
 //! device per load costs seconds on some adapters), except once it is lost
-//! (`GpuContext::lost`: `device.lost`, `device.destroy()`): the next load — `reload()` —
+//! (`ProfiledContext::lost`: `device.lost`, `device.destroy()`): the next load — `reload()` —
 //! opens a new one.
 
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::gpu::plan::{Budget, MemoryPlan, TABLET_BUDGET};
 use crate::gpu::weights::limits_needed;
-use crate::gpu::{GpuContext, LimitsNeeded};
+use crate::gpu::{LimitsNeeded, ProfiledContext};
 use std::sync::Arc;
 
 thread_local! {
     /// The device of earlier loads, in its detected profile: reused (a new WebGPU device
     /// per load costs seconds on some adapters, and the old one lingers until garbage
     /// collection). A load forcing a profile gets this device and queue in that profile
-    /// (`GpuContext::with_profile`), never a context of another profile.
-    static DEVICE: std::cell::RefCell<Option<Arc<GpuContext>>> = const { std::cell::RefCell::new(None) };
+    /// (`ProfiledContext::with_profile`), never a context of another profile.
+    static DEVICE: std::cell::RefCell<Option<Arc<ProfiledContext>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Open a new device at the next load (`reload()`: the old one is lost, or about to be
@@ -31,7 +31,7 @@ pub(super) async fn gpu_for(
     context: usize,
     profile: Option<&str>,
     q8: bool,
-) -> Result<(Arc<GpuContext>, MemoryPlan)> {
+) -> Result<(Arc<ProfiledContext>, MemoryPlan)> {
     let ctx = device(limits_needed(config, context.max(1), q8), profile).await?;
     let budget = Budget {
         q8_weights: q8,
@@ -46,16 +46,19 @@ pub(super) async fn gpu_for(
 /// `InvalidArgument` error saying what it lacks.
 // `GpuModel` shares its device through an `Arc` (as natively); wasm has one thread.
 #[allow(clippy::arc_with_non_send_sync)]
-pub(super) async fn device(need: LimitsNeeded, profile: Option<&str>) -> Result<Arc<GpuContext>> {
-    let fits = |c: &GpuContext| {
+pub(super) async fn device(
+    need: LimitsNeeded,
+    profile: Option<&str>,
+) -> Result<Arc<ProfiledContext>> {
+    let fits = |c: &ProfiledContext| {
         need.max_buffer <= c.limits.max_buffer_size
             && need.max_storage_binding <= c.limits.max_storage_buffer_binding_size
     };
-    let reusable = |c: &GpuContext| fits(c) && c.lost().is_none();
+    let reusable = |c: &ProfiledContext| fits(c) && c.lost().is_none();
     let detected = match DEVICE.with_borrow(|d| d.clone()).filter(|c| reusable(c)) {
         Some(ctx) => ctx,
         None => {
-            let ctx = Arc::new(GpuContext::with_profile_name(need, None).await?);
+            let ctx = Arc::new(ProfiledContext::open_in(need, None).await?);
             DEVICE.with_borrow_mut(|d| *d = Some(ctx.clone()));
             ctx
         }
@@ -68,7 +71,7 @@ pub(super) async fn device(need: LimitsNeeded, profile: Option<&str>) -> Result<
 
 /// A Promise of the `GPUDeviceLostInfo` ({ reason, message }) of the device of `ctx`,
 /// settled when it is lost.
-pub(super) fn lost_promise(ctx: &GpuContext) -> Option<js_sys::Promise> {
+pub(super) fn lost_promise(ctx: &ProfiledContext) -> Option<js_sys::Promise> {
     use wasm_bindgen::JsCast;
     let lost = ctx.device.as_webgpu()?.lost();
     Some(wasm_bindgen::JsValue::from(lost).unchecked_into())

@@ -10,7 +10,7 @@ use super::model::WebModel;
 use crate::config::ModelConfig;
 use crate::embed::Pooling;
 use crate::error::{Error, Result};
-use crate::gpu::GpuContext;
+use crate::gpu::ProfiledContext;
 use crate::quant::WeightFormat;
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 use std::cell::{Cell, RefCell};
@@ -110,7 +110,7 @@ pub struct LoadReport {
 
 impl LoadReport {
     /// Record the GPU candidate's adapter and device profile.
-    pub(super) fn set_device(&mut self, ctx: &GpuContext) {
+    pub(super) fn set_device(&mut self, ctx: &ProfiledContext) {
         self.adapter = ctx.adapter_label();
         self.profile = Some(ctx.profile.name.to_string());
         self.profile_detail = Some(ctx.profile.to_json());

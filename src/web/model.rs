@@ -45,7 +45,7 @@ impl WebModel {
     }
 
     /// The GPU device, on WebGPU.
-    pub fn gpu_context(&self) -> Option<&crate::gpu::GpuContext> {
+    pub fn gpu_context(&self) -> Option<&crate::gpu::ProfiledContext> {
         match self {
             WebModel::Gpu(m) => Some(m.gpu_context()),
             WebModel::Cpu { .. } => None,

@@ -9,7 +9,7 @@ use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::gpu::tune::{tuned_with, DesignStore, TunePolicy, Tuned, Tuning, DEFAULT_BUDGET};
 use crate::gpu::weights::ModelWeights;
-use crate::gpu::GpuContext;
+use crate::gpu::ProfiledContext;
 use std::sync::Arc;
 
 /// The kind of kept decision a tuned design is (`kept.rs`; natively `gpu/tune/native.rs`'s).
@@ -31,12 +31,12 @@ impl DesignStore for Cached<'_> {
 /// profile where `policy` tunes it (`tuned_with`: its sweep the load's "tuning" phase),
 /// else `ctx` itself; the report says what was chosen.
 pub(super) async fn tuned(
-    ctx: Arc<GpuContext>,
+    ctx: Arc<ProfiledContext>,
     config: &ModelConfig,
     weights: &ModelWeights,
     policy: TunePolicy,
     progress: &Progress<'_>,
-) -> Result<(Arc<GpuContext>, Option<Tuning>)> {
+) -> Result<(Arc<ProfiledContext>, Option<Tuning>)> {
     let cache = progress.opts.cache_name.as_deref();
     // `auto` sweeps only what it can keep: without Cache Storage (`cache: false`) every
     // load would pay the sweep again.

@@ -6,18 +6,18 @@
 pub mod attention_ref;
 
 #[cfg(not(target_arch = "wasm32"))]
-use pocketrt::gpu::{GpuContext, LimitsNeeded};
+use pocketrt::gpu::{LimitsNeeded, ProfiledContext};
 #[cfg(not(target_arch = "wasm32"))]
 use std::sync::{Arc, OnceLock};
 
 /// The test device (native only). Panics with the typed error's message (naming the fix) when there
 /// is no adapter: GPU tests fail rather than skip, with or without POCKETRT_REQUIRE_GPU.
 #[cfg(not(target_arch = "wasm32"))]
-pub fn gpu() -> &'static Arc<GpuContext> {
-    static CTX: OnceLock<Arc<GpuContext>> = OnceLock::new();
+pub fn gpu() -> &'static Arc<ProfiledContext> {
+    static CTX: OnceLock<Arc<ProfiledContext>> = OnceLock::new();
     CTX.get_or_init(|| {
         let required = std::env::var("POCKETRT_REQUIRE_GPU").is_ok_and(|v| v == "1");
-        match GpuContext::new_blocking(LimitsNeeded::default()) {
+        match ProfiledContext::open_blocking(LimitsNeeded::default()) {
             Ok(ctx) => Arc::new(ctx),
             Err(e) => panic!("GPU test without a GPU (POCKETRT_REQUIRE_GPU={required}): {e}"),
         }
@@ -39,14 +39,14 @@ pub fn chunk_uniform(count: usize) -> wgpu::Buffer {
     chunk
 }
 
-/// The test device in every named profile it can run (`GpuContext::with_profile`): all
+/// The test device in every named profile it can run (`ProfiledContext::with_profile`): all
 /// of them where it is lavapipe (CI), else at least the ones that need no feature (`gpu`,
 /// `swiftshader`); a profile that needs subgroups may be refused there, with its error,
 /// never skipped silently (the names that ran are printed).
 #[cfg(not(target_arch = "wasm32"))]
-pub fn profiles() -> &'static [Arc<GpuContext>] {
+pub fn profiles() -> &'static [Arc<ProfiledContext>] {
     use pocketrt::gpu::profile::PROFILE_NAMES;
-    static ALL: OnceLock<Vec<Arc<GpuContext>>> = OnceLock::new();
+    static ALL: OnceLock<Vec<Arc<ProfiledContext>>> = OnceLock::new();
     ALL.get_or_init(|| {
         let base = gpu();
         let mut out = vec![];
@@ -131,7 +131,7 @@ pub fn logits_rel(f16: bool) -> f32 {
 
 /// Do the GPU GEMVs of `ctx`'s profile hold x in f16?
 #[cfg(not(target_arch = "wasm32"))]
-pub fn gemv_f16(ctx: &GpuContext) -> bool {
+pub fn gemv_f16(ctx: &ProfiledContext) -> bool {
     use pocketrt::gpu::kernels::common::gemv_spec::GemvVariant;
     let f16 = |v: GemvVariant| matches!(v, GemvVariant::GpuRows(g) if g.f16);
     ctx.profile.gemv.roles().iter().any(|(_, v)| f16(*v))

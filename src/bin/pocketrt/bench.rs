@@ -17,7 +17,7 @@ use pocketrt::format::{self, ModelSource};
 use pocketrt::gpu::forward::StepOptions;
 use pocketrt::gpu::tune::{load_tuned, TunedLoad};
 use pocketrt::gpu::weights::limits_needed;
-use pocketrt::gpu::{GpuContext, GpuModel, KernelTime};
+use pocketrt::gpu::{GpuModel, KernelTime, ProfiledContext};
 use pocketrt::quant::WeightFormat;
 use pocketrt::{Error, Result};
 use std::path::Path;
@@ -50,7 +50,8 @@ impl Stepper {
         use super::run::Backend as B;
         let engine_backend = match a.backend {
             B::Gpu => {
-                let ctx = GpuContext::new_blocking(limits_needed(src.config(), context, false))?;
+                let ctx =
+                    ProfiledContext::open_blocking(limits_needed(src.config(), context, false))?;
                 // What users' loads run: the design the tuner keeps for this adapter.
                 let load = TunedLoad {
                     options: a.step,

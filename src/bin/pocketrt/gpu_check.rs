@@ -35,7 +35,7 @@ use pocketrt::gpu::timing::{GpuTimer, ReadCeiling};
 use pocketrt::gpu::tune::Tuned;
 use pocketrt::gpu::weights::limits_needed;
 use pocketrt::gpu::weights::ModelWeights;
-use pocketrt::gpu::{GpuContext, GpuModel, KernelTime};
+use pocketrt::gpu::{GpuModel, KernelTime, ProfiledContext};
 use pocketrt::sampler::{Sampler, SamplerConfig};
 use pocketrt::synth::SynthSource;
 use pocketrt::{Error, ModelConfig, Result};
@@ -106,7 +106,7 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
     let cfg = src.config().clone();
     let context = check_context(&a, &cfg)?;
 
-    let ctx = Arc::new(GpuContext::new_blocking(limits_needed(
+    let ctx = Arc::new(ProfiledContext::open_blocking(limits_needed(
         &cfg, context, false,
     ))?);
     let adapter = &ctx.adapter;
@@ -329,7 +329,7 @@ fn time_decode_positions(
 /// loaded the other way, timed the same way right after (then dropped). `{"on": …,
 /// "off": …}`; `null` the way the profile cannot build the shape.
 fn time_other_fold(
-    ctx: &Arc<GpuContext>,
+    ctx: &Arc<ProfiledContext>,
     (model, context): (&GpuModel, usize),
     decode: &[Value],
     a: &GpuCheckArgs,
@@ -378,7 +378,7 @@ fn step_profiles(
 /// "decode", "pipelined", "step_profiles"}`): the profile's own design against the tuned
 /// one, both by wall clock.
 fn time_tuned(
-    ctx: &GpuContext,
+    ctx: &ProfiledContext,
     (cfg, weights, context): (&ModelConfig, ModelWeights, usize),
     design: Tuned,
     (a, gb_s): (&GpuCheckArgs, f64),

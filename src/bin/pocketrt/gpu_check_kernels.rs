@@ -14,7 +14,7 @@ use pocketrt::gpu::kernels::common::q4_codes::CodesRead;
 use pocketrt::gpu::timing::{time_pass, GpuTimer};
 use pocketrt::gpu::tune::{self, Tuned};
 use pocketrt::gpu::weights::ModelWeights;
-use pocketrt::gpu::GpuContext;
+use pocketrt::gpu::ProfiledContext;
 use pocketrt::quant::Q4Tensor;
 use pocketrt::{ModelConfig, Result};
 use serde_json::{json, Value};
@@ -45,7 +45,7 @@ fn matrix(spec: &GemvSpec) -> Result<Q4Tensor> {
 
 /// Best seconds of `passes` passes (after one warm-up) of whatever `encode` records.
 fn best(
-    ctx: &GpuContext,
+    ctx: &ProfiledContext,
     timer: Option<&GpuTimer>,
     passes: usize,
     encode: impl Fn(&mut wgpu::ComputePass<'_>),
@@ -60,7 +60,7 @@ fn best(
 
 /// The prefill GEMMs at `m` tokens: each shape in each design, with its GFLOP/s.
 pub fn gemm_figures(
-    ctx: &GpuContext,
+    ctx: &ProfiledContext,
     timer: Option<&GpuTimer>,
     cfg: &ModelConfig,
     m: usize,
@@ -110,7 +110,7 @@ pub fn gemm_figures(
 /// The decode GEMVs of the GPU rows design with x in f32 and in f16 (empty where the
 /// profile runs another design or the adapter has no shader-f16), with their GB/s.
 pub fn gemv_f16_figures(
-    ctx: &GpuContext,
+    ctx: &ProfiledContext,
     timer: Option<&GpuTimer>,
     cfg: &ModelConfig,
     passes: usize,
@@ -163,7 +163,7 @@ pub fn gemv_f16_figures(
 /// profile has nothing to tune; and the design it chose where that is not the profile's
 /// own. Nothing is kept: the check measures, loads decide.
 pub fn tune_figures(
-    ctx: &GpuContext,
+    ctx: &ProfiledContext,
     cfg: &ModelConfig,
     weights: &ModelWeights,
     budget_ms: u64,

@@ -447,7 +447,7 @@ fn run_tokenize(path: &std::path::Path, text: &str, chat: bool, ids_only: bool) 
 }
 
 fn run_adapters() -> Result<()> {
-    let adapters = pocketrt::gpu::device::list_adapters()?;
+    let adapters = pocketrt::gpu::profiled::list_adapters()?;
     if adapters.is_empty() {
         println!("no GPU adapters (install a Vulkan driver, e.g. mesa-vulkan-drivers)");
     }

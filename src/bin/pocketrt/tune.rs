@@ -6,7 +6,7 @@ use crate::run::Weights;
 use pocketrt::error::Error;
 use pocketrt::gpu::tune::{tuned_context, TunePolicy, Tuned, TUNE_POS};
 use pocketrt::gpu::weights::{holds_q8, limits_needed, ModelWeights};
-use pocketrt::gpu::GpuContext;
+use pocketrt::gpu::ProfiledContext;
 use pocketrt::Result;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,7 +41,7 @@ pub fn run(a: TuneArgs) -> Result<()> {
     let config = src.config().clone();
     let q8 = holds_q8(src.as_mut(), format)?;
     let context = (TUNE_POS + 1).min(config.max_context);
-    let ctx = Arc::new(GpuContext::new_blocking(limits_needed(
+    let ctx = Arc::new(ProfiledContext::open_blocking(limits_needed(
         &config, context, q8,
     ))?);
     eprintln!("adapter {}\n{}", ctx.adapter_label(), ctx.profile);

@@ -14,7 +14,6 @@ use super::{Activations, GpuModel, StepKernel, StepMatrices, DISPATCHES_OUTSIDE_
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::gpu::buffers::padded;
-use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::common::attention_prefill::AttentionPrefill;
 use crate::gpu::kernels::common::gemm::{ChunkUniform, MAX_LANE_TOKENS};
 use crate::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec};
@@ -27,6 +26,7 @@ use crate::gpu::kernels::soft::gemm_q4_lanes::{records_bytes, tokens_for_limit};
 use crate::gpu::kernels::{grid, Dispatch};
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::profile::PREFILL_CHUNK;
+use crate::gpu::profiled::ProfiledContext;
 
 /// Positions batched prefill reaches: its attention is tested against the oracle up to
 /// 32,768 keys per query (tests/gpu_attention_prefill.rs); later prompt tokens go through
@@ -102,7 +102,7 @@ pub(super) struct Prefill {
 
 impl Prefill {
     pub(super) fn new(
-        ctx: &GpuContext,
+        ctx: &ProfiledContext,
         cfg: &ModelConfig,
         context: usize,
         matrices: &StepMatrices,

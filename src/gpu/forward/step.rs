@@ -6,7 +6,6 @@ use super::designs::{Attention, AttentionDispatch};
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::gpu::code_texture::{self, ModelCodeTextures};
-use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::argmax::Argmax;
 use crate::gpu::kernels::argmax_partials::ArgmaxPartials;
 use crate::gpu::kernels::common::attention::{
@@ -19,6 +18,7 @@ use crate::gpu::kernels::common::rope_kv::HeadShape;
 use crate::gpu::kernels::embed_q4::{split_of, EmbedQ4};
 use crate::gpu::kernels::{Dispatch, MatrixFormat};
 use crate::gpu::kv_cache::KvCache;
+use crate::gpu::profiled::ProfiledContext;
 use crate::gpu::weights::{MatrixBuffers, ModelWeights};
 
 /// What one entry of the decode step computes (benchmarks sum their GPU time per kind).
@@ -129,7 +129,7 @@ pub(super) type RoleGemv = ByFormat<GemvQ4>;
 
 impl RoleGemv {
     fn gemv<'m>(
-        ctx: &GpuContext,
+        ctx: &ProfiledContext,
         design: GemvVariant,
         spec: GemvSpec,
         matrices: impl Iterator<Item = &'m MatrixBuffers> + Clone,
@@ -164,7 +164,7 @@ pub(super) struct Kernels {
 
 impl Kernels {
     pub(super) fn new(
-        ctx: &GpuContext,
+        ctx: &ProfiledContext,
         cfg: &ModelConfig,
         context: usize,
         weights: &ModelWeights,
@@ -256,7 +256,7 @@ pub(super) struct HeadGemv {
 
 impl HeadGemv {
     fn new(
-        ctx: &GpuContext,
+        ctx: &ProfiledContext,
         design: GemvVariant,
         spec: GemvSpec,
         head: &MatrixBuffers,
@@ -317,7 +317,7 @@ pub struct StepOptions {
 }
 
 impl StepOptions {
-    fn folds_output(self, ctx: &GpuContext, shape: HeadShape) -> bool {
+    fn folds_output(self, ctx: &ProfiledContext, shape: HeadShape) -> bool {
         ctx.profile.folds(shape) && self.fold_output.unwrap_or(ctx.profile.fold_output)
     }
 }

@@ -225,7 +225,7 @@ impl KernelPipeline {
         slots: &[Slot],
         constants: &[(&str, f64)],
     ) -> KernelPipeline {
-        let source = common::wgsl_compat::wgsl_for(ctx.profile.packed_4x8, source);
+        let source = common::wgsl_compat::wgsl_for(ctx.adapter.features.packed_4x8, source);
         let source = source.as_ref();
         dump_wgsl(label, source, constants);
         let entries: Vec<wgpu::BindGroupLayoutEntry> = slots

@@ -8,7 +8,7 @@ use super::{key, sweep, TunePolicy, Tuned, Tuning};
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::gpu::weights::ModelWeights;
-use crate::gpu::GpuContext;
+use crate::gpu::ProfiledContext;
 use std::sync::Arc;
 use web_time::Duration;
 
@@ -28,13 +28,13 @@ pub(crate) trait DesignStore {
 #[allow(clippy::arc_with_non_send_sync)]
 pub(crate) async fn tuned_with(
     store: &impl DesignStore,
-    ctx: Arc<GpuContext>,
+    ctx: Arc<ProfiledContext>,
     config: &ModelConfig,
     weights: &ModelWeights,
     policy: TunePolicy,
     budget: Duration,
     on_sweep: impl FnOnce(),
-) -> Result<(Arc<GpuContext>, Option<Tuning>)> {
+) -> Result<(Arc<ProfiledContext>, Option<Tuning>)> {
     if !policy.tunes(&ctx.profile) {
         return Ok((ctx, None));
     }

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::format::source::ModelSource;
 use crate::gpu::forward::StepOptions;
 use crate::gpu::weights::ModelWeights;
-use crate::gpu::{GpuContext, GpuModel};
+use crate::gpu::{GpuModel, ProfiledContext};
 use crate::quant::WeightFormat;
 use std::sync::Arc;
 use web_time::Duration;
@@ -32,12 +32,12 @@ impl DesignStore for Folder {
 /// profile where `policy` tunes it — remembered, else swept within `budget` and kept —
 /// else `ctx` itself ([`tuned_with`], blocking on the device's futures).
 pub fn tuned_context(
-    ctx: Arc<GpuContext>,
+    ctx: Arc<ProfiledContext>,
     config: &ModelConfig,
     weights: &ModelWeights,
     policy: TunePolicy,
     budget: Duration,
-) -> Result<(Arc<GpuContext>, Option<Tuning>)> {
+) -> Result<(Arc<ProfiledContext>, Option<Tuning>)> {
     let tuned = tuned_with(&Folder, ctx, config, weights, policy, budget, || {});
     pollster::block_on(tuned)
 }
@@ -66,7 +66,7 @@ impl TunedLoad {
 
 /// [`GpuModel::load_as`] in the profile the load's policy tunes ([`tuned_context`]).
 pub fn load_tuned(
-    ctx: Arc<GpuContext>,
+    ctx: Arc<ProfiledContext>,
     src: &mut dyn ModelSource,
     context: usize,
     load: TunedLoad,

@@ -13,7 +13,7 @@ use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::gpu::forward::StepOptions;
 use crate::gpu::weights::ModelWeights;
-use crate::gpu::{GpuContext, GpuModel};
+use crate::gpu::{GpuModel, ProfiledContext};
 use std::sync::Arc;
 use web_time::{Duration, Instant};
 
@@ -57,7 +57,7 @@ impl Built {
     // One `Arc` type on every target (in wasm the context is neither Send nor Sync).
     #[allow(clippy::arc_with_non_send_sync)]
     pub fn new(
-        ctx: &GpuContext,
+        ctx: &ProfiledContext,
         config: &ModelConfig,
         weights: &ModelWeights,
         design: Tuned,

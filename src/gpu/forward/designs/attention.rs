@@ -30,6 +30,7 @@ use crate::gpu::kernels::common::attention::{
 use crate::gpu::kernels::common::rope_kv::HeadShape;
 use crate::gpu::kernels::soft::attention_lanes::{AttentionLanes, LanesDispatch};
 use crate::gpu::kernels::{Binding, Dispatch, KernelPipeline, Slot};
+use crate::gpu::profiled::ProfiledContext;
 
 /// Which designs can run which shapes (the designs are wired here).
 impl AttentionVariant {
@@ -99,7 +100,7 @@ impl Attention {
     /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`. The
     /// profile's design ([`crate::gpu::DeviceProfile::attention_for`]).
     pub fn new(
-        ctx: &GpuContext,
+        ctx: &ProfiledContext,
         shape: HeadShape,
         qk_norm: bool,
         eps: f32,
@@ -111,7 +112,7 @@ impl Attention {
 
     /// [`Attention::new`] in `variant` (any variant runs on any adapter).
     pub fn with_variant(
-        ctx: &GpuContext,
+        ctx: &ProfiledContext,
         variant: AttentionVariant,
         shape: HeadShape,
         qk_norm: bool,
@@ -125,7 +126,7 @@ impl Attention {
     /// head_dim % 8 == 0 and n_heads · head_dim % 64 == 0 (whole Q4 code words per head,
     /// whole groups per row).
     pub fn with_output_projection(
-        ctx: &GpuContext,
+        ctx: &ProfiledContext,
         variant: AttentionVariant,
         shape: HeadShape,
         qk_norm: bool,
@@ -151,7 +152,7 @@ impl Attention {
 
     /// `norm`: (qk_norm, eps).
     fn build(
-        ctx: &GpuContext,
+        ctx: &ProfiledContext,
         variant: AttentionVariant,
         shape: HeadShape,
         (qk_norm, eps): (bool, f32),
@@ -183,7 +184,8 @@ impl Attention {
                 Design::Group(group)
             }
             AttentionVariant::Lanes => {
-                let lanes = AttentionLanes::new(ctx, shape, (qk_norm, eps), split_len, wo)?;
+                let fold = (wo, ctx.profile.subgroup_size);
+                let lanes = AttentionLanes::new(ctx, shape, (qk_norm, eps), split_len, fold)?;
                 Design::Lanes(Box::new(lanes))
             }
         };

@@ -9,10 +9,11 @@ use crate::gpu::kernels::attention_prefill::key_tiles_source;
 use crate::gpu::kernels::common::attention_prefill::{AttentionPrefill, AttentionPrefillVariant};
 use crate::gpu::kernels::common::rope_kv::HeadShape;
 use crate::gpu::kernels::soft::attention_prefill_lanes;
+use crate::gpu::profiled::ProfiledContext;
 
 impl AttentionPrefill {
     /// Prefill attention for `shape` in the profile's variant.
-    pub fn new(ctx: &GpuContext, shape: HeadShape) -> Result<AttentionPrefill> {
+    pub fn new(ctx: &ProfiledContext, shape: HeadShape) -> Result<AttentionPrefill> {
         Self::with_variant(ctx, ctx.profile.prefill_attention, shape)
     }
 

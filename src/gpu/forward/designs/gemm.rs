@@ -11,6 +11,7 @@ use crate::gpu::kernels::common::q4_codes::Codes;
 use crate::gpu::kernels::gemm_q4::{TilesDispatch, TilesGemm};
 use crate::gpu::kernels::soft::gemm_q4_lanes::{LanesDispatch, LanesGemm};
 use crate::gpu::kernels::MatrixFormat;
+use crate::gpu::profiled::ProfiledContext;
 
 enum Kernel {
     Tiles(TilesGemm),
@@ -35,14 +36,18 @@ enum Inner {
 
 impl GemmQ4 {
     /// The GEMM of `spec` in the profile's variant ([`crate::gpu::DeviceProfile::gemm_for`]).
-    pub fn new(ctx: &GpuContext, spec: GemvSpec) -> Result<GemmQ4> {
+    pub fn new(ctx: &ProfiledContext, spec: GemvSpec) -> Result<GemmQ4> {
         let max_uniform = ctx.limits.max_uniform_buffer_binding_size;
         let variant = ctx.profile.gemm_for(spec.k, max_uniform, spec.format);
         Self::with_variant(ctx, variant, spec)
     }
 
     /// The GEMM of `spec` in `variant` (any variant runs on any adapter).
-    pub fn with_variant(ctx: &GpuContext, variant: GemmVariant, spec: GemvSpec) -> Result<GemmQ4> {
+    pub fn with_variant(
+        ctx: &ProfiledContext,
+        variant: GemmVariant,
+        spec: GemvSpec,
+    ) -> Result<GemmQ4> {
         let (n, k) = (spec.n, spec.k);
         if n == 0 || k == 0 || k % 64 != 0 || n > u32::MAX as usize / 2 {
             return Err(Error::InvalidArgument(format!(
@@ -64,7 +69,8 @@ impl GemmQ4 {
                 )))
             }
             GemmVariant::RowLanesFromTexture(order) => {
-                Kernel::Lanes(LanesGemm::new(ctx, spec, &constants, order)?)
+                let subgroup_size = ctx.profile.subgroup_size;
+                Kernel::Lanes(LanesGemm::new(ctx, spec, &constants, order, subgroup_size)?)
             }
             GemmVariant::WorkgroupTiles(tiles) => {
                 Kernel::Tiles(TilesGemm::new(ctx, spec, &constants, tiles)?)

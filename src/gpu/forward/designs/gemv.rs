@@ -3,15 +3,15 @@
 //! the wrapper they share is `kernels::common::gemv`.
 
 use crate::error::Result;
-use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::common::gemv::{GemvDesignSource, GemvQ4};
 use crate::gpu::kernels::common::gemv_spec::{Epilogue, GemvSpec, GemvVariant, RowsLayout};
 use crate::gpu::kernels::soft::gemv_rows;
+use crate::gpu::profiled::ProfiledContext;
 
 impl GemvQ4 {
     /// The GEMV of `spec` in `variant`, in the variant's rows layout
     /// ([`RowsLayout::for_variant`]).
-    pub fn new(ctx: &GpuContext, variant: GemvVariant, spec: GemvSpec) -> Result<GemvQ4> {
+    pub fn new(ctx: &ProfiledContext, variant: GemvVariant, spec: GemvSpec) -> Result<GemvQ4> {
         Self::with_layout(
             ctx,
             variant,
@@ -22,7 +22,7 @@ impl GemvQ4 {
 
     /// [`GemvQ4::new`] with an explicit rows layout (ignored by the workgroup variant).
     pub fn with_layout(
-        ctx: &GpuContext,
+        ctx: &ProfiledContext,
         variant: GemvVariant,
         spec: GemvSpec,
         layout: RowsLayout,
@@ -34,7 +34,8 @@ impl GemvQ4 {
             GemvVariant::GpuRows(g) => GemvVariant::GpuRows(g.fitted(spec.k, argmax)),
             other => other,
         };
-        GemvQ4::build(ctx, variant, spec, layout, |d| {
+        let subgroup_size = ctx.profile.subgroup_size;
+        GemvQ4::build(ctx, variant, spec, (layout, subgroup_size), |d| {
             Ok(match variant {
                 GemvVariant::RowsFromTexture | GemvVariant::RowsFromTiles => {
                     let parts = d.spec.epilogue.parts();

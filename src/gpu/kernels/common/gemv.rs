@@ -125,7 +125,7 @@ impl GemvQ4 {
         ctx: &GpuContext,
         variant: GemvVariant,
         spec: GemvSpec,
-        layout: RowsLayout,
+        (layout, subgroup_size): (RowsLayout, Option<u32>),
         design: impl FnOnce(&GemvDesignInputs) -> Result<GemvDesignSource>,
     ) -> Result<GemvQ4> {
         let (n, k) = (spec.n, spec.k);
@@ -163,7 +163,7 @@ impl GemvQ4 {
         let uniform = (uniform_x, uniform_parts);
         let codes = CodesRead::in_layout(variant.texture_order(), &spec, layout);
         let header = gemv_header(&spec, layout, uniform, &codes);
-        let x_loads = XLoads::pick(ctx, variant, layout);
+        let x_loads = XLoads::pick(subgroup_size, variant, layout);
         let inputs = GemvDesignInputs {
             spec,
             layout,

@@ -3,7 +3,6 @@
 //! ([`GemvVariant`]) and their layouts ([`GpuRows`] on GPUs; [`RowsLayout`] and
 //! [`XLoads`] on CPU adapters).
 
-use crate::gpu::device::GpuContext;
 use crate::gpu::kernels::MatrixFormat;
 
 /// What happens to each output row after the dot product.
@@ -285,19 +284,20 @@ pub enum XLoads {
 }
 
 impl XLoads {
-    /// The loads `variant` makes in `layout` in `ctx`'s profile.
-    pub fn pick(ctx: &GpuContext, variant: GemvVariant, layout: RowsLayout) -> XLoads {
+    /// The loads `variant` makes in `layout` where the kernels use subgroups of
+    /// `subgroup_size` (the profile's).
+    pub fn pick(subgroup_size: Option<u32>, variant: GemvVariant, layout: RowsLayout) -> XLoads {
         match variant {
-            GemvVariant::RowsFromTiles => Self::for_workgroup(ctx, layout.wg),
+            GemvVariant::RowsFromTiles => Self::for_workgroup(subgroup_size, layout.wg),
             _ => XLoads::Each,
         }
     }
 
     /// Subgroup loads where a `wg`-invocation workgroup is one subgroup of 8 (the width
-    /// the subgroup loaders are written for) in the device's profile, else each
-    /// invocation's own.
-    pub fn for_workgroup(ctx: &GpuContext, wg: u32) -> XLoads {
-        if wg == 8 && ctx.profile.subgroup_size == Some(8) {
+    /// the subgroup loaders are written for) where the kernels use subgroups of
+    /// `subgroup_size` (the profile's), else each invocation's own.
+    pub fn for_workgroup(subgroup_size: Option<u32>, wg: u32) -> XLoads {
+        if wg == 8 && subgroup_size == Some(8) {
             XLoads::Subgroup
         } else {
             XLoads::Each

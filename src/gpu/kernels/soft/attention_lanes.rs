@@ -62,22 +62,22 @@ pub struct LanesDispatch {
 impl AttentionLanes {
     /// `qk_norm`: apply the per-head RMSNorm (weights bound at dispatch) with `eps`;
     /// `wo`: fold in that output projection (the caller checks the shape:
-    /// [`WoFold::can_fold`]). Needs head_dim % 4 == 0
+    /// [`WoFold::can_fold`]), where the kernels use subgroups of `subgroup_size` (the
+    /// profile's; the fold needs 8). Needs head_dim % 4 == 0
     /// and `split_len` in 1..=65,535 (mesa's loop limiter).
     pub fn new(
         ctx: &GpuContext,
         shape: HeadShape,
         (qk_norm, eps): (bool, f32),
         split_len: usize,
-        wo: Option<WoFold>,
+        (wo, subgroup_size): (Option<WoFold>, Option<u32>),
     ) -> Result<AttentionLanes> {
         shape.check()?;
-        if wo.is_some() && !ctx.profile.lanes_fold() {
+        if wo.is_some() && subgroup_size != Some(LANES) {
             return Err(Error::InvalidArgument(format!(
                 "lanes attention with W_o folded in: needs subgroups of {LANES} (the \
-                 workgroup's heads sum their projections through the subgroup), profile {} \
-                 uses {:?}",
-                ctx.profile.name, ctx.profile.subgroup_size
+                 workgroup's heads sum their projections through the subgroup), the \
+                 profile uses {subgroup_size:?}"
             )));
         }
         if !shape.head_dim.is_multiple_of(4) || !(1..=65_535).contains(&split_len) {

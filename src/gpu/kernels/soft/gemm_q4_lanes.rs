@@ -95,6 +95,7 @@ impl LanesGemm {
         spec: GemvSpec,
         constants: &[(&str, f64)],
         texture: TextureOrder,
+        subgroup_size: Option<u32>,
     ) -> Result<Self> {
         let (n, k) = (spec.n, spec.k);
         let tokens = tokens_for(ctx, k).ok_or_else(|| {
@@ -120,7 +121,7 @@ impl LanesGemm {
             uniform(6, "norm_w", k / 4),
         ]
         .concat();
-        let x_loads = XLoads::for_workgroup(ctx, WG as u32);
+        let x_loads = XLoads::for_workgroup(subgroup_size, WG as u32);
         let source = [
             &header,
             CHUNK_WGSL,
