@@ -5,7 +5,9 @@
 //! shaders/*.wgsl only, soft designs shaders/soft/ only, and the fragments both families
 //! use live under shaders/common/, included by common/ alone. The device profile
 //! (src/gpu/profile.rs) imports no forward pass (`gpu::forward`): the predicates it asks
-//! stand beside their designs in common/. Reads the sources; no device.
+//! stand beside their designs in common/. The device (src/gpu/device.rs) imports no
+//! profile, kernel or forward pass, and no kernel reads the profile. Reads the sources;
+//! no device.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -220,6 +222,47 @@ fn the_profile_imports_no_forward_pass() {
              src/gpu/kernels/common/",
             file.display()
         );
+    }
+}
+
+/// The device (src/gpu/device.rs: `GpuContext`) knows no design: it imports no profile,
+/// no kernel and no forward pass (the profile travels with the model,
+/// src/gpu/profiled.rs).
+#[test]
+fn the_device_imports_no_profile_or_kernel() {
+    let file = kernels_dir().parent().unwrap().join("device.rs");
+    let code = code_of(&file);
+    let mut named = named_after(&code, "gpu::");
+    named.extend(named_after(&code, "super::"));
+    let design: Vec<_> = ["profile", "profiled", "kernels", "forward", "tune", "plan"]
+        .into_iter()
+        .filter(|m| named.contains(*m))
+        .collect();
+    assert!(
+        design.is_empty(),
+        "{} imports {design:?}: the device knows no design; pass what a kernel needs \
+         as values, and hold the profile beside the device (`ProfiledContext`)",
+        file.display()
+    );
+}
+
+/// No kernel wrapper reads the profile: its constructor is handed the values it needs.
+#[test]
+fn kernels_read_no_profile() {
+    let mut files = rust_files(&kernels_dir());
+    files.extend(rust_files(&kernels_dir().join("soft")));
+    files.extend(rust_files(&kernels_dir().join("common")));
+    assert!(files.len() > 30, "{} kernel files", files.len());
+    for file in files {
+        let code = code_of(&file);
+        for name in ["DeviceProfile", "ProfiledContext", ".profile", "profile::"] {
+            assert!(
+                !code.contains(name),
+                "{} names `{name}`: hand the kernel's constructor the profile's values \
+                 (in src/gpu/forward/designs/ or the step)",
+                file.display()
+            );
+        }
     }
 }
 

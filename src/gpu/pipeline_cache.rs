@@ -28,7 +28,7 @@ pub struct Compiled {
 }
 
 /// The device's pipelines, shared by every context on the device
-/// (`GpuContext::with_device_profile`, `GpuContext::tuned_to`).
+/// (`ProfiledContext::with_device_profile`, `ProfiledContext::tuned_to`).
 #[derive(Clone, Debug, Default)]
 pub struct PipelineCache(Arc<Mutex<HashMap<PipelineKey, Compiled>>>);
 

@@ -1,7 +1,7 @@
 //! The device profile: every kernel design the engine picks for one adapter, in one plain
-//! struct, decided in one place ([`DeviceProfile::detect`]). Kernel wrappers take their
-//! design from the context's profile and never look at the adapter; this file is the only
-//! one that does (device type, subgroup width, and — where a browser hides the device
+//! struct, decided in one place ([`DeviceProfile::detect`]), held with the device by the
+//! model (`gpu::profiled`). Kernel wrappers are handed the values of it they need and never
+//! look at the adapter's kind; this file is the only one that does (device type, subgroup width, and — where a browser hides the device
 //! type — the names of software adapters).
 //!
 //! Four named profiles, each forceable on any adapter that has what it needs
