@@ -59,6 +59,9 @@ impl ProfiledContext {
 
     /// [`ProfiledContext::open`] in the profile called `profile` (`None`: detected); an
     /// error naming what the adapter lacks where it cannot run that profile.
+    // On wasm the device is one thread's (WebGPU's handles are not `Send`): an `Arc` all
+    // the same, as natively, where contexts cross threads.
+    #[allow(clippy::arc_with_non_send_sync)]
     pub async fn open_in(need: LimitsNeeded, profile: Option<&str>) -> Result<ProfiledContext> {
         let gpu = GpuContext::open(need).await?;
         let profile = DeviceProfile::choose(profile, &gpu.adapter)?;
@@ -80,6 +83,7 @@ impl ProfiledContext {
 
     /// The same device in `profile` (the tuner's candidates), its allocations counted
     /// apart.
+    #[allow(clippy::arc_with_non_send_sync)]
     pub fn with_device_profile(&self, profile: DeviceProfile) -> ProfiledContext {
         Self::new(Arc::new(self.gpu.counted_apart()), profile)
     }

@@ -1,25 +1,18 @@
 //! What wasm-bindgen exports: `PocketModel` (load, tokenize, chat template, token-by-token
 //! generation, unload). The npm package's JavaScript builds the public API on it.
 
-use super::cache::CACHE_NAME;
 use super::completion::{Completion, Endpoint};
 use super::errors::{api_to_js, to_js};
-use super::load::{Choice, LoadOptions, LoadReport, OverQuota};
+use super::load::LoadReport;
 use super::loader;
+use super::options::{context_overflow, generate_options, LoadOptions};
 use super::session::WebSession;
-use crate::api::ContextPolicy;
 use crate::error::{Error, Result};
-use crate::generate::{ContextOverflow, GenerateOptions};
-use crate::gpu::profile::{DeviceProfile, PROFILE_NAMES};
-use crate::gpu::tune::TunePolicy;
-use crate::quant::WeightFormat;
-use crate::sampler::SamplerConfig;
 use crate::tokenizer::Message;
 use js_sys::{Promise, Reflect};
 use std::cell::RefCell;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
 #[wasm_bindgen(start)]
@@ -46,140 +39,6 @@ pub struct PocketModel {
 /// What a reload carries to the new session: the tokens the cache held, the chat.
 type Kept = (Vec<u32>, Vec<Message>);
 
-/// `options[key]`, when set (not undefined/null).
-fn opt(options: &JsValue, key: &str) -> Option<JsValue> {
-    if !options.is_object() {
-        return None;
-    }
-    Reflect::get(options, &key.into())
-        .ok()
-        .filter(|v| !v.is_undefined() && !v.is_null())
-}
-
-fn number(options: &JsValue, key: &str) -> Result<Option<f64>> {
-    match opt(options, key) {
-        None => Ok(None),
-        Some(v) => v
-            .as_f64()
-            .filter(|x| x.is_finite() && *x >= 0.0)
-            .map(Some)
-            .ok_or_else(|| Error::InvalidArgument(format!("{key} must be a number ≥ 0"))),
-    }
-}
-
-fn count(options: &JsValue, key: &str) -> Result<Option<usize>> {
-    Ok(number(options, key)?.map(|x| x as usize))
-}
-
-/// Generation options from `{ maxTokens, temperature, topK, topP, seed, contextOverflow,
-/// keep }`.
-fn generate_options(options: &JsValue) -> Result<GenerateOptions> {
-    let d = GenerateOptions::default();
-    let s = SamplerConfig::greedy();
-    let keep = count(options, "keep")?.unwrap_or(0);
-    let overflow = match opt(options, "contextOverflow").map(|v| v.as_string()) {
-        None => ContextOverflow::Error,
-        Some(Some(s)) if s == "error" => ContextOverflow::Error,
-        Some(Some(s)) if s == "slide" => ContextOverflow::SlidingWindow { keep },
-        Some(_) => {
-            return Err(Error::InvalidArgument(
-                "contextOverflow must be \"error\" or \"slide\"".into(),
-            ))
-        }
-    };
-    Ok(GenerateOptions {
-        overflow,
-        max_tokens: count(options, "maxTokens")?.unwrap_or(d.max_tokens),
-        sampler: SamplerConfig {
-            temperature: number(options, "temperature")?.map_or(s.temperature, |x| x as f32),
-            top_k: count(options, "topK")?.unwrap_or(s.top_k),
-            top_p: number(options, "topP")?.map_or(s.top_p, |x| x as f32),
-            seed: number(options, "seed")?.map_or(s.seed, |x| x as u64),
-            ..s
-        },
-        ..d
-    })
-}
-
-fn load_options(options: &JsValue) -> Result<LoadOptions> {
-    Ok(LoadOptions {
-        on_progress: opt(options, "onProgress").and_then(|v| v.dyn_into().ok()),
-        signal: opt(options, "signal").and_then(|v| v.dyn_into().ok()),
-        context: count(options, "contextLength")?,
-        parallel: count(options, "parallel")?.unwrap_or(4),
-        cache_name: match opt(options, "cache").and_then(|v| v.as_bool()) {
-            Some(false) => None,
-            _ => Some(CACHE_NAME.to_string()),
-        },
-        files: opt(options, "files"),
-        hub_endpoint: opt(options, "hubEndpoint")
-            .and_then(|v| v.as_string())
-            .unwrap_or_else(|| crate::hub::choose::DEFAULT_ENDPOINT.to_string()),
-        backend: Choice::parse(
-            opt(options, "backend")
-                .and_then(|v| v.as_string())
-                .as_deref(),
-        )?,
-        profile: profile(options)?,
-        tune: tune(options)?,
-        weights: match opt(options, "weights").and_then(|v| v.as_string()) {
-            Some(name) => name.parse()?,
-            None => WeightFormat::Keep,
-        },
-        offline: opt(options, "offline").and_then(|v| v.as_bool()) == Some(true),
-        over_quota: OverQuota::parse(
-            opt(options, "overQuota")
-                .and_then(|v| v.as_string())
-                .as_deref(),
-        )?,
-    })
-}
-
-/// The `tune` option: false (off), true (on: a GPU profile forced on a software adapter
-/// too), a policy's name, or undefined (auto).
-fn tune(options: &JsValue) -> Result<TunePolicy> {
-    let Some(v) = opt(options, "tune") else {
-        return Ok(TunePolicy::Auto);
-    };
-    match (v.as_bool(), v.as_string()) {
-        (Some(false), _) => Ok(TunePolicy::Off),
-        (Some(true), _) => Ok(TunePolicy::On),
-        (_, Some(name)) => TunePolicy::parse(&name),
-        _ => Err(Error::InvalidArgument(
-            "tune must be a boolean or one of \"off\", \"auto\", \"on\", \"force\"".into(),
-        )),
-    }
-}
-
-/// The `profile` option: a device profile's name, checked here
-/// (`DeviceProfile::check_name`) so that a misspelt name fails on every backend; whether
-/// the adapter can run it is checked when the device opens (`DeviceProfile::named`).
-fn profile(options: &JsValue) -> Result<Option<String>> {
-    let Some(v) = opt(options, "profile") else {
-        return Ok(None);
-    };
-    let name = v.as_string().ok_or_else(|| {
-        let names = PROFILE_NAMES.join(", ");
-        Error::InvalidArgument(format!("profile must be a string (profiles: {names})"))
-    })?;
-    match name.trim() {
-        "" => Ok(None),
-        n => Ok(Some(DeviceProfile::check_name(n)?.to_string())),
-    }
-}
-
-/// The `contextOverflow` option: the context policy of requests that set none.
-fn context_overflow(options: &JsValue) -> Result<ContextPolicy> {
-    match opt(options, "contextOverflow").map(|v| v.as_string()) {
-        None => Ok(ContextPolicy::Error),
-        Some(Some(s)) if s == "error" => Ok(ContextPolicy::Error),
-        Some(Some(s)) if s == "truncate" => Ok(ContextPolicy::Truncate),
-        Some(_) => Err(Error::InvalidArgument(
-            "contextOverflow must be \"error\" or \"truncate\"".into(),
-        )),
-    }
-}
-
 fn to_value<T: serde::Serialize>(v: &T) -> JsValue {
     serde_json::to_string(v)
         .ok()
@@ -201,7 +60,7 @@ pub fn is_hub_id(name: &str) -> bool {
 /// threaded build.
 #[wasm_bindgen(js_name = chooseBackend)]
 pub async fn choose_backend(url: String, options: JsValue) -> Result<JsValue, JsValue> {
-    let opts = load_options(&options).map_err(to_js)?;
+    let opts = LoadOptions::from_js(&options).map_err(to_js)?;
     let chosen = loader::choose_backend(&url, opts).await.map_err(to_js)?;
     Ok(chosen.map_or(JsValue::NULL, |c| to_value(&c)))
 }
@@ -517,7 +376,7 @@ impl PocketModel {
 
 /// Load `url` with the JS `options` into a session (and how the load went).
 async fn open(url: &str, options: &JsValue) -> Result<(WebSession, LoadReport)> {
-    let opts = load_options(options)?;
+    let opts = LoadOptions::from_js(options)?;
     let overflow = context_overflow(options)?;
     let mut l = loader::load(url, opts).await?;
     l.report.threads = crate::cpu::fast::threads();

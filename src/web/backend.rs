@@ -12,8 +12,9 @@
 
 use super::device::{gpu_for, require_webgpu};
 use super::kept;
-use super::load::{requested_context, Choice, LoadOptions, Progress};
+use super::load::{LoadReport, Progress};
 use super::model::WebModel;
+use super::options::{Choice, LoadOptions};
 use crate::config::ModelConfig;
 use crate::cpu::fast::{FastModel, Precision, StreamedTensors};
 use crate::engine::probe::{self, Decision};
@@ -54,6 +55,8 @@ pub struct Decided {
     probed: Option<Arc<ProfiledContext>>,
     /// Why, for `info.backendReason`.
     pub reason: String,
+    /// The context asked for (the CPU cache's size; the GPU plan's may be less).
+    context: usize,
 }
 
 impl Decided {
@@ -72,11 +75,13 @@ impl Decided {
             gpu: None,
             probed: None,
             reason,
+            context,
         };
         let gpu = |ctx, plan, reason: String| Decided {
             gpu: Some((ctx, plan)),
             probed: None,
             reason,
+            context,
         };
         let q8 = q8_matrices(manifest);
         let stacks = StreamedWeights::check_stacks(config, &manifest.tensors);
@@ -155,15 +160,15 @@ pub async fn decide(manifest: &Manifest, opts: &LoadOptions) -> Result<Decided> 
 }
 
 impl Target {
-    /// Allocate `manifest`'s model for `context` positions where `d` says.
-    pub fn new(d: Decided, manifest: &Manifest, context: usize) -> Result<Target> {
+    /// Allocate `manifest`'s model where `d` says, for the context it was decided for.
+    pub fn new(d: Decided, manifest: &Manifest) -> Result<Target> {
         manifest.validate()?;
-        Self::of_table(d, manifest, context)
+        Self::of_table(d, manifest)
     }
 
     /// [`Target::new`] for a tensor table the engine made itself, with no shards behind it
     /// (a GGUF converted as it streams: `GgufStream::manifest`).
-    pub fn of_table(d: Decided, manifest: &Manifest, context: usize) -> Result<Target> {
+    pub fn of_table(d: Decided, manifest: &Manifest) -> Result<Target> {
         let device = d.gpu_context().cloned();
         let gpu = match d.gpu {
             Some((ctx, plan)) => Some(gpu(ctx, plan, manifest)?),
@@ -177,7 +182,7 @@ impl Target {
             gpu,
             cpu,
             device,
-            context,
+            context: d.context,
             reason: d.reason,
         })
     }
@@ -187,17 +192,18 @@ impl Target {
         self.gpu.as_ref().map_or(self.context, |g| g.context)
     }
 
-    /// The adapter, or "none (CPU)".
-    pub fn adapter(&self) -> String {
-        self.gpu
+    /// Record in `report` where the model goes: its context, the adapter ("none (CPU)"
+    /// without the GPU) and the device's profile (also of a software adapter a probe
+    /// kept the CPU backend over).
+    pub fn report_to(&self, report: &mut LoadReport) {
+        report.context = self.context();
+        report.adapter = self
+            .gpu
             .as_ref()
-            .map_or_else(|| "none (CPU)".into(), |g| g.adapter.clone())
-    }
-
-    /// The GPU's device (with its profile): the one the model goes to, or the software
-    /// adapter a probe kept the CPU backend over.
-    pub fn gpu_context(&self) -> Option<&ProfiledContext> {
-        self.device.as_deref()
+            .map_or_else(|| "none (CPU)".into(), |g| g.adapter.clone());
+        if let Some(ctx) = self.device.as_deref() {
+            report.set_device(ctx);
+        }
     }
 
     /// A writer for one shard's chunks.
@@ -304,4 +310,13 @@ impl TargetWriter<'_> {
         }
         self.gpu.map_or(Ok(()), ShardWriter::finish)
     }
+}
+
+/// Context when the caller names none (bounded by the model's).
+const DEFAULT_CONTEXT: usize = 4096;
+
+/// The context the caller asked for, else the default (bounded by the model's).
+fn requested_context(config: &ModelConfig, opts: &LoadOptions) -> usize {
+    opts.context
+        .unwrap_or(DEFAULT_CONTEXT.min(config.max_context))
 }

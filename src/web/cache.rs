@@ -10,7 +10,8 @@
 
 use super::errors::to_js;
 use super::fetch;
-use super::load::{OverQuota, Progress};
+use super::load::Progress;
+use super::options::OverQuota;
 use crate::error::{Error, Result};
 use js_sys::{Array, Promise, Reflect};
 use serde::{Deserialize, Serialize};

@@ -17,7 +17,8 @@
 use super::backend::{decide, Decided, Target};
 use super::cache::Record;
 use super::fetch::{self, Body};
-use super::load::{requested_context, LoadOptions, Loaded, Progress};
+use super::load::{Loaded, Progress};
+use super::options::LoadOptions;
 use super::snapshot::Identity;
 use crate::error::{Error, Result};
 use crate::format::gguf_stream::{header_from_prefix, GgufStream};
@@ -224,16 +225,8 @@ impl GgufLoad<'_> {
     async fn prepare(&self, stream: GgufStream) -> Result<Sink> {
         let manifest = stream.manifest();
         let decided: Decided = decide(&manifest, self.opts).await?;
-        let context = requested_context(&manifest.config, self.opts);
-        let target = Target::of_table(decided, &manifest, context)?;
-        {
-            let mut report = self.progress.report.borrow_mut();
-            report.context = target.context();
-            report.adapter = target.adapter();
-            if let Some(ctx) = target.gpu_context() {
-                report.set_device(ctx);
-            }
-        }
+        let target = Target::of_table(decided, &manifest)?;
+        target.report_to(&mut self.progress.report.borrow_mut());
         self.progress.emit("manifest", None);
         Ok(Sink::Tensors { stream, target })
     }

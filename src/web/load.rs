@@ -1,61 +1,18 @@
-//! What a browser load is asked and tells: its options (`LoadOptions`, with the backend
-//! asked for and what a load over the quota does), its progress events and shared state
-//! (`Progress`: the report, the cache it reads and keeps files in), the report JavaScript
-//! reads (`LoadReport`, `info()`), and its one end (`Progress::finish`, `Loaded`), shared
-//! by the package load (`loader.rs`) and the GGUF load (`gguf.rs`). The helpers of a load
-//! (`hub.rs`, `cache.rs`, `backend.rs`, `tune.rs`) build on these.
+//! What a browser load tells: its progress events and shared state (`Progress`: the
+//! options it was given, the report, the cache it reads and keeps files in), the report
+//! JavaScript reads (`LoadReport`, `info()`), and its one end (`Progress::finish`,
+//! `Loaded`), shared by the package load (`loader.rs`) and the GGUF load (`gguf.rs`). What
+//! it is asked is `options.rs`; the helpers of a load (`hub.rs`, `cache.rs`, `backend.rs`,
+//! `tune.rs`) build on these.
 
 use super::fetch;
 use super::model::WebModel;
-use crate::config::ModelConfig;
+use super::options::LoadOptions;
 use crate::embed::Pooling;
-use crate::error::{Error, Result};
 use crate::gpu::ProfiledContext;
-use crate::quant::WeightFormat;
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 use std::cell::{Cell, RefCell};
-use web_sys::{AbortSignal, Cache};
-
-/// Context when the caller names none (bounded by the model's).
-const DEFAULT_CONTEXT: usize = 4096;
-
-/// What the caller asked for.
-pub struct LoadOptions {
-    pub on_progress: Option<js_sys::Function>,
-    pub signal: Option<AbortSignal>,
-    pub context: Option<usize>,
-    /// Shards fetched at once.
-    pub parallel: usize,
-    /// Cache Storage name; `None`: no caching.
-    pub cache_name: Option<String>,
-    /// Local files: an object mapping each package file name to a (blob) URL; the model
-    /// URL is then only a label.
-    pub files: Option<wasm_bindgen::JsValue>,
-    /// The model hub's endpoint, for `owner/name` ids.
-    pub hub_endpoint: String,
-    /// The backend asked for (see `backend.rs`).
-    pub backend: Choice,
-    /// The device profile forced by name (one of `gpu::profile::PROFILE_NAMES`; `None`:
-    /// the one `DeviceProfile::detect` picks). WebGPU only: the CPU backend has none.
-    pub profile: Option<String>,
-    /// The on-device tuner (`tune`: false → off, undefined → auto, true → on, or "off",
-    /// "auto", "on", "force"; `gpu::tune::TunePolicy`).
-    pub tune: crate::gpu::tune::TunePolicy,
-    /// How a GGUF's matrices are held (`weights`: "q4" | "q8" | "keep", default keep:
-    /// as its author quantized them, `WeightFormat`); packages run as stored.
-    pub weights: WeightFormat,
-    /// No requests at all: every file must be in the cache (`cache.rs`).
-    pub offline: bool,
-    /// What a load the storage quota cannot hold does.
-    pub over_quota: OverQuota,
-}
-
-impl LoadOptions {
-    /// Whether requests are forbidden (`offline`; local files are read all the same).
-    pub fn no_requests(&self) -> bool {
-        self.offline && self.files.is_none()
-    }
-}
+use web_sys::Cache;
 
 /// A loaded model and what it came with.
 pub struct Loaded {
@@ -215,59 +172,10 @@ impl<'a> Progress<'a> {
     }
 }
 
-/// The backend the caller asks for (the `backend` option; `backend.rs` decides).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Choice {
-    WebGpu,
-    Cpu,
-    #[default]
-    Auto,
-}
-
-impl Choice {
-    /// `"webgpu"`, `"cpu"` or `"auto"` (default when absent).
-    pub fn parse(name: Option<&str>) -> Result<Choice> {
-        match name {
-            None | Some("auto") => Ok(Choice::Auto),
-            Some("webgpu") => Ok(Choice::WebGpu),
-            Some("cpu") => Ok(Choice::Cpu),
-            Some(other) => Err(Error::InvalidArgument(format!(
-                "backend {other:?}: use \"webgpu\", \"cpu\" or \"auto\""
-            ))),
-        }
-    }
-}
-
-/// Whether a load that overruns the quota fails (`QUOTA`) or loads without caching (the
-/// `overQuota` option; `cache.rs` checks).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OverQuota {
-    Error,
-    Uncached,
-}
-
-impl OverQuota {
-    pub fn parse(name: Option<&str>) -> Result<OverQuota> {
-        match name {
-            None | Some("error") => Ok(OverQuota::Error),
-            Some("uncached") => Ok(OverQuota::Uncached),
-            Some(other) => Err(Error::InvalidArgument(format!(
-                "overQuota must be \"error\" or \"uncached\", not {other:?}"
-            ))),
-        }
-    }
-}
-
 /// The cache a load uses: none for local files or with `cache: false`.
 async fn cache_for(opts: &LoadOptions) -> Option<Cache> {
     match (&opts.cache_name, &opts.files) {
         (Some(name), None) => fetch::open_cache(name).await,
         _ => None,
     }
-}
-
-/// The context the caller asked for, else the default (bounded by the model's).
-pub fn requested_context(config: &ModelConfig, opts: &LoadOptions) -> usize {
-    opts.context
-        .unwrap_or(DEFAULT_CONTEXT.min(config.max_context))
 }

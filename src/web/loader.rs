@@ -10,8 +10,9 @@
 use super::backend::{decide, Target};
 use super::cache::Record;
 use super::fetch::{self, check_abort};
-use super::load::{requested_context, LoadOptions, LoadReport, Loaded, Progress};
+use super::load::{LoadReport, Loaded, Progress};
 use super::locator::Locator;
+use super::options::LoadOptions;
 use super::snapshot::Identity;
 use crate::error::{Error, Result};
 use crate::format::package::{Manifest, ShardReader, MANIFEST_FILE};
@@ -106,18 +107,12 @@ pub async fn load(name: &str, opts: LoadOptions) -> Result<Loaded> {
         record.shards.push((locator.url(&s.file)?, s.bytes));
     }
     progress.admit(&mut record).await?;
-    let config = manifest.config.clone();
-    let context = requested_context(&config, &opts);
-    let target = Target::new(decide(&manifest, &opts).await?, &manifest, context)?;
+    let target = Target::new(decide(&manifest, &opts).await?, &manifest)?;
     {
         let mut report = progress.report.borrow_mut();
         report.shards = manifest.shards.len();
         report.bytes = manifest.shards.iter().map(|s| s.bytes).sum();
-        report.context = target.context();
-        report.adapter = target.adapter();
-        if let Some(ctx) = target.gpu_context() {
-            report.set_device(ctx);
-        }
+        target.report_to(&mut report);
     }
     progress
         .total

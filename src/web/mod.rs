@@ -21,6 +21,7 @@ mod load;
 mod loader;
 mod locator;
 mod model;
+mod options;
 mod session;
 mod snapshot;
 mod tune;
