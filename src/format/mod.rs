@@ -9,8 +9,10 @@ pub mod gguf_write;
 mod open;
 pub mod package;
 pub mod package_source;
+pub mod pooling;
 pub mod safetensors;
 pub mod source;
 
 pub use open::open;
+pub use pooling::Pooling;
 pub use source::{ModelSource, SourceTensor};

@@ -54,7 +54,7 @@ pub trait ModelSource {
     /// The pooling of embeddings the model declares (a GGUF's `pooling_type`, a
     /// sentence-transformers folder's `1_Pooling`, a package's manifest); `None` where it
     /// says nothing.
-    fn pooling(&self) -> Option<crate::embed::Pooling> {
+    fn pooling(&self) -> Option<super::pooling::Pooling> {
         None
     }
     /// An HF tokenizer.json for the model, when the source has (or can derive) one.
