@@ -5,6 +5,7 @@ pub mod gguf_dequant;
 mod gguf_header;
 pub mod gguf_source;
 pub mod gguf_stream;
+mod gguf_types;
 pub mod gguf_write;
 mod open;
 pub mod package;
