@@ -1,5 +1,6 @@
 //! Model file formats: GGUF (llama.cpp), HF safetensors + config.json, and the pocket package.
 
+mod fingerprint;
 pub mod gguf;
 pub mod gguf_dequant;
 mod gguf_header;
@@ -14,6 +15,7 @@ pub mod pooling;
 pub mod safetensors;
 pub mod source;
 
+pub use fingerprint::model_fingerprint;
 pub use open::open;
 pub use pooling::Pooling;
 pub use source::{ModelSource, SourceTensor};

@@ -65,7 +65,7 @@ pub trait ModelSource {
     fn container(&self) -> String;
     /// Bytes that tell this model's weights apart from another's of the same shapes (a
     /// package's shard hashes, a synthetic model's seed), for the identity a session
-    /// snapshot records ([`crate::session::model_fingerprint`], which adds the config and
+    /// snapshot records ([`super::model_fingerprint`], which adds the config and
     /// the tensor list). Empty where the source has nothing cheap to add.
     fn identity(&self) -> Vec<u8> {
         Vec::new()
