@@ -69,7 +69,7 @@ pub struct Engine {
     context: usize,
     pos: usize,
     description: String,
-    /// [`crate::session::model_fingerprint`] of the source it was loaded from.
+    /// [`crate::format::model_fingerprint`] of the source it was loaded from.
     model_id: String,
 }
 
@@ -97,7 +97,7 @@ impl Engine {
         budget: u64,
     ) -> Result<Engine> {
         let mut engine = Self::load_on(src, backend, weights, context, budget)?;
-        engine.model_id = crate::session::model_fingerprint(src);
+        engine.model_id = crate::format::model_fingerprint(src);
         Ok(engine)
     }
 
@@ -226,7 +226,7 @@ impl Engine {
         let config = src.config().clone();
         let (model, description) = Self::load_gpu(ctx, src, context, weights)?;
         let mut engine = Engine::new(Inner::Gpu(model), config, context, description);
-        engine.model_id = crate::session::model_fingerprint(src);
+        engine.model_id = crate::format::model_fingerprint(src);
         Ok(engine)
     }
 

@@ -73,7 +73,7 @@ pub fn layout(config: &crate::ModelConfig, rows: RowKind) -> KvLayout {
 }
 
 impl Engine {
-    /// Hex SHA-256 identity of the loaded model ([`crate::session::model_fingerprint`]).
+    /// Hex SHA-256 identity of the loaded model ([`crate::format::model_fingerprint`]).
     pub fn model_id(&self) -> &str {
         &self.model_id
     }

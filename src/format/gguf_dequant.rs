@@ -10,7 +10,7 @@
 //! Each block function gets exactly one block of bytes and one block of outputs
 //! (`chunks_exact` guarantees the sizes), so its fixed indices cannot go out of bounds.
 
-use super::gguf::GgmlType;
+use super::gguf_types::GgmlType;
 use crate::error::{Error, Result};
 use half::{bf16, f16};
 

@@ -1,4 +1,5 @@
-//! The GGUF header parser behind `Gguf::read_header`.
+//! The GGUF header parser behind `Gguf::read_header`: it reads the header's parts
+//! ([`Header`]); `gguf.rs` makes them a `Gguf` and checks every tensor's range.
 //!
 //! Layout (little-endian): magic "GGUF", u32 version (2 or 3), u64 tensor count, u64 kv
 //! count, the kv pairs (string key, u32 value type, value), the tensor infos (string name,
@@ -9,7 +10,7 @@
 //! is checked against what the file can hold (its known length, or fixed caps when the
 //! length is unknown); containers grow as data actually arrives; nesting depth is bounded.
 
-use super::gguf::{GgmlType, Gguf, MetaValue, TensorInfo, KNOWN_TYPES};
+use super::gguf_types::{GgmlType, MetaValue, TensorInfo, KNOWN_TYPES};
 use crate::error::{Error, Result};
 use std::collections::HashSet;
 use std::io::Read;
@@ -29,6 +30,16 @@ pub const DEFAULT_ALIGNMENT: u64 = 32;
 /// Value type ids (GGUF's `gguf_type`).
 const T_STRING: u32 = 8;
 const T_ARRAY: u32 = 9;
+
+/// A GGUF header as parsed, before `Gguf` holds it with the file's length.
+pub(crate) struct Header {
+    pub version: u32,
+    pub alignment: u64,
+    pub metadata: Vec<(String, MetaValue)>,
+    pub tensors: Vec<TensorInfo>,
+    /// Absolute offset of the data section.
+    pub data_offset: u64,
+}
 
 pub(crate) struct HeaderReader<'a, R> {
     r: R,
@@ -248,7 +259,7 @@ impl<'a, R: Read> HeaderReader<'a, R> {
         Ok(())
     }
 
-    pub fn read_gguf(mut self) -> Result<Gguf> {
+    pub fn read(mut self) -> Result<Header> {
         let magic: [u8; 4] = self.array()?;
         if &magic != b"GGUF" {
             return Err(Error::BadMagic {
@@ -303,19 +314,13 @@ impl<'a, R: Read> HeaderReader<'a, R> {
             .pos
             .checked_next_multiple_of(alignment)
             .ok_or_else(|| self.corrupt("data offset overflows u64"))?;
-        let gguf = Gguf {
+        Ok(Header {
             version,
             alignment,
             metadata,
             tensors,
             data_offset,
-            file_len: self.file_len,
-        };
-        // With a known length every tensor must lie inside the file.
-        for t in &gguf.tensors {
-            gguf.tensor_range(t)?;
-        }
-        Ok(gguf)
+        })
     }
 
     fn alignment(&self, metadata: &[(String, MetaValue)]) -> Result<u64> {

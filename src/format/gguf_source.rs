@@ -129,8 +129,8 @@ impl ModelSource for GgufSource {
         }
         Ok(Some(Tokenizer::from_gguf(&self.gguf)?.to_hf_json()))
     }
-    fn pooling(&self) -> Option<crate::embed::Pooling> {
-        crate::embed::Pooling::from_gguf(&self.gguf)
+    fn pooling(&self) -> Option<super::pooling::Pooling> {
+        super::pooling::Pooling::from_gguf(&self.gguf)
     }
     fn chat_template(&self) -> Option<String> {
         self.gguf

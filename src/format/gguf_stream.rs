@@ -197,7 +197,7 @@ impl GgufStream {
             config: self.config.clone(),
             tokenizer: None,
             chat_template: self.gguf.get_str("tokenizer.chat_template").map(Into::into),
-            pooling: crate::embed::Pooling::from_gguf(&self.gguf),
+            pooling: super::pooling::Pooling::from_gguf(&self.gguf),
             tensors: self.tensors.clone(),
             shards: Vec::new(),
         }

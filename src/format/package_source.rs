@@ -116,7 +116,7 @@ impl ModelSource for PackageSource {
     fn chat_template(&self) -> Option<String> {
         self.manifest().chat_template.clone()
     }
-    fn pooling(&self) -> Option<crate::embed::Pooling> {
+    fn pooling(&self) -> Option<super::pooling::Pooling> {
         self.manifest().pooling
     }
     fn container(&self) -> String {

@@ -239,7 +239,7 @@ pub struct HfSource {
     tensors: Vec<SourceTensor>,
     by_name: HashMap<String, StTensor>,
     chat_template: Option<String>,
-    pooling: Option<crate::embed::Pooling>,
+    pooling: Option<super::pooling::Pooling>,
 }
 
 impl HfSource {
@@ -280,7 +280,7 @@ impl HfSource {
             tensors,
             by_name,
             chat_template,
-            pooling: crate::embed::Pooling::of_sentence_transformers(dir)?,
+            pooling: super::pooling::Pooling::of_sentence_transformers(dir)?,
         })
     }
 
@@ -356,7 +356,7 @@ impl ModelSource for HfSource {
     fn chat_template(&self) -> Option<String> {
         self.chat_template.clone()
     }
-    fn pooling(&self) -> Option<crate::embed::Pooling> {
+    fn pooling(&self) -> Option<super::pooling::Pooling> {
         self.pooling
     }
     fn container(&self) -> String {

@@ -54,7 +54,7 @@ pub trait ModelSource {
     /// The pooling of embeddings the model declares (a GGUF's `pooling_type`, a
     /// sentence-transformers folder's `1_Pooling`, a package's manifest); `None` where it
     /// says nothing.
-    fn pooling(&self) -> Option<crate::embed::Pooling> {
+    fn pooling(&self) -> Option<super::pooling::Pooling> {
         None
     }
     /// An HF tokenizer.json for the model, when the source has (or can derive) one.
@@ -65,7 +65,7 @@ pub trait ModelSource {
     fn container(&self) -> String;
     /// Bytes that tell this model's weights apart from another's of the same shapes (a
     /// package's shard hashes, a synthetic model's seed), for the identity a session
-    /// snapshot records ([`crate::session::model_fingerprint`], which adds the config and
+    /// snapshot records ([`super::model_fingerprint`], which adds the config and
     /// the tensor list). Empty where the source has nothing cheap to add.
     fn identity(&self) -> Vec<u8> {
         Vec::new()

@@ -30,8 +30,9 @@ mod save;
 #[cfg(test)]
 mod tests;
 
+pub use crate::format::model_fingerprint;
 pub use format::{encode_header, encode_kv, encode_meta, Header, Snapshot, FORMAT, MAGIC, VERSION};
-pub use identity::{model_fingerprint, tokenizer_fingerprint};
+pub use identity::tokenizer_fingerprint;
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{RestoreOptions, Restored, SaveReport};
 pub use save::{Compat, Restore, RestorePlan, SavePlan, Saved};

@@ -171,7 +171,7 @@ impl ModelSource for StreamedTensors {
     fn chat_template(&self) -> Option<String> {
         self.manifest.chat_template.clone()
     }
-    fn pooling(&self) -> Option<crate::embed::Pooling> {
+    fn pooling(&self) -> Option<crate::format::Pooling> {
         self.manifest.pooling
     }
     fn container(&self) -> String {

@@ -79,7 +79,7 @@ pub struct Manifest {
     /// The pooling of embeddings the source declared (absent: it said nothing; older
     /// packages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pooling: Option<crate::embed::Pooling>,
+    pub pooling: Option<crate::format::pooling::Pooling>,
     pub tensors: Vec<TensorEntry>,
     pub shards: Vec<ShardEntry>,
 }

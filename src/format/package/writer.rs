@@ -28,7 +28,7 @@ pub struct PackageWriter {
     shard_size: u64,
     tokenizer: Option<String>,
     chat_template: Option<String>,
-    pooling: Option<crate::embed::Pooling>,
+    pooling: Option<crate::format::pooling::Pooling>,
     tensors: Vec<TensorEntry>,
     shards: Vec<ShardEntry>,
     /// Position in the logical stream.
@@ -85,7 +85,7 @@ impl PackageWriter {
     }
 
     /// The pooling of embeddings the model declares ([`Manifest::pooling`]).
-    pub fn set_pooling(&mut self, pooling: Option<crate::embed::Pooling>) {
+    pub fn set_pooling(&mut self, pooling: Option<crate::format::pooling::Pooling>) {
         self.pooling = pooling;
     }
 
