@@ -9,7 +9,7 @@
 //! is reported (a `cache-error` progress event and `info.cacheErrors`), never swallowed.
 
 use super::errors::to_js;
-use super::fetch;
+use super::fetch::{self, CACHE_NAME};
 use super::load::Progress;
 use super::options::OverQuota;
 use crate::error::{Error, Result};
@@ -20,9 +20,6 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Cache, Request, Response};
-
-/// Cache Storage name of the shards (bump when the cached bytes change meaning).
-pub const CACHE_NAME: &str = "pocketrt-v1";
 
 /// Cache keys of model records (never fetched).
 const RECORD_PREFIX: &str = "https://pocketrt.invalid/model/";

@@ -161,6 +161,9 @@ impl Body {
     }
 }
 
+/// Cache Storage name of the shards (bump when the cached bytes change meaning).
+pub const CACHE_NAME: &str = "pocketrt-v1";
+
 /// The `pocketrt-…` cache, or `None` where Cache Storage is unavailable (an insecure
 /// origin, or a browser without it): loads then always use the network.
 pub async fn open_cache(name: &str) -> Option<Cache> {

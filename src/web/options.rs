@@ -3,7 +3,7 @@
 //! load over the quota does, …), the context policy of its requests, and generation's
 //! options. A misspelt or mistyped option is an `InvalidArgument` naming what it takes.
 
-use super::cache::CACHE_NAME;
+use super::fetch::CACHE_NAME;
 use crate::api::ContextPolicy;
 use crate::error::{Error, Result};
 use crate::generate::{ContextOverflow, GenerateOptions};
