@@ -180,7 +180,7 @@ pub fn check_attention_design(
 /// parts (one per range of `heads`, × rows) against the dequantized W_o times the
 /// reference output `o` (n_heads · hd), part by part (the sum over the part's heads) and
 /// summed over parts (f64 sums). The ranges must cover every head once.
-pub fn check_parts(
+fn check_parts(
     what: &str,
     parts: &[f32],
     wo: &Q4Tensor,

@@ -1,7 +1,7 @@
 //! The W_o-fold designs (every one, and those the profiles decode with) and the checks
 //! that run the attention with the output projection folded in.
 
-use super::check::{check_attention_design, Design};
+use crate::check::{check_attention_design, Design};
 use crate::gpu_common::gpu;
 use pocketrt::gpu::kernels::common::attention::{AttentionVariant, WoBlocks};
 use pocketrt::gpu::kernels::common::gemv_spec::TextureOrder;
