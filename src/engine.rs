@@ -10,8 +10,10 @@
 mod embed;
 mod kv;
 pub mod probe;
+mod verify;
 
 pub use kv::{cpu_rows_tag, gpu_rows_tag, layout as kv_layout_of, KvLayout, RowKind};
+pub use verify::Verified;
 
 use crate::cpu::fast::{FastModel, Logits, Precision};
 use crate::cpu::{KvCache, Model, WeightMode};

@@ -7,6 +7,7 @@
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::sampler::{Sampler, SamplerConfig, TokenLogprobs};
+use crate::speculate::{DraftModel, Drafter, Proposal, SpecOptions, SpecStats};
 use crate::tokenizer::{ChatOptions, ChatTemplate, Message, StreamDecoder, Tokenizer};
 use std::borrow::Cow;
 use web_time::Instant;
@@ -21,6 +22,9 @@ pub struct GenerateOptions {
     pub overflow: ContextOverflow,
     /// The grammar the output must match (compiled, in its start state), if any.
     pub constraint: Option<crate::constrain::Constraint>,
+    /// Speculative decoding: which drafts to verify in each step (`None`: one token per
+    /// step).
+    pub speculative: Option<SpecOptions>,
 }
 
 impl Default for GenerateOptions {
@@ -30,6 +34,7 @@ impl Default for GenerateOptions {
             sampler: SamplerConfig::greedy(),
             overflow: ContextOverflow::Error,
             constraint: None,
+            speculative: None,
         }
     }
 }
@@ -110,6 +115,8 @@ pub struct GenerateStats {
     /// Context shifts under [`ContextOverflow::SlidingWindow`] (each re-ran the kept
     /// tokens into the cache).
     pub context_shifts: usize,
+    /// Speculative decoding's drafts and verification steps (zeros without it).
+    pub speculation: SpecStats,
 }
 
 impl GenerateStats {
@@ -165,6 +172,8 @@ pub struct Session {
     /// The snapshot file this session last saved or restored, and what it holds.
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) snapshot: Option<(std::path::PathBuf, crate::session::Saved)>,
+    /// The draft model of speculative decoding, if one was given ([`Session::set_draft`]).
+    draft: Option<DraftModel>,
 }
 
 /// Chat-template options for a reply: the generation prompt, and no thinking block
@@ -198,7 +207,19 @@ impl Session {
             overflow: ContextOverflow::Error,
             #[cfg(not(target_arch = "wasm32"))]
             snapshot: None,
+            draft: None,
         }
+    }
+
+    /// Give the session a draft model for speculative decoding (used by requests whose
+    /// [`SpecOptions::draft_model`] is set); `None` takes it away.
+    pub fn set_draft(&mut self, draft: Option<DraftModel>) {
+        self.draft = draft;
+    }
+
+    /// The draft model, if any.
+    pub fn draft(&self) -> Option<&DraftModel> {
+        self.draft.as_ref()
     }
 
     /// Open the chat with a system message (kept by [`Session::reset_chat`]).
@@ -381,6 +402,9 @@ impl Session {
         first: u32,
         on_token: &mut impl FnMut(&Tokenizer, Token<'_>) -> bool,
     ) -> Result<u32> {
+        if gen.speculates() {
+            return self.decode_speculative(gen, first, on_token);
+        }
         let mut draws = self.engine.gpu_draws(gen.sampler());
         if gen.sampler().candidates_needed().is_none() || draws.is_some() {
             // Greedy, or sampled with the draws on the GPU: pipelined there (the next
@@ -464,6 +488,8 @@ pub struct Generation {
     /// The sliding window's `keep`, under [`ContextOverflow::SlidingWindow`].
     slide: Option<usize>,
     shifts: usize,
+    /// The drafts of speculative decoding, when asked for.
+    drafter: Option<Drafter>,
 }
 
 impl Generation {
@@ -477,6 +503,9 @@ impl Generation {
         cached: &[u32],
     ) -> Result<usize> {
         opts.sampler.validate()?;
+        if let Some(spec) = &opts.speculative {
+            spec.validate()?;
+        }
         if opts.max_tokens == 0 {
             return Err(Error::InvalidArgument(
                 "max_tokens must be at least 1".into(),
@@ -523,12 +552,39 @@ impl Generation {
                 ContextOverflow::Error => None,
             },
             shifts: 0,
+            drafter: opts.speculative.map(Drafter::new),
         })
     }
 
     /// The sampler each step chooses the next token with.
     pub fn sampler(&mut self) -> &mut Sampler {
         &mut self.sampler
+    }
+
+    /// Whether this generation drafts tokens (speculative decoding).
+    pub fn speculates(&self) -> bool {
+        self.drafter.is_some()
+    }
+
+    /// The drafts for the positions after `history` (ending with the token about to be
+    /// run), at most `room` ([`Drafter::propose`]); none without speculation.
+    pub fn propose(
+        &mut self,
+        history: &[u32],
+        model: Option<&mut DraftModel>,
+        room: usize,
+    ) -> Result<Proposal> {
+        match &mut self.drafter {
+            Some(d) => d.propose(history, &mut self.sampler, model, room),
+            None => Ok(Proposal::default()),
+        }
+    }
+
+    /// Note a verification step of `proposal` that kept its first `accepted` drafts.
+    pub fn verified(&mut self, proposal: &Proposal, accepted: usize) {
+        if let Some(d) = &mut self.drafter {
+            d.observe(proposal, accepted);
+        }
     }
 
     /// The prompt is processed and the first token chosen (ends the prompt timing; a
@@ -611,6 +667,11 @@ impl Generation {
             generate_seconds: t_first.elapsed().as_secs_f64(),
             finish: self.finish.unwrap_or(FinishReason::Stopped),
             context_shifts: self.shifts,
+            speculation: self
+                .drafter
+                .as_ref()
+                .map(Drafter::stats)
+                .unwrap_or_default(),
         }
     }
 
@@ -622,5 +683,6 @@ impl Generation {
 }
 
 mod embed;
+mod speculative;
 #[cfg(test)]
 mod tests;

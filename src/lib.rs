@@ -58,6 +58,7 @@ pub mod sampler;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod server;
 pub mod session;
+pub mod speculate;
 pub mod synth;
 pub mod tokenizer;
 #[cfg(target_arch = "wasm32")]

@@ -41,6 +41,7 @@ use std::collections::VecDeque;
 mod adjust;
 mod config;
 mod rng;
+mod verify;
 pub use adjust::LogitAdjust;
 pub use config::{SamplerConfig, MAX_LOGPROBS};
 
@@ -67,6 +68,9 @@ pub struct TokenLogprobs {
     /// The most likely tokens (as many as the config's `logprobs`), best first.
     pub top: Vec<(u32, f32)>,
 }
+
+/// A step's candidates sorted best first, and the normaliser when logprobs are asked.
+type Candidates = (Vec<(u32, f32)>, Option<f32>);
 
 /// Orders candidates best first: larger logit, then lower id (NaN last).
 fn better(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
@@ -115,6 +119,15 @@ impl Sampler {
             Some(c) => c.mask().map(Some),
             None => Ok(None),
         }
+    }
+
+    /// The tokens the grammar forces next (empty when unconstrained or free): drafts a
+    /// speculative step always accepts.
+    pub fn forced_tokens(&mut self) -> Result<Vec<u32>> {
+        Ok(match &mut self.constraint {
+            Some(c) => c.forced_run(),
+            None => vec![],
+        })
     }
 
     /// Take the chosen token: it advances the grammar and (unless it ends the sequence,
@@ -178,6 +191,14 @@ impl Sampler {
 
     /// Pick a token from the full raw logits (the adjustments are applied here).
     pub fn sample_logits(&mut self, logits: &[f32]) -> Result<u32> {
+        let (cands, log_z) = self.candidates(logits)?;
+        self.sample_sorted(&cands, log_z)
+    }
+
+    /// The candidates a step chooses from, adjusted and sorted best first (as many as
+    /// [`Sampler::candidates_needed`]; only the grammar's allowed tokens), and the
+    /// normaliser `ln Σ exp` of all adjusted logits when log-probabilities are asked for.
+    fn candidates(&mut self, logits: &[f32]) -> Result<Candidates> {
         let adjust = self.adjustments(logits.len())?;
         let log_z = self.wants_log_z().then(|| {
             let mut adjusted = logits.to_vec();
@@ -228,7 +249,7 @@ impl Sampler {
             cands.truncate(k);
         }
         cands.sort_unstable_by(better);
-        self.sample_sorted(&cands, log_z)
+        Ok((cands, log_z))
     }
 
     /// Pick a token from adjusted candidates sorted best first (at least
@@ -236,6 +257,17 @@ impl Sampler {
     /// `ln Σ exp` of all adjusted logits, needed when [`Sampler::wants_log_z`].
     pub fn sample_sorted(&mut self, sorted: &[(u32, f32)], log_z: Option<f32>) -> Result<u32> {
         let i = self.choose(sorted)?;
+        self.record_logprobs(sorted, i, log_z)?;
+        Ok(sorted[i].0)
+    }
+
+    /// Keep the log-probabilities of choosing `sorted[i]`, when the config asks for them.
+    fn record_logprobs(
+        &mut self,
+        sorted: &[(u32, f32)],
+        i: usize,
+        log_z: Option<f32>,
+    ) -> Result<()> {
         if let Some(n) = self.config.logprobs {
             let log_z = log_z.ok_or_else(|| {
                 Error::InvalidArgument("logprobs need the logits' normaliser".into())
@@ -248,7 +280,7 @@ impl Sampler {
                 top: sorted.iter().take(n).map(logprob).collect(),
             });
         }
-        Ok(sorted[i].0)
+        Ok(())
     }
 
     /// The index in `sorted` of the chosen candidate: the first when greedy, else a draw
@@ -297,9 +329,16 @@ impl Sampler {
 /// (shaders/sample_draw.wgsl) is this in f32. `config` is not greedy; `sorted` is not
 /// empty.
 pub fn draw(c: &SamplerConfig, sorted: &[(u32, f32)], r: f64) -> usize {
+    pick(&kept_weights(c, sorted), r)
+}
+
+/// The weights of the candidates a draw keeps (top-k, top-p, min-p at the temperature;
+/// relative to the best, whose weight is 1), best first: [`draw`]'s distribution, to be
+/// normalised by its sum. A non-finite best logit keeps the best alone.
+pub(crate) fn kept_weights(c: &SamplerConfig, sorted: &[(u32, f32)]) -> Vec<f64> {
     let best_logit = sorted[0].1;
     if !best_logit.is_finite() {
-        return 0;
+        return vec![1.0];
     }
     let k = if c.top_k == 0 {
         sorted.len()
@@ -330,15 +369,21 @@ pub fn draw(c: &SamplerConfig, sorted: &[(u32, f32)], r: f64) -> usize {
     let min_p = f64::from(c.min_p);
     kept = probs[..kept].iter().take_while(|&&w| w >= min_p).count();
     probs.truncate(kept);
-    let mass: f64 = probs.iter().sum();
+    probs
+}
+
+/// The first index whose cumulative weight passes `r` (uniform in [0, 1)) · the total.
+pub(crate) fn pick(weights: &[f64], r: f64) -> usize {
+    let mass: f64 = weights.iter().sum();
     let mut r = r * mass;
-    for (i, p) in probs.iter().enumerate() {
+    for (i, p) in weights.iter().enumerate() {
         if r < *p {
             return i;
         }
         r -= p;
     }
-    kept - 1
+    // Rounding past the end: the last candidate that has weight.
+    weights.iter().rposition(|&w| w > 0.0).unwrap_or(0)
 }
 
 /// What the GPU needs to draw a sampler's tokens itself ([`Sampler::gpu_draws`]): the

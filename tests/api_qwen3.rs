@@ -84,6 +84,7 @@ fn stream(request: Json, reply: &str) -> (Vec<ChatCompletionChunk>, ChatCompleti
         generate_seconds: 0.0,
         finish: generate::FinishReason::Eos,
         context_shifts: 0,
+        speculation: Default::default(),
     };
     let (last, response) = run.finish(&stats);
     chunks.extend(last);

@@ -61,6 +61,7 @@ where
         generate_seconds: 0.0,
         finish: FinishReason::MaxTokens,
         context_shifts: 0,
+        speculation: Default::default(),
     };
     let (chunks, response) = run.finish(&stats);
     // What a server sends: every chunk and the response serialize.

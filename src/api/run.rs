@@ -52,6 +52,7 @@ impl RunCore {
                 sampler: checked.sampler,
                 overflow: ContextOverflow::Error,
                 constraint,
+                speculative: None,
             },
             stream: checked.stream,
             include_usage: checked.include_usage,

@@ -321,6 +321,12 @@ impl Constraint {
         Ok(found)
     }
 
+    /// The tokens the grammar forces from here on, in order (none where more than one
+    /// continuation is allowed), without taking them: speculative decoding's drafts.
+    pub fn forced_run(&mut self) -> Vec<u32> {
+        self.matcher.compute_ff_tokens()
+    }
+
     /// Take the chosen token (end-of-sequence included). A token the mask did not allow
     /// is an error.
     pub fn commit(&mut self, token: u32) -> Result<()> {
