@@ -186,6 +186,10 @@ pub fn reply_options() -> ChatOptions {
     }
 }
 
+/// Asked before each plain step's token is fed (`Session::decode_plain`): whether to stop
+/// there, given the generation, the cached tokens and the token.
+type Interrupt<'a> = dyn FnMut(&mut Generation, &[u32], u32) -> Result<bool> + 'a;
+
 pub(crate) fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
@@ -405,7 +409,25 @@ impl Session {
         if gen.speculates() {
             return self.decode_speculative(gen, first, on_token);
         }
+        Ok(self
+            .decode_plain(gen, first, on_token, &mut |_, _, _| Ok(false))?
+            .0)
+    }
+
+    /// One token per step from `first` (not yet in the cache) until `gen` finishes, or
+    /// until `interrupt(gen, cached, next)`, asked before each token `next` is fed, says
+    /// to stop there (speculative decoding has drafts for what follows `next`). Returns
+    /// the last token taken, which the cache does not hold, and whether it was
+    /// interrupted.
+    pub(super) fn decode_plain(
+        &mut self,
+        gen: &mut Generation,
+        first: u32,
+        on_token: &mut impl FnMut(&Tokenizer, Token<'_>) -> bool,
+        interrupt: &mut Interrupt<'_>,
+    ) -> Result<(u32, bool)> {
         let mut draws = self.engine.gpu_draws(gen.sampler());
+        let mut interrupted = false;
         if gen.sampler().candidates_needed().is_none() || draws.is_some() {
             // Greedy, or sampled with the draws on the GPU: pipelined there (the next
             // step runs while a token is read).
@@ -418,6 +440,10 @@ impl Session {
                 }
                 taken = next;
                 let go_on = Self::take_token(gen, tokenizer, on_token, next, position)?;
+                if go_on && interrupt(gen, cached, next)? {
+                    interrupted = true;
+                    return Ok(false);
+                }
                 if go_on {
                     cached.push(next);
                 }
@@ -432,17 +458,20 @@ impl Session {
                 // decodes again with it).
                 gen.sampler().resume_after(d);
             }
-            return Ok(taken);
+            return Ok((taken, interrupted));
         }
         let mut next = self.engine.step_sampled(first, gen.sampler())?;
         self.cached.push(first);
         gen.prompt_done();
         while Self::take_token(gen, &self.tokenizer, on_token, next, self.engine.position())? {
+            if interrupt(gen, &self.cached, next)? {
+                return Ok((next, true));
+            }
             let fed = next;
             next = self.engine.step_sampled(fed, gen.sampler())?;
             self.cached.push(fed);
         }
-        Ok(next)
+        Ok((next, false))
     }
 
     /// Stream `next` (made by the step that left `position` tokens in the cache) and say
