@@ -428,13 +428,22 @@ impl GpuModel {
 
     /// Check `token` and `pos` and write the step uniform for them.
     fn write_step(&self, token: u32, pos: usize) -> Result<()> {
-        if token as usize >= self.config.vocab_size {
-            return Err(Error::InvalidArgument(format!(
-                "token {token} is outside the vocabulary of {}",
-                self.config.vocab_size
-            )));
-        }
+        self.check_in_vocabulary(&[token])?;
         self.write_step_uniform(token, pos)
+    }
+
+    /// An error naming the first of `tokens` outside the model's vocabulary, if any.
+    fn check_in_vocabulary(&self, tokens: &[u32]) -> Result<()> {
+        match tokens
+            .iter()
+            .find(|t| **t as usize >= self.config.vocab_size)
+        {
+            Some(t) => Err(Error::InvalidArgument(format!(
+                "token {t} is outside the vocabulary of {}",
+                self.config.vocab_size
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Write the step uniform for `token` (or [`TOKEN_ON_GPU`]: the previous step's

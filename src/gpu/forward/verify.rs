@@ -59,34 +59,36 @@ impl GpuModel {
     /// bit for bit.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn verify_logits(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>> {
-        let bytes = self.submit_verify(tokens, pos, Rows::Logits)?;
-        let staging = self.verify_staging(Rows::Logits);
-        let out = self.ctx.read_staging(staging, bytes)?;
-        Ok(bytemuck::pod_collect_to_vec(&out))
+        pollster::block_on(self.verify_rows(tokens, pos, Rows::Logits))
     }
 
     /// [`GpuModel::verify_logits`] reading back only each position's greedy next token
     /// (decode's argmax: the lowest index on ties, never NaN).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn verify_argmax(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<u32>> {
-        let bytes = self.submit_verify(tokens, pos, Rows::Argmax)?;
-        let staging = self.verify_staging(Rows::Argmax);
-        let out = self.ctx.read_staging(staging, bytes)?;
-        Ok(bytemuck::pod_collect_to_vec(&out))
+        pollster::block_on(self.verify_rows(tokens, pos, Rows::Argmax))
     }
 
     /// [`GpuModel::verify_logits`], awaiting the readback (the browser).
     pub async fn verify_logits_async(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>> {
-        let bytes = self.submit_verify(tokens, pos, Rows::Logits)?;
-        let staging = self.verify_staging(Rows::Logits);
-        let out = self.ctx.read_staging_async(staging, bytes).await?;
-        Ok(bytemuck::pod_collect_to_vec(&out))
+        self.verify_rows(tokens, pos, Rows::Logits).await
     }
 
     /// [`GpuModel::verify_argmax`], awaiting the readback (the browser).
     pub async fn verify_argmax_async(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<u32>> {
-        let bytes = self.submit_verify(tokens, pos, Rows::Argmax)?;
-        let staging = self.verify_staging(Rows::Argmax);
+        self.verify_rows(tokens, pos, Rows::Argmax).await
+    }
+
+    /// The verification of `tokens` at `pos..`, its `rows` read back when done (natively
+    /// the async readback polls the device: the blocking forms wait on it).
+    async fn verify_rows<T: bytemuck::Pod>(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        rows: Rows,
+    ) -> Result<Vec<T>> {
+        let bytes = self.submit_verify(tokens, pos, rows)?;
+        let staging = self.verify_staging(rows);
         let out = self.ctx.read_staging_async(staging, bytes).await?;
         Ok(bytemuck::pod_collect_to_vec(&out))
     }
@@ -100,15 +102,7 @@ impl GpuModel {
                 "a verification step of {n} tokens (1 to {VERIFY_MAX_TOKENS})"
             )));
         }
-        if let Some(t) = tokens
-            .iter()
-            .find(|t| **t as usize >= self.config.vocab_size)
-        {
-            return Err(Error::InvalidArgument(format!(
-                "token {t} is outside the vocabulary of {}",
-                self.config.vocab_size
-            )));
-        }
+        self.check_in_vocabulary(tokens)?;
         if pos + n > self.context {
             return Err(Error::ContextTooLong {
                 position: pos.max(self.context),
