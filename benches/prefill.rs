@@ -7,9 +7,14 @@
 //!   processing of the same prompt, timed over a sample of decode steps at positions spread
 //!   evenly over 0..length (their mean is the prompt's mean per-token time). The issue asks
 //!   for ≥ 10×.
+//! - speculative decoding's verification step (`GpuModel::verify_argmax`, `verify_logits`)
+//!   of k positions after a short prompt: ms per step (mean of `-n` steps, each waiting for
+//!   its readback) against one greedy decode step there, and where batched prefill pays
+//!   (`GpuModel::prefill_pays`) a batched prefill of the same k tokens (`prefill`: one
+//!   chunk and the last row's logits) for comparison.
 //!
 //! Run: `cargo bench --bench prefill -- [MODEL] [-p 128,1024,4096] [-c 0,4096,32768]
-//! [-n STEPS] [--ratio 1024]`. MODEL: a package, a GGUF or `synth:NAME` (default: the
+//! [-n STEPS] [--ratio 1024] [-k 1,2,4,8]`. MODEL: a package, a GGUF or `synth:NAME` (default: the
 //! shared /tmp/pocket-synth when present, else `synth:pocket-0.3b`, generated in memory).
 //! Without `--bench` (`cargo test --all-targets`) it runs a tiny smoke version.
 
@@ -25,6 +30,8 @@ struct Args {
     contexts: Vec<usize>,
     steps: usize,
     ratio: usize,
+    /// Positions per verification step.
+    verify: Vec<usize>,
 }
 
 fn list(v: Option<String>, what: &str) -> Result<Vec<usize>, String> {
@@ -42,6 +49,7 @@ fn parse() -> Result<Args, String> {
             contexts: vec![0, 4096, 32_768],
             steps: 8,
             ratio: 1024,
+            verify: vec![1, 2, 4, 8],
         }
     } else {
         // Smoke run under `cargo test --all-targets`: a tiny model, short lengths.
@@ -51,6 +59,7 @@ fn parse() -> Result<Args, String> {
             contexts: vec![0, 100],
             steps: 2,
             ratio: 64,
+            verify: vec![1, 3],
         }
     };
     let mut it = std::env::args().skip(1).filter(|s| s != "--bench");
@@ -60,12 +69,13 @@ fn parse() -> Result<Args, String> {
             "-c" => a.contexts = list(it.next(), "-c")?,
             "-n" => a.steps = list(it.next(), "-n")?.first().copied().unwrap_or(0),
             "--ratio" => a.ratio = list(it.next(), "--ratio")?.first().copied().unwrap_or(0),
+            "-k" => a.verify = list(it.next(), "-k")?,
             _ if a.model.is_empty() || !arg.starts_with('-') => a.model = arg,
             other => return Err(format!("unexpected argument {other:?}")),
         }
     }
-    if a.steps == 0 || a.ratio == 0 || a.prefill.contains(&0) {
-        return Err("prefill lengths, -n and --ratio must be positive".into());
+    if a.steps == 0 || a.ratio == 0 || a.prefill.contains(&0) || a.verify.contains(&0) {
+        return Err("prefill lengths, -n, --ratio and -k must be positive".into());
     }
     if a.model.is_empty() {
         let shared = std::path::Path::new("/tmp/pocket-synth/manifest.json");
@@ -92,6 +102,58 @@ fn decode_seconds(m: &mut GpuModel, positions: &[usize]) -> pocketrt::Result<f64
         token = m.decode(token, pos)?;
     }
     Ok(t.elapsed().as_secs_f64())
+}
+
+/// Milliseconds per call of `run` (mean of `steps` calls, each waiting for its readback).
+fn ms_per_step(
+    steps: usize,
+    mut run: impl FnMut() -> pocketrt::Result<()>,
+) -> pocketrt::Result<f64> {
+    let t = Instant::now();
+    for _ in 0..steps {
+        run()?;
+    }
+    Ok(t.elapsed().as_secs_f64() * 1e3 / steps as f64)
+}
+
+/// The verification step of each of `ks` positions at position `at` against a decode step
+/// there and a batched prefill of the same tokens.
+fn verify_report(
+    m: &mut GpuModel,
+    ks: &[usize],
+    at: usize,
+    steps: usize,
+) -> pocketrt::Result<Vec<serde_json::Value>> {
+    let (vocab, context) = (m.config.vocab_size, m.context);
+    let decode_ms = ms_per_step(steps, || m.decode(1, at).map(drop))?;
+    let mut out = vec![];
+    for &k in ks.iter().filter(|k| at + **k <= context) {
+        let tokens = prompt(k, vocab);
+        m.verify_argmax(&tokens, at)?;
+        let argmax_ms = ms_per_step(steps, || m.verify_argmax(&tokens, at).map(drop))?;
+        m.verify_logits(&tokens, at)?;
+        let logits_ms = ms_per_step(steps, || m.verify_logits(&tokens, at).map(drop))?;
+        // Only where batched prefill is the profile's choice (elsewhere it is slower than
+        // decode steps by design).
+        let prefill_ms = match m.prefill_pays() {
+            true => Some(ms_per_step(steps, || m.prefill(&tokens, at).map(drop))?),
+            false => None,
+        };
+        eprintln!(
+            "verify {k} at {at}: {argmax_ms:.2} ms (argmax), {logits_ms:.2} ms (logits); \
+             decode step {decode_ms:.2} ms; batched prefill {prefill_ms:.2?} ms"
+        );
+        out.push(serde_json::json!({
+            "k": k,
+            "position": at,
+            "argmax_ms": argmax_ms,
+            "logits_ms": logits_ms,
+            "decode_step_ms": decode_ms,
+            "argmax_vs_decode_step": argmax_ms / decode_ms,
+            "batched_prefill_ms": prefill_ms,
+        }));
+    }
+    Ok(out)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -149,6 +211,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let step_per_token = decode_seconds(&mut m, &sample)? / sample.len() as f64;
     let ratio = step_per_token / prefill_per_token;
     eprintln!("prefill vs token by token at {n}: {ratio:.1}×");
+    let verify = verify_report(&mut m, &a.verify, 64.min(context / 2), a.steps)?;
 
     let report = serde_json::json!({
         "model": a.model,
@@ -166,6 +229,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "speedup": ratio,
             "target": 10.0,
         },
+        "verify": verify,
         "timing": "wall clock, one run (ratios within the run are what to compare)",
     });
     println!("{report:#}");

@@ -48,6 +48,8 @@ pub use prefill::{
 use record::record_step;
 use step::{Kernels, StepDispatch, StepMatrices, DISPATCHES_OUTSIDE_LAYERS};
 pub use step::{StepKernel, StepOptions};
+mod verify;
+pub use verify::VERIFY_MAX_TOKENS;
 
 /// Activation buffers, reused by every layer.
 struct Activations {
@@ -166,6 +168,8 @@ pub struct GpuModel {
     timer: Option<GpuTimer>,
     /// Batched prompt processing (forward/prefill.rs).
     prefill: prefill::Prefill,
+    /// Speculative decoding's verification step's buffers, once used (forward/verify.rs).
+    verify: Option<verify::VerifyBuffers>,
 }
 
 /// GPU time of one kind of kernel in a decode step ([`GpuModel::profile_step`]).
@@ -343,6 +347,7 @@ impl GpuModel {
             ahead: std::cell::Cell::new(None),
             timer: None,
             prefill,
+            verify: None,
         })
     }
 
@@ -423,13 +428,22 @@ impl GpuModel {
 
     /// Check `token` and `pos` and write the step uniform for them.
     fn write_step(&self, token: u32, pos: usize) -> Result<()> {
-        if token as usize >= self.config.vocab_size {
-            return Err(Error::InvalidArgument(format!(
-                "token {token} is outside the vocabulary of {}",
-                self.config.vocab_size
-            )));
-        }
+        self.check_in_vocabulary(&[token])?;
         self.write_step_uniform(token, pos)
+    }
+
+    /// An error naming the first of `tokens` outside the model's vocabulary, if any.
+    fn check_in_vocabulary(&self, tokens: &[u32]) -> Result<()> {
+        match tokens
+            .iter()
+            .find(|t| **t as usize >= self.config.vocab_size)
+        {
+            Some(t) => Err(Error::InvalidArgument(format!(
+                "token {t} is outside the vocabulary of {}",
+                self.config.vocab_size
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Write the step uniform for `token` (or [`TOKEN_ON_GPU`]: the previous step's

@@ -309,15 +309,7 @@ impl GpuModel {
         if tokens.is_empty() {
             return Err(Error::InvalidArgument("prefill of no tokens".into()));
         }
-        if let Some(t) = tokens
-            .iter()
-            .find(|t| **t as usize >= self.config.vocab_size)
-        {
-            return Err(Error::InvalidArgument(format!(
-                "token {t} is outside the vocabulary of {}",
-                self.config.vocab_size
-            )));
-        }
+        self.check_in_vocabulary(tokens)?;
         if start + tokens.len() > PREFILL_MAX_POSITIONS {
             return Err(Error::InvalidArgument(format!(
                 "batched prefill reaches position {} (at most {PREFILL_MAX_POSITIONS}; \
