@@ -42,7 +42,10 @@ fn draft_length_grows_shrinks_and_pauses() {
     len.observe(1, 0);
     assert_eq!((len.for_step(), len.for_step(), len.for_step()), (0, 0, 1));
     len.observe(1, 0);
-    assert_eq!((0..4).map(|_| len.for_step()).collect::<Vec<_>>(), vec![0; 4]);
+    assert_eq!(
+        (0..4).map(|_| len.for_step()).collect::<Vec<_>>(),
+        vec![0; 4]
+    );
     assert_eq!(len.for_step(), 1);
     // An acceptance resets the pause.
     len.observe(1, 1);
