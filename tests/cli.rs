@@ -508,3 +508,85 @@ fn chat_with_a_session_file_goes_on_after_a_restart_like_one_chat() {
     assert!(reused(&err_b)[0] > 10, "{err_b}");
     let _ = std::fs::remove_dir_all(&model);
 }
+
+/// The user message of the first code-edit prompt of the speculative-decoding fixtures.
+fn code_edit_prompt() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/speculative/prompts.json"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let prompts = doc["prompts"].as_array().unwrap();
+    let edit = prompts.iter().find(|p| p["workload"] == "code_edit");
+    edit.unwrap()["text"].as_str().unwrap().to_string()
+}
+
+/// `run --spec lookup` on the real coder GGUF (CPU backend, greedy) prints the text
+/// `run` prints without it, and with `-v` its drafts, most of them accepted where the
+/// reply repeats the prompt's code. `--spec` with a model of another vocabulary (the
+/// tiny package's 1,000 tokens) and a `--draft-max` out of range are clear errors.
+#[test]
+fn run_with_spec_lookup_prints_the_same_text_and_its_drafts() {
+    let gguf = coder_gguf();
+    let prompt = code_edit_prompt();
+    let common = ["--chat", "-p", &prompt, "-n", "48", "--backend", "cpu", "-v"];
+    let (plain, plain_err) = run_args(&gguf, &common);
+    let spec = [&common[..], &["--spec", "lookup", "--draft-max", "6"]].concat();
+    let (text, err) = run_args(&gguf, &spec);
+    assert_eq!(text, plain, "stderr: {err}");
+    assert!(text.contains("def parse_config"), "{text}");
+    assert!(!plain_err.contains("speculative:"), "{plain_err}");
+    let (drafted, accepted, steps) = (
+        figure(&err, "speculative: "),
+        figure(&err, " drafted, "),
+        figure(&err, " accepted in "),
+    );
+    println!("{}", err.lines().last().unwrap_or(""));
+    assert!(
+        accepted > steps && drafted >= accepted && drafted <= 6 * steps,
+        "{err}"
+    );
+    assert!(err.contains("accepted/step)"), "{err}");
+
+    let tiny = tiny_chat_package("spec-vocab");
+    let mut args: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), gguf.as_os_str()];
+    args.extend(["-p", "x", "-n", "2", "--backend", "cpu", "--spec"].map(std::ffi::OsStr::new));
+    args.push(tiny.as_os_str());
+    let o = pocketrt(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("--spec ")
+            && err.contains("vocabulary has 1000 tokens, the model's 151936")
+            && err.contains("must share the model's tokenizer"),
+        "{err}"
+    );
+    for n in ["0", "33"] {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), tiny.as_os_str()];
+        args.extend(["-p", "x", "--spec", "lookup", "--draft-max", n].map(std::ffi::OsStr::new));
+        let o = pocketrt(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("--draft-max"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&tiny);
+}
+
+/// `chat --spec lookup` answers each turn as `run --chat` does without it (the tiny
+/// package, greedy), and `-v` gives each turn's drafts line.
+#[test]
+fn chat_with_spec_lookup_answers_like_run_without_it() {
+    let model = tiny_chat_package("spec-chat");
+    let common = ["-n", "24", "--temp", "0", "--backend", "cpu"];
+    let answer = run_chat(&model, "hello hello hello", &common);
+    let spec = [&common[..], &["--spec", "lookup", "-v"]].concat();
+    let input = "hello hello hello\n/reset\nhello hello hello\n";
+    let (text, err) = chat_piped(&model, &spec, &[], input);
+    assert_eq!(
+        text,
+        format!("> {answer}\n> (chat cleared)\n> {answer}\n> \n"),
+        "stderr: {err}"
+    );
+    assert_eq!(err.matches("speculative: ").count(), 2, "{err}");
+    let _ = std::fs::remove_dir_all(&model);
+}

@@ -183,6 +183,7 @@ fn tiny_server(args: &[&str]) -> Server {
 fn serve_answers_the_official_python_and_node_clients() {
     let s = tiny_server(&["--cors", "http://app.example"]);
     s.client("python3", "tests/serve/clients.py", &["fixture"]);
+    s.client("python3", "tests/serve/clients.py", &["speculative"]);
     s.client("node", "tests/serve/clients.mjs", &[]);
 
     // CORS: the allowed origin's preflight is answered (without the key), others are not.
@@ -259,12 +260,18 @@ fn serve_embeddings_equal_the_native_ones_through_the_official_clients() {
     let _ = std::fs::remove_file(path);
 }
 
+/// Concurrent clients in their slots, with speculative decoding on by default (`--spec
+/// lookup`): each gets the text it gets alone; a request that does not say drafts, one
+/// with `"speculative": false` does not (the same text); the log says the drafts.
 #[test]
 fn serve_parallel_slots_give_concurrent_clients_their_alone_text() {
-    let s = tiny_server(&["--parallel", "4"]);
+    let s = tiny_server(&["--parallel", "4", "--spec", "lookup", "--draft-max", "4"]);
     s.client("python3", "tests/serve/clients.py", &["parallel"]);
+    s.client("python3", "tests/serve/clients.py", &["spec_default"]);
     let m = s.get("/metrics");
     assert!(m.contains("pocketrt_kv_slots 4"), "{m}");
+    let log = s.log().join("\n");
+    assert!(log.contains(" accepted in "), "{log}");
 }
 
 #[test]

@@ -16,11 +16,12 @@ use super::response::{
     AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, ChoiceLogprobs, ChunkChoice,
     Delta, FunctionDelta, TokenLogprob, ToolCallDelta,
 };
-use super::run::{usage, Run, RunCore};
+use super::run::{Run, RunCore};
 use super::types::ChatCompletionRequest;
 use super::validate::{chat_logprobs, check};
 use crate::generate::GenerateStats;
 use crate::sampler::TokenLogprobs;
+use crate::speculate::SpecOptions;
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 
 /// One chat-completions request in progress.
@@ -91,6 +92,12 @@ impl ChatRun {
     /// Messages dropped from the front to fit the context (`"truncate"`).
     pub fn dropped_messages(&self) -> usize {
         self.dropped
+    }
+
+    /// Resolve the request's `speculative` against the front end's `default`
+    /// ([`RunCore::apply_speculation`]).
+    pub fn apply_speculation(&mut self, default: Option<SpecOptions>) {
+        self.core.apply_speculation(default);
     }
 
     fn take_logprobs(&mut self, lps: Vec<TokenLogprob>) -> Option<ChoiceLogprobs> {
@@ -170,6 +177,7 @@ impl ChatRun {
                 finish_reason,
             }],
             usage: None,
+            timings: None,
         }
     }
 }
@@ -215,12 +223,16 @@ impl Run for ChatRun {
         let lps = self.take_logprobs(lps);
         let reason = self.core.finish_reason(stats);
         let mut chunks = vec![self.chunk(delta, lps, Some(reason))];
-        let usage = usage(stats);
+        let usage = self.core.usage(stats);
         if self.core.include_usage {
             let mut last = self.chunk(Delta::default(), None, None);
             last.choices.clear();
             last.usage = Some(usage.clone());
             chunks.push(last);
+        }
+        let timings = self.core.timings(stats);
+        if let Some(last) = chunks.last_mut() {
+            last.timings = Some(timings.clone());
         }
         let calls = self.core.output.calls().to_vec();
         let content =
@@ -246,6 +258,7 @@ impl Run for ChatRun {
                 finish_reason: reason,
             }],
             usage,
+            timings: Some(timings),
         };
         (chunks, response)
     }

@@ -10,11 +10,12 @@ use super::output::Output;
 use super::response::{
     Completion, CompletionChoice, CompletionLogprobs, FinishReason, TokenLogprob,
 };
-use super::run::{usage, Run, RunCore};
+use super::run::{Run, RunCore};
 use super::types::{CompletionRequest, Prompt};
 use super::validate::check;
 use crate::generate::GenerateStats;
 use crate::sampler::TokenLogprobs;
+use crate::speculate::SpecOptions;
 use crate::tokenizer::Tokenizer;
 
 /// One completions request in progress.
@@ -98,6 +99,12 @@ impl CompletionRun {
         })
     }
 
+    /// Resolve the request's `speculative` against the front end's `default`
+    /// ([`RunCore::apply_speculation`]).
+    pub fn apply_speculation(&mut self, default: Option<SpecOptions>) {
+        self.core.apply_speculation(default);
+    }
+
     fn take_text(&mut self, events: Vec<super::output::Event>) -> String {
         let mut text = String::new();
         for e in events {
@@ -140,6 +147,7 @@ impl CompletionRun {
                 finish_reason: reason,
             }],
             usage: None,
+            timings: None,
         }
     }
 }
@@ -196,11 +204,16 @@ impl Run for CompletionRun {
         let lps = self.take_logprobs(lps, self.text.len() - text.len());
         let reason = self.core.finish_reason(stats);
         let mut chunks = vec![self.chunk(text, lps, Some(reason))];
+        let usage = self.core.usage(stats);
         if self.core.include_usage {
             let mut last = self.chunk(String::new(), None, None);
             last.choices.clear();
-            last.usage = Some(usage(stats));
+            last.usage = Some(usage.clone());
             chunks.push(last);
+        }
+        let timings = self.core.timings(stats);
+        if let Some(last) = chunks.last_mut() {
+            last.timings = Some(timings.clone());
         }
         let whole = format!("{}{}", self.echo.as_deref().unwrap_or(""), self.text);
         let all = self.logprobs.clone();
@@ -208,7 +221,8 @@ impl Run for CompletionRun {
         if self.core.logprobs {
             response.choices[0].logprobs = Some(completion_logprobs(&all, 0));
         }
-        response.usage = Some(usage(stats));
+        response.usage = Some(usage);
+        response.timings = Some(timings);
         (chunks, response)
     }
 }

@@ -11,6 +11,10 @@
 //! [`Run::push`] and streams the chunks it returns, stops on [`Run::should_stop`], and
 //! ends with [`Run::finish`]. In between, the text goes through stop strings
 //! (`stop.rs`), the `<think>` split (`reasoning.rs`) and tool-call parsing (`tools.rs`).
+//! A request may switch speculative decoding (`speculative.rs`); the front end resolves
+//! that against its own default with [`RunCore::apply_speculation`] (through
+//! [`ChatRun::apply_speculation`] / [`CompletionRun::apply_speculation`]) before it
+//! generates. Responses carry llama-server's `timings` (drafts included).
 //!
 //! The crate docs have an example ([`crate`]).
 
@@ -29,6 +33,7 @@ mod response;
 mod run;
 mod scan;
 mod session;
+mod speculative;
 mod stop;
 mod tools;
 mod types;

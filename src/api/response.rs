@@ -23,6 +23,44 @@ pub struct Usage {
     pub completion_tokens: usize,
     pub total_tokens: usize,
     pub prompt_tokens_details: PromptTokensDetails,
+    /// pocketrt's extension, when the generation speculated: its drafts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<SpeculativeUsage>,
+}
+
+/// `usage.speculative`: what speculative decoding did ([`crate::speculate::SpecStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpeculativeUsage {
+    /// Tokens drafted and verified.
+    pub drafted: usize,
+    /// Of those, accepted (each a token generated without a step of its own).
+    pub accepted: usize,
+    /// Verification steps.
+    pub steps: usize,
+}
+
+/// llama-server's `timings` object: in the response and in a stream's last chunk.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// Prompt tokens whose KV cache was reused.
+    pub cache_n: usize,
+    /// Prompt tokens processed.
+    pub prompt_n: usize,
+    pub prompt_ms: f64,
+    pub prompt_per_token_ms: f64,
+    pub prompt_per_second: f64,
+    /// Tokens generated.
+    pub predicted_n: usize,
+    /// From the first generated token to the last.
+    pub predicted_ms: f64,
+    pub predicted_per_token_ms: f64,
+    pub predicted_per_second: f64,
+    /// Drafted tokens, when the generation speculated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_n: Option<usize>,
+    /// Of those, accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_n_accepted: Option<usize>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +80,9 @@ pub struct ChatCompletion {
     pub model: String,
     pub choices: Vec<Choice>,
     pub usage: Usage,
+    /// llama-server's timings (a local runtime's extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -120,6 +161,9 @@ pub struct ChatCompletionChunk {
     /// Only in that last chunk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Only in the stream's last chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -175,6 +219,9 @@ pub struct Completion {
     /// In the response, and in a streamed reply's last chunk with `include_usage`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// In the response and a streamed reply's last chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

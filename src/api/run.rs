@@ -1,14 +1,17 @@
 //! What one request's run shares between chat and plain completions, whatever drives the
 //! model: the prompt and [`GenerateOptions`] the driver runs, the output filters each
-//! token's text goes through, and the usage and finish reason from the driver's stats.
+//! token's text goes through, the request's speculative decoding resolved against the
+//! front end's default, and the usage, timings and finish reason from the driver's stats.
 
 use super::ids;
 use super::output::Output;
-use super::response::{FinishReason, PromptTokensDetails, Usage};
+use super::response::{FinishReason, PromptTokensDetails, SpeculativeUsage, Timings, Usage};
+use super::speculative::SpecChoice;
 use super::validate::Checked;
 use crate::constrain::Constraint;
 use crate::generate::{self, ContextOverflow, GenerateOptions, GenerateStats};
 use crate::sampler::TokenLogprobs;
+use crate::speculate::SpecOptions;
 use crate::tokenizer::Tokenizer;
 
 /// The model name a response reports when the request names none.
@@ -27,6 +30,8 @@ pub struct RunCore {
     pub(crate) output: Output,
     /// Logprobs asked for.
     pub(crate) logprobs: bool,
+    /// The request's `speculative` ([`RunCore::apply_speculation`]).
+    pub(crate) speculative: SpecChoice,
 }
 
 impl RunCore {
@@ -42,6 +47,7 @@ impl RunCore {
     ) -> RunCore {
         let room = context.saturating_sub(prompt.len()).max(1);
         let logprobs = checked.sampler.logprobs.is_some();
+        let speculative = checked.speculative;
         RunCore {
             id: ids::random_id(id_prefix, ids::fresh_seed()),
             created: ids::now(),
@@ -52,12 +58,57 @@ impl RunCore {
                 sampler: checked.sampler,
                 overflow: ContextOverflow::Error,
                 constraint,
-                speculative: None,
+                speculative: speculative.resolve(None),
             },
             stream: checked.stream,
             include_usage: checked.include_usage,
             output,
             logprobs,
+            speculative,
+        }
+    }
+
+    /// Set the generation's speculative decoding ([`GenerateOptions::speculative`]) from
+    /// the request's `speculative` and the front end's `default` (its `--spec`, or the
+    /// browser's load option; `None`: no speculation unless the request asks): absent →
+    /// `default`; `false` → off; `true` → `default`, or [`SpecOptions::lookup`] where it
+    /// is `None`; `{"n_max": N}` → the same with at most N drafts per step. A run starts
+    /// as if `default` were `None`; a front end calls this once, before it generates.
+    pub fn apply_speculation(&mut self, default: Option<SpecOptions>) {
+        self.options.speculative = self.speculative.resolve(default);
+    }
+
+    /// The response's usage: [`usage`], with pocketrt's `speculative` counts when the
+    /// generation speculated.
+    pub(crate) fn usage(&self, stats: &GenerateStats) -> Usage {
+        let s = stats.speculation;
+        Usage {
+            speculative: self.options.speculative.map(|_| SpeculativeUsage {
+                drafted: s.drafted,
+                accepted: s.accepted,
+                steps: s.steps,
+            }),
+            ..usage(stats)
+        }
+    }
+
+    /// llama-server's `timings` of the generation (`draft_n`, `draft_n_accepted` when it
+    /// speculated).
+    pub(crate) fn timings(&self, stats: &GenerateStats) -> Timings {
+        let per_token_ms = |tok_s: f64| if tok_s > 0.0 { 1e3 / tok_s } else { 0.0 };
+        let spec = self.options.speculative.map(|_| stats.speculation);
+        Timings {
+            cache_n: stats.reused_tokens,
+            prompt_n: stats.prompt_tokens - stats.reused_tokens,
+            prompt_ms: stats.prompt_seconds * 1e3,
+            prompt_per_token_ms: per_token_ms(stats.prompt_tok_s()),
+            prompt_per_second: stats.prompt_tok_s(),
+            predicted_n: stats.generated_tokens,
+            predicted_ms: stats.generate_seconds * 1e3,
+            predicted_per_token_ms: per_token_ms(stats.generate_tok_s()),
+            predicted_per_second: stats.generate_tok_s(),
+            draft_n: spec.map(|s| s.drafted),
+            draft_n_accepted: spec.map(|s| s.accepted),
         }
     }
 
@@ -85,6 +136,7 @@ pub fn usage(stats: &GenerateStats) -> Usage {
         prompt_tokens_details: PromptTokensDetails {
             cached_tokens: stats.reused_tokens,
         },
+        speculative: None,
     }
 }
 

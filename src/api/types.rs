@@ -1,7 +1,7 @@
 //! The requests of OpenAI's `/v1/chat/completions` and `/v1/completions`, as serde types
 //! with the fields OpenAI documents and the extensions local runtimes share (`top_k`,
 //! `min_p`, `repetition_penalty`, `repeat_last_n`, `chat_template_kwargs`) plus ours
-//! (`context_overflow`). Every field is optional, unknown fields are ignored (as OpenAI
+//! (`context_overflow`, `grammar`, `speculative`). Every field is optional, unknown fields are ignored (as OpenAI
 //! does), and values are checked later (`validate.rs`), so that an error can name its field.
 
 use serde::Deserialize;
@@ -78,6 +78,27 @@ pub struct Params {
     /// pocketrt's extension: `{"type": "lark" | "regex", "value": "..."}`, the output must
     /// match the grammar (llguidance's Lark dialect) or the regular expression.
     pub grammar: Option<GrammarSpec>,
+    /// pocketrt's extension: speculative decoding for this request (`speculative.rs`):
+    /// `false` off, `true` on (the front end's drafts, or lookup where it has none),
+    /// `{"n_max": N}` on with at most N drafts per step. Absent: the front end's default.
+    pub speculative: Option<Speculative>,
+}
+
+/// `speculative`: a switch, or on with options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum Speculative {
+    Switch(bool),
+    Options(SpeculativeOptions),
+}
+
+/// `speculative: {"n_max": N}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SpeculativeOptions {
+    /// Most drafts per step, 1 to [`crate::speculate::DRAFT_MAX_LIMIT`] (absent: the
+    /// default's).
+    pub n_max: Option<i64>,
 }
 
 /// `grammar`: a Lark grammar or a regular expression.

@@ -1,9 +1,10 @@
 //! The request's values checked against OpenAI's ranges and this runtime's limits, each
 //! error naming its field, and turned into the engine's settings ([`SamplerConfig`]) and
-//! the run's (stop strings, logprobs, streaming, context policy).
+//! the run's (stop strings, logprobs, streaming, context policy, speculative decoding).
 
 use super::error::ApiError;
 use super::ids;
+use super::speculative::{self, SpecChoice};
 use super::types::{ContextPolicy, Params};
 use crate::sampler::{SamplerConfig, MAX_LOGPROBS};
 
@@ -20,6 +21,8 @@ pub struct Checked {
     pub stream: bool,
     pub include_usage: bool,
     pub policy: ContextPolicy,
+    /// What the request asked of speculative decoding.
+    pub speculative: SpecChoice,
 }
 
 fn in_range(param: &str, value: Option<f64>, lo: f64, hi: f64) -> Result<(), ApiError> {
@@ -102,6 +105,7 @@ pub fn check(
             format!("at most {MAX_LOGPROBS} alternatives per token"),
         ));
     }
+    let spec = speculative::check(p.speculative)?;
     let seed = p.seed.map_or_else(ids::fresh_seed, |s| s as u64);
     let sampler = SamplerConfig {
         temperature: p.temperature.map_or(DEFAULT_TEMPERATURE, |t| t as f32),
@@ -128,6 +132,7 @@ pub fn check(
             .and_then(|o| o.include_usage)
             .unwrap_or(false),
         policy: p.context_overflow.unwrap_or_default(),
+        speculative: spec,
     })
 }
 

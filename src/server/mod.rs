@@ -6,7 +6,8 @@
 //! - `worker.rs`: the model on its own thread. Requests queue first come first served;
 //!   each runs through the one protocol module ([`crate::api`]) on a [`Session`], in the
 //!   KV cache slot (of `--parallel N`) that shares the longest prefix with it. A client
-//!   that goes away (or times out) stops its generation at the next token.
+//!   that goes away (or times out) stops its generation at the next token. A request's
+//!   `"speculative"` is resolved against `--spec` ([`ServeOptions::speculative`]).
 //! - `slots.rs`: llama.cpp's slot API (`--slot-save-path DIR`: `GET /slots`,
 //!   `POST /slots/{id}?action=save|restore|erase`): a KV cache slot to a session
 //!   snapshot file and back ([`crate::session`]), as a job on the model thread's queue.
@@ -62,6 +63,10 @@ pub struct ServeOptions {
     pub prefix_cache: Option<PathBuf>,
     /// The shortest system prefix, in tokens, the prefix cache keeps.
     pub prefix_cache_min_tokens: usize,
+    /// `--spec`: the speculative decoding of requests that do not say (`None`: off;
+    /// a draft model is the loaded session's, [`Session::set_draft`]). A request's
+    /// `"speculative"` overrides it ([`crate::api::RunCore::apply_speculation`]).
+    pub speculative: Option<crate::speculate::SpecOptions>,
 }
 
 /// Loads the model (on the model thread, after the socket is bound): its session, and

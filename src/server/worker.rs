@@ -103,6 +103,15 @@ fn answer(model: &mut Slots, job: Job, state: &State) {
             return;
         }
     };
+    // The request's `speculative` against the server's `--spec`.
+    let built = built.map(|mut b| {
+        let default = state.opts.speculative;
+        match &mut b {
+            Built::Chat(run) => run.apply_speculation(default),
+            Built::Completion(run) => run.apply_speculation(default),
+        }
+        b
+    });
     match built {
         Ok(Built::Chat(run)) => {
             let system = match (&job.request, &state.opts.prefix_cache) {
@@ -144,8 +153,15 @@ where
             prefix::use_prefix(&mut model.session, dir, run.prompt(), n, prefix, state);
     }
     if state.opts.verbose {
+        let spec = match run.options().speculative {
+            Some(s) => format!("speculative, up to {} drafts per step", s.draft_max),
+            None if state.opts.speculative.is_some() => {
+                "not speculative (the request's \"speculative\": false)".into()
+            }
+            None => "not speculative".into(),
+        };
         eprintln!(
-            "  {}: {} prompt tokens, {prefix} shared with its slot",
+            "  {}: {} prompt tokens, {prefix} shared with its slot; {spec}",
             job.route,
             run.prompt().len()
         );
@@ -225,11 +241,19 @@ fn json(value: &impl Serialize) -> String {
     serde_json::to_string(value).expect("responses serialize")
 }
 
-/// One line per generation: route, status, tokens, timings, why it ended.
+/// One line per generation: route, status, tokens, timings, drafts, why it ended.
 fn log(job: &Job, stats: &GenerateStats, ended: Instant, gone: bool) {
     let gone = if gone { " (client gone)" } else { "" };
+    let s = stats.speculation;
+    let drafts = match s.steps {
+        0 => String::new(),
+        _ => format!(
+            ", drafts {}/{} accepted in {} steps",
+            s.accepted, s.drafted, s.steps
+        ),
+    };
     eprintln!(
-        "POST {} 200 {:.0} ms: prompt {} ({} cached, {:.0} tok/s), generated {} ({:.1} tok/s), {:?}{gone}",
+        "POST {} 200 {:.0} ms: prompt {} ({} cached, {:.0} tok/s), generated {} ({:.1} tok/s{drafts}), {:?}{gone}",
         job.route,
         (ended - job.received).as_secs_f64() * 1e3,
         stats.prompt_tokens,

@@ -1,7 +1,7 @@
 """The official `openai` Python package against a running `pocketrt serve` (tests/serve.rs
 starts the server on the tiny fixture model and runs this).
 
-    python3 tests/serve/clients.py BASE_URL API_KEY fixture|parallel|coder
+    python3 tests/serve/clients.py BASE_URL API_KEY fixture|parallel|coder|speculative|spec_default
     python3 tests/serve/clients.py BASE_URL API_KEY slots_save|slots_restore SLOT_DIR
     python3 tests/serve/clients.py BASE_URL API_KEY embeddings NATIVE.json
 
@@ -262,6 +262,80 @@ def coder():
     figures["coder_reply"] = text
 
 
+def drafts(r):
+    """(timings, usage.speculative) of a response or a stream's last chunk."""
+    usage = r.usage.model_extra if r.usage is not None else {}
+    return r.model_extra["timings"], usage.get("speculative")
+
+
+def speculative():
+    """pocketrt's "speculative" request field on a server without --spec: true drafts (by
+    lookup) and gives false's text (greedy), chat and completions, whole and streamed,
+    with llama-server's timings.draft_n / draft_n_accepted and usage.speculative that agree;
+    absent or false: no drafts; {"n_max": N} caps the drafts per step; a stop string ends
+    the text where it does without drafts; a bad n_max is a 400 naming the param."""
+    text = "one two three four five six seven eight nine ten. " * 4
+    off = chat(text, max_tokens=40, extra_body={"speculative": False})
+    want = off.choices[0].message.content
+    timings, spec = drafts(off)
+    check("draft_n" not in timings and spec is None, f"off: no drafts: {timings} {spec}")
+    check(timings["predicted_n"] == off.usage.completion_tokens and timings["prompt_n"] > 0,
+          f"timings: {timings} {off.usage}")
+    timings, spec = drafts(chat(text, max_tokens=40))
+    check("draft_n" not in timings and spec is None, f"absent on a server without --spec: {timings}")
+    on = chat(text, max_tokens=40, extra_body={"speculative": True})
+    check(on.choices[0].message.content == want, f"true = false: {on.choices[0].message.content!r} vs {want!r}")
+    timings, spec = drafts(on)
+    check(timings["draft_n"] == spec["drafted"] and timings["draft_n_accepted"] == spec["accepted"]
+          and spec["accepted"] <= spec["drafted"] and spec["steps"] <= on.usage.completion_tokens,
+          f"timings and usage agree: {timings} {spec}")
+    figures["chat_drafts"] = spec
+    capped = chat(text, max_tokens=40, extra_body={"speculative": {"n_max": 2}})
+    _, spec = drafts(capped)
+    check(capped.choices[0].message.content == want and spec["drafted"] <= 2 * spec["steps"],
+          f"n_max 2: {spec}")
+    content, chunks = streamed_chat(text, max_tokens=40, extra_body={"speculative": True},
+                                    stream_options={"include_usage": True})
+    timings, spec = drafts(chunks[-1])
+    check(content == want and timings["draft_n"] == spec["drafted"], f"stream: {content!r} {timings} {spec}")
+
+    # Completions: the prompt repeats, so lookup drafts from the first step.
+    comp = lambda **kw: client.completions.create(model="tiny", prompt=text, max_tokens=40, temperature=0, **kw)
+    plain = comp(extra_body={"speculative": False}).choices[0].text
+    fast = comp(extra_body={"speculative": {"n_max": 8}})
+    timings, spec = drafts(fast)
+    check(fast.choices[0].text == plain and spec["drafted"] > 0 and timings["draft_n"] == spec["drafted"],
+          f"completions: {fast.choices[0].text!r} vs {plain!r}, {spec}")
+    figures["completion_drafts"] = spec
+
+    # Stop strings act token by token, drafts or not: the same cut, the same reason.
+    for stop in (plain[5:9], plain[20:23]):
+        cuts = [comp(stop=[stop], extra_body={"speculative": s}).choices[0] for s in (False, True)]
+        check(cuts[0].text == cuts[1].text == plain[: plain.index(stop)]
+              and cuts[0].finish_reason == cuts[1].finish_reason == "stop",
+              f"stop {stop!r}: {[c.text for c in cuts]} from {plain!r}")
+
+    for bad, param in (({"n_max": 0}, "speculative.n_max"), ({"n_max": 33}, "speculative.n_max"),
+                       ("yes", "speculative"), ({"k": 1}, "speculative")):
+        e = error_of(lambda: chat("x", extra_body={"speculative": bad}))
+        check(e.status_code == 400 and e.body["param"] == param and e.body["type"] == "invalid_request_error",
+              f"400 speculative {bad!r}: {e.body}")
+
+
+def spec_default():
+    """On a server with --spec lookup: a request that does not say drafts; false does not,
+    and gives the same text."""
+    text = "alpha beta gamma delta. " * 6
+    on = client.completions.create(model="tiny", prompt=text, max_tokens=30, temperature=0)
+    off = client.completions.create(model="tiny", prompt=text, max_tokens=30, temperature=0,
+                                    extra_body={"speculative": False})
+    _, spec = drafts(on)
+    timings, none = drafts(off)
+    check(spec is not None and spec["drafted"] > 0 and none is None and "draft_n" not in timings,
+          f"--spec lookup is the default: {spec} / {none} {timings}")
+    check(on.choices[0].text == off.choices[0].text, "the same text")
+
+
 # The conversation saved in a slot and continued after a restart; the long system
 # prompt the prefix cache keeps (byte-level tokens: ~330 of them, over the 256 minimum).
 CONVERSATION = user("conversation to keep " * 4)
@@ -432,5 +506,6 @@ def embeddings():
 
 
 {"fixture": fixture, "parallel": parallel, "coder": coder, "slots_save": slots_save,
- "slots_restore": slots_restore, "embeddings": embeddings}[MODE]()
+ "slots_restore": slots_restore, "embeddings": embeddings, "speculative": speculative,
+ "spec_default": spec_default}[MODE]()
 print("figures:", json.dumps(figures), flush=True)

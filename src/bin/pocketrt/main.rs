@@ -8,6 +8,7 @@ mod request;
 mod run;
 mod serve;
 mod session;
+mod spec;
 mod synth;
 mod tune;
 

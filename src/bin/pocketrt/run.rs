@@ -1,8 +1,10 @@
 //! `pocketrt run` (one prompt, text streamed to stdout, speeds to stderr) and
-//! `pocketrt chat` (an interactive chat in the model's template, on stdin/stdout).
+//! `pocketrt chat` (an interactive chat in the model's template, on stdin/stdout), both
+//! with speculative decoding under `--spec` (`spec.rs`).
 
 use crate::request::{self, cli_error, print_chat, print_completion, SamplingArgs};
 use crate::session as snapshot;
+use crate::spec::{self, SpecArgs};
 use indicatif::{ProgressBar, ProgressStyle};
 use pocketrt::api::{
     ApiError, ChatCompletionRequest, ChatMessage, ChatRun, CompletionRequest, CompletionRun,
@@ -12,6 +14,7 @@ use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{self, Engine};
 use pocketrt::format::{self, ModelSource};
 use pocketrt::generate::{reply_options, GenerateStats, Session};
+use pocketrt::speculate::SpecOptions;
 use pocketrt::tokenizer::{ChatTemplate, Message, Tokenizer};
 use pocketrt::{hub, Error, Result};
 use std::io::BufRead;
@@ -101,6 +104,8 @@ pub struct RunArgs {
     pub session: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub spec: SpecArgs,
 }
 
 #[derive(clap::Args)]
@@ -119,6 +124,8 @@ pub struct ChatArgs {
     pub session: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub spec: SpecArgs,
 }
 
 /// An opened model: its file or folder, source, tokenizer and chat template.
@@ -149,8 +156,13 @@ pub fn open(a: &ModelArgs) -> Result<Opened> {
         // Read by the GPU device code when it picks the adapter.
         std::env::set_var("POCKETRT_ADAPTER", name);
     }
+    open_model(&a.model)
+}
+
+/// Open `model` (a GGUF file, a package or HF folder, a hub id: downloaded first).
+pub fn open_model(model: &str) -> Result<Opened> {
     let bar = ProgressBar::hidden();
-    let path = hub::resolve_model(&a.model, &mut |p| {
+    let path = hub::resolve_model(model, &mut |p| {
         if bar.is_hidden() {
             bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
             bar.set_style(
@@ -183,15 +195,7 @@ pub fn open(a: &ModelArgs) -> Result<Opened> {
 }
 
 pub fn session(a: &ModelArgs, mut o: Opened, context: Option<usize>) -> Result<Session> {
-    let backend = match a.backend {
-        Backend::Auto => engine::Backend::Auto,
-        Backend::Cpu => engine::Backend::Cpu,
-        Backend::Reference => engine::Backend::Reference,
-        Backend::Gpu => engine::Backend::Gpu,
-    };
-    let weights = a.weights.mode();
-    let budget = a.memory_budget_mb.saturating_mul(1 << 20);
-    let engine = Engine::load_planned(o.src.as_mut(), backend, weights, context, budget)?;
+    let engine = load(a, &mut o, context)?;
     if a.verbose {
         eprintln!(
             "backend: {}; context {}",
@@ -200,6 +204,19 @@ pub fn session(a: &ModelArgs, mut o: Opened, context: Option<usize>) -> Result<S
         );
     }
     Ok(Session::new(engine, o.tokenizer, o.template))
+}
+
+/// `o`'s engine on the backend, weights and memory budget of `a`.
+pub fn load(a: &ModelArgs, o: &mut Opened, context: Option<usize>) -> Result<Engine> {
+    let backend = match a.backend {
+        Backend::Auto => engine::Backend::Auto,
+        Backend::Cpu => engine::Backend::Cpu,
+        Backend::Reference => engine::Backend::Reference,
+        Backend::Gpu => engine::Backend::Gpu,
+    };
+    let weights = a.weights.mode();
+    let budget = a.memory_budget_mb.saturating_mul(1 << 20);
+    Engine::load_planned(o.src.as_mut(), backend, weights, context, budget)
 }
 
 fn print_stats(s: &GenerateStats, session: &Session) {
@@ -239,6 +256,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             .min(max_context)
     });
     let mut session = session(&a.model, opened, Some(context))?;
+    let speculative = a.spec.load(&a.model, &mut session)?;
     if let Some(path) = &a.session {
         snapshot::restore(&mut session, path, a.model.verbose)?;
     }
@@ -255,7 +273,9 @@ pub fn run(a: RunArgs) -> Result<()> {
             ..Default::default()
         };
         let template = session.template().expect("checked above");
-        let run = ChatRun::new(&req, session.tokenizer(), template, context).map_err(cli_error)?;
+        let mut run =
+            ChatRun::new(&req, session.tokenizer(), template, context).map_err(cli_error)?;
+        run.apply_speculation(speculative);
         session.drive(run, print_chat).map_err(cli_error)?.1
     } else {
         let req = CompletionRequest {
@@ -263,11 +283,15 @@ pub fn run(a: RunArgs) -> Result<()> {
             params,
             ..Default::default()
         };
-        let run = CompletionRun::new(&req, session.tokenizer(), context).map_err(cli_error)?;
+        let mut run = CompletionRun::new(&req, session.tokenizer(), context).map_err(cli_error)?;
+        run.apply_speculation(speculative);
         session.drive(run, print_completion).map_err(cli_error)?.1
     };
     println!();
     print_stats(&stats, &session);
+    if a.model.verbose {
+        spec::print_stats(speculative, &stats);
+    }
     if let Some(path) = &a.session {
         snapshot::save(&mut session, path, None, a.model.verbose)?;
     }
@@ -282,9 +306,9 @@ fn reply_recovering(
     session: &mut Session,
     a: &ChatArgs,
     history: &[ChatMessage],
-    path: &std::path::Path,
+    (path, speculative): (&std::path::Path, Option<SpecOptions>),
 ) -> std::result::Result<Reply, ApiError> {
-    match reply(session, a, history) {
+    match reply(session, a, history, speculative) {
         Err(e) if e.error.code.as_deref() == Some(pocketrt::api::GPU_LOST) => {
             println!();
             eprintln!("{e}\nloading the model again, then answering again");
@@ -296,7 +320,7 @@ fn reply_recovering(
                 t0.elapsed().as_secs_f64(),
                 session.cached_tokens()
             );
-            reply(session, a, history)
+            reply(session, a, history, speculative)
         }
         other => other,
     }
@@ -310,12 +334,14 @@ struct Reply {
     dropped: usize,
 }
 
-/// One turn of `chat`: the reply to the conversation `history` ends with. A chat longer
-/// than the context goes on without its oldest turns (`context_overflow: truncate`).
+/// One turn of `chat`: the reply to the conversation `history` ends with (with the drafts
+/// of `speculative`). A chat longer than the context goes on without its oldest turns
+/// (`context_overflow: truncate`).
 fn reply(
     session: &mut Session,
     a: &ChatArgs,
     history: &[ChatMessage],
+    speculative: Option<SpecOptions>,
 ) -> std::result::Result<Reply, ApiError> {
     let mut params = a.sampling.params(&request::CHAT, a.max_tokens)?;
     params.context_overflow = Some(ContextPolicy::Truncate);
@@ -326,12 +352,13 @@ fn reply(
         ..Default::default()
     };
     let template = session.template().expect("checked at the start");
-    let run = ChatRun::new(
+    let mut run = ChatRun::new(
         &req,
         session.tokenizer(),
         template,
         session.engine().context(),
     )?;
+    run.apply_speculation(speculative);
     let dropped = run.dropped_messages();
     let lose = lose_device_hook(session);
     let mut chunks = 0;
@@ -381,6 +408,7 @@ pub fn chat(a: ChatArgs) -> Result<()> {
     // A saved chat keeps the context it was written with, unless --context says.
     let saved = a.session.as_deref().and_then(snapshot::saved_context);
     let mut session = session(&a.model, opened, a.model.context.or(saved))?;
+    let speculative = a.spec.load(&a.model, &mut session)?;
     let mut history: Vec<ChatMessage> = a
         .system
         .iter()
@@ -419,7 +447,7 @@ pub fn chat(a: ChatArgs) -> Result<()> {
             }
             user => {
                 history.push(ChatMessage::new(Role::User, user));
-                match reply_recovering(&mut session, &a, &history, &path) {
+                match reply_recovering(&mut session, &a, &history, (&path, speculative)) {
                     Ok(r) => {
                         println!();
                         if r.dropped > 0 {
@@ -435,6 +463,7 @@ pub fn chat(a: ChatArgs) -> Result<()> {
                         history.push(ChatMessage::new(Role::Assistant, r.text.trim()));
                         if a.model.verbose {
                             print_stats(&r.stats, &session);
+                            spec::print_stats(speculative, &r.stats);
                         }
                         if let Some(path) = &a.session {
                             let v = a.model.verbose;

@@ -2,6 +2,7 @@
 //! ([`pocketrt::server`]); this file only turns the flags into its options.
 
 use crate::run::{open, session, ModelArgs};
+use crate::spec::SpecArgs;
 use pocketrt::server::{serve, Reopen, ServeOptions};
 use pocketrt::Result;
 use std::path::PathBuf;
@@ -48,6 +49,10 @@ pub struct ServeArgs {
     /// The shortest system prompt, in tokens, --prefix-cache keeps.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub prefix_cache_min_tokens: usize,
+    /// The default of requests that do not say (their `"speculative"` field: false, true
+    /// or {"n_max": N}).
+    #[command(flatten)]
+    pub spec: SpecArgs,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -78,8 +83,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
         slot_save_path: a.slot_save_path,
         prefix_cache: a.prefix_cache,
         prefix_cache_min_tokens: a.prefix_cache_min_tokens,
+        speculative: a.spec.options()?,
     };
-    let model = a.model;
+    let (model, spec) = (a.model, a.spec);
     serve(
         opts,
         Box::new(move || {
@@ -89,6 +95,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             let pooling = pocketrt::embed::Pooling::of_model(&path)?;
             let reopen: Reopen = Box::new(move || pocketrt::format::open(&path));
             let mut session = session(&model, opened, context)?;
+            spec.load(&model, &mut session)?;
             session.pooling = pooling;
             Ok((session, reopen))
         }),
