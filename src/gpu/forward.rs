@@ -48,6 +48,8 @@ pub use prefill::{
 use record::record_step;
 use step::{Kernels, StepDispatch, StepMatrices, DISPATCHES_OUTSIDE_LAYERS};
 pub use step::{StepKernel, StepOptions};
+mod verify;
+pub use verify::VERIFY_MAX_TOKENS;
 
 /// Activation buffers, reused by every layer.
 struct Activations {
@@ -166,6 +168,8 @@ pub struct GpuModel {
     timer: Option<GpuTimer>,
     /// Batched prompt processing (forward/prefill.rs).
     prefill: prefill::Prefill,
+    /// Speculative decoding's verification step's buffers, once used (forward/verify.rs).
+    verify: Option<verify::VerifyBuffers>,
 }
 
 /// GPU time of one kind of kernel in a decode step ([`GpuModel::profile_step`]).
@@ -343,6 +347,7 @@ impl GpuModel {
             ahead: std::cell::Cell::new(None),
             timer: None,
             prefill,
+            verify: None,
         })
     }
 

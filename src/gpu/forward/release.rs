@@ -45,6 +45,9 @@ impl GpuModel {
             b.destroy();
         }
         self.prefill.destroy();
+        self.verify
+            .iter()
+            .for_each(super::verify::VerifyBuffers::destroy);
         self.adjust.destroy();
         self.code_textures
             .iter()
