@@ -21,7 +21,7 @@ async function speculativeRuns(n) {
     const tokens = await m.generateTokens(prompt, { maxTokens: n, ...options });
     return { tokens, stats: m.stats() };
   };
-  const sampled = { temperature: 0.7, topK: 40, topP: 0.97, seed: 2, speculative: 'lookup' };
+  const sampled = { temperature: 0.3, topK: 40, topP: 0.97, seed: 2, speculative: 'lookup' };
   return {
     plain: await run({}),
     lookup: await run({ speculative: 'lookup' }),
@@ -35,7 +35,7 @@ export const tests = {
   // verified in one submit, only their argmaxes read back) and on the CPU backend (one
   // prefill chunk), with drafts accepted; with `draftMax: 2`, at most 2 a step; a seeded
   // sampled run (WebGPU: the verified rows' logits read back, the drafts accepted by the
-  // rejection rule) repeats.
+  // rejection rule; at temperature 0.3 some are kept, some not) repeats.
   async speculative_lookup_keeps_the_greedy_tokens_and_seeded_runs_on_webgpu_and_the_cpu_backend({ page, server }) {
     const N = 32;
     await plainPage(page, server);
@@ -58,7 +58,7 @@ export const tests = {
       assert.ok(s2.steps > 0 && s2.drafted <= 2 * s2.steps, `${backend}: at most 2 drafts a step: ${JSON.stringify(s2)}`);
       assert.deepEqual(sampled[1].tokens, sampled[0].tokens, `${backend}: a seeded sampled run with drafts repeats`);
       assert.deepEqual(sampled[1].stats.speculation, sampled[0].stats.speculation);
-      assert.ok(sampled[0].stats.speculation.steps > 0, `${backend}: the sampled run verified drafts`);
+      assert.ok(sampled[0].stats.speculation.accepted > 0, `${backend}: the sampled run accepted drafts`);
       assert.notDeepEqual(sampled[0].tokens, plain.tokens, `${backend}: the sampled run is not greedy`);
       await page.evaluate(() => window.model.unload());
     }
