@@ -76,7 +76,9 @@ impl PocketModel {
     /// cannot run, fails with code `INVALID_ARGUMENT` and the reason; the CPU backend
     /// ignores it), `weights` ("keep" (default) | "q4" | "q8": how a GGUF's matrices are
     /// held on the GPU — keep: Q4_0/Q4_1 as Q4 g64, the rest (Q8_0 exactly) as Q8 g32;
-    /// packages run as they are stored).
+    /// packages run as they are stored), `speculative` (speculative decoding of the
+    /// requests that set none: "lookup" | true | { draftMax: 1..32 } | false, the
+    /// default; `{ draft }`, a draft model, fails with code `UNSUPPORTED`).
     pub async fn load(url: String, options: JsValue) -> Result<PocketModel, JsValue> {
         let (session, report) = open(&url, &options).await.map_err(to_js)?;
         Ok(PocketModel {
@@ -178,16 +180,17 @@ impl PocketModel {
     }
 
     /// Start generating after `tokens`; options `{ maxTokens, temperature, topK, topP,
-    /// seed }`. Resolves when the prompt is processed.
+    /// seed, contextOverflow, keep, speculative }` (`speculative`: "lookup" | true |
+    /// { draftMax } | false; unset: the load's). Resolves when the prompt is processed.
     // The RefCell guard held across the GPU await is the one-call-at-a-time lock: a
     // concurrent call's `try_borrow_mut` fails with BUSY (never a panic).
     #[allow(clippy::await_holding_refcell_ref)]
     pub fn begin(&self, tokens: Vec<u32>, options: JsValue) -> Promise {
         let session = self.session.clone();
         future_to_promise(async move {
-            let opts = generate_options(&options).map_err(to_js)?;
             let mut guard = session.try_borrow_mut().map_err(|_| busy())?;
             let s = guard.as_mut().ok_or_else(unloaded)?;
+            let opts = generate_options(&options, s.speculative).map_err(to_js)?;
             s.messages.clear(); // a plain generation: no chat to keep
             s.begin(&tokens, &opts).await.map_err(to_js)?;
             Ok(JsValue::UNDEFINED)
@@ -341,14 +344,24 @@ impl PocketModel {
     }
 
     /// `{ promptTokens, reusedTokens, promptSeconds, generatedTokens, generateSeconds,
-    /// tokensPerSecond, contextShifts, overlappedReads }` of the running or last
-    /// generation (null before any); `overlappedReads`: the model's token reads so far
-    /// made with the next step already submitted (pipelined greedy and plain sampled
-    /// decode on WebGPU).
+    /// tokensPerSecond, contextShifts, overlappedReads, speculation }` of the running or
+    /// last generation (null before any); `overlappedReads`: the model's token reads so
+    /// far made with the next step already submitted (pipelined greedy and plain sampled
+    /// decode on WebGPU); `speculation`: `{ drafted, accepted, steps,
+    /// acceptedPerStep }` where the generation speculated, else null.
     pub fn stats(&self) -> Result<JsValue, JsValue> {
         self.with(|s| {
             let overlapped = s.model.overlapped_reads();
             Ok(s.stats().map_or(JsValue::NULL, |st| {
+                let spec = st.speculation;
+                let speculation = s.speculated().then(|| {
+                    serde_json::json!({
+                        "drafted": spec.drafted,
+                        "accepted": spec.accepted,
+                        "steps": spec.steps,
+                        "acceptedPerStep": spec.accepted_per_step(),
+                    })
+                });
                 to_value(&serde_json::json!({
                     "promptTokens": st.prompt_tokens,
                     "reusedTokens": st.reused_tokens,
@@ -358,6 +371,7 @@ impl PocketModel {
                     "tokensPerSecond": st.generate_tok_s(),
                     "contextShifts": st.context_shifts,
                     "overlappedReads": overlapped,
+                    "speculation": speculation,
                 }))
             }))
         })
@@ -377,11 +391,12 @@ impl PocketModel {
 /// Load `url` with the JS `options` into a session (and how the load went).
 async fn open(url: &str, options: &JsValue) -> Result<(WebSession, LoadReport)> {
     let opts = LoadOptions::from_js(options)?;
-    let overflow = context_overflow(options)?;
+    let (overflow, speculative) = (context_overflow(options)?, opts.speculative);
     let mut l = loader::load(url, opts).await?;
     l.report.threads = crate::cpu::fast::threads();
     let mut session = WebSession::new(l.model, l.tokenizer, l.template, l.model_id);
     session.context_overflow = overflow;
+    session.speculative = speculative;
     session.pooling = l.pooling;
     Ok((session, l.report))
 }

@@ -118,7 +118,11 @@ impl Completion {
                 (Box::new(run), None)
             }
         };
-        let (prompt, options) = (run.prompt().to_vec(), run.options().clone());
+        let (prompt, mut options) = (run.prompt().to_vec(), run.options().clone());
+        // MERGE (issue 54): the load's `speculative` default; once `crate::api` parses a
+        // request's own "speculative", this line becomes its runs'
+        // `apply_speculation(session.speculative)` (a request's `false` wins there).
+        options.speculative = options.speculative.or(session.speculative);
         session.begin(&prompt, &options).await?;
         Ok(Completion {
             pending: run.first_chunk().into_iter().collect(),

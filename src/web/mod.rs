@@ -24,6 +24,7 @@ mod model;
 mod options;
 mod session;
 mod snapshot;
+mod speculative;
 mod tune;
 
 /// `initThreadPool(n)` in the threaded build: starts `n` Web Workers sharing the module's

@@ -3,8 +3,11 @@
 
 use crate::cpu::fast::{FastModel, Logits};
 use crate::cpu::KvCache;
-use crate::engine::{choose, cpu_rows_tag, gpu_rows_tag, kv_layout_of, KvLayout, RowKind};
+use crate::engine::{
+    choose, cpu_rows_tag, gpu_rows_tag, kv_layout_of, KvLayout, RowKind, Verified,
+};
 use crate::error::{Error, Result};
+use crate::gpu::forward::VERIFY_MAX_TOKENS;
 use crate::gpu::kernels::topk::TOPK_MAX;
 use crate::gpu::GpuModel;
 use crate::sampler::Sampler;
@@ -118,6 +121,60 @@ impl WebModel {
                 cache.truncate(pos);
                 choose(&model.forward(token, cache)?, need.is_none(), sampler)
             }
+        }
+    }
+
+    /// Speculative decoding's verification step (`crate::speculate`): run `tokens` (the
+    /// token to feed and its drafts) at `pos..` as one step, every position's KV row
+    /// written, and return each position's logits, or with `argmax_only` (plain greedy)
+    /// on WebGPU only each one's argmax. The rows of rejected drafts are left to be
+    /// overwritten ([`WebModel::rewind`]). The CPU backend runs them as one prefill chunk
+    /// (as natively, `Engine::verify`: each row's numbers are its decode step's); WebGPU
+    /// records decode's step once per token in one submit, one readback
+    /// ([`GpuModel::verify_logits_async`]).
+    pub async fn verify(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        argmax_only: bool,
+    ) -> Result<Verified> {
+        match self {
+            WebModel::Gpu(m) if argmax_only => {
+                Ok(Verified::Argmax(m.verify_argmax_async(tokens, pos).await?))
+            }
+            WebModel::Gpu(m) => Ok(Verified::Logits(m.verify_logits_async(tokens, pos).await?)),
+            WebModel::Cpu { model, cache } => {
+                if pos + tokens.len() > cache.capacity() {
+                    return Err(Error::ContextTooLong {
+                        position: pos + tokens.len(),
+                        context: cache.capacity(),
+                    });
+                }
+                cache.truncate(pos);
+                Ok(Verified::Logits(model.prefill(
+                    tokens,
+                    cache,
+                    Logits::All,
+                )?))
+            }
+        }
+    }
+
+    /// Most tokens one [`WebModel::verify`] runs (WebGPU's verification buffers hold
+    /// [`VERIFY_MAX_TOKENS`] rows; the CPU backend's chunk has no bound).
+    pub fn verify_max(&self) -> usize {
+        match self {
+            WebModel::Gpu(_) => VERIFY_MAX_TOKENS,
+            WebModel::Cpu { .. } => usize::MAX,
+        }
+    }
+
+    /// The cache holds its first `pos` positions only (after a verification step, the
+    /// rejected drafts' rows go: the CPU cache's length; WebGPU's steps name their
+    /// positions, so its rows past `pos` are simply overwritten later).
+    pub fn rewind(&mut self, pos: usize) {
+        if let WebModel::Cpu { cache, .. } = self {
+            cache.truncate(pos);
         }
     }
 

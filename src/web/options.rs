@@ -1,7 +1,8 @@
 //! What the JavaScript caller passes, read from its option objects and checked: a load's
 //! options (`LoadOptions`: the backend asked for, the profile, the tuner's policy, what a
 //! load over the quota does, …), the context policy of its requests, and generation's
-//! options. A misspelt or mistyped option is an `InvalidArgument` naming what it takes.
+//! options, speculative decoding's included. A misspelt or mistyped option is an
+//! `InvalidArgument` naming what it takes.
 
 use super::fetch::CACHE_NAME;
 use crate::api::ContextPolicy;
@@ -11,6 +12,7 @@ use crate::gpu::profile::{DeviceProfile, PROFILE_NAMES};
 use crate::gpu::tune::TunePolicy;
 use crate::quant::WeightFormat;
 use crate::sampler::SamplerConfig;
+use crate::speculate::{SpecOptions, DRAFT_MAX_LIMIT};
 use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -45,6 +47,8 @@ pub struct LoadOptions {
     pub offline: bool,
     /// What a load the storage quota cannot hold does.
     pub over_quota: OverQuota,
+    /// Speculative decoding of the requests that set none (`speculative`; `None`: off).
+    pub speculative: Option<SpecOptions>,
 }
 
 impl LoadOptions {
@@ -123,8 +127,12 @@ fn count(options: &JsValue, key: &str) -> Result<Option<usize>> {
 }
 
 /// Generation options from `{ maxTokens, temperature, topK, topP, seed, contextOverflow,
-/// keep }`.
-pub(super) fn generate_options(options: &JsValue) -> Result<GenerateOptions> {
+/// keep, speculative }`; `speculative`, where not set, is the model's (`default`: the load
+/// option's).
+pub(super) fn generate_options(
+    options: &JsValue,
+    default: Option<SpecOptions>,
+) -> Result<GenerateOptions> {
     let d = GenerateOptions::default();
     let s = SamplerConfig::greedy();
     let keep = count(options, "keep")?.unwrap_or(0);
@@ -148,8 +156,63 @@ pub(super) fn generate_options(options: &JsValue) -> Result<GenerateOptions> {
             seed: number(options, "seed")?.map_or(s.seed, |x| x as u64),
             ..s
         },
+        speculative: speculative(options)?.unwrap_or(default),
         ..d
     })
+}
+
+/// What the `speculative` option of a load or a request takes.
+const SPECULATIVE: &str = "\"lookup\", true, { draftMax } or false";
+
+/// The `speculative` option (`crate::speculate`): `"lookup"` or true — drafts from the
+/// request's own context (and the tokens a grammar forces), up to
+/// [`crate::speculate::DEFAULT_DRAFT_MAX`] a step —, `{ draftMax: N }` — the same, up to
+/// N (1 to [`DRAFT_MAX_LIMIT`]) —, or false: none. `None` when not set. A draft model
+/// (`{ draft: url }`) is not supported in the browser yet (`UNSUPPORTED`).
+pub(super) fn speculative(options: &JsValue) -> Result<Option<Option<SpecOptions>>> {
+    let Some(v) = opt(options, "speculative") else {
+        return Ok(None);
+    };
+    let bad =
+        |what: String| Error::InvalidArgument(format!("speculative {what}: use {SPECULATIVE}"));
+    if let Some(on) = v.as_bool() {
+        return Ok(Some(on.then(SpecOptions::lookup)));
+    }
+    if let Some(name) = v.as_string() {
+        return match name.as_str() {
+            "lookup" => Ok(Some(Some(SpecOptions::lookup()))),
+            other => Err(bad(format!("{other:?}"))),
+        };
+    }
+    if !v.is_object() || js_sys::Array::is_array(&v) {
+        return Err(bad("must be a string, a boolean or an object".into()));
+    }
+    for key in js_sys::Object::keys(v.unchecked_ref::<js_sys::Object>()).iter() {
+        match key.as_string().unwrap_or_default().as_str() {
+            "draftMax" => {}
+            "draft" => {
+                return Err(Error::Unsupported {
+                    what: "speculative".into(),
+                    kind: "option",
+                    name: "{ draft } (a draft model: not in the browser yet)".into(),
+                    supported: SPECULATIVE,
+                })
+            }
+            other => return Err(bad(format!("has an unknown field {other:?}"))),
+        }
+    }
+    let mut spec = SpecOptions::lookup();
+    if let Some(n) = opt(&v, "draftMax") {
+        spec.draft_max = n
+            .as_f64()
+            .filter(|n| n.fract() == 0.0 && (1.0..=DRAFT_MAX_LIMIT as f64).contains(n))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "speculative.draftMax must be a whole number 1 to {DRAFT_MAX_LIMIT}"
+                ))
+            })? as usize;
+    }
+    Ok(Some(Some(spec)))
 }
 
 impl LoadOptions {
@@ -185,6 +248,7 @@ impl LoadOptions {
                     .and_then(|v| v.as_string())
                     .as_deref(),
             )?,
+            speculative: speculative(options)?.flatten(),
         })
     }
 }

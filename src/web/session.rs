@@ -2,14 +2,17 @@
 //! (WebGPU or the CPU backend),
 //! one token per call so JavaScript can stream, stop and abort between tokens. The KV
 //! cache is kept between requests: a request that starts with what the cache holds
-//! processes only the rest.
+//! processes only the rest. A generation that speculates (`crate::speculate`) verifies
+//! drafts in one step and hands the tokens it took out one per call (`speculative.rs`).
 
 use super::model::WebModel;
+use super::speculative::Step;
 use crate::api::ContextPolicy;
 use crate::error::{Error, Result};
 use crate::generate::{common_prefix, FinishReason, GenerateOptions, GenerateStats, Generation};
 use crate::sampler::TokenLogprobs;
 use crate::session::Saved;
+use crate::speculate::SpecOptions;
 use crate::tokenizer::{ChatTemplate, Message, Tokenizer};
 
 /// A loaded model, its tokenizer, and the generation in progress.
@@ -22,8 +25,12 @@ pub struct WebSession {
     cached: Vec<u32>,
     active: Option<Active>,
     last_stats: Option<GenerateStats>,
+    /// Whether the running or last generation speculated.
+    speculated: bool,
     /// The context policy of requests that set none (load option `contextOverflow`).
     pub context_overflow: ContextPolicy,
+    /// Speculative decoding of requests that set none (load option `speculative`).
+    pub speculative: Option<SpecOptions>,
     /// The pooling of embeddings that ask for none: the model's (a GGUF's
     /// `pooling_type`, a package's manifest), else the last token's.
     pub pooling: Option<crate::embed::Pooling>,
@@ -44,10 +51,8 @@ pub struct WebSession {
 
 struct Active {
     gen: Generation,
-    /// The token chosen by the last step, not yet accepted.
-    next: u32,
-    /// An accepted token that the next call runs through the model.
-    to_feed: Option<u32>,
+    /// What the next call takes its token from.
+    step: Step,
 }
 
 /// One generated token and its text.
@@ -92,7 +97,9 @@ impl WebSession {
             cached: Vec::new(),
             active: None,
             last_stats: None,
+            speculated: false,
             context_overflow: ContextPolicy::Error,
+            speculative: None,
             pooling: None,
             model_id,
             messages: Vec::new(),
@@ -110,6 +117,7 @@ impl WebSession {
         let tokens = opts.window(tokens, context);
         let reused = Generation::check(&tokens, opts, context, &self.cached)?;
         let mut gen = Generation::new(opts, &self.eos, context, tokens.len(), reused)?;
+        self.speculated = gen.speculates();
         gen.sampler().observe(&tokens);
         self.cached.truncate(reused);
         let (&last, head) = tokens.split_last().expect("checked non-empty");
@@ -119,19 +127,16 @@ impl WebSession {
                 .await?;
             self.cached.extend_from_slice(&head[reused..]);
         }
-        let pos = self.cached.len();
         // Until the step succeeds the cache does not hold `last`.
-        let next = self
-            .model
-            .step(last, pos, gen.sampler(), self.gpu_draws)
-            .await?;
-        self.cached.push(last);
-        gen.prompt_done();
-        self.active = Some(Active {
-            gen,
-            next,
-            to_feed: None,
-        });
+        let step = Step::run(
+            &mut self.model,
+            &mut self.cached,
+            &mut gen,
+            last,
+            self.gpu_draws,
+        );
+        let step = step.await?;
+        self.active = Some(Active { gen, step });
         Ok(())
     }
 
@@ -140,16 +145,29 @@ impl WebSession {
         let Some(active) = &mut self.active else {
             return Ok(None);
         };
-        if let Some(fed) = active.to_feed.take() {
-            let pos = self.cached.len();
-            let sampler = active.gen.sampler();
-            active.next = self.model.step(fed, pos, sampler, self.gpu_draws).await?;
-            self.cached.push(fed);
+        if let Step::Feed(fed) = active.step {
+            let (model, cached) = (&mut self.model, &mut self.cached);
+            active.step = Step::run(model, cached, &mut active.gen, fed, self.gpu_draws).await?;
         }
-        let token = active.next;
+        let (token, drafted) = match &mut active.step {
+            Step::Chosen(token) => (*token, false),
+            Step::Verifying(v) => v.choose(&mut active.gen, self.model.config().vocab_size)?,
+            Step::Feed(_) => unreachable!("run above"),
+        };
         let mut text = active
             .gen
             .accept(&self.tokenizer, token, self.cached.len())?;
+        // A drafted token that is taken, with more to come: its row (written by the
+        // verification step) stays, and the next call takes the next row. Otherwise the
+        // verification ends here: the rows after the last kept one go.
+        let kept = drafted && active.gen.finished().is_none();
+        if kept {
+            if let Step::Verifying(v) = &mut active.step {
+                v.keep(token, &mut self.cached);
+            }
+        } else if let Step::Verifying(v) = std::mem::replace(&mut active.step, Step::Feed(token)) {
+            v.end(&mut active.gen, &mut self.model, self.cached.len());
+        }
         if let Some(shift) = active.gen.shift(&self.cached) {
             // A sliding window's context shift: the cache keeps its first tokens and runs
             // the newest again; `token` is fed by the next call.
@@ -164,7 +182,8 @@ impl WebSession {
         };
         let mut held = String::new();
         match finish {
-            None => active.to_feed = Some(token),
+            None if kept => {}
+            None => active.step = Step::Feed(token),
             Some(_) => {
                 held = active.gen.flush();
                 text.push_str(&held);
@@ -221,9 +240,19 @@ impl WebSession {
     /// End the running generation (the cache keeps what was processed).
     pub fn stop(&mut self) {
         if let Some(mut active) = self.active.take() {
+            if let Step::Verifying(v) = active.step {
+                // Stopped between a verification step's tokens: its taken drafts count.
+                v.end(&mut active.gen, &mut self.model, self.cached.len());
+            }
             active.gen.stop();
             self.last_stats = Some(active.gen.stats());
         }
+    }
+
+    /// Whether the running generation, else the last one, speculated (its stats'
+    /// `speculation` counts its drafts).
+    pub fn speculated(&self) -> bool {
+        self.speculated
     }
 
     /// Stats of the running generation, else of the last one.

@@ -181,7 +181,16 @@ function wasmOptions(options) {
     contextOverflow: options.contextOverflow,
     offline: options.offline,
     overQuota: options.overQuota,
+    speculative: options.speculative,
   };
+}
+
+/** The `speculative` option as an OpenAI-shaped request's field (snake case: `{ draftMax }`
+ * becomes `{ draft_max }`); undefined when not set (the load's default applies). */
+function requestSpeculative(spec) {
+  if (spec === null || typeof spec !== 'object') return spec;
+  const { draftMax, ...rest } = spec;
+  return draftMax === undefined ? rest : { ...rest, draft_max: draftMax };
 }
 
 /** What loads a model with `shared: true` (pocket.js's; null where only this module is
@@ -312,7 +321,9 @@ export class Pocket {
    * after each), restore (a session id, or `{ id, fallback }`: `sessions.restore` before
    * the load resolves, the conversation then ready with no prefill; `model.restored` is
    * its result, null when nothing is saved as `id`; a bad snapshot fails the load with
-   * SESSION_MISMATCH / SESSION_CORRUPT).
+   * SESSION_MISMATCH / SESSION_CORRUPT), speculative (speculative decoding of the
+   * requests that set none: "lookup" | true | { draftMax } | false, the default; see
+   * pocket.d.ts's `Speculative`; a request's own `speculative` wins).
    */
   static async load(url, options = {}) {
     if (options.shared) {
@@ -469,6 +480,7 @@ export class Pocket {
       top_k: options.topK,
       top_p: options.topP,
       seed: options.seed,
+      speculative: requestSpeculative(options.speculative),
       chat_template_kwargs: { enable_thinking: false },
     };
     const chunks = await this.chat.completions.create(request, { signal: options.signal });
@@ -499,6 +511,7 @@ export class Pocket {
       seed: options.seed,
       contextOverflow: options.contextOverflow,
       keep: options.keep,
+      speculative: options.speculative,
     };
     let done = false;
     try {

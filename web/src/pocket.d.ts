@@ -85,6 +85,9 @@ export interface LoadOptions {
   /** A model whose missing shards exceed the storage quota left: "error" (default) fails
    * with QUOTA before downloading; "uncached" loads it without caching (`info.uncached`). */
   overQuota?: 'error' | 'uncached';
+  /** Speculative decoding of the requests that set none (`GenerateOptions.speculative`):
+   * off by default. */
+  speculative?: Speculative;
   /** Ask `navigator.storage.persist()` first (storage the browser will not evict);
    * the answer is `info.persisted`. */
   persist?: boolean;
@@ -278,6 +281,27 @@ export interface PocketCache {
 export declare const cache: PocketCache;
 export declare function requestPersist(): Promise<boolean | null>;
 
+/** Speculative decoding: each step verifies drafts of the next tokens in one batched
+ * step of the model and keeps those the model itself chooses, so that a step can yield
+ * several tokens; the text is the same as without (greedy token for token; sampled, the
+ * same distribution and a seeded run repeats). "lookup" (or true): drafts copied from
+ * the request's own context (prompt and reply so far: code edits, quotes, JSON repeat
+ * their input) and the tokens a grammar forces, up to 8 a step, fewer where they fail;
+ * `{ draftMax }`: the same, up to `draftMax` (1 to 32); false: none. A draft model
+ * (`{ draft: url }`) is not supported in the browser yet (UNSUPPORTED). */
+export type Speculative = 'lookup' | boolean | { draftMax?: number };
+
+/** What speculative decoding did in a generation (`GenerateStats.speculation`). */
+export interface SpeculationStats {
+  /** Tokens drafted and verified. */
+  drafted: number;
+  /** Of those, accepted (each one a token without a step of its own). */
+  accepted: number;
+  /** Verification steps. */
+  steps: number;
+  acceptedPerStep: number;
+}
+
 export interface TokenPiece {
   text: string;
   token: number;
@@ -299,6 +323,8 @@ export interface GenerateOptions {
   contextOverflow?: 'error' | 'slide';
   /** Tokens at the start a sliding window never drops (at most half the context). */
   keep?: number;
+  /** Speculative decoding of this request (default: the load's `speculative`). */
+  speculative?: Speculative;
   signal?: AbortSignal;
   onToken?: (piece: TokenPiece) => void;
 }
@@ -321,6 +347,8 @@ export interface GenerateStats {
    * decode, and sampling without penalties, bias, grammar or logprobs with a top-k of 1 to
    * 64, are pipelined one step ahead on WebGPU; 0 on the CPU backend). */
   overlappedReads: number;
+  /** Speculative decoding's drafts, where the generation speculated; else null. */
+  speculation: SpeculationStats | null;
 }
 
 export declare function hasWebGPU(): boolean;

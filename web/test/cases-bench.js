@@ -1,7 +1,9 @@
 // The browser decode benches (run by run.js only when named: `scripts/test-web bench`), on
 // the Pocket-size package served as /models/bench/ (POCKETRT_WEB_BENCH_MODEL, default the
-// large fixture; see benchModel). Each prints one JSON line.
+// large fixture; see benchModel); the speculative bench on the real coder GGUF where
+// POCKETRT_CODER_GGUF names it. Each prints JSON lines.
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { benchModel, load, plainPage } from './cases.js';
 
 /** Load the bench package with `options` (no Cache Storage, 512 positions); returns
@@ -29,6 +31,50 @@ function report(bench, fields, r, s, tokens) {
   console.log(JSON.stringify({ bench, ...fields, tokens: s.generatedTokens,
     tokens_per_second: s.tokensPerSecond, load_seconds: r.ms / 1000 }));
   assert.equal(s.generatedTokens, tokens, 'no early end of sequence skews the figure');
+}
+
+/** The speculative bench's workloads: a prompt (ChatML, the coder's template) and the
+ * tokens generated after it. A code edit repeats most of its prompt (lookup drafts it);
+ * free chat repeats little (drafting must not slow it). */
+const WORKLOADS = {
+  code_edit: {
+    user: `Rewrite this function so that it skips negative values. Reply with the whole function only.
+
+\`\`\`python
+def summarize(records, key="value"):
+    """Return the count, total and mean of the records' values."""
+    count = 0
+    total = 0.0
+    for record in records:
+        value = record.get(key)
+        if value is None:
+            continue
+        count += 1
+        total += value
+    mean = total / count if count else 0.0
+    return {"count": count, "total": total, "mean": mean}
+\`\`\``,
+  },
+  free_chat: { user: 'Tell me a short story about a lighthouse keeper who befriends a seagull.' },
+};
+
+/** Runs in the page on `window.model`: for each workload, greedy generation of `n`
+ * tokens without speculation, then with `"lookup"` (a 4-token warm-up of each first):
+ * tokens, tok/s and the drafts. */
+async function speculativeBench({ workloads, n }) {
+  const m = window.model;
+  const out = {};
+  for (const [name, { user }] of Object.entries(workloads)) {
+    const prompt = m.encode(`<|im_start|>user\n${user}<|im_end|>\n<|im_start|>assistant\n`);
+    await m.generateTokens(prompt, { maxTokens: 4 });
+    await m.generateTokens(prompt, { maxTokens: 4, speculative: 'lookup' });
+    const run = async (speculative) => {
+      const tokens = await m.generateTokens(prompt, { maxTokens: n, speculative });
+      return { tokens, stats: m.stats() };
+    };
+    out[name] = { prompt: prompt.length, plain: await run(false), lookup: await run('lookup') };
+  }
+  return out;
 }
 
 export const tests = {
@@ -62,5 +108,35 @@ export const tests = {
     });
     const s = await timeDecode(ctx.page, TOKENS);
     report('browser_decode_webgpu', { adapter: r.info.adapter, gpu, backend, build: ctx.server.pkg }, r, s, TOKENS);
+  },
+
+  // Speculative decoding (lookup drafts) against the plain decoder in Chromium, on the CPU
+  // backend (wasm, one thread) and on WebGPU (SwiftShader), on a code edit and free chat:
+  // a JSON line per backend and workload with tok/s both ways, their ratio and the
+  // accepted drafts per step, from one run; the greedy tokens must be equal. On the real
+  // coder GGUF (POCKETRT_CODER_GGUF; else the bench package, whose random weights copy
+  // nothing, so only the overhead shows).
+  async bench_speculative_decoding_with_and_without_on_the_cpu_backend_and_webgpu(ctx) {
+    const gguf = process.env.POCKETRT_CODER_GGUF;
+    let url = '/models/bench/';
+    if (gguf) url = `/models/coder/${path.basename(gguf)}`;
+    else benchModel(ctx.server, ctx.scratch);
+    await plainPage(ctx.page, ctx.server);
+    // SwiftShader runs the coder at about a token a second: fewer tokens there.
+    for (const [backend, n] of [['cpu', 64], ['webgpu', gguf ? 24 : 32]]) {
+      const r = await load(ctx.page, url, { backend, cache: false, contextLength: 512 });
+      assert.ok(r.info, `${backend}: load failed: ${r.code} ${r.message}`);
+      const got = await ctx.page.evaluate(speculativeBench, { workloads: WORKLOADS, n });
+      for (const [workload, { prompt, plain, lookup }] of Object.entries(got)) {
+        const spec = lookup.stats.speculation;
+        const ratio = lookup.stats.tokensPerSecond / plain.stats.tokensPerSecond;
+        console.log(JSON.stringify({ bench: 'browser_speculative', model: gguf ? path.basename(gguf) : 'bench package (random weights)',
+          backend: r.info.backend, adapter: r.info.adapter, workload, prompt_tokens: prompt, tokens: lookup.stats.generatedTokens,
+          plain_tok_s: plain.stats.tokensPerSecond, lookup_tok_s: lookup.stats.tokensPerSecond, ratio,
+          accepted_per_step: spec.acceptedPerStep, drafted: spec.drafted, accepted: spec.accepted, steps: spec.steps }));
+        assert.deepEqual(lookup.tokens, plain.tokens, `${backend} ${workload}: the same greedy tokens with drafts`);
+      }
+      await ctx.page.evaluate(() => window.model.unload());
+    }
   },
 };

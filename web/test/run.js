@@ -20,8 +20,9 @@ import { tests as sessionTests } from './cases-sessions.js';
 import { tests as sharedTests } from './cases-shared.js';
 import { tests as appTests } from './cases-app.js';
 import { tests as realTests } from './cases-real.js';
+import { tests as speculativeTests } from './cases-speculative.js';
 
-const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...faultTests, ...sessionTests, ...sharedTests, ...appTests, ...realTests, ...benchTests, ...wllamaTests };
+const tests = { ...packageTests, ...ggufHubTests, ...threadTests, ...apiTests, ...faultTests, ...sessionTests, ...sharedTests, ...appTests, ...realTests, ...speculativeTests, ...benchTests, ...wllamaTests };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = process.env.POCKETRT_WEB_FIXTURE;

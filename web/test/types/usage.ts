@@ -30,6 +30,8 @@ import Pocket, {
   type SessionMessage,
   type SessionRestoreResult,
   type SessionSaveReport,
+  type SpeculationStats,
+  type Speculative,
   type TokenPiece,
 } from '../../src/pocket.js';
 
@@ -50,6 +52,7 @@ export async function page(out: { textContent: string | null }): Promise<void> {
     profile: 'gpu',
     offline: false,
     overQuota: 'uncached',
+    speculative: 'lookup',
     persist: true,
     autoReload: false,
     onDeviceLost: (e: DeviceLostEvent) => void e.reload?.then(() => console.log(e.reason, e.message)),
@@ -67,6 +70,7 @@ export async function page(out: { textContent: string | null }): Promise<void> {
     topK: 40,
     topP: 0.9,
     seed: 1,
+    speculative: { draftMax: 4 },
     signal: controller.signal,
     onToken: (p: TokenPiece) => void (p.finish === 'eos' && p.done),
   };
@@ -78,6 +82,9 @@ export async function page(out: { textContent: string | null }): Promise<void> {
   const tokens: number[] = await model.generateTokens(ids, { maxTokens: count > 0 ? 4 : 1 });
   const stats: GenerateStats | null = model.stats();
   console.log(text, tokens, stats?.tokensPerSecond, await wasmMemoryBytes());
+  const off: Speculative = false;
+  const drafts: SpeculationStats | null = (await model.generateTokens(ids, { speculative: off }), model.stats()?.speculation ?? null);
+  console.log(drafts?.drafted, drafts?.accepted, drafts?.steps, drafts?.acceptedPerStep);
   await model.reload();
   const hooked: boolean = model.destroyDeviceForTesting();
   const where: 'cache' | 'network' | 'cache and network' = model.info.source;
