@@ -530,7 +530,16 @@ fn code_edit_prompt() -> String {
 fn run_with_spec_lookup_prints_the_same_text_and_its_drafts() {
     let gguf = coder_gguf();
     let prompt = code_edit_prompt();
-    let common = ["--chat", "-p", &prompt, "-n", "48", "--backend", "cpu", "-v"];
+    let common = [
+        "--chat",
+        "-p",
+        &prompt,
+        "-n",
+        "48",
+        "--backend",
+        "cpu",
+        "-v",
+    ];
     let (plain, plain_err) = run_args(&gguf, &common);
     let spec = [&common[..], &["--spec", "lookup", "--draft-max", "6"]].concat();
     let (text, err) = run_args(&gguf, &spec);

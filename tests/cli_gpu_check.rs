@@ -102,6 +102,15 @@ fn check_report(r: &serde_json::Value) {
     );
     assert_eq!(r["prefill"]["tokens"], 32);
     positive(&r["prefill"]["tok_s"], "prefill tok/s");
+    // Speculative decoding's verification step at 1, 2, 4 and 8 positions.
+    positive(&r["verify"]["decode_step_ms"], "decode step ms");
+    let ks: Vec<u64> = (r["verify"]["steps"].as_array().unwrap().iter())
+        .map(|s| {
+            positive(&s["ms_per_step"], "verification ms");
+            s["positions"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(ks, [1, 2, 4, 8]);
     let ceiling = positive(&r["read_ceiling"]["gb_s"], "read ceiling");
     // The prefill GEMMs: each of the four shapes in the profile's design (and the f32
     // tiles beside f16 ones), at the prefill's 32 tokens.

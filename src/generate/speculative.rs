@@ -5,7 +5,6 @@
 //! come from plain steps (pipelined on the GPU) until the drafter has drafts again.
 
 use super::{Generation, Session, Token};
-use crate::engine::Verified;
 use crate::error::Result;
 use crate::speculate::{DraftModel, Proposal};
 use crate::tokenizer::Tokenizer;
@@ -86,12 +85,7 @@ impl Session {
         let (mut accepted, mut next, mut go_on) = (0, token, true);
         for i in 0..batch.len() {
             let draft = proposal.tokens.get(i).copied();
-            let (chosen, hit) = match &rows {
-                Verified::Logits(l) => gen
-                    .sampler()
-                    .choose_drafted(&l[i * vocab..(i + 1) * vocab], draft)?,
-                Verified::Argmax(a) => (a[i], Some(a[i]) == draft),
-            };
+            let (chosen, hit) = rows.choose(i, vocab, draft, gen.sampler())?;
             next = chosen;
             go_on = Self::take_token(gen, &self.tokenizer, on_token, chosen, base + i + 1)?;
             if !(hit && go_on) {

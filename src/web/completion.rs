@@ -105,7 +105,8 @@ impl Completion {
                     .context_overflow
                     .get_or_insert(session.context_overflow);
                 let template = session.template().map_err(ApiError::from)?;
-                let run = ChatRun::new(&req, &session.tokenizer, template, context)?;
+                let mut run = ChatRun::new(&req, &session.tokenizer, template, context)?;
+                run.apply_speculation(session.speculative);
                 let messages = req.messages.iter().map(chat_message).collect();
                 (Box::new(run), Some(messages))
             }
@@ -114,15 +115,12 @@ impl Completion {
                 req.params
                     .context_overflow
                     .get_or_insert(session.context_overflow);
-                let run = CompletionRun::new(&req, &session.tokenizer, context)?;
+                let mut run = CompletionRun::new(&req, &session.tokenizer, context)?;
+                run.apply_speculation(session.speculative);
                 (Box::new(run), None)
             }
         };
-        let (prompt, mut options) = (run.prompt().to_vec(), run.options().clone());
-        // MERGE (issue 54): the load's `speculative` default; once `crate::api` parses a
-        // request's own "speculative", this line becomes its runs'
-        // `apply_speculation(session.speculative)` (a request's `false` wins there).
-        options.speculative = options.speculative.or(session.speculative);
+        let (prompt, options) = (run.prompt().to_vec(), run.options().clone());
         session.begin(&prompt, &options).await?;
         Ok(Completion {
             pending: run.first_chunk().into_iter().collect(),

@@ -77,14 +77,8 @@ impl Verifying {
     /// it is that row's draft. The caller accepts it ([`Generation::accept`]) before the
     /// next row.
     pub fn choose(&self, gen: &mut Generation, vocab: usize) -> Result<(u32, bool)> {
-        let i = self.taken;
-        let draft = self.proposal.tokens.get(i).copied();
-        match &self.rows {
-            Verified::Logits(l) => gen
-                .sampler()
-                .choose_drafted(&l[i * vocab..(i + 1) * vocab], draft),
-            Verified::Argmax(a) => Ok((a[i], Some(a[i]) == draft)),
-        }
+        let draft = self.proposal.tokens.get(self.taken).copied();
+        self.rows.choose(self.taken, vocab, draft, gen.sampler())
     }
 
     /// The draft just chosen is taken: the cache holds it (the step wrote its row).

@@ -185,12 +185,18 @@ function wasmOptions(options) {
   };
 }
 
-/** The `speculative` option as an OpenAI-shaped request's field (snake case: `{ draftMax }`
- * becomes `{ draft_max }`); undefined when not set (the load's default applies). */
+/** The `speculative` option as the OpenAI-shaped request's field (`crate::api`'s
+ * `true | false | { n_max }`): "lookup" is `true`, `{ draftMax }` is `{ n_max }`; undefined
+ * when not set (the load's default applies). Anything else goes as it is, for the request's
+ * own check to refuse with its message; a draft model is not in the browser yet. */
 function requestSpeculative(spec) {
-  if (spec === null || typeof spec !== 'object') return spec;
+  if (spec === 'lookup') return true;
+  if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) return spec;
+  if ('draft' in spec) {
+    throw pocketError('speculative { draft } (a draft model) is not supported in the browser yet', 'UNSUPPORTED');
+  }
   const { draftMax, ...rest } = spec;
-  return draftMax === undefined ? rest : { ...rest, draft_max: draftMax };
+  return draftMax === undefined ? rest : { ...rest, n_max: draftMax };
 }
 
 /** What loads a model with `shared: true` (pocket.js's; null where only this module is

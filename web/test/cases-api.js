@@ -107,13 +107,13 @@ function compareEmbeddings(got, want, backend, what) {
   console.log(`     ${what} against native: ${figures.join('; ')} (two texts at cosine ${dot(v0, v1).toFixed(3)})`);
 }
 
-/** Ids and times removed (they differ run to run), as natively. */
+/** Ids, times and timings removed (they differ run to run), as natively. */
 function normalized(v) {
   if (Array.isArray(v)) return v.map(normalized);
   if (v && typeof v === 'object') {
     return Object.fromEntries(
       Object.entries(v)
-        .filter(([k]) => k !== 'id' && k !== 'created')
+        .filter(([k]) => !['id', 'created', 'timings'].includes(k))
         .map(([k, x]) => [k, normalized(x)]),
     );
   }

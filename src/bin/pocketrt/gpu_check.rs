@@ -145,6 +145,8 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
 
     progress(&format!("timing a prefill of {} tokens", a.prefill));
     let prefill = time_prefill(&mut model, a.prefill)?;
+    progress("timing speculative decoding's verification step (1, 2, 4, 8 positions)");
+    let verify = time_verify(&mut model, context)?;
 
     progress("measuring the read ceiling");
     let timer = GpuTimer::new(&ctx);
@@ -201,6 +203,7 @@ pub fn run(a: GpuCheckArgs) -> Result<()> {
         "submits_per_token": submits.1 as f64 / submits.0.max(1) as f64,
         "pipelined": pipelined,
         "prefill": prefill,
+        "verify": verify,
         "read_ceiling": ceiling.to_json(),
         "timing": match timer {
             Some(_) => "tok/s: wall time; kernels: timestamp queries",
@@ -489,6 +492,37 @@ fn time_prefill(model: &mut GpuModel, n: usize) -> Result<Value> {
     }))
 }
 
+/// Speculative decoding's verification step (`GpuModel::verify_argmax`: k positions in
+/// one submit, k argmaxes read back) against one greedy decode step at the same place:
+/// ms per step for k = 1, 2, 4, 8 — what a step of k − 1 drafts costs on this GPU.
+fn time_verify(model: &mut GpuModel, context: usize) -> Result<Value> {
+    const REPS: usize = 20;
+    let pos = (context / 2).min(128);
+    let tokens = synthetic_prompt(8, model.config.vocab_size);
+    let time = |k: usize, model: &mut GpuModel| -> Result<f64> {
+        let step = |model: &mut GpuModel| match k {
+            0 => model.decode(tokens[0], pos).map(drop),
+            k => model.verify_argmax(&tokens[..k], pos).map(drop),
+        };
+        step(model)?; // the staging buffers and pipelines made first
+        let t = Instant::now();
+        for _ in 0..REPS {
+            step(model)?;
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e3 / REPS as f64)
+    };
+    let decode_ms = time(0, model)?;
+    let mut rows = vec![];
+    for k in [1, 2, 4, 8] {
+        let ms = time(k, model)?;
+        rows.push(json!({"positions": k, "ms_per_step": ms, "vs_decode_step": ms / decode_ms}));
+    }
+    Ok(json!({
+        "position": pos, "decode_step_ms": decode_ms, "steps": rows,
+        "note": "wall time per step, mean of 20; verify_argmax: decode's step recorded k times in one submit",
+    }))
+}
+
 /// One step's kernels at `pos`: [`kernel_json`] with each one's bytes read, GB/s and
 /// ratio to the read ceiling.
 fn kernel_profile(kernels: &[KernelTime], pos: usize, ceiling: f64, in_a_row: usize) -> Value {
@@ -574,6 +608,16 @@ fn print_summary(r: &Value) {
         "prefill of {} tokens: {:.2} tok/s",
         p["tokens"],
         f(&p["tok_s"])
+    );
+    let v = &r["verify"];
+    let steps = v["steps"].as_array().into_iter().flatten();
+    let per_k: Vec<String> = steps
+        .map(|s| format!("{}: {:.2} ms", s["positions"], f(&s["ms_per_step"])))
+        .collect();
+    eprintln!(
+        "verification step (positions: ms per step): {}; a decode step {:.2} ms",
+        per_k.join(", "),
+        f(&v["decode_step_ms"])
     );
     eprintln!("read ceiling: {:.2} GB/s", f(&r["read_ceiling"]["gb_s"]));
     let tuned = t["step_profiles"].as_array().into_iter().flatten();
