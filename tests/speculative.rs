@@ -196,17 +196,27 @@ fn seeded_sampling_with_drafts_repeats_and_keeps_limits() {
 
 /// Greedy text on the GPU, with and without lookup drafts, for `prompts`.
 fn gpu_greedy_is_the_same(prompts: &[Prompt]) {
-    let mut s = session(Backend::Gpu);
+    let t = std::time::Instant::now();
+    let (engine, tokenizer, template) = load(Backend::Gpu, WeightMode::Q4);
+    let mut s = Session::new(engine, tokenizer, Some(template));
+    eprintln!("load {:?}", t.elapsed());
     let mut accepted = 0;
     for p in prompts {
+        let t = std::time::Instant::now();
         let (plain, _) = generate(&mut s, &p.text, &options(None));
+        let t_plain = t.elapsed();
         let (lookup, stats) = generate(&mut s, &p.text, &options(Some(SpecOptions::lookup())));
         assert_eq!(
             lookup, plain,
             "{}: lookup drafts changed the GPU's text",
             p.workload
         );
-        println!("{}: {:?}", p.workload, stats.speculation);
+        eprintln!(
+            "{}: {:?}; plain {t_plain:?}, with drafts {:?}",
+            p.workload,
+            stats.speculation,
+            t.elapsed() - t_plain
+        );
         accepted += stats.speculation.accepted;
     }
     assert!(accepted > 0, "no draft was ever accepted on the GPU");
