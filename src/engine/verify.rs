@@ -55,6 +55,9 @@ impl Engine {
                 context: self.context,
             });
         }
+        // Only the GPU arm reads it; the browser verifies through `WebModel::verify`.
+        #[cfg(target_arch = "wasm32")]
+        let _ = argmax_only;
         let out = match &mut self.inner {
             Inner::Reference { model, cache } => {
                 let mut rows = Vec::with_capacity(tokens.len() * self.config.vocab_size);
