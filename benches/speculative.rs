@@ -20,6 +20,10 @@ use pocketrt::speculate::SpecOptions;
 use pocketrt::tokenizer::{ChatTemplate, Message, Tokenizer};
 use std::time::Instant;
 
+#[path = "../tests/speculative/prompts.rs"]
+mod spec_prompts;
+use spec_prompts::prompts;
+
 struct Args {
     backends: Vec<Backend>,
     tokens: usize,
@@ -73,25 +77,8 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
-#[derive(serde::Deserialize)]
-struct Prompt {
-    workload: String,
-    text: String,
-}
-
-#[derive(serde::Deserialize)]
-struct Prompts {
-    prompts: Vec<Prompt>,
-}
-
 fn prompt(workload: &str) -> String {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/speculative/prompts.json"
-    );
-    let p: Prompts = serde_json::from_str(&std::fs::read_to_string(path).expect("prompts"))
-        .expect("prompts.json");
-    let found = p.prompts.into_iter().find(|p| p.workload == workload);
+    let found = prompts().into_iter().find(|p| p.workload == workload);
     found.expect("a prompt per workload").text
 }
 

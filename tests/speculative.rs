@@ -9,6 +9,8 @@
 //! `speculate::tests` (chi-square).
 
 mod real_data;
+#[path = "speculative/prompts.rs"]
+mod spec_prompts;
 
 use pocketrt::cpu::WeightMode;
 use pocketrt::engine::{Backend, Engine};
@@ -18,30 +20,11 @@ use pocketrt::sampler::SamplerConfig;
 use pocketrt::speculate::{DraftModel, SpecOptions};
 use pocketrt::tokenizer::{ChatTemplate, Message, Tokenizer};
 use real_data::coder_gguf;
+use spec_prompts::{prompts, Prompt};
 
 /// Tokens generated per prompt.
 const GENERATE: usize = 48;
 const CONTEXT: usize = 1024;
-
-#[derive(serde::Deserialize)]
-struct Prompt {
-    workload: String,
-    text: String,
-}
-
-#[derive(serde::Deserialize)]
-struct Prompts {
-    prompts: Vec<Prompt>,
-}
-
-fn prompts() -> Vec<Prompt> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/speculative/prompts.json"
-    );
-    let p: Prompts = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    p.prompts
-}
 
 fn load(backend: Backend, weights: WeightMode) -> (Engine, Tokenizer, ChatTemplate) {
     let mut src = format::open(&coder_gguf()).unwrap();

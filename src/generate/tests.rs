@@ -5,7 +5,8 @@ use super::*;
 use crate::config::{Arch, ModelConfig};
 use crate::cpu::{MemorySource, WeightMode};
 use crate::engine::Backend;
-use crate::tokenizer::byte_level_json;
+use crate::sampler::Sampler;
+use crate::tokenizer::{byte_level_json, StreamDecoder};
 
 const SPECIALS: [&str; 4] = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|spare|>"];
 const TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}\
